@@ -1,0 +1,271 @@
+"""One chat's turns: the chat log on one side, the engine on the other.
+
+The conversation saves the person's message before the engine sees it, streams the engine's
+events through, and saves the answer in a ``finally`` so a Stop, a failure or a closed window
+keeps what arrived (marked partial). A fold (``Compacted``) is recorded for the divider and
+starts learning alongside the turn, never blocking it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from app.store import ChatStore
+from engines.base import (
+    Attachment,
+    Compacted,
+    ContextEngine,
+    Done,
+    Engine,
+    Event,
+    Healed,
+    ModelInfo,
+    Note,
+    Picture,
+    Problem,
+    ProblemKind,
+    TextDelta,
+    ThinkingDelta,
+    TurnInput,
+    TurnProblem,
+)
+
+log = logging.getLogger("conch.conversation")
+
+LEAN_WINDOW = 8192  # at or below this window the short system prompt is used
+
+
+class Learner(Protocol):
+    async def review(self, chat_id: str, before_seq: int) -> Any: ...
+
+
+class Health(Protocol):
+    def add(self, topic: str, text: str, model: str = "", window: int | None = None) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MessageSaved:
+    seq: int
+    role: str
+    kind: str = "saved"
+
+
+@dataclass(frozen=True, slots=True)
+class LearningDone:
+    run: Any  # app.memories.LearningRun
+    kind: str = "learning"
+
+
+ConvEvent = Event | MessageSaved | LearningDone
+
+
+def title_from(text: str, limit: int = 48) -> str:
+    """A chat title from the first thing the person said."""
+    line = " ".join(text.split())
+    if len(line) <= limit:
+        return line or "New chat"
+    cut = line[:limit].rsplit(" ", 1)[0]
+    return (cut or line[:limit]) + "…"
+
+
+class Conversation:
+    """Drives one chat through its engine. Not thread-safe; lives on the app's event loop."""
+
+    def __init__(
+        self,
+        chat_id: str,
+        *,
+        store: ChatStore,
+        engine: Engine,
+        model: ModelInfo,
+        learner: Learner | None = None,
+        health: Health | None = None,
+        system_prompt: Callable[[ModelInfo], str] | None = None,
+        on_learning: Callable[[Any], None] | None = None,
+    ) -> None:
+        self.chat_id = chat_id
+        self.store = store
+        self.engine = engine
+        self._model = model
+        self.learner = learner
+        self.health = health
+        self.system_prompt = system_prompt
+        self.on_learning = on_learning
+        self._learning: set[asyncio.Task[None]] = set()
+
+    @property
+    def model(self) -> ModelInfo:
+        return self._model
+
+    def switch_model(self, model: ModelInfo) -> None:
+        self._model = model
+        self.store.set_model(self.chat_id, model.key)
+
+    def _system(self) -> str:
+        return self.system_prompt(self._model) if self.system_prompt else ""
+
+    def context_usage(self) -> tuple[int, int] | None:
+        if isinstance(self.engine, ContextEngine):
+            return self.engine.context_usage(self._model, self._system())
+        return None
+
+    async def turn(
+        self,
+        text: str,
+        *,
+        pictures: Sequence[Picture] = (),
+        attachments: Sequence[Attachment] = (),
+    ) -> AsyncIterator[ConvEvent]:
+        """Send one person message and stream the answer (see module docstring)."""
+        model = self._model
+        if attachments:
+            # What the chat read from a file is untrusted: memories from it wait for an OK.
+            self.store.mark_chat(self.chat_id, untrusted=True)
+        chat = self.store.get_chat(self.chat_id)
+        if chat is not None and chat.title == "New chat" and text.strip():
+            self.store.rename_chat(self.chat_id, title_from(text))
+        saved = self.store.append_message(
+            self.chat_id,
+            "user",
+            text,
+            pictures=pictures,
+            attachments=attachments,
+            model_key=model.key,
+        )
+        yield MessageSaved(saved.seq, "user")
+
+        turn = TurnInput(
+            chat_id=self.chat_id,
+            seq=saved.seq,
+            text=text,
+            model=model,
+            pictures=tuple(pictures),
+            attachments=tuple(attachments),
+            system=self._system(),
+            lean=model.context <= LEAN_WINDOW,
+        )
+        answer: list[str] = []
+        thinking: list[str] = []
+        problem: TurnProblem | None = None
+        finished = False
+        try:
+            async for event in self.engine.turn(turn):
+                if isinstance(event, TextDelta):
+                    answer.append(event.text)
+                elif isinstance(event, ThinkingDelta):
+                    thinking.append(event.text)
+                elif isinstance(event, Problem):
+                    problem = event.problem
+                elif isinstance(event, Done):
+                    finished = True
+                self._observe(event, model)
+                yield event
+        except asyncio.CancelledError:
+            problem = TurnProblem.of(ProblemKind.CANCELLED, partial=bool(answer))
+            self._save_answer(model, answer, thinking, problem)
+            raise
+        except GeneratorExit:
+            # The consumer went away (window closed): keep what arrived.
+            if not finished:
+                problem = problem or TurnProblem.of(ProblemKind.CANCELLED, partial=bool(answer))
+            self._save_answer(model, answer, thinking, problem)
+            raise
+        except Exception as exc:  # an engine bug must not lose the person's message
+            log.exception("engine failed")
+            problem = TurnProblem.of(
+                ProblemKind.BROKEN_STREAM, detail=type(exc).__name__, partial=bool(answer)
+            )
+            seq = self._save_answer(model, answer, thinking, problem)
+            yield Problem(problem=problem)
+            if seq is not None:
+                yield MessageSaved(seq, "assistant")
+            return
+        if not finished and problem is None:
+            problem = TurnProblem.of(
+                ProblemKind.BROKEN_STREAM, "the engine ended without finishing", partial=bool(answer)
+            )
+            yield Problem(problem=problem)
+        seq = self._save_answer(model, answer, thinking, problem)
+        if seq is not None:
+            yield MessageSaved(seq, "assistant")
+
+    async def compact(self, focus: str = "") -> AsyncIterator[ConvEvent]:
+        """Fold all but the newest turn now (the /compact command)."""
+        if not isinstance(self.engine, ContextEngine):
+            yield Note(topic="other", text="This model keeps its own memory; nothing to fold.")
+            yield Done()
+            return
+        async for event in self.engine.compact(focus, model=self._model):
+            self._observe(event, self._model)
+            yield event
+
+    async def aclose(self) -> None:
+        """Let learning runs that are under way finish (they are short), then close the engine."""
+        if self._learning:
+            await asyncio.gather(*self._learning, return_exceptions=True)
+        await self.engine.aclose()
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _save_answer(
+        self,
+        model: ModelInfo,
+        answer: list[str],
+        thinking: list[str],
+        problem: TurnProblem | None,
+    ) -> int | None:
+        text = "".join(answer)
+        if not text and not thinking and problem is None:
+            return None
+        partial = problem is not None and bool(text)
+        msg = self.store.append_message(
+            self.chat_id,
+            "assistant",
+            text,
+            thinking="".join(thinking),
+            partial=partial,
+            problem=problem,
+            model_key=model.key,
+        )
+        return msg.seq
+
+    def _observe(self, event: Event, model: ModelInfo) -> None:
+        if isinstance(event, Compacted):
+            self.store.add_compaction(
+                self.chat_id, event.first_kept_seq, event.summary, event.model
+            )
+            self._start_learning(event.first_kept_seq)
+        elif isinstance(event, Healed) and self.health is not None:
+            self.health.add("healed", event.what, model=event.model, window=event.window)
+        elif isinstance(event, Note) and self.health is not None:
+            self.health.add(event.topic, event.text, model=model.name)
+        elif isinstance(event, Problem) and self.health is not None:
+            p = event.problem
+            if p.kind is ProblemKind.TOO_LONG:
+                self.health.add("too-long", p.message, model=model.name)
+            elif p.kind is ProblemKind.UNREACHABLE:
+                self.health.add("unreachable", p.detail or p.message, model=model.name)
+
+    def _start_learning(self, before_seq: int) -> None:
+        if self.learner is None:
+            return
+        learner = self.learner
+
+        async def run() -> None:
+            try:
+                result = await learner.review(self.chat_id, before_seq)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # learning is a help; it never breaks the chat
+                log.exception("learning run failed")
+                return
+            if result is not None and self.on_learning is not None:
+                self.on_learning(result)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._learning.add(task)
+        task.add_done_callback(self._learning.discard)

@@ -1,0 +1,418 @@
+"""The chat log: every chat and every message with its seq, in one SQLite file.
+
+Folding never deletes anything here: the engine's transcript is the model's memory, this is the
+person's. Deleting a chat is soft (``deleted_at``) so the window can offer Undo.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from engines.base import Attachment, Picture, TurnProblem
+
+Role = Literal["user", "assistant", "tool"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS chats (
+    id TEXT PRIMARY KEY,
+    title TEXT NOT NULL,
+    model_key TEXT NOT NULL DEFAULT '',
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    deleted_at REAL,
+    untrusted INTEGER NOT NULL DEFAULT 0,
+    others INTEGER NOT NULL DEFAULT 0,
+    routine INTEGER NOT NULL DEFAULT 0,
+    read_until INTEGER NOT NULL DEFAULT -1,
+    learned_at REAL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    chat_id TEXT NOT NULL REFERENCES chats(id),
+    seq INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    text TEXT NOT NULL,
+    thinking TEXT NOT NULL DEFAULT '',
+    pictures TEXT NOT NULL DEFAULT '[]',
+    attachments TEXT NOT NULL DEFAULT '[]',
+    partial INTEGER NOT NULL DEFAULT 0,
+    problem TEXT,
+    model_key TEXT NOT NULL DEFAULT '',
+    created REAL NOT NULL,
+    PRIMARY KEY (chat_id, seq)
+);
+CREATE TABLE IF NOT EXISTS compactions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    chat_id TEXT NOT NULL REFERENCES chats(id),
+    first_kept_seq INTEGER NOT NULL,
+    summary TEXT NOT NULL,
+    model TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS compactions_chat ON compactions(chat_id, id);
+"""
+
+
+class StoreError(Exception):
+    """The chat log could not be opened or written; the message says what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Chat:
+    id: str
+    title: str
+    model_key: str
+    created: float
+    updated: float
+    deleted_at: float | None = None
+    untrusted: bool = False
+    others: bool = False
+    routine: bool = False
+    read_until: int = -1
+    learned_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    chat_id: str
+    seq: int
+    role: Role
+    text: str
+    thinking: str = ""
+    pictures: tuple[Picture, ...] = ()
+    attachments: tuple[Attachment, ...] = ()
+    partial: bool = False
+    problem: TurnProblem | None = None
+    model_key: str = ""
+    created: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    chat_id: str
+    first_kept_seq: int
+    summary: str
+    model: str
+    created: float
+
+
+_CHAT_COLS = (
+    "id, title, model_key, created, updated, deleted_at, untrusted, others, routine, "
+    "read_until, learned_at"
+)
+_MSG_COLS = (
+    "chat_id, seq, role, text, thinking, pictures, attachments, partial, problem, model_key, created"
+)
+
+
+def _chat(row: Sequence[Any]) -> Chat:
+    return Chat(
+        id=row[0],
+        title=row[1],
+        model_key=row[2],
+        created=row[3],
+        updated=row[4],
+        deleted_at=row[5],
+        untrusted=bool(row[6]),
+        others=bool(row[7]),
+        routine=bool(row[8]),
+        read_until=row[9],
+        learned_at=row[10],
+    )
+
+
+def _load_list(raw: str, cls: type[Picture] | type[Attachment]) -> tuple[Any, ...]:
+    try:
+        items = json.loads(raw)
+        return tuple(cls.model_validate(i) for i in items)
+    except (ValueError, TypeError, ValidationError):
+        return ()
+
+
+def _problem(raw: str | None) -> TurnProblem | None:
+    if not raw:
+        return None
+    try:
+        return TurnProblem.model_validate_json(raw)
+    except ValidationError:
+        return None
+
+
+def _message(row: Sequence[Any]) -> StoredMessage:
+    return StoredMessage(
+        chat_id=row[0],
+        seq=row[1],
+        role=row[2],
+        text=row[3],
+        thinking=row[4],
+        pictures=_load_list(row[5], Picture),
+        attachments=_load_list(row[6], Attachment),
+        partial=bool(row[7]),
+        problem=_problem(row[8]),
+        model_key=row[9],
+        created=row[10],
+    )
+
+
+def _dump(items: Iterable[Picture | Attachment]) -> str:
+    return json.dumps([i.model_dump() for i in items])
+
+
+class ChatStore:
+    """One SQLite file (WAL). Safe to call from the GUI thread: every call is short."""
+
+    FILE_NAME = "conch.sqlite3"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # FULL: a message the window showed as sent survives a power cut or a SIGKILL.
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"The chat log at {path} could not be opened ({exc}). "
+                "Move it aside or restore a backup; Conch did not change it."
+            ) from exc
+        self._lock = threading.RLock()
+
+    @classmethod
+    def in_dir(cls, data_dir: Path) -> ChatStore:
+        return cls(data_dir / cls.FILE_NAME)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # --- chats ----------------------------------------------------------------------------
+
+    def create_chat(
+        self, title: str = "New chat", model_key: str = "", chat_id: str | None = None
+    ) -> Chat:
+        cid = chat_id or uuid.uuid4().hex[:12]
+        now = time.time()
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO chats (id, title, model_key, created, updated) VALUES (?,?,?,?,?)",
+                (cid, title, model_key, now, now),
+            )
+        chat = self.get_chat(cid)
+        assert chat is not None
+        return chat
+
+    def get_chat(self, chat_id: str) -> Chat | None:
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {_CHAT_COLS} FROM chats WHERE id = ?", (chat_id,)
+            ).fetchone()
+        return _chat(row) if row else None
+
+    def list_chats(self) -> list[Chat]:
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_CHAT_COLS} FROM chats WHERE deleted_at IS NULL ORDER BY updated DESC"
+            ).fetchall()
+        return [_chat(r) for r in rows]
+
+    def rename_chat(self, chat_id: str, title: str) -> None:
+        self._exec("UPDATE chats SET title = ? WHERE id = ?", (title.strip() or "Chat", chat_id))
+
+    def set_model(self, chat_id: str, model_key: str) -> None:
+        self._exec("UPDATE chats SET model_key = ? WHERE id = ?", (model_key, chat_id))
+
+    def mark_chat(
+        self,
+        chat_id: str,
+        *,
+        untrusted: bool | None = None,
+        others: bool | None = None,
+        routine: bool | None = None,
+    ) -> None:
+        for col, val in (("untrusted", untrusted), ("others", others), ("routine", routine)):
+            if val is not None:
+                self._exec(f"UPDATE chats SET {col} = ? WHERE id = ?", (int(val), chat_id))
+
+    def set_read_until(self, chat_id: str, seq: int, learned_at: float | None = None) -> None:
+        """Advance the learning mark; it never moves backwards."""
+        self._exec(
+            "UPDATE chats SET read_until = MAX(read_until, ?), learned_at = ? WHERE id = ?",
+            (seq, learned_at if learned_at is not None else time.time(), chat_id),
+        )
+
+    def delete_chat(self, chat_id: str) -> None:
+        self._exec("UPDATE chats SET deleted_at = ? WHERE id = ?", (time.time(), chat_id))
+
+    def restore_chat(self, chat_id: str) -> None:
+        self._exec("UPDATE chats SET deleted_at = NULL WHERE id = ?", (chat_id,))
+
+    def search_chats(self, query: str) -> list[Chat]:
+        q = query.strip()
+        if not q:
+            return self.list_chats()
+        like = "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_CHAT_COLS} FROM chats c WHERE deleted_at IS NULL AND ("
+                "title LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM messages m "
+                "WHERE m.chat_id = c.id AND m.text LIKE ? ESCAPE '\\')) ORDER BY updated DESC",
+                (like, like),
+            ).fetchall()
+        return [_chat(r) for r in rows]
+
+    # --- messages -------------------------------------------------------------------------
+
+    def append_message(
+        self,
+        chat_id: str,
+        role: Role,
+        text: str,
+        *,
+        thinking: str = "",
+        pictures: Sequence[Picture] = (),
+        attachments: Sequence[Attachment] = (),
+        partial: bool = False,
+        problem: TurnProblem | None = None,
+        model_key: str = "",
+    ) -> StoredMessage:
+        now = time.time()
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                (seq,) = self._db.execute(
+                    "SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE chat_id = ?",
+                    (chat_id,),
+                ).fetchone()
+                self._db.execute(
+                    f"INSERT INTO messages ({_MSG_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        chat_id,
+                        seq,
+                        role,
+                        text,
+                        thinking,
+                        _dump(pictures),
+                        _dump(attachments),
+                        int(partial),
+                        problem.model_dump_json() if problem else None,
+                        model_key,
+                        now,
+                    ),
+                )
+                self._db.execute("UPDATE chats SET updated = ? WHERE id = ?", (now, chat_id))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return StoredMessage(
+            chat_id=chat_id,
+            seq=seq,
+            role=role,
+            text=text,
+            thinking=thinking,
+            pictures=tuple(pictures),
+            attachments=tuple(attachments),
+            partial=partial,
+            problem=problem,
+            model_key=model_key,
+            created=now,
+        )
+
+    _UNSET: Any = object()
+
+    def update_message(
+        self,
+        chat_id: str,
+        seq: int,
+        *,
+        text: str | None = None,
+        thinking: str | None = None,
+        partial: bool | None = None,
+        problem: TurnProblem | None | Any = _UNSET,
+    ) -> None:
+        sets: list[str] = []
+        args: list[Any] = []
+        if text is not None:
+            sets.append("text = ?")
+            args.append(text)
+        if thinking is not None:
+            sets.append("thinking = ?")
+            args.append(thinking)
+        if partial is not None:
+            sets.append("partial = ?")
+            args.append(int(partial))
+        if problem is not self._UNSET:
+            sets.append("problem = ?")
+            args.append(problem.model_dump_json() if isinstance(problem, TurnProblem) else None)
+        if not sets:
+            return
+        self._exec(
+            f"UPDATE messages SET {', '.join(sets)} WHERE chat_id = ? AND seq = ?",
+            (*args, chat_id, seq),
+        )
+
+    def messages(
+        self, chat_id: str, start: int = 0, limit: int | None = None
+    ) -> list[StoredMessage]:
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_MSG_COLS} FROM messages WHERE chat_id = ? AND seq >= ? "
+                "ORDER BY seq LIMIT ?",
+                (chat_id, start, -1 if limit is None else limit),
+            ).fetchall()
+        return [_message(r) for r in rows]
+
+    def message(self, chat_id: str, seq: int) -> StoredMessage | None:
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {_MSG_COLS} FROM messages WHERE chat_id = ? AND seq = ?",
+                (chat_id, seq),
+            ).fetchone()
+        return _message(row) if row else None
+
+    def message_count(self, chat_id: str) -> int:
+        with self._lock:
+            (n,) = self._db.execute(
+                "SELECT COUNT(*) FROM messages WHERE chat_id = ?", (chat_id,)
+            ).fetchone()
+        return int(n)
+
+    # --- compactions ----------------------------------------------------------------------
+
+    def add_compaction(
+        self, chat_id: str, first_kept_seq: int, summary: str, model: str
+    ) -> Compaction:
+        now = time.time()
+        self._exec(
+            "INSERT INTO compactions (chat_id, first_kept_seq, summary, model, created) "
+            "VALUES (?,?,?,?,?)",
+            (chat_id, first_kept_seq, summary, model, now),
+        )
+        return Compaction(chat_id, first_kept_seq, summary, model, now)
+
+    def latest_compaction(self, chat_id: str) -> Compaction | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT chat_id, first_kept_seq, summary, model, created FROM compactions "
+                "WHERE chat_id = ? ORDER BY id DESC LIMIT 1",
+                (chat_id,),
+            ).fetchone()
+        return Compaction(*row) if row else None
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _exec(self, sql: str, args: Sequence[Any]) -> None:
+        with self._lock:
+            self._db.execute(sql, tuple(args))

@@ -1,0 +1,280 @@
+"""The engine contract: what a turn takes, what it streams back, and what can go wrong.
+
+Everything here is plain data (pydantic) and protocols. The app drives an ``Engine`` one turn
+at a time and never asks which engine it is; an engine that keeps its own transcript declares
+the context capability (``ContextEngine.compact``) and emits ``Compacted`` when it folds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from enum import StrEnum
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+# --- models -----------------------------------------------------------------------------------
+
+
+class ModelInfo(_Data):
+    """One model a provider can run, with the window Conch budgets against."""
+
+    provider: str  # short name: "ollama", "local", "openai", "lmstudio", "anthropic", ...
+    id: str
+    label: str = ""
+    context: int  # tokens the model reads at once (runtime window, not the trained maximum)
+    local: bool = False  # runs on this computer
+    ready: bool = True  # reachable and pulled/loaded or keyed
+    loaded: bool = False  # already in memory (local servers)
+
+    @property
+    def key(self) -> str:
+        return f"{self.provider}/{self.id}"
+
+    @property
+    def name(self) -> str:
+        return self.label or self.id
+
+
+# --- what a turn carries ----------------------------------------------------------------------
+
+
+class Picture(_Data):
+    """A picture sent with a message. ``data`` is base64 without a data: prefix."""
+
+    name: str = "picture"
+    mime: str = "image/png"
+    data: str = ""
+
+
+class ToolCallData(_Data):
+    id: str = ""
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Message(_Data):
+    """One message of a transcript, provider-neutral.
+
+    ``raw`` holds a provider's own content blocks for an assistant message (Anthropic thinking
+    blocks with their signatures, for example); they are sent back byte-for-byte, never edited.
+    ``untrusted`` marks text that came from outside the person (tool results, fetched pages,
+    attached files): it may be summarised but never gains authority.
+    """
+
+    role: Literal["user", "assistant", "tool"]
+    text: str = ""
+    pictures: tuple[Picture, ...] = ()
+    thinking: str = ""
+    tool_calls: tuple[ToolCallData, ...] = ()
+    tool_call_id: str = ""
+    tool_name: str = ""
+    raw: tuple[dict[str, Any], ...] | None = None
+    untrusted: bool = False
+
+
+class Attachment(_Data):
+    """A text file the person attached. Always untrusted for learning."""
+
+    name: str
+    text: str
+
+
+class TurnInput(_Data):
+    """One turn: what the person sent, where it sits in the chat log, and to which model."""
+
+    chat_id: str
+    seq: int  # the person message's position in the chat log
+    text: str
+    model: ModelInfo
+    pictures: tuple[Picture, ...] = ()
+    attachments: tuple[Attachment, ...] = ()
+    system: str = ""  # the real system prompt, memories included
+    tools: tuple[dict[str, Any], ...] = ()
+    lean: bool = False  # the app chose the short system prompt for a tiny window
+
+
+# --- problems ---------------------------------------------------------------------------------
+
+
+class ProblemKind(StrEnum):
+    TOO_LONG = "too-long"
+    UNREACHABLE = "unreachable"
+    TIMEOUT = "timeout"
+    REFUSED = "refused"  # the provider said no: bad request, content filter, unsupported
+    AUTH = "auth"
+    RATE_LIMITED = "rate-limited"
+    MODEL_MISSING = "model-missing"
+    SERVER_ERROR = "server-error"
+    BROKEN_STREAM = "broken-stream"
+    CANCELLED = "cancelled"
+
+
+HUMAN_TEXT: dict[ProblemKind, str] = {
+    ProblemKind.TOO_LONG: "This message is too long for the model, even after summarising the chat.",
+    ProblemKind.UNREACHABLE: "Conch could not reach the model's server.",
+    ProblemKind.TIMEOUT: "The model's server stopped answering in time.",
+    ProblemKind.REFUSED: "The model's server refused the request.",
+    ProblemKind.AUTH: "The server did not accept the API key.",
+    ProblemKind.RATE_LIMITED: "The provider is limiting requests right now.",
+    ProblemKind.MODEL_MISSING: "The model is not available on that server.",
+    ProblemKind.SERVER_ERROR: "The model's server had an internal error.",
+    ProblemKind.BROKEN_STREAM: "The answer was cut off before the server finished it.",
+    ProblemKind.CANCELLED: "You stopped the answer.",
+}
+
+
+class NextStep(_Data):
+    """The one thing the person can do next, shown as a button or a hint."""
+
+    kind: Literal["switch-model", "new-chat", "retry", "open-settings", "wait", "none"]
+    label: str
+    model: ModelInfo | None = None  # for switch-model
+    text: str = ""  # for new-chat: the message to put in the new chat's box
+    seconds: float | None = None  # for wait
+
+
+class TurnProblem(_Data):
+    kind: ProblemKind
+    message: str  # one sentence a person understands
+    detail: str = ""  # what the server said, for Health and the card's details
+    next_step: NextStep | None = None
+    partial: bool = False  # some answer text had arrived before the problem
+
+    @classmethod
+    def of(
+        cls,
+        kind: ProblemKind,
+        detail: str = "",
+        next_step: NextStep | None = None,
+        *,
+        partial: bool = False,
+        message: str | None = None,
+    ) -> TurnProblem:
+        return cls(
+            kind=kind,
+            message=message or HUMAN_TEXT[kind],
+            detail=detail,
+            next_step=next_step,
+            partial=partial,
+        )
+
+
+# --- events -----------------------------------------------------------------------------------
+
+
+class TextDelta(_Data):
+    kind: Literal["text"] = "text"
+    text: str
+
+
+class ThinkingDelta(_Data):
+    kind: Literal["thinking"] = "thinking"
+    text: str
+
+
+class ToolCall(_Data):
+    kind: Literal["tool_call"] = "tool_call"
+    call: ToolCallData
+
+
+class Usage(_Data):
+    kind: Literal["usage"] = "usage"
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    summary_tokens: int = 0  # spent on summarising this turn (counted in the turn's usage)
+
+
+class Compacted(_Data):
+    """The model's word-for-word memory now starts at ``first_kept_seq``."""
+
+    kind: Literal["compacted"] = "compacted"
+    first_kept_seq: int
+    summary: str
+    model: str  # the chat model's display name ("Earlier messages are summarised for <model>")
+    summarised: bool = True  # False: no summariser gave one; turns were dropped, old summary kept
+
+
+class Healed(_Data):
+    """A too-long refusal was healed quietly (for Health; the person sees just the answer)."""
+
+    kind: Literal["healed"] = "healed"
+    model: str
+    window: int | None
+    what: str
+
+
+class Note(_Data):
+    """Something worth a Health note that is not a problem for this turn."""
+
+    kind: Literal["note"] = "note"
+    topic: Literal["summary-failed", "unreachable", "transcript-recovered", "window-learned", "other"]
+    text: str
+
+
+class AssistantRaw(_Data):
+    """Provider-native content of the assistant message, to store byte-for-byte."""
+
+    kind: Literal["raw"] = "raw"
+    blocks: tuple[dict[str, Any], ...]
+
+
+class Problem(_Data):
+    kind: Literal["problem"] = "problem"
+    problem: TurnProblem
+
+
+class Done(_Data):
+    kind: Literal["done"] = "done"
+    stop_reason: str = "stop"
+
+
+Event = Annotated[
+    TextDelta
+    | ThinkingDelta
+    | ToolCall
+    | Usage
+    | Compacted
+    | Healed
+    | Note
+    | AssistantRaw
+    | Problem
+    | Done,
+    Field(discriminator="kind"),
+]
+
+
+# --- protocols --------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Drives one chat's turns. A turn ends with exactly one ``Done`` or one ``Problem``."""
+
+    def turn(self, turn: TurnInput) -> AsyncIterator[Event]: ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class ContextEngine(Engine, Protocol):
+    """An engine that keeps the transcript itself, and so can fold it on demand."""
+
+    def compact(self, focus: str = "", *, model: ModelInfo | None = None) -> AsyncIterator[Event]:
+        """Fold all but the newest turn now; ``focus`` says what the summary should keep."""
+        ...
+
+    def context_usage(self, model: ModelInfo, system: str = "") -> tuple[int, int]:
+        """(estimated tokens the next request would send, budget) for the context meter."""
+        ...
+
+
+def supports_context(engine: Engine) -> bool:
+    return isinstance(engine, ContextEngine)
