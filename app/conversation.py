@@ -186,7 +186,9 @@ class Conversation:
             return
         if not finished and problem is None:
             problem = TurnProblem.of(
-                ProblemKind.BROKEN_STREAM, "the engine ended without finishing", partial=bool(answer)
+                ProblemKind.BROKEN_STREAM,
+                "the engine ended without finishing",
+                partial=bool(answer),
             )
             yield Problem(problem=problem)
         seq = self._save_answer(model, answer, thinking, problem)

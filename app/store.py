@@ -110,7 +110,8 @@ _CHAT_COLS = (
     "read_until, learned_at"
 )
 _MSG_COLS = (
-    "chat_id, seq, role, text, thinking, pictures, attachments, partial, problem, model_key, created"
+    "chat_id, seq, role, text, thinking, pictures, attachments, partial, problem, "
+    "model_key, created"
 )
 
 
@@ -340,7 +341,7 @@ class ChatStore:
         text: str | None = None,
         thinking: str | None = None,
         partial: bool | None = None,
-        problem: TurnProblem | None | Any = _UNSET,
+        problem: Any = _UNSET,
     ) -> None:
         sets: list[str] = []
         args: list[Any] = []
