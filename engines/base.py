@@ -116,7 +116,9 @@ class ProblemKind(StrEnum):
 
 
 HUMAN_TEXT: dict[ProblemKind, str] = {
-    ProblemKind.TOO_LONG: "This message is too long for the model, even after summarising the chat.",
+    ProblemKind.TOO_LONG: (
+        "This message is too long for the model, even after summarising the chat."
+    ),
     ProblemKind.UNREACHABLE: "Conch could not reach the model's server.",
     ProblemKind.TIMEOUT: "The model's server stopped answering in time.",
     ProblemKind.REFUSED: "The model's server refused the request.",
@@ -215,7 +217,9 @@ class Note(_Data):
     """Something worth a Health note that is not a problem for this turn."""
 
     kind: Literal["note"] = "note"
-    topic: Literal["summary-failed", "unreachable", "transcript-recovered", "window-learned", "other"]
+    topic: Literal[
+        "summary-failed", "unreachable", "transcript-recovered", "window-learned", "other"
+    ]
     text: str
 
 

@@ -47,7 +47,9 @@ class ProviderError(Exception):
         self.retry_after = retry_after
         self.partial = partial
 
-    def to_problem(self, next_step: NextStep | None = None, *, partial: bool = False) -> TurnProblem:
+    def to_problem(
+        self, next_step: NextStep | None = None, *, partial: bool = False
+    ) -> TurnProblem:
         step = next_step
         if step is None:
             step = default_next_step(self.kind, self.retry_after)

@@ -1,0 +1,208 @@
+"""HTTP statuses, error bodies and transport failures, mapped onto ``ProviderError``.
+
+Shared by every adapter (OpenAI-style, Anthropic, Ollama) so that a refusal reads the same
+whichever server sent it. Details are the server's own words, trimmed; an HTML error page is
+described, never dumped. Headers are read only for Retry-After and are never put in a message.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import html
+import json
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from engines.api.too_long import is_too_long, window_in
+from engines.base import ProblemKind
+from engines.providers.base import ProviderError
+
+_DETAIL_LIMIT = 400
+
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+_H1 = re.compile(r"<h1[^>]*>(.*?)</h1>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]+>")
+_SPACE = re.compile(r"\s+")
+_MODEL_MISSING = re.compile(r"model[^.\n]{0,100}(?:does not exist|not found)")
+
+
+def _clip(text: str, limit: int = _DETAIL_LIMIT) -> str:
+    text = _SPACE.sub(" ", text).strip()
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def looks_like_html(body: str) -> bool:
+    head = body.lstrip()[:200].lower()
+    return head.startswith(("<!doctype html", "<html", "<head", "<body")) or "<html" in head
+
+
+def _html_summary(body: str, status: int | None) -> str:
+    found = _TITLE.search(body) or _H1.search(body)
+    title = ""
+    if found:
+        title = _clip(html.unescape(_TAG.sub(" ", found.group(1))), 120)
+    where = f" (HTTP {status})" if status is not None else ""
+    if title:
+        return (
+            f"The server answered with a web page{where} titled “{title}” instead of an API reply."
+        )
+    return f"The server answered with a web page{where} instead of an API reply."
+
+
+def _message_in(data: Any) -> str:
+    """The human part of a JSON error body, in the shapes servers use."""
+    if isinstance(data, str):
+        return data
+    if isinstance(data, list) and data:
+        # Google's OpenAI endpoint has wrapped errors in a one-element list.
+        return _message_in(data[0])
+    if not isinstance(data, dict):
+        return ""
+    err = data.get("error")
+    if isinstance(err, str) and err:
+        return err
+    if isinstance(err, dict):
+        inner = _message_in(err)
+        if inner:
+            return inner
+    for key in ("message", "detail", "msg", "error_message"):
+        value = data.get(key)
+        if isinstance(value, str) and value:
+            return value
+        if isinstance(value, (dict, list)):
+            inner = _message_in(value)
+            if inner:
+                return inner
+    return ""
+
+
+def describe_body(body: str, status: int | None = None) -> str:
+    """What the server said, in one trimmed line fit for Health and a problem card's details."""
+    if not body or not body.strip():
+        return f"HTTP {status} with an empty body." if status is not None else "An empty reply."
+    if looks_like_html(body):
+        return _html_summary(body, status)
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return _clip(body)
+    message = _message_in(data)
+    return _clip(message) if message else _clip(body)
+
+
+def retry_after_seconds(headers: Mapping[str, str] | httpx.Headers | None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    if not headers:
+        return None
+    lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+    millis = lowered.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def error_from_response(
+    status: int, body: str, headers: Mapping[str, str] | httpx.Headers | None = None
+) -> ProviderError:
+    """The typed error for an HTTP error reply. ``body`` must already be read (``aread``)."""
+    detail = describe_body(body, status)
+    if status not in (401, 403, 404, 429) and is_too_long(body, status):
+        return ProviderError(
+            ProblemKind.TOO_LONG,
+            detail,
+            status=status,
+            too_long=True,
+            window=window_in(body),
+        )
+    if status in (401, 403):
+        kind = ProblemKind.AUTH
+    elif status == 404 or (status == 400 and _names_missing_model(body)):
+        kind = ProblemKind.MODEL_MISSING
+    elif status == 429:
+        kind = ProblemKind.RATE_LIMITED
+    elif status == 408:
+        kind = ProblemKind.TIMEOUT
+    elif status >= 500:
+        kind = ProblemKind.SERVER_ERROR
+    else:
+        kind = ProblemKind.REFUSED
+    waits = kind in (ProblemKind.RATE_LIMITED, ProblemKind.SERVER_ERROR)
+    retry = retry_after_seconds(headers) if waits else None
+    return ProviderError(kind, detail, status=status, retry_after=retry)
+
+
+def _names_missing_model(body: str) -> bool:
+    lowered = body.lower()
+    return "model_not_found" in lowered or _MODEL_MISSING.search(lowered) is not None
+
+
+def error_from_stream_payload(payload: Any, raw: str) -> ProviderError:
+    """An error that arrived inside a 200 stream (``data: {"error": …}`` or an NDJSON line)."""
+    status: int | None = None
+    if isinstance(payload, dict):
+        err = payload.get("error")
+        code = err.get("code") if isinstance(err, dict) else payload.get("code")
+        if isinstance(code, int) and 400 <= code <= 599:
+            status = code
+    detail = describe_body(raw)
+    if is_too_long(raw, status):
+        return ProviderError(
+            ProblemKind.TOO_LONG, detail, status=status, too_long=True, window=window_in(raw)
+        )
+    if status is not None:
+        err = error_from_response(status, raw)
+        return err
+    lowered = raw.lower()
+    if "overloaded" in lowered or "server_error" in lowered or "api_error" in lowered:
+        return ProviderError(ProblemKind.SERVER_ERROR, detail)
+    if "rate_limit" in lowered or "rate limit" in lowered:
+        return ProviderError(ProblemKind.RATE_LIMITED, detail)
+    return ProviderError(ProblemKind.REFUSED, detail)
+
+
+def error_from_transport(
+    exc: httpx.TransportError | httpx.TimeoutException, *, partial: bool
+) -> ProviderError:
+    """The typed error for a connection that failed, timed out or broke mid-answer."""
+    reason = _clip(str(exc) or type(exc).__name__, 200)
+    if isinstance(exc, httpx.ConnectTimeout):
+        # Nothing answered the connection at all: the server is as good as unreachable.
+        return ProviderError(
+            ProblemKind.UNREACHABLE, f"The connection timed out ({reason}).", partial=partial
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        return ProviderError(ProblemKind.TIMEOUT, f"No answer in time ({reason}).", partial=partial)
+    if isinstance(exc, httpx.ConnectError):
+        return ProviderError(
+            ProblemKind.UNREACHABLE, f"Could not connect ({reason}).", partial=partial
+        )
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+        return ProviderError(
+            ProblemKind.BROKEN_STREAM,
+            f"The connection broke before the answer was complete ({reason}).",
+            partial=partial,
+        )
+    return ProviderError(ProblemKind.UNREACHABLE, reason, partial=partial)
+
+
+def broken_stream(detail: str, *, partial: bool) -> ProviderError:
+    """A stream that ended without its done marker: a failure, never an answer."""
+    return ProviderError(ProblemKind.BROKEN_STREAM, detail, partial=partial)

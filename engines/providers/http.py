@@ -1,0 +1,46 @@
+"""One way to build the HTTP client every adapter uses, and to attach an API key safely.
+
+The key is never a client-wide default header: a client may be shared between providers, so
+the key is added per request, and only when the request goes to the provider's own base URL.
+Redirects are never followed (a redirect could carry the key's request elsewhere).
+"""
+
+from __future__ import annotations
+
+import httpx
+
+# Reading an answer may pause for a long time (a local server loading a model, a slow first
+# token); connecting should be quick. Local servers get longer to load a model.
+API_TIMEOUT = httpx.Timeout(connect=10.0, read=120.0, write=30.0, pool=10.0)
+LOCAL_TIMEOUT = httpx.Timeout(connect=5.0, read=600.0, write=60.0, pool=10.0)
+
+
+def make_client(*, local: bool, timeout: httpx.Timeout | float | None = None) -> httpx.AsyncClient:
+    """A client for one adapter. Proxies from the environment never apply to this computer."""
+    chosen = timeout if timeout is not None else (LOCAL_TIMEOUT if local else API_TIMEOUT)
+    return httpx.AsyncClient(
+        timeout=chosen,
+        follow_redirects=False,
+        trust_env=not local,
+        headers={"user-agent": "Conch"},
+    )
+
+
+def same_origin(url: str, base_url: str) -> bool:
+    """Whether ``url`` goes to the same scheme, host and port as ``base_url``."""
+    try:
+        target = httpx.URL(url)
+        base = httpx.URL(base_url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return False
+    return (target.scheme, target.host, target.port) == (base.scheme, base.host, base.port)
+
+
+def join(base_url: str, path: str) -> str:
+    return base_url.rstrip("/") + "/" + path.lstrip("/")
+
+
+def root_of(base_url: str) -> str:
+    """The server root of a base URL (``http://h:1234/v1`` → ``http://h:1234``)."""
+    url = httpx.URL(base_url)
+    return str(url.copy_with(path="/", query=None, fragment=None)).rstrip("/")

@@ -1,0 +1,778 @@
+"""OpenAI-style chat completions: one adapter, a row per company or server on this computer.
+
+Companies differ in where their model list puts the window, whether they stream usage, and
+what their cheapest model is; the wire protocol is the same. Local servers differ in where the
+*loaded* window lives (LM Studio's REST list, llama-server's ``/props``), and the bundled
+llama-cpp-python server answers an oversized streamed request with an empty 200 stream.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+
+from engines.base import (
+    Done,
+    Event,
+    Message,
+    ModelInfo,
+    ProblemKind,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolCallData,
+    Usage,
+)
+from engines.providers.base import ChatRequest, ProviderError
+from engines.providers.errors import (
+    broken_stream,
+    describe_body,
+    error_from_response,
+    error_from_stream_payload,
+    error_from_transport,
+)
+from engines.providers.http import join, make_client, root_of, same_origin
+from engines.providers.sse import SSEEvent, iter_sse
+
+log = logging.getLogger("conch.providers.openai")
+
+API_WINDOW = 128_000  # DESIGN: unknown window of a model API
+LOCAL_WINDOW = 8_192  # DESIGN: unknown window of a server on this computer
+
+WindowSource = Literal["models", "lmstudio", "llamacpp", "given"]
+
+
+@dataclass(frozen=True)
+class ProviderRow:
+    """What sets one OpenAI-style provider apart from the others."""
+
+    name: str  # short name, ModelInfo.provider
+    label: str
+    base_url: str  # up to, not including, /chat/completions
+    needs_key: bool
+    local: bool = False
+    # Dotted paths in each /models entry that name the window; the smallest found wins
+    # (OpenRouter's top provider may serve less than the model's own maximum).
+    window_fields: tuple[str, ...] = ()
+    window_source: WindowSource = "models"
+    include_usage: bool = True  # accepts stream_options.include_usage
+    max_tokens_field: str = "max_tokens"
+    cheap: tuple[str, ...] = ()  # cheapest first, then the small one (summaries)
+    alt_base_urls: tuple[str, ...] = ()  # also tried when the first is unreachable
+    thinking_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
+
+    @property
+    def default_window(self) -> int:
+        return LOCAL_WINDOW if self.local else API_WINDOW
+
+
+ROWS: dict[str, ProviderRow] = {
+    row.name: row
+    for row in (
+        ProviderRow(
+            "openai",
+            "OpenAI",
+            "https://api.openai.com/v1",
+            needs_key=True,
+            max_tokens_field="max_completion_tokens",
+            cheap=("gpt-4.1-nano", "gpt-4.1-mini"),
+        ),
+        ProviderRow(
+            "openrouter",
+            "OpenRouter",
+            "https://openrouter.ai/api/v1",
+            needs_key=True,
+            window_fields=("context_length", "top_provider.context_length"),
+            cheap=("google/gemini-2.0-flash-lite-001", "openai/gpt-4.1-nano"),
+        ),
+        ProviderRow(
+            "groq",
+            "Groq",
+            "https://api.groq.com/openai/v1",
+            needs_key=True,
+            window_fields=("context_window",),
+            cheap=("llama-3.1-8b-instant",),
+        ),
+        ProviderRow(
+            "together",
+            "Together AI",
+            "https://api.together.xyz/v1",
+            needs_key=True,
+            window_fields=("context_length",),
+            include_usage=False,  # sends usage in its last chunk unasked
+            cheap=("meta-llama/Llama-3.2-3B-Instruct-Turbo",),
+        ),
+        ProviderRow(
+            "deepseek",
+            "DeepSeek",
+            "https://api.deepseek.com/v1",
+            needs_key=True,
+            cheap=("deepseek-chat",),
+        ),
+        ProviderRow(
+            "mistral",
+            "Mistral AI",
+            "https://api.mistral.ai/v1",
+            needs_key=True,
+            window_fields=("max_context_length",),
+            include_usage=False,  # rejects unknown fields; streams usage on its own anyway
+            cheap=("ministral-3b-latest", "mistral-small-latest"),
+        ),
+        ProviderRow(
+            "xai",
+            "xAI",
+            "https://api.x.ai/v1",
+            needs_key=True,
+            cheap=("grok-3-mini",),
+        ),
+        ProviderRow(
+            "google",
+            "Google Gemini",
+            "https://generativelanguage.googleapis.com/v1beta/openai",
+            needs_key=True,
+            cheap=("gemini-2.5-flash-lite", "gemini-2.0-flash-lite"),
+        ),
+        ProviderRow(
+            "zhipu",
+            "Zhipu AI",
+            "https://open.bigmodel.cn/api/paas/v4",
+            needs_key=True,
+            include_usage=False,
+            cheap=("glm-4-flash",),
+        ),
+        ProviderRow(
+            "lmstudio",
+            "LM Studio",
+            "http://127.0.0.1:1234/v1",
+            needs_key=False,
+            local=True,
+            window_source="lmstudio",
+        ),
+        ProviderRow(
+            "llamacpp",
+            "llama.cpp",
+            "http://127.0.0.1:8080/v1",
+            needs_key=False,
+            local=True,
+            window_source="llamacpp",
+            alt_base_urls=("http://127.0.0.1:9931/v1",),
+        ),
+        ProviderRow(
+            "vllm",
+            "vLLM",
+            "http://127.0.0.1:8000/v1",
+            needs_key=False,
+            local=True,
+            window_fields=("max_model_len",),
+        ),
+        ProviderRow(
+            "local",
+            "This computer",
+            "http://127.0.0.1:8000/v1",  # replaced by the port the bundled runtime chose
+            needs_key=False,
+            local=True,
+            window_source="given",
+            include_usage=False,  # llama-cpp-python never streams usage
+        ),
+    )
+}
+
+# Model ids that cannot chat (OpenAI and local servers list them next to chat models).
+_NOT_CHAT = ("embed", "tts", "whisper", "dall-e", "moderation", "transcribe", "gpt-image")
+
+
+def _dig(entry: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(entry, dict):
+            return None
+        entry = entry.get(part)
+    return entry
+
+
+def _positive_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and value > 0:
+        return value
+    if isinstance(value, float) and value > 0:
+        return int(value)
+    if isinstance(value, str) and value.isdigit() and int(value) > 0:
+        return int(value)
+    return None
+
+
+def _is_chat_model(model_id: str) -> bool:
+    lowered = model_id.lower()
+    return not any(word in lowered for word in _NOT_CHAT)
+
+
+def _tool_spec(tool: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's tool shape; a neutral ``{name, description, parameters}`` is wrapped."""
+    if "type" in tool:
+        return tool
+    if "input_schema" in tool:  # Anthropic's shape
+        return {
+            "type": "function",
+            "function": {
+                "name": tool.get("name", ""),
+                "description": tool.get("description", ""),
+                "parameters": tool["input_schema"],
+            },
+        }
+    return {"type": "function", "function": tool}
+
+
+def _user_content(message: Message) -> str | list[dict[str, Any]]:
+    if not message.pictures:
+        return message.text
+    parts: list[dict[str, Any]] = []
+    if message.text:
+        parts.append({"type": "text", "text": message.text})
+    for picture in message.pictures:
+        url = f"data:{picture.mime};base64,{picture.data}"
+        parts.append({"type": "image_url", "image_url": {"url": url}})
+    return parts
+
+
+def to_openai_messages(system: str, messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    """Provider-neutral messages in OpenAI's shape, system first."""
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    for message in messages:
+        if message.role == "user":
+            out.append({"role": "user", "content": _user_content(message)})
+        elif message.role == "assistant":
+            entry: dict[str, Any] = {"role": "assistant", "content": message.text}
+            if message.tool_calls:
+                entry["content"] = message.text or None
+                entry["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {
+                            "name": call.name,
+                            "arguments": json.dumps(call.arguments, ensure_ascii=False),
+                        },
+                    }
+                    for call in message.tool_calls
+                ]
+            out.append(entry)
+        else:
+            out.append(
+                {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
+            )
+    return out
+
+
+@dataclass
+class _ToolSlot:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass
+class _Stream:
+    """What one streamed answer has produced so far."""
+
+    thinking_fields: tuple[str, ...]
+    finish_reason: str | None = None
+    done_marker: bool = False
+    partial: bool = False  # answer text (or thinking) has been shown
+    chunks: int = 0
+    tools: dict[int, _ToolSlot] = field(default_factory=dict)
+    usage: Usage | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.done_marker or self.finish_reason is not None
+
+    @property
+    def answered(self) -> bool:
+        return self.partial or bool(self.tools)
+
+    def feed(self, obj: dict[str, Any]) -> Iterator[Event]:
+        self.chunks += 1
+        self._read_usage(obj)
+        choices = obj.get("choices")
+        if not isinstance(choices, list):
+            return
+        for choice in choices:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta")
+            if not isinstance(delta, dict):
+                delta = choice.get("message")  # a whole (non-streamed) answer
+            if isinstance(delta, dict):
+                yield from self._read_delta(delta)
+            reason = choice.get("finish_reason")
+            if isinstance(reason, str) and reason:
+                self.finish_reason = reason
+
+    def _read_delta(self, delta: dict[str, Any]) -> Iterator[Event]:
+        for name in self.thinking_fields:
+            thought = delta.get(name)
+            if isinstance(thought, str) and thought:
+                self.partial = True
+                yield ThinkingDelta(text=thought)
+                break
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self.partial = True
+            yield TextDelta(text=content)
+        elif isinstance(content, list):
+            # Mistral's reasoning models stream typed parts: text, and thinking parts.
+            for part in content:
+                yield from self._read_part(part)
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for position, call in enumerate(calls):
+                self._read_tool_call(position, call)
+
+    def _read_part(self, part: Any) -> Iterator[Event]:
+        if not isinstance(part, dict):
+            return
+        kind = part.get("type")
+        if kind == "text" and isinstance(part.get("text"), str) and part["text"]:
+            self.partial = True
+            yield TextDelta(text=part["text"])
+        elif kind == "thinking":
+            inner = part.get("thinking")
+            pieces = inner if isinstance(inner, list) else [{"text": inner}]
+            for piece in pieces:
+                text = piece.get("text") if isinstance(piece, dict) else None
+                if isinstance(text, str) and text:
+                    self.partial = True
+                    yield ThinkingDelta(text=text)
+
+    def _read_tool_call(self, position: int, call: Any) -> None:
+        if not isinstance(call, dict):
+            return
+        index = call.get("index", position)
+        slot = self.tools.setdefault(index if isinstance(index, int) else position, _ToolSlot())
+        if isinstance(call.get("id"), str) and call["id"]:
+            slot.id = call["id"]
+        function = call.get("function")
+        if isinstance(function, dict):
+            if isinstance(function.get("name"), str) and function["name"]:
+                slot.name = function["name"]
+            arguments = function.get("arguments")
+            if isinstance(arguments, str):
+                slot.arguments += arguments
+            elif isinstance(arguments, dict):  # some local servers send an object
+                slot.arguments += json.dumps(arguments)
+
+    def _read_usage(self, obj: dict[str, Any]) -> None:
+        usage = obj.get("usage")
+        groq = obj.get("x_groq")
+        if not isinstance(usage, dict) and isinstance(groq, dict):
+            usage = groq.get("usage")
+        if isinstance(usage, dict):
+            prompt = _positive_int(usage.get("prompt_tokens")) or 0
+            details = usage.get("prompt_tokens_details")
+            cached = _positive_int(details.get("cached_tokens")) if isinstance(details, dict) else 0
+            cached = cached or _positive_int(usage.get("prompt_cache_hit_tokens")) or 0
+            output = _positive_int(usage.get("completion_tokens")) or 0
+            self.usage = Usage(input_tokens=prompt, output_tokens=output, cache_read_tokens=cached)
+            return
+        timings = obj.get("timings")  # llama-server's own counters, when usage is absent
+        if isinstance(timings, dict) and self.usage is None:
+            cache_n = _positive_int(timings.get("cache_n")) or 0
+            prompt_n = _positive_int(timings.get("prompt_n")) or 0
+            predicted = _positive_int(timings.get("predicted_n")) or 0
+            if cache_n or prompt_n or predicted:
+                self.usage = Usage(
+                    input_tokens=cache_n + prompt_n,
+                    output_tokens=predicted,
+                    cache_read_tokens=cache_n,
+                )
+
+    def ending(self) -> Iterator[Event]:
+        for index in sorted(self.tools):
+            slot = self.tools[index]
+            yield ToolCall(
+                call=ToolCallData(
+                    id=slot.id or f"call_{index}", name=slot.name, arguments=_arguments(slot)
+                )
+            )
+        if self.usage is not None:
+            yield self.usage
+        yield Done(stop_reason=self.finish_reason or "stop")
+
+
+def _arguments(slot: _ToolSlot) -> dict[str, Any]:
+    text = slot.arguments.strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        # Keep what the model wrote so the tool layer can say what was wrong with it.
+        return {"_unparsed": slot.arguments}
+    return value if isinstance(value, dict) else {"_value": value}
+
+
+async def _read_text(response: httpx.Response) -> str:
+    return (await response.aread()).decode("utf-8", errors="replace")
+
+
+class OpenAIAdapter:
+    """``ProviderAdapter`` for every OpenAI-style provider, configured by a ``ProviderRow``."""
+
+    def __init__(
+        self,
+        row: ProviderRow,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        window_override: int | None = None,
+        timeout: httpx.Timeout | float | None = None,
+    ) -> None:
+        self.row = row
+        self.name = row.name
+        self.label = row.label
+        self.local = row.local
+        self._bases: tuple[str, ...] = (
+            (base_url.rstrip("/"),) if base_url else (row.base_url, *row.alt_base_urls)
+        )
+        self.base_url = self._bases[0]
+        self._key = api_key or None
+        self._own_client = client is None
+        self._client = (
+            client if client is not None else make_client(local=row.local, timeout=timeout)
+        )
+        self._window_override = window_override
+
+    # --- requests -----------------------------------------------------------------------------
+
+    def _headers(self, url: str, *, streaming: bool = False) -> dict[str, str]:
+        headers = {"accept": "text/event-stream" if streaming else "application/json"}
+        # The key goes to this provider's own host and nowhere else.
+        if self._key and same_origin(url, self.base_url):
+            headers["authorization"] = f"Bearer {self._key}"
+        return headers
+
+    async def _get_json(self, url: str) -> Any:
+        try:
+            response = await self._client.get(url, headers=self._headers(url))
+        except httpx.TransportError as exc:
+            raise error_from_transport(exc, partial=False) from exc
+        if response.status_code >= 400:
+            raise error_from_response(response.status_code, response.text, response.headers)
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise ProviderError(
+                ProblemKind.SERVER_ERROR,
+                "The model list was not JSON: "
+                + describe_body(response.text, response.status_code),
+                status=response.status_code,
+            ) from exc
+
+    # --- models -------------------------------------------------------------------------------
+
+    async def list_models(self) -> list[ModelInfo]:
+        """The provider's chat models with their windows. Raises ``ProviderError`` on failure."""
+        if self.row.needs_key and not self._key:
+            raise ProviderError(ProblemKind.AUTH, f"No API key is set for {self.label}.")
+        failure: ProviderError | None = None
+        for base in self._bases:
+            try:
+                models = await self._list_at(base)
+            except ProviderError as exc:
+                if exc.kind is ProblemKind.UNREACHABLE:
+                    failure = exc
+                    continue
+                raise
+            self.base_url = base
+            return models
+        assert failure is not None
+        raise failure
+
+    async def _list_at(self, base: str) -> list[ModelInfo]:
+        source = self.row.window_source
+        if source == "lmstudio":
+            found = await self._lmstudio_models(base)
+            if found is not None:
+                return found
+        listed = await self._get_json(join(base, "models"))
+        entries = listed.get("data") if isinstance(listed, dict) else listed
+        if not isinstance(entries, list):
+            entries = []
+        server_window: int | None = None
+        if source == "llamacpp":
+            server_window = await self._llamacpp_window(base)
+        models: list[ModelInfo] = []
+        for entry in entries:
+            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+                continue
+            model_id = entry["id"]
+            if not _is_chat_model(model_id):
+                continue
+            window = self._window_override or server_window or self._entry_window(entry)
+            if window is None and source == "llamacpp":
+                # n_ctx_train is the trained ceiling, never more than what is really loaded.
+                trained = _positive_int(_dig(entry, "meta.n_ctx_train"))
+                window = min(trained, LOCAL_WINDOW) if trained else None
+            label = entry.get("name") if isinstance(entry.get("name"), str) else ""
+            models.append(
+                ModelInfo(
+                    provider=self.name,
+                    id=model_id,
+                    label=label or model_id,
+                    context=window or self.row.default_window,
+                    local=self.local,
+                    ready=True,
+                    loaded=source == "llamacpp",
+                )
+            )
+        return models
+
+    def _entry_window(self, entry: dict[str, Any]) -> int | None:
+        found = [_positive_int(_dig(entry, path)) for path in self.row.window_fields]
+        windows = [w for w in found if w]
+        return min(windows) if windows else None
+
+    async def _llamacpp_window(self, base: str) -> int | None:
+        try:
+            props = await self._get_json(join(root_of(base), "props"))
+        except ProviderError as exc:
+            if exc.kind is ProblemKind.UNREACHABLE:
+                raise
+            return None  # /props absent (older build or a proxy in front): fall back
+        if not isinstance(props, dict):
+            return None
+        return _positive_int(_dig(props, "default_generation_settings.n_ctx")) or _positive_int(
+            props.get("n_ctx")
+        )
+
+    async def _lmstudio_models(self, base: str) -> list[ModelInfo] | None:
+        """LM Studio's own lists know which models are loaded and at what length."""
+        root = root_of(base)
+        try:
+            listed = await self._get_json(join(root, "api/v1/models"))
+            found = self._lmstudio_v1(listed)
+            if found is not None:
+                return found
+        except ProviderError as exc:
+            if exc.kind is ProblemKind.UNREACHABLE:
+                raise
+        try:
+            listed = await self._get_json(join(root, "api/v0/models"))
+        except ProviderError as exc:
+            if exc.kind is ProblemKind.UNREACHABLE:
+                raise
+            return None
+        return self._lmstudio_v0(listed)
+
+    def _lmstudio_model(self, model_id: str, loaded: int | None, trained: int | None) -> ModelInfo:
+        if self._window_override:
+            window = self._window_override
+        elif loaded:
+            window = loaded
+        else:
+            # Not loaded: a JIT load uses the model's saved settings, not its trained maximum.
+            window = min(trained, LOCAL_WINDOW) if trained else LOCAL_WINDOW
+        return ModelInfo(
+            provider=self.name,
+            id=model_id,
+            label=model_id,
+            context=window,
+            local=True,
+            ready=True,
+            loaded=loaded is not None,
+        )
+
+    def _lmstudio_v1(self, listed: Any) -> list[ModelInfo] | None:
+        entries = listed.get("models") if isinstance(listed, dict) else None
+        if not isinstance(entries, list):
+            return None
+        models: list[ModelInfo] = []
+        for entry in entries:
+            if not isinstance(entry, dict):
+                continue
+            model_id = entry.get("key") or entry.get("id")
+            if not isinstance(model_id, str) or entry.get("type") in ("embedding", "embeddings"):
+                continue
+            loaded: int | None = None
+            instances = entry.get("loaded_instances")
+            if isinstance(instances, list):
+                lengths = [
+                    _positive_int(_dig(instance, "config.context_length")) for instance in instances
+                ]
+                known = [n for n in lengths if n]
+                loaded = min(known) if known else None
+            trained = _positive_int(entry.get("max_context_length"))
+            models.append(self._lmstudio_model(model_id, loaded, trained))
+        return models
+
+    def _lmstudio_v0(self, listed: Any) -> list[ModelInfo] | None:
+        entries = listed.get("data") if isinstance(listed, dict) else None
+        if not isinstance(entries, list):
+            return None
+        models: list[ModelInfo] = []
+        for entry in entries:
+            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+                continue
+            if entry.get("type") in ("embedding", "embeddings"):
+                continue
+            loaded = _positive_int(entry.get("loaded_context_length"))
+            if loaded is None and entry.get("state") == "loaded":
+                loaded = _positive_int(entry.get("max_context_length"))
+            trained = _positive_int(entry.get("max_context_length"))
+            models.append(self._lmstudio_model(entry["id"], loaded, trained))
+        return models
+
+    def cheap_models(self) -> tuple[str, ...]:
+        return () if self.local else self.row.cheap
+
+    # --- chat ---------------------------------------------------------------------------------
+
+    def _payload(self, request: ChatRequest, *, stream: bool, max_tokens: int) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": to_openai_messages(request.system, request.messages),
+            "stream": stream,
+            self.row.max_tokens_field: max_tokens,
+        }
+        if stream and self.row.include_usage:
+            body["stream_options"] = {"include_usage": True}
+        if request.tools:
+            body["tools"] = [_tool_spec(tool) for tool in request.tools]
+        body.update(request.extra)
+        return body
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
+        """Stream one answer. Raises ``ProviderError``; ends with exactly one ``Done``."""
+        if self.row.needs_key and not self._key:
+            raise ProviderError(ProblemKind.AUTH, f"No API key is set for {self.label}.")
+        url = join(self.base_url, "chat/completions")
+        payload = self._payload(request, stream=True, max_tokens=request.max_output_tokens)
+        state = _Stream(self.row.thinking_fields)
+        log.debug("%s: streaming %s from %s", self.name, request.model, url)
+        try:
+            async with self._client.stream(
+                "POST", url, json=payload, headers=self._headers(url, streaming=True)
+            ) as response:
+                if response.status_code >= 400:
+                    body = await _read_text(response)
+                    raise error_from_response(response.status_code, body, response.headers)
+                content_type = response.headers.get("content-type", "")
+                if "text/event-stream" not in content_type:
+                    # A server that ignored stream:true (or sent an error as plain JSON).
+                    whole = await _read_text(response)
+                    for event in self._whole_answer(whole, state):
+                        yield event
+                    return
+                async with aclosing(iter_sse(response)) as events:
+                    async for sse in events:
+                        for event in self._read_event(sse, state):
+                            yield event
+                        if state.done_marker:
+                            break
+        except httpx.TransportError as exc:  # includes timeouts
+            raise error_from_transport(exc, partial=state.partial) from exc
+        if not state.answered and self.local:
+            refusal = await self._confirm_too_long(request)
+            if refusal is not None:
+                raise refusal
+        if not state.finished:
+            what = "before its first word" if not state.answered else "part-way"
+            raise broken_stream(
+                f"{self.label} ended the answer {what}, without its done marker.",
+                partial=state.partial,
+            )
+        for event in state.ending():
+            yield event
+
+    def _read_event(self, sse: SSEEvent, state: _Stream) -> Iterator[Event]:
+        data = sse.data.strip()
+        if not data:
+            return
+        if data == "[DONE]":
+            state.done_marker = True
+            return
+        try:
+            obj = json.loads(data)
+        except ValueError as exc:
+            if sse.event == "error":
+                raise self._stream_error({}, data, state) from exc
+            raise broken_stream(
+                f"{self.label} sent a line that is not JSON: {describe_body(data)}",
+                partial=state.partial,
+            ) from exc
+        if not isinstance(obj, dict):
+            raise broken_stream(f"{self.label} sent an unexpected line.", partial=state.partial)
+        if sse.event == "error" or obj.get("error"):
+            raise self._stream_error(obj, data, state)
+        yield from state.feed(obj)
+
+    def _stream_error(self, obj: dict[str, Any], raw: str, state: _Stream) -> ProviderError:
+        error = error_from_stream_payload(obj, raw)
+        error.partial = state.partial
+        return error
+
+    def _whole_answer(self, body: str, state: _Stream) -> Iterator[Event]:
+        try:
+            obj = json.loads(body)
+        except ValueError as exc:
+            raise broken_stream(
+                f"{self.label} answered with something other than a stream: {describe_body(body)}",
+                partial=False,
+            ) from exc
+        if not isinstance(obj, dict):
+            raise broken_stream(f"{self.label} sent an unexpected answer.", partial=False)
+        if obj.get("error"):
+            raise self._stream_error(obj, body, state)
+        yield from state.feed(obj)
+        if not state.finished:
+            raise broken_stream(f"{self.label} sent an answer without an end.", partial=False)
+        yield from state.ending()
+
+    async def _confirm_too_long(self, request: ChatRequest) -> ProviderError | None:
+        """An empty local stream may hide a too-long refusal: ask again without streaming.
+
+        llama-cpp-python checks the window only after a streamed reply has begun, so an
+        oversized request gets 200 and an empty stream; a one-token non-streamed request gets
+        the refusal, with the window, as a 400.
+        """
+        url = join(self.base_url, "chat/completions")
+        payload = self._payload(request, stream=False, max_tokens=1)
+        try:
+            response = await self._client.post(url, json=payload, headers=self._headers(url))
+        except httpx.TransportError:
+            return None
+        if response.status_code < 400:
+            return None
+        error = error_from_response(response.status_code, response.text, response.headers)
+        return error if error.too_long else None
+
+    async def aclose(self) -> None:
+        if self._own_client:
+            await self._client.aclose()
+
+
+def adapter_for(
+    name: str,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    client: httpx.AsyncClient | None = None,
+    window_override: int | None = None,
+) -> OpenAIAdapter:
+    """The adapter for a row by its short name (``KeyError`` for an unknown name)."""
+    return OpenAIAdapter(
+        ROWS[name],
+        base_url=base_url,
+        api_key=api_key,
+        client=client,
+        window_override=window_override,
+    )

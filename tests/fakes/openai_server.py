@@ -1,0 +1,533 @@
+"""A fake OpenAI-style server (chat completions + model lists) in many flavours.
+
+Flavours mirror where real servers put the window and how they refuse an oversized prompt:
+openai, openrouter, groq, together, deepseek, mistral, xai, google, zhipu, vllm, lmstudio,
+llamacpp (llama-server) and local (the bundled llama-cpp-python server, which answers an
+oversized *streamed* request with an empty 200 stream and refuses only non-streamed ones).
+
+A window, when set, is enforced: the server counts about four characters per token of the
+messages and refuses in its flavour's words. Faults: "no-done", "malformed", "disconnect",
+"html", "429", "500", "502", "503", "slow", "not-found", "sse-error-line".
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.fakes.http import LoopbackServer, Recorded, Reply
+
+FLAVOURS = (
+    "openai",
+    "openrouter",
+    "groq",
+    "together",
+    "deepseek",
+    "mistral",
+    "xai",
+    "google",
+    "zhipu",
+    "vllm",
+    "lmstudio",
+    "llamacpp",
+    "local",
+)
+
+
+@dataclass
+class FakeModel:
+    id: str
+    window: int | None = 8192  # listed window, or the loaded one for local servers
+    trained: int | None = None  # LM Studio max_context_length / llama.cpp n_ctx_train
+    loaded: bool = True
+    name: str = ""
+    type: str = "llm"
+
+
+@dataclass
+class ScriptedCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class Script:
+    """One scripted answer, streamed in small pieces."""
+
+    text: list[str] = field(default_factory=lambda: ["Hello", ", world", "!"])
+    thinking: list[str] = field(default_factory=list)
+    calls: list[ScriptedCall] = field(default_factory=list)
+    finish_reason: str = "stop"
+    prompt_tokens: int = 21
+    completion_tokens: int = 3
+    cached_tokens: int = 5
+
+
+def estimate(messages: Any) -> int:
+    """About four characters per token over every text the request carries."""
+    chars = 0
+    if isinstance(messages, list):
+        for message in messages:
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, str):
+                chars += len(content)
+            elif isinstance(content, list):
+                for part in content:
+                    if isinstance(part, dict) and isinstance(part.get("text"), str):
+                        chars += len(part["text"])
+    return chars // 4
+
+
+def too_long_reply(flavour: str, window: int, tokens: int) -> tuple[int, str]:
+    """The status and body each flavour sends for a prompt over its window."""
+    openai_words = (
+        f"This model's maximum context length is {window} tokens. However, your messages "
+        f"resulted in {tokens} tokens. Please reduce the length of the messages."
+    )
+    bodies: dict[str, tuple[int, Any]] = {
+        "openai": (
+            400,
+            {
+                "error": {
+                    "message": openai_words,
+                    "type": "invalid_request_error",
+                    "param": "messages",
+                    "code": "context_length_exceeded",
+                }
+            },
+        ),
+        "deepseek": (
+            400,
+            {
+                "error": {
+                    "message": openai_words,
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "invalid_request_error",
+                }
+            },
+        ),
+        "openrouter": (
+            400,
+            {
+                "error": {
+                    "message": f"This endpoint's maximum context length is {window} tokens. "
+                    f"However, you requested about {tokens} tokens ({tokens} of text input). "
+                    'Please reduce the length of either one, or use the "middle-out" '
+                    "transform to compress your prompt automatically.",
+                    "code": 400,
+                    "metadata": {"provider_name": None},
+                }
+            },
+        ),
+        "groq": (
+            400,
+            {
+                "error": {
+                    "message": "Please reduce the length of the messages or completion.",
+                    "type": "invalid_request_error",
+                    "param": "messages",
+                    "code": "context_length_exceeded",
+                }
+            },
+        ),
+        "together": (
+            422,
+            {
+                "error": {
+                    "message": "Input validation error: `inputs` tokens + `max_new_tokens` must "
+                    f"be <= {window}. Given: {tokens} `inputs` tokens and 64 `max_new_tokens`",
+                    "type": "invalid_request_error",
+                }
+            },
+        ),
+        "mistral": (
+            400,
+            {
+                "object": "error",
+                "message": f"Prompt contains {tokens} tokens and 0 draft tokens, too large for "
+                f"model with {window} maximum context length",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": None,
+            },
+        ),
+        "xai": (
+            400,
+            {
+                "code": "Client specified an invalid argument",
+                "error": f"This model's maximum prompt length is {window} but the request "
+                f"contains {tokens} tokens.",
+            },
+        ),
+        "google": (
+            400,
+            [
+                {
+                    "error": {
+                        "code": 400,
+                        "message": f"The input token count ({tokens}) exceeds the maximum "
+                        f"number of tokens allowed ({window}).",
+                        "status": "INVALID_ARGUMENT",
+                    }
+                }
+            ],
+        ),
+        "zhipu": (400, {"error": {"code": "1261", "message": "Prompt exceeds max length"}}),
+        "vllm": (
+            400,
+            {
+                "error": {
+                    "message": f"This model's maximum context length is {window} tokens. "
+                    f"However, your request has {tokens} input tokens. Please reduce the "
+                    "length of the input messages.",
+                    "type": "BadRequestError",
+                    "param": "input_tokens",
+                    "code": 400,
+                }
+            },
+        ),
+        "lmstudio": (
+            400,
+            {
+                "error": f"Trying to keep the first {tokens} tokens when context the overflows. "
+                f"However, the model is loaded with context length of only {window} tokens, "
+                "which is not enough. Try to load the model with a larger context length, or "
+                "provide a shorter input"
+            },
+        ),
+        "llamacpp": (
+            400,
+            {
+                "error": {
+                    "code": 400,
+                    "message": f"request ({tokens} tokens) exceeds the available context size "
+                    f"({window} tokens), try increasing it",
+                    "type": "exceed_context_size_error",
+                    "n_prompt_tokens": tokens,
+                    "n_ctx": window,
+                }
+            },
+        ),
+        "local": (
+            400,
+            {
+                "error": {
+                    "message": f"This model's maximum context length is {window} tokens. "
+                    f"However, you requested {tokens + 1} tokens ({tokens} in the messages, 1 "
+                    "in the completion). Please reduce the length of the messages or "
+                    "completion.",
+                    "type": "invalid_request_error",
+                    "param": "messages",
+                    "code": "context_length_exceeded",
+                }
+            },
+        ),
+    }
+    status, body = bodies[flavour]
+    return status, json.dumps(body)
+
+
+_HTML_PAGE = (
+    "<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head><body>"
+    "<center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center>"
+    + "<!-- padding -->" * 40
+    + "</body></html>"
+)
+
+
+class OpenAIStyleServer(LoopbackServer):
+    """Set attributes between requests to change what the next request gets."""
+
+    def __init__(
+        self,
+        flavour: str = "openai",
+        *,
+        models: list[FakeModel] | None = None,
+        script: Script | None = None,
+        window: int | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        super().__init__()
+        if flavour not in FLAVOURS:
+            raise ValueError(f"unknown flavour {flavour!r}")
+        self.flavour = flavour
+        self.models = models if models is not None else [FakeModel("fake-model")]
+        self.script = script or Script()
+        self.window = window
+        self.api_key = api_key
+        self.fault: str | None = None
+        self.stream_error: dict[str, Any] | None = None  # sent as data: after the first chunk
+        self.refusal: tuple[int, str] | None = None  # (status, body) for every chat request
+        self.retry_after = "7"
+        self.slow_seconds = 2.0
+        self.lmstudio_rest = "v1"  # "v1", "v0" or "none": which LM Studio REST list exists
+        self.props = True  # llama-server answers /props
+
+    @property
+    def base_url(self) -> str:
+        return self.url + "/v1"
+
+    @property
+    def chat_requests(self) -> list[Recorded]:
+        return self.requests_to("/chat/completions")
+
+    # --- routes -------------------------------------------------------------------------------
+
+    def handle(self, request: Recorded) -> Reply:
+        path = request.path
+        if request.method == "GET" and path == "/api/v1/models" and self.flavour == "lmstudio":
+            if self.lmstudio_rest == "v1":
+                return Reply.json(self._lmstudio_v1())
+        elif request.method == "GET" and path == "/api/v0/models" and self.flavour == "lmstudio":
+            if self.lmstudio_rest in ("v1", "v0"):
+                return Reply.json(self._lmstudio_v0())
+        elif request.method == "GET" and path == "/props" and self.flavour == "llamacpp":
+            if self.props:
+                window = self.models[0].window if self.models else None
+                return Reply.json(
+                    {"default_generation_settings": {"n_ctx": window}, "total_slots": 1}
+                )
+        elif request.method == "GET" and path.endswith("/models"):
+            if self._unauthorised(request):
+                return self._auth_reply()
+            return Reply.json(self._model_list())
+        elif request.method == "POST" and path.endswith("/chat/completions"):
+            return self._chat(request)
+        return super().handle(request)
+
+    def _unauthorised(self, request: Recorded) -> bool:
+        if self.api_key is None:
+            return False
+        return request.headers.get("authorization") != f"Bearer {self.api_key}"
+
+    def _auth_reply(self) -> Reply:
+        return Reply.json(
+            {
+                "error": {
+                    "message": "Incorrect API key provided: sk-***. You can find your API key "
+                    "at https://platform.openai.com/account/api-keys.",
+                    "type": "invalid_request_error",
+                    "code": "invalid_api_key",
+                }
+            },
+            status=401,
+        )
+
+    def _model_list(self) -> Any:
+        entries: list[dict[str, Any]] = []
+        for model in self.models:
+            entry: dict[str, Any] = {"id": model.id, "object": "model", "owned_by": "fake"}
+            flavour = self.flavour
+            if flavour == "openrouter":
+                entry["name"] = model.name or model.id
+                entry["context_length"] = model.trained or model.window
+                entry["top_provider"] = {
+                    "context_length": model.window,
+                    "max_completion_tokens": 4096,
+                }
+            elif flavour == "groq":
+                entry["context_window"] = model.window
+                entry["active"] = True
+            elif flavour == "together":
+                entry["context_length"] = model.window
+                entry["type"] = "chat"
+            elif flavour == "mistral":
+                entry["max_context_length"] = model.window
+                entry["capabilities"] = {"completion_chat": True}
+            elif flavour == "vllm":
+                entry["max_model_len"] = model.window
+                entry["owned_by"] = "vllm"
+            elif flavour == "llamacpp":
+                entry["owned_by"] = "llamacpp"
+                entry["meta"] = {"n_ctx_train": model.trained, "n_vocab": 32000}
+            elif flavour == "google":
+                entry["id"] = f"models/{model.id}"
+            entries.append(entry)
+        if self.flavour == "together":
+            return entries  # Together's list is a bare array
+        return {"object": "list", "data": entries}
+
+    def _lmstudio_v0(self) -> Any:
+        data = []
+        for model in self.models:
+            entry: dict[str, Any] = {
+                "id": model.id,
+                "object": "model",
+                "type": model.type,
+                "state": "loaded" if model.loaded else "not-loaded",
+                "max_context_length": model.trained,
+            }
+            if model.loaded:
+                entry["loaded_context_length"] = model.window
+            data.append(entry)
+        return {"object": "list", "data": data}
+
+    def _lmstudio_v1(self) -> Any:
+        return {
+            "models": [
+                {
+                    "key": model.id,
+                    "type": model.type,
+                    "max_context_length": model.trained,
+                    "loaded_instances": (
+                        [{"id": model.id, "config": {"context_length": model.window}}]
+                        if model.loaded
+                        else []
+                    ),
+                }
+                for model in self.models
+            ]
+        }
+
+    # --- chat ---------------------------------------------------------------------------------
+
+    def _chat(self, request: Recorded) -> Reply:
+        if self._unauthorised(request):
+            return self._auth_reply()
+        body = request.json or {}
+        streaming = bool(body.get("stream"))
+        fault = self.fault
+        if self.refusal is not None:
+            status, text = self.refusal
+            return Reply.text(text, status, "application/json")
+        if fault == "html":
+            return Reply.text(_HTML_PAGE, 502, "text/html")
+        if fault == "429":
+            return Reply.json(
+                {"error": {"message": "Rate limit reached for requests", "code": "rate_limit"}},
+                status=429,
+                headers={"retry-after": self.retry_after},
+            )
+        if fault in ("500", "502", "503"):
+            return Reply.json(
+                {"error": {"message": "The server had an error while processing your request."}},
+                status=int(fault),
+            )
+        if fault == "not-found":
+            return Reply.json(
+                {
+                    "error": {
+                        "message": f"The model `{body.get('model')}` does not exist.",
+                        "code": "model_not_found",
+                    }
+                },
+                status=404,
+            )
+        tokens = estimate(body.get("messages"))
+        if self.window is not None and tokens > self.window:
+            if self.flavour == "local" and streaming:
+                # llama-cpp-python: the check runs after the 200 and the stream just ends.
+                return Reply.stream([])
+            status, text = too_long_reply(self.flavour, self.window, tokens)
+            return Reply.text(text, status, "application/json")
+        if not streaming:
+            reply = Reply.json(self._whole())
+        else:
+            reply = Reply.stream(self._chunks(body))
+            if fault == "disconnect":
+                reply.cut_after = 3
+        if fault == "slow":
+            reply.head_delay = self.slow_seconds
+        return reply
+
+    def _thinking_field(self) -> str:
+        return "reasoning" if self.flavour in ("openrouter", "groq") else "reasoning_content"
+
+    def _whole(self) -> Any:
+        script = self.script
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(script.text)}
+        if script.thinking:
+            message[self._thinking_field()] = "".join(script.thinking)
+        if script.calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+                }
+                for call in script.calls
+            ]
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": message, "finish_reason": script.finish_reason}],
+            "usage": self._usage(),
+        }
+
+    def _usage(self) -> dict[str, Any]:
+        script = self.script
+        return {
+            "prompt_tokens": script.prompt_tokens,
+            "completion_tokens": script.completion_tokens,
+            "total_tokens": script.prompt_tokens + script.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": script.cached_tokens},
+        }
+
+    def _chunks(self, body: dict[str, Any]) -> list[str]:
+        script = self.script
+        fault = self.fault
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+            obj = {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+            return f"data: {json.dumps(obj)}\n\n"
+
+        pieces = [chunk({"role": "assistant", "content": ""})]
+        if self.flavour == "openrouter":
+            pieces.insert(0, ": OPENROUTER PROCESSING\n\n")
+        for thought in script.thinking:
+            pieces.append(chunk({self._thinking_field(): thought}))
+        for position, text in enumerate(script.text):
+            pieces.append(chunk({"content": text}))
+            if position == 0 and fault == "malformed":
+                pieces.append("data: {not json at all\n\n")
+            if position == 0 and self.stream_error is not None:
+                pieces.append(f"data: {json.dumps({'error': self.stream_error})}\n\n")
+                return pieces
+            if position == 0 and fault == "sse-error-line":
+                # Old llama-server: a bare error field, then the stream ends.
+                refusal = {
+                    "code": 400,
+                    "message": "the request exceeds the available context size. try increasing "
+                    "the context size or enable context shift",
+                    "type": "invalid_request_error",
+                }
+                pieces.append(f"error: {json.dumps(refusal)}\n\n")
+                return pieces
+        for index, call in enumerate(script.calls):
+            arguments = json.dumps(call.arguments)
+            half = len(arguments) // 2
+            pieces.append(
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": index,
+                                "id": call.id,
+                                "type": "function",
+                                "function": {"name": call.name, "arguments": arguments[:half]},
+                            }
+                        ]
+                    }
+                )
+            )
+            pieces.append(
+                chunk(
+                    {"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]}
+                )
+            )
+        if fault == "no-done":
+            return pieces
+        pieces.append(chunk({}, script.finish_reason))
+        wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        if wants_usage or self.flavour == "mistral":
+            usage_chunk = {"id": "chatcmpl-fake", "choices": [], "usage": self._usage()}
+            pieces.append(f"data: {json.dumps(usage_chunk)}\n\n")
+        pieces.append("data: [DONE]\n\n")
+        return pieces
