@@ -23,6 +23,8 @@ from engines.base import (
     Usage,
 )
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
+from engines.providers.ndjson import NdjsonError, parse_line
+from engines.providers.ndjson import lines as ndjson_lines
 from engines.providers.ollama import OllamaAdapter, ollama_base_url
 from tests.fakes.ollama_server import (
     CLASSIC_REFUSAL,
@@ -344,9 +346,7 @@ async def test_tool_history_and_pictures_are_sent_in_ollamas_shape(
         Message(role="tool", text="12 °C, rain", tool_call_id="c1", tool_name="get_weather"),
     )
     bare_tool = {"name": "get_weather", "description": "Weather", "parameters": {"type": "object"}}
-    await collect(
-        adapter, ChatRequest(model="llama3.2", messages=history, tools=(bare_tool,))
-    )
+    await collect(adapter, ChatRequest(model="llama3.2", messages=history, tools=(bare_tool,)))
     sent = ollama.chat_requests()[-1]
     user, assistant, tool = sent["messages"]
     assert user["images"] == ["aGVsbG8="]
@@ -566,3 +566,64 @@ async def test_the_fake_cuts_silently_like_ollama(ollama: FakeOllama) -> None:
     assert outcome.kept_messages[-1] == messages[-1]
     assert len(outcome.kept_messages) < len(messages)
     assert r.json()["prompt_eval_count"] <= 2_048
+
+
+async def test_a_server_older_than_ps_and_version_still_works(ollama: FakeOllama) -> None:
+    ollama.missing_paths = {"/api/ps", "/api/version"}
+    adapter = OllamaAdapter(ollama.url, memory=32 * GIB)
+    try:
+        models = {m.id: m for m in await adapter.list_models()}
+        events = [e async for e in adapter.stream(ask("llama3.2"))]
+    finally:
+        await adapter.aclose()
+    assert models["llama3.2:latest"].context == 32_768
+    assert not any(m.loaded for m in models.values())  # it cannot say what is loaded
+    assert text_of(events) == FakeReply().text
+    assert "truncate" not in ollama.chat_requests()[-1]
+
+
+# --- the NDJSON line parser ----------------------------------------------------------------------
+
+
+def test_ndjson_lines() -> None:
+    assert parse_line('{"done": true}\r') == {"done": True}
+    assert parse_line("   ") is None
+    with pytest.raises(NdjsonError, match="not a JSON object"):
+        parse_line("[1, 2]")
+    with pytest.raises(NdjsonError, match="not JSON"):
+        parse_line('{"message": {')
+    long = "x" * 1_000
+    with pytest.raises(NdjsonError) as info:
+        parse_line(long)
+    assert len(info.value.line) < 300
+
+
+async def test_ndjson_lines_split_across_chunks_and_stop_at_the_cap() -> None:
+    async def chunks(*parts: bytes) -> AsyncIterator[bytes]:
+        for part in parts:
+            yield part
+
+    got = [
+        line
+        async for line in ndjson_lines(
+            chunks(b'{"a":', b' 1}\n{"b": "caf\xc3', b'\xa9"}\n', b"tail")
+        )
+    ]
+    assert got == ['{"a": 1}', '{"b": "café"}', "tail"]
+
+    read: list[int] = []
+
+    async def endless() -> AsyncIterator[bytes]:
+        for i in range(100):
+            read.append(i)
+            yield b"A" * 1024
+
+    with pytest.raises(NdjsonError, match="longer than"):
+        async for _ in ndjson_lines(endless(), max_line=10 * 1024 * 1024 // 1024):
+            pass
+    assert len(read) < 100  # it gave up without reading the whole line
+
+
+def test_ndjson_nested_too_deeply_is_a_bad_line_not_a_crash() -> None:
+    with pytest.raises(NdjsonError, match="nested"):
+        parse_line("[" * 100_000)

