@@ -1,1 +1,1 @@
-"""Conch's engines: asyncio + httpx + pydantic. Never imports Qt (tests/engines/test_layering.py)."""
+"""Conch's engines: asyncio + httpx + pydantic, never Qt (tests/engines/test_layering.py)."""

@@ -88,7 +88,7 @@ def describe_body(body: str, status: int | None = None) -> str:
         return _html_summary(body, status)
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # deeply nested junk is still just junk
         return _clip(body)
     message = _message_in(data)
     return _clip(message) if message else _clip(body)

@@ -746,11 +746,16 @@ class OpenAIAdapter:
         """
         url = join(self.base_url, "chat/completions")
         payload = self._payload(request, stream=False, max_tokens=1)
-        try:
-            response = await self._client.post(url, json=payload, headers=self._headers(url))
-        except httpx.TransportError:
-            return None
-        if response.status_code < 400:
+        response: httpx.Response | None = None
+        # llama-cpp-python closes the kept-alive connection after the empty stream, so the
+        # first try can land on a dead pooled connection: one fresh retry is enough.
+        for _ in range(2):
+            try:
+                response = await self._client.post(url, json=payload, headers=self._headers(url))
+                break
+            except httpx.TransportError:
+                continue
+        if response is None or response.status_code < 400:
             return None
         error = error_from_response(response.status_code, response.text, response.headers)
         return error if error.too_long else None
