@@ -1,0 +1,207 @@
+"""``conch``: the one composition root. Subcommands go to app/cli.py; otherwise the window.
+
+The window runs on a qasync loop, so every turn is an asyncio task on the Qt event loop. The
+loop is started the way qasync's README shows for Python 3.11+ (``asyncio.Runner`` with a
+``QEventLoop`` factory) and ``main`` ends on an asyncio Event set when the window closes (or
+the app is asked to quit). Shutdown happens while the loop still runs: turns are stopped
+(their partial answers saved), engines and HTTP clients closed, the bundled model stopped.
+Any qasync workaround belongs in this module and nowhere else.
+
+Nothing is written outside the data dir (``--data-dir``, default the platform's user data
+folder for "Conch"): chats, memories, settings, health notes and the log all live there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import logging.handlers
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import platformdirs
+
+if TYPE_CHECKING:
+    from PySide6.QtCore import QMessageLogContext, QtMsgType
+    from PySide6.QtWidgets import QApplication
+
+log = logging.getLogger("conch.main")
+
+QUIT_AFTER_ENV = "CONCH_QUIT_AFTER_MS"  # CI smoke runs: close the window after this many ms
+SHUTDOWN_SECONDS = 10.0  # longest the window waits for turns and engines to close
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("Conch", appauthor=False))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="conch",
+        description="Chat with local models and model APIs. "
+        "Subcommands: 'conch models', 'conch ask TEXT' (see 'conch ask --help').",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="where Conch keeps chats, memories and settings (nothing is written elsewhere)",
+    )
+    parser.add_argument(
+        "--mock", action="store_true", help="use the scripted mock engine with a demo chat"
+    )
+    parser.add_argument(
+        "--quit-after",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="close the window after this many seconds (for smoke tests)",
+    )
+    return parser
+
+
+def quit_after_ms(args: argparse.Namespace, environ: dict[str, str] | None = None) -> int | None:
+    """Milliseconds until the window closes by itself, from --quit-after or the environment."""
+    if args.quit_after is not None:
+        return max(0, int(args.quit_after * 1000))
+    raw = (environ if environ is not None else dict(os.environ)).get(QUIT_AFTER_ENV, "")
+    try:
+        return max(0, int(raw)) if raw.strip() else None
+    except ValueError:
+        log.warning("%s=%r is not a number of milliseconds; ignored", QUIT_AFTER_ENV, raw)
+        return None
+
+
+# --- logging ----------------------------------------------------------------------------------
+
+
+def configure_logging(data_dir: Path) -> None:
+    """Warnings to stderr; everything from INFO up to ``<data_dir>/logs/conch.log``."""
+    root = logging.getLogger("conch")
+    root.setLevel(logging.INFO)
+    if any(getattr(h, "_conch", False) for h in root.handlers):
+        return
+    console = logging.StreamHandler()
+    console.setLevel(logging.WARNING)
+    console.setFormatter(logging.Formatter("conch: %(levelname)s %(name)s: %(message)s"))
+    console._conch = True  # type: ignore[attr-defined]
+    root.addHandler(console)
+    try:
+        logs = data_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        to_file = logging.handlers.RotatingFileHandler(
+            logs / "conch.log", maxBytes=1_000_000, backupCount=3, encoding="utf-8"
+        )
+    except OSError as exc:
+        root.warning("the log file could not be opened (%s); logging to stderr only", exc)
+        return
+    to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    to_file._conch = True  # type: ignore[attr-defined]
+    root.addHandler(to_file)
+
+
+def route_qt_messages() -> None:
+    """Qt's own warnings go to the "conch.qt" logger instead of straight to stderr."""
+    from PySide6.QtCore import QtMsgType, qInstallMessageHandler
+
+    qt_log = logging.getLogger("conch.qt")
+    levels = {
+        QtMsgType.QtDebugMsg: logging.DEBUG,
+        QtMsgType.QtInfoMsg: logging.INFO,
+        QtMsgType.QtWarningMsg: logging.WARNING,
+        QtMsgType.QtCriticalMsg: logging.ERROR,
+        QtMsgType.QtFatalMsg: logging.CRITICAL,
+    }
+
+    def handler(kind: QtMsgType, _context: QMessageLogContext, message: str) -> None:
+        qt_log.log(levels.get(kind, logging.WARNING), "%s", message)
+
+    qInstallMessageHandler(handler)
+
+
+# --- the window -------------------------------------------------------------------------------
+
+
+async def main(app: QApplication, data_dir: Path, *, mock: bool, quit_after: int | None) -> int:
+    """Build the services and the window, run until the window closes, then close it all."""
+    from PySide6.QtCore import QTimer
+
+    from app.services import build_services
+    from ui.icons import app_icon
+    from ui.main_window import MainWindow
+    from ui.theme import ThemeManager
+
+    app.setWindowIcon(app_icon())
+    services = build_services(data_dir, mock=mock)
+    theme = ThemeManager(app, services.settings.settings.theme)
+    window = MainWindow(services, theme=theme)
+    closing = asyncio.Event()
+    window.closed.connect(closing.set)
+    app.aboutToQuit.connect(closing.set)
+    window.show()
+    starting = asyncio.get_running_loop().create_task(window.start(), name="list-models")
+    if quit_after is not None:
+        QTimer.singleShot(quit_after, window.close)
+    try:
+        await closing.wait()
+    finally:
+        starting.cancel()
+        try:
+            async with asyncio.timeout(SHUTDOWN_SECONDS):
+                await asyncio.gather(starting, return_exceptions=True)
+                await window.aclose()
+        except TimeoutError:
+            log.warning("turns did not stop within %s seconds; closing anyway", SHUTDOWN_SECONDS)
+        try:
+            async with asyncio.timeout(SHUTDOWN_SECONDS):
+                await services.aclose()
+        except TimeoutError:
+            log.warning("the services did not close within %s seconds", SHUTDOWN_SECONDS)
+        theme.close()
+        window.deleteLater()
+    return 0
+
+
+def run_gui(args: argparse.Namespace, qt_args: Sequence[str]) -> int:
+    import qasync
+    from PySide6.QtWidgets import QApplication
+
+    data_dir: Path = args.data_dir or default_data_dir()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    configure_logging(data_dir)
+    route_qt_messages()
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication([sys.argv[0], *qt_args])
+    app.setApplicationName("Conch")
+    app.setApplicationDisplayName("Conch")
+    app.setDesktopFileName("conch")
+    # The window's closed signal ends main(); letting Qt quit on its own would stop the loop
+    # before the turns are saved and the engines closed.
+    app.setQuitOnLastWindowClosed(False)
+    # Python 3.11's asyncio.run has no loop_factory; Runner does (qasync README, 3.11+).
+    with asyncio.Runner(loop_factory=lambda: qasync.QEventLoop(app)) as runner:
+        return runner.run(main(app, data_dir, mock=args.mock, quit_after=quit_after_ms(args)))
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """The ``conch`` console script."""
+    from app import cli
+
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if cli.wants_cli(arguments):
+        return cli.main(arguments)
+    parser = build_parser()
+    args, qt_args = parser.parse_known_args(arguments)
+    # Qt's own options use one dash (-platform offscreen); a mistyped flag of ours is an error.
+    unknown = [a for a in qt_args if a.startswith("--")]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return run_gui(args, qt_args)
+
+
+if __name__ == "__main__":
+    sys.exit(run())

@@ -1,0 +1,162 @@
+"""The composer: Enter/Shift+Enter/Esc, /compact, attachments, and a 5 MB paste."""
+
+from __future__ import annotations
+
+import base64
+import time
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QMimeData, Qt
+from PySide6.QtGui import QImage
+from pytestqt.qtbot import QtBot
+
+from ui.composer import COMPACT_HINT, PASTE_LIMIT, Composer, Submission, parse_compact
+
+# The offscreen platform cannot resize windows to their hints; it says so at WARNING.
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
+
+
+@pytest.fixture
+def composer(qtbot: QtBot) -> Composer:
+    widget = Composer()
+    qtbot.addWidget(widget)
+    widget.show()
+    widget.edit.setFocus()
+    return widget
+
+
+def test_enter_sends_and_shift_enter_breaks_the_line(qtbot: QtBot, composer: Composer) -> None:
+    qtbot.keyClicks(composer.edit, "first line")
+    qtbot.keyClick(composer.edit, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClicks(composer.edit, "second line")
+    assert composer.text() == "first line\nsecond line"
+
+    with qtbot.waitSignal(composer.submitted) as sent:
+        qtbot.keyClick(composer.edit, Qt.Key.Key_Return)
+    submission = sent.args[0]
+    assert isinstance(submission, Submission)
+    assert submission.text == "first line\nsecond line"
+    assert not submission.is_compact
+    assert composer.text() == ""
+
+
+def test_an_empty_box_sends_nothing(qtbot: QtBot, composer: Composer) -> None:
+    with qtbot.assertNotEmitted(composer.submitted):
+        qtbot.keyClicks(composer.edit, "   ")
+        qtbot.keyClick(composer.edit, Qt.Key.Key_Return)
+
+
+def test_while_busy_enter_keeps_the_draft_and_esc_stops(qtbot: QtBot, composer: Composer) -> None:
+    composer.set_busy(True)
+    assert composer.stop_button.isVisible() and not composer.send_button.isVisible()
+    qtbot.keyClicks(composer.edit, "next question")
+    with qtbot.assertNotEmitted(composer.submitted):
+        qtbot.keyClick(composer.edit, Qt.Key.Key_Return)
+    assert composer.text() == "next question"
+    with qtbot.waitSignal(composer.stop_requested):
+        qtbot.keyClick(composer.edit, Qt.Key.Key_Escape)
+    with qtbot.waitSignal(composer.stop_requested):
+        qtbot.mouseClick(composer.stop_button, Qt.MouseButton.LeftButton)
+    composer.set_busy(False)
+    assert composer.send_button.isVisible() and not composer.stop_button.isVisible()
+
+
+def test_compact_is_a_command_with_its_focus(qtbot: QtBot, composer: Composer) -> None:
+    qtbot.keyClicks(composer.edit, "/comp")
+    assert composer.hint.isVisible() and composer.hint.text() == COMPACT_HINT
+    qtbot.keyClicks(composer.edit, "act keep the budget numbers")
+    with qtbot.waitSignal(composer.submitted) as sent:
+        qtbot.keyClick(composer.edit, Qt.Key.Key_Return)
+    submission = sent.args[0]
+    assert submission.is_compact
+    assert submission.compact_focus == "keep the budget numbers"
+    assert not composer.hint.isVisible() or composer.hint.text() != COMPACT_HINT
+
+
+def test_parse_compact() -> None:
+    assert parse_compact("/compact") == ""
+    assert parse_compact("  /COMPACT   keep  the names ") == "keep the names"
+    assert parse_compact("/compact\nkeep the budget") == "keep the budget"
+    assert parse_compact("/compactly") is None
+    assert parse_compact("please /compact") is None
+
+
+def test_other_slash_words_are_sent_as_text(qtbot: QtBot, composer: Composer) -> None:
+    qtbot.keyClicks(composer.edit, "/usr/bin is where")
+    assert "Only /compact is a command" in composer.hint.text()
+    with qtbot.waitSignal(composer.submitted) as sent:
+        qtbot.keyClick(composer.edit, Qt.Key.Key_Return)
+    assert not sent.args[0].is_compact and sent.args[0].text == "/usr/bin is where"
+
+
+def test_a_5_mb_paste_is_attached_without_freezing(qtbot: QtBot, composer: Composer) -> None:
+    pasted = ("A line of a long log file, pasted whole. " * 2 + "\n") * 63_000
+    assert len(pasted) > 5_000_000
+    mime = QMimeData()
+    mime.setText(pasted)
+    mime.setHtml("<b>" + "formatted " * 10 + "</b>")
+
+    started = time.perf_counter()
+    composer.edit.insertFromMimeData(mime)
+    qtbot.wait(1)
+    elapsed = time.perf_counter() - started
+
+    assert elapsed < 1.0
+    assert composer.text() == ""  # not laid out in the box
+    [attached] = composer.attachments()
+    assert attached.name == "Pasted text" and attached.text == pasted
+    assert "attached" in composer.hint.text()
+    qtbot.keyClicks(composer.edit, "Summarise this log")
+    with qtbot.waitSignal(composer.submitted) as sent:
+        qtbot.keyClick(composer.edit, Qt.Key.Key_Return)
+    assert sent.args[0].attachments[0].text == pasted
+    assert composer.attachments() == ()
+
+
+def test_a_short_paste_is_plain_text_only(composer: Composer) -> None:
+    mime = QMimeData()
+    mime.setHtml("<h1>Big</h1><b>bold</b>")
+    mime.setText("Big bold")
+    composer.edit.insertFromMimeData(mime)
+    assert composer.text() == "Big bold"
+    cursor = composer.edit.textCursor()
+    assert not cursor.charFormat().font().bold()
+    assert len("Big bold") < PASTE_LIMIT
+
+
+def test_attach_a_text_file_and_a_picture(composer: Composer, tmp_path: Path) -> None:
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Shopping\n- larch\n", encoding="utf-8")
+    picture = tmp_path / "bed.png"
+    image = QImage(4, 4, QImage.Format.Format_RGB32)
+    image.fill(0x00FF00)
+    assert image.save(str(picture))
+
+    assert composer.add_file(notes) == ""
+    assert composer.add_file(picture) == ""
+    assert [a.name for a in composer.attachments()] == ["notes.md"]
+    assert composer.attachments()[0].text.startswith("# Shopping")
+    [pic] = composer.pictures()
+    assert pic.name == "bed.png" and pic.mime == "image/png"
+    assert base64.b64decode(pic.data) == picture.read_bytes()
+    assert composer.chips.isVisibleTo(composer)
+
+    composer.remove_attachment(0)  # pictures come first
+    assert composer.pictures() == ()
+
+
+def test_a_file_that_is_not_text_is_refused_in_words(composer: Composer, tmp_path: Path) -> None:
+    binary = tmp_path / "data.bin"
+    binary.write_bytes(b"\x00\x01\x02" * 100)
+    missing = tmp_path / "gone.txt"
+    assert composer.add_file(binary) == "data.bin is not a picture or a text file Conch can read."
+    assert composer.add_file(missing).startswith("gone.txt could not be read")
+    assert composer.attachments() == ()
+
+
+def test_restore_puts_back_what_could_not_be_sent(composer: Composer) -> None:
+    composer.restore(Submission(text="hello"))
+    assert composer.text() == "hello"
+    composer.restore(Submission(text="/compact x", compact_focus="x"))
+    assert composer.text() == "/compact x"

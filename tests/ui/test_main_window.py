@@ -1,0 +1,397 @@
+"""The main window on real mock-mode services: send, stop, /compact, cards, chats, state."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from app.main import QUIT_AFTER_ENV, build_parser, quit_after_ms
+from app.services import MOCK_MODELS, AppServices, build_services
+from engines.base import NextStep, ProblemKind
+from engines.mock import CompactBefore, MockEngine, Refuse, Reply, Step
+from ui.chat_model import RowKind
+from ui.main_window import MainWindow
+from ui.memory_card import MemoryCard
+from ui.summary_divider import SummaryDivider
+from ui.too_long_card import ProblemCard
+
+# The offscreen platform cannot resize windows to their hints; it says so at WARNING.
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
+
+BIG, SMALL = MOCK_MODELS  # "Mock model" reads 32K, "Mock model (8K)" reads 8K
+
+
+class Scripts:
+    """Gives each new conversation the next scripted ``MockEngine`` (else the plain mock)."""
+
+    def __init__(self, services: AppServices) -> None:
+        self.queue: list[list[Step]] = []
+        self.engines: dict[str, MockEngine] = {}
+        make = services.conversation
+
+        def conversation(chat_id: str, **kwargs: Any) -> Any:
+            conv = make(chat_id, **kwargs)
+            if self.queue:
+                engine = MockEngine(self.queue.pop(0), fold_every=0, delay=0.002)
+                conv.engine = engine
+                self.engines[chat_id] = engine
+            return conv
+
+        services.conversation = conversation  # type: ignore[method-assign]
+
+
+@pytest.fixture
+def services(data_dir: Path) -> Iterator[AppServices]:
+    built = build_services(data_dir, mock=True, seed_demo_chat=False)
+    yield built
+    built.store.close()
+    built.memories.close()
+    built.health.close()
+
+
+@pytest.fixture
+def scripts(services: AppServices) -> Scripts:
+    return Scripts(services)
+
+
+@pytest.fixture
+def window(qtbot: QtBot, services: AppServices) -> Iterator[MainWindow]:
+    win = MainWindow(services)
+    qtbot.addWidget(win)
+    win.show()
+    task = asyncio.get_running_loop().create_task(win.start())
+    qtbot.waitUntil(task.done, timeout=5000)
+    yield win
+    close = asyncio.get_running_loop().create_task(win.aclose())
+    qtbot.waitUntil(close.done, timeout=5000)
+
+
+def send(qtbot: QtBot, win: MainWindow, text: str) -> None:
+    win.composer.edit.setFocus()
+    qtbot.keyClicks(win.composer.edit, text)
+    qtbot.keyClick(win.composer.edit, Qt.Key.Key_Return)
+
+
+def wait_idle(qtbot: QtBot, win: MainWindow, chat_id: str | None = None) -> None:
+    bridge = win.bridge(chat_id)
+    assert bridge is not None
+    qtbot.waitUntil(lambda: not bridge.busy, timeout=8000)
+
+
+def test_a_message_streams_in_and_names_the_chat(
+    qtbot: QtBot, window: MainWindow, scripts: Scripts, services: AppServices
+) -> None:
+    scripts.queue.append([Reply("Larch, untreated.", chunk_size=3)])
+    chat_id = window.new_chat()
+    send(qtbot, window, "Which wood for raised beds?")
+    qtbot.waitUntil(lambda: window.composer.busy, timeout=3000)
+    wait_idle(qtbot, window)
+
+    assert not window.composer.busy
+    texts = [(m.role, m.text) for m in services.store.messages(chat_id)]
+    assert texts == [("user", "Which wood for raised beds?"), ("assistant", "Larch, untreated.")]
+    shown = [r.message.text for r in window.chat_view.chat_model.rows() if r.message]
+    assert shown == ["Which wood for raised beds?", "Larch, untreated."]
+    assert window.sidebar.titles()[0] == "Which wood for raised beds?"
+    assert window.title_label.text() == "Which wood for raised beds?"
+    assert window.composer.meter.isVisibleTo(window)
+    assert "tokens" in window.composer.meter.toolTip()
+
+
+def test_stop_keeps_what_arrived(
+    qtbot: QtBot, window: MainWindow, scripts: Scripts, services: AppServices
+) -> None:
+    scripts.queue.append([Reply("word " * 500, chunk_delay=0.01, chunk_size=5)])
+    chat_id = window.new_chat()
+    send(qtbot, window, "Tell me everything")
+    bridge = window.bridge()
+    assert bridge is not None
+    qtbot.waitUntil(lambda: len(bridge.partial_text) > 20, timeout=5000)
+    qtbot.mouseClick(window.composer.stop_button, Qt.MouseButton.LeftButton)
+    wait_idle(qtbot, window)
+
+    kept = services.store.message(chat_id, 1)
+    assert kept is not None and kept.partial and kept.text
+    assert kept.problem is not None and kept.problem.kind is ProblemKind.CANCELLED
+    assert window.composer.send_button.isVisibleTo(window)
+
+
+def test_compact_command_folds_with_the_focus_and_shows_the_divider(
+    qtbot: QtBot, window: MainWindow, scripts: Scripts, services: AppServices
+) -> None:
+    scripts.queue.append([Reply("Noted."), Reply("Fine.")])
+    chat_id = window.new_chat()
+    for text in ("The budget is 2,500 euros.", "We build 24 beds."):
+        send(qtbot, window, text)
+        wait_idle(qtbot, window)
+    send(qtbot, window, "/compact keep the budget numbers")
+    qtbot.waitUntil(lambda: services.store.latest_compaction(chat_id) is not None, timeout=5000)
+    wait_idle(qtbot, window)
+
+    fold = services.store.latest_compaction(chat_id)
+    assert fold is not None and "Kept in focus, as asked: keep the budget numbers" in fold.summary
+    assert [m.role for m in services.store.messages(chat_id)] == ["user", "assistant"] * 2
+    divider = window.chat_view.widget_at(RowKind.DIVIDER)
+    assert isinstance(divider, SummaryDivider)
+    assert divider.compaction.first_kept_seq == fold.first_kept_seq
+
+
+def test_too_long_card_switches_to_the_bigger_model_and_sends_again(
+    qtbot: QtBot, window: MainWindow, scripts: Scripts, services: AppServices
+) -> None:
+    step = NextStep(kind="switch-model", label="Switch", model=BIG)
+    scripts.queue.append([Refuse(ProblemKind.TOO_LONG, next_step=step), Reply("Read it all.")])
+    chat_id = window.new_chat()
+    window.switch_model(SMALL)
+    send(qtbot, window, "A very long message")
+    wait_idle(qtbot, window)
+
+    card = window.chat_view.widget_at(RowKind.PROBLEM)
+    assert isinstance(card, ProblemCard) and card.button is not None
+    assert card.button.text() == "Switch to Mock model (reads 32K)"
+    qtbot.mouseClick(card.button, Qt.MouseButton.LeftButton)
+    wait_idle(qtbot, window)
+
+    chat = services.store.get_chat(chat_id)
+    assert chat is not None and chat.model_key == BIG.key
+    assert window.picker.current_key() == BIG.key
+    log = [(m.role, m.text) for m in services.store.messages(chat_id)]
+    assert log[-2:] == [("user", "A very long message"), ("assistant", "Read it all.")]
+    assert scripts.engines[chat_id].inputs[-1].model.key == BIG.key
+    assert window.chat_view.widget_at(RowKind.PROBLEM) is None  # the answer replaced the card
+
+
+def test_too_long_card_can_start_a_new_chat_with_the_message(
+    qtbot: QtBot, window: MainWindow, scripts: Scripts, services: AppServices
+) -> None:
+    scripts.queue.append([Refuse(ProblemKind.TOO_LONG)])
+    first = window.new_chat()
+    send(qtbot, window, "Paste of a whole book")
+    wait_idle(qtbot, window)
+    card = window.chat_view.widget_at(RowKind.PROBLEM)
+    assert isinstance(card, ProblemCard) and card.button is not None
+    assert card.button.text() == "Start a new chat with this message"
+
+    qtbot.mouseClick(card.button, Qt.MouseButton.LeftButton)
+
+    assert window.current_chat_id != first
+    assert window.composer.text() == "Paste of a whole book"
+    assert services.store.message_count(window.current_chat_id) == 0
+    assert services.store.get_chat(first) is not None
+
+
+def test_deleting_a_chat_while_it_streams_keeps_the_others(
+    qtbot: QtBot, window: MainWindow, scripts: Scripts, services: AppServices
+) -> None:
+    scripts.queue.append([Reply("kept")])
+    other = window.new_chat()
+    send(qtbot, window, "A chat to keep")
+    wait_idle(qtbot, window)
+
+    scripts.queue.append([Reply("word " * 500, chunk_delay=0.01, chunk_size=5)])
+    doomed = window.new_chat()
+    send(qtbot, window, "This one goes")
+    bridge = window.bridge()
+    assert bridge is not None
+    qtbot.waitUntil(lambda: len(bridge.partial_text) > 10, timeout=5000)
+
+    window.sidebar.delete(doomed)
+    qtbot.waitUntil(lambda: not bridge.busy, timeout=5000)
+
+    assert window.current_chat_id == other
+    assert window.sidebar.chat_ids() == [other]
+    assert [m.text for m in services.store.messages(other)] == ["A chat to keep", "kept"]
+    kept = services.store.message(doomed, 1)
+    assert kept is not None and kept.partial  # what arrived is saved, in case of Undo
+    assert window.sidebar.undo_bar.isVisibleTo(window)
+
+    qtbot.mouseClick(window.sidebar.undo_bar.button, Qt.MouseButton.LeftButton)
+    assert set(window.sidebar.chat_ids()) == {other, doomed}
+    assert window.current_chat_id == doomed
+    shown = [r.message.text for r in window.chat_view.chat_model.rows() if r.message]
+    assert shown[:1] == ["This one goes"]
+
+
+def test_a_learning_run_shows_a_card_and_undo_forgets(
+    qtbot: QtBot, window: MainWindow, scripts: Scripts, services: AppServices
+) -> None:
+    scripts.queue.append([Reply("Good."), CompactBefore(), Reply("Noted.")])
+    window.new_chat()
+    send(qtbot, window, "We chose untreated larch for the beds.")
+    wait_idle(qtbot, window)
+    send(qtbot, window, "And the soil?")
+    qtbot.waitUntil(lambda: bool(window.chat_view.widgets_of(RowKind.MEMORIES)), timeout=5000)
+    wait_idle(qtbot, window)
+
+    [card] = window.chat_view.widgets_of(RowKind.MEMORIES)
+    assert isinstance(card, MemoryCard)
+    assert card.title.text() == "Learned 1 thing from earlier in this chat"
+    [memory] = card.run.memories
+    assert "untreated larch" in memory.text
+    card.buttons[(memory.id, "Undo")].click()
+    assert services.memories.list("kept") == []
+    assert "larch" not in services.system_prompt(BIG)
+
+
+def test_window_state_and_last_chat_come_back(
+    qtbot: QtBot, window: MainWindow, services: AppServices
+) -> None:
+    first = window.new_chat()
+    window.new_chat()
+    window.open_chat(first)
+    window.resize(640, 480)  # the offscreen screen is 800 × 600
+    window.close()
+
+    again = MainWindow(services)
+    qtbot.addWidget(again)
+    assert again.current_chat_id == first
+    assert again.size().width() == 640 and again.size().height() == 480
+
+
+def test_search_and_rename(
+    qtbot: QtBot, window: MainWindow, scripts: Scripts, services: AppServices
+) -> None:
+    scripts.queue.append([Reply("Copper tape works.")])
+    slugs = window.new_chat()
+    send(qtbot, window, "What about slugs?")
+    wait_idle(qtbot, window)
+    other = window.new_chat()
+    window.sidebar.rename(other, "Budget")
+
+    window.sidebar.search.setText("copper")  # only in an answer's text
+    qtbot.waitUntil(lambda: window.sidebar.chat_ids() == [slugs], timeout=3000)
+    window.sidebar.search.setText("budg")
+    qtbot.waitUntil(lambda: window.sidebar.chat_ids() == [other], timeout=3000)
+    assert window.title_label.text() == "Budget"
+    window.sidebar.search.setText("nothing like this")
+    qtbot.waitUntil(lambda: window.sidebar.chat_ids() == [], timeout=3000)
+    assert window.sidebar.empty.isVisibleTo(window)
+
+
+def test_export_writes_every_message(
+    qtbot: QtBot, window: MainWindow, scripts: Scripts, tmp_path: Path
+) -> None:
+    scripts.queue.append([Reply("| a | b |\n|---|---|\n| 1 | 2 |")])
+    window.new_chat()
+    send(qtbot, window, "A table please")
+    wait_idle(qtbot, window)
+    out = window.export_current_markdown(tmp_path / "chat.md")
+    assert out is not None
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("# A table please")
+    assert "**You:**\n\nA table please" in text and "| 1 | 2 |" in text
+
+
+def test_the_palette_offers_the_summary_command(window: MainWindow) -> None:
+    titles = [c.title for c in window.palette_commands()]
+    assert titles[0] == "Summarise the start of this chat"
+    assert {"New chat", "Switch model…", "Settings", "Health"} <= set(titles)
+
+
+def test_the_mock_demo_opens_with_its_divider_and_memories(
+    qtbot: QtBot, tmp_path: Path, run_window: Callable[[AppServices], MainWindow]
+) -> None:
+    services = build_services(tmp_path / "demo", mock=True)
+    try:
+        win = run_window(services)
+        assert win.title_label.text() == "Community garden"
+        divider = win.chat_view.widget_at(RowKind.DIVIDER)
+        assert isinstance(divider, SummaryDivider)
+        assert divider.title == "Earlier messages are summarised for Mock model"
+        [card] = win.chat_view.widgets_of(RowKind.MEMORIES)
+        assert isinstance(card, MemoryCard)
+        assert card.title.text() == "Learned 4 things from earlier in this chat"
+        assert win.picker.current_key() == BIG.key
+    finally:
+        services.store.close()
+        services.memories.close()
+        services.health.close()
+
+
+@pytest.fixture
+def run_window(qtbot: QtBot) -> Iterator[Callable[[AppServices], MainWindow]]:
+    made: list[MainWindow] = []
+
+    def make(services: AppServices) -> MainWindow:
+        win = MainWindow(services)
+        qtbot.addWidget(win)
+        win.show()
+        task = asyncio.get_running_loop().create_task(win.start())
+        qtbot.waitUntil(task.done, timeout=5000)
+        made.append(win)
+        return win
+
+    yield make
+    for win in made:
+        close = asyncio.get_running_loop().create_task(win.aclose())
+        qtbot.waitUntil(close.done, timeout=5000)
+
+
+# --- the real entry point ---------------------------------------------------------------------
+
+
+def _conch(args: list[str], home: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env.update(
+        QT_QPA_PLATFORM="offscreen",
+        HOME=str(home),
+        XDG_DATA_HOME=str(home / "data"),
+        XDG_CONFIG_HOME=str(home / "config"),
+        XDG_CACHE_HOME=str(home / "cache"),
+        XDG_STATE_HOME=str(home / "state"),
+    )
+    env.pop(QUIT_AFTER_ENV, None)
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.run(
+        [sys.executable, "-m", "app.main", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_conch_mock_opens_the_window_and_quits_cleanly(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    data = tmp_path / "conch-data"
+    done = _conch(["--mock", "--data-dir", str(data), "--quit-after", "1.5"], home)
+
+    assert done.returncode == 0, done.stderr
+    assert (data / "conch.sqlite3").exists()
+    assert (data / "settings.json").exists()  # window state saved on the way out
+    assert "Traceback" not in done.stderr
+    assert list(home.iterdir()) == []  # nothing written outside the data dir
+
+
+def test_subcommands_go_to_the_cli(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    done = _conch(["models", "--mock", "--data-dir", str(tmp_path / "d"), "--json"], home)
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)
+    assert [(m["provider"], m["id"]) for m in listed] == [
+        ("mock", "mock-model"),
+        ("mock", "mock-small"),
+    ]
+
+
+def test_quit_after_comes_from_the_flag_or_the_environment() -> None:
+    parser = build_parser()
+    assert quit_after_ms(parser.parse_args(["--quit-after", "2.5"]), {}) == 2500
+    none = parser.parse_args([])
+    assert quit_after_ms(none, {QUIT_AFTER_ENV: "1500"}) == 1500
+    assert quit_after_ms(none, {QUIT_AFTER_ENV: "soon"}) is None
+    assert quit_after_ms(none, {}) is None

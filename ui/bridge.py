@@ -1,0 +1,229 @@
+"""The one QObject between a chat's widgets and its ``Conversation``.
+
+A turn runs as an ``asyncio.Task`` on the running qasync loop; the bridge keeps the task so
+Stop can cancel it (``qasync.asyncSlot`` would hide it), re-emits every event as a Qt signal,
+and always ends a turn in ``finally`` with ``busy_changed(False)``, whether it finished, failed
+or was stopped. Widgets only connect to the signals; they never touch the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+from shiboken6 import Shiboken
+
+from app.conversation import Conversation, LearningDone, MessageSaved
+from engines.base import (
+    Attachment,
+    Compacted,
+    Done,
+    Healed,
+    Note,
+    Picture,
+    Problem,
+    ProblemKind,
+    TextDelta,
+    ThinkingDelta,
+    TurnProblem,
+    Usage,
+)
+
+log = logging.getLogger("conch.ui.bridge")
+
+
+class ConversationBridge(QObject):
+    """Runs one conversation's turns and reports them as signals.
+
+    Signals:
+        text_delta(str): a piece of the answer.
+        thinking_delta(str): a piece of the model's thinking.
+        message_saved(int, str): a message is in the chat log (seq, role).
+        compacted(Compacted): the model's word-for-word memory now starts elsewhere.
+        problem(TurnProblem): the turn failed (the partial answer is kept and marked).
+        healed(Healed), note(Note), usage(Usage): for Health and the context meter.
+        done(str): the turn or fold ended: the stop reason, "problem", "cancelled" or "error".
+        busy_changed(bool): a turn started (True) or ended (False, always, in ``finally``).
+        learning_done(LearningRun): a learning run finished (it may outlive the turn).
+    """
+
+    text_delta = Signal(str)
+    thinking_delta = Signal(str)
+    message_saved = Signal(int, str)
+    compacted = Signal(object)
+    problem = Signal(object)
+    healed = Signal(object)
+    note = Signal(object)
+    usage = Signal(object)
+    done = Signal(str)
+    busy_changed = Signal(bool)
+    learning_done = Signal(object)
+
+    def __init__(self, conversation: Conversation, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._conversation = conversation
+        self._task: asyncio.Task[None] | None = None
+        self._mode = ""
+        self._text: list[str] = []
+        self._thinking: list[str] = []
+        self._closed = False
+        # Learning runs end on their own schedule; hear about them whatever else is listening.
+        previous = conversation.on_learning
+
+        def on_learning(run: Any) -> None:
+            if previous is not None:
+                previous(run)
+            self._emit(self.learning_done, run)
+
+        conversation.on_learning = on_learning
+
+    # --- state ----------------------------------------------------------------------------
+
+    @property
+    def conversation(self) -> Conversation:
+        return self._conversation
+
+    @property
+    def chat_id(self) -> str:
+        return self._conversation.chat_id
+
+    @property
+    def busy(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    @property
+    def mode(self) -> str:
+        """ "turn" or "compact" while busy, "" when idle."""
+        return self._mode if self.busy else ""
+
+    @property
+    def partial_text(self) -> str:
+        """The answer so far in the running turn (a re-opened chat view shows it)."""
+        return "".join(self._text)
+
+    @property
+    def partial_thinking(self) -> str:
+        return "".join(self._thinking)
+
+    # --- actions --------------------------------------------------------------------------
+
+    def send(
+        self,
+        text: str,
+        pictures: Sequence[Picture] = (),
+        attachments: Sequence[Attachment] = (),
+    ) -> bool:
+        """Start a turn. False (and nothing happens) while another turn or fold runs."""
+        if self.busy or self._closed:
+            return False
+        stream = self._conversation.turn(
+            text, pictures=tuple(pictures), attachments=tuple(attachments)
+        )
+        self._start(stream, "turn")
+        return True
+
+    def compact(self, focus: str = "") -> bool:
+        """Fold all but the newest turn now (``/compact``). False while busy."""
+        if self.busy or self._closed:
+            return False
+        self._start(self._conversation.compact(focus), "compact")
+        return True
+
+    def stop(self) -> None:
+        """Cancel the running turn; the conversation keeps what arrived, marked "Stopped"."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    async def wait(self) -> None:
+        """Until the running turn (if any) has ended and cleaned up."""
+        task = self._task
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(task)
+
+    async def aclose(self) -> None:
+        """Stop the turn, wait for it, and close the conversation (its engine)."""
+        self._closed = True
+        self.stop()
+        await self.wait()
+        try:
+            await self._conversation.aclose()
+        except Exception:  # closing must never stop the window from closing
+            log.exception("closing the conversation failed")
+
+    # --- the turn -------------------------------------------------------------------------
+
+    def _start(self, stream: AsyncIterator[Any], mode: str) -> None:
+        loop = asyncio.get_running_loop()  # raises outside the app's loop: a wiring bug
+        self._mode = mode
+        self._text = []
+        self._thinking = []
+        self._emit(self.busy_changed, True)
+        self._task = loop.create_task(self._run(stream), name=f"turn:{self.chat_id}")
+
+    async def _run(self, stream: AsyncIterator[Any]) -> None:
+        reason = ""
+        try:
+            try:
+                async for event in stream:
+                    reason = self._dispatch(event, reason)
+            finally:
+                # Close the generator now (not at garbage collection) so its own cleanup runs.
+                aclose = getattr(stream, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            reason = reason or "stop"
+        except asyncio.CancelledError:
+            reason = "cancelled"
+            # The task ends here on purpose: Stop is not an error, and the conversation has
+            # already saved the partial answer in its own ``finally``.
+        except Exception as exc:
+            log.exception("a turn failed outside the engine")
+            reason = "error"
+            self._emit(
+                self.problem,
+                TurnProblem.of(
+                    ProblemKind.BROKEN_STREAM,
+                    detail=type(exc).__name__,
+                    partial=bool(self._text),
+                    message="Something went wrong while saving this chat; nothing was lost.",
+                ),
+            )
+        finally:
+            self._emit(self.done, reason)
+            self._emit(self.busy_changed, False)
+
+    def _dispatch(self, event: Any, reason: str) -> str:
+        if isinstance(event, TextDelta):
+            self._text.append(event.text)
+            self._emit(self.text_delta, event.text)
+        elif isinstance(event, ThinkingDelta):
+            self._thinking.append(event.text)
+            self._emit(self.thinking_delta, event.text)
+        elif isinstance(event, MessageSaved):
+            self._emit(self.message_saved, event.seq, event.role)
+        elif isinstance(event, Compacted):
+            self._emit(self.compacted, event)
+        elif isinstance(event, Problem):
+            self._emit(self.problem, event.problem)
+            return "problem"
+        elif isinstance(event, Healed):
+            self._emit(self.healed, event)
+        elif isinstance(event, Note):
+            self._emit(self.note, event)
+        elif isinstance(event, Usage):
+            self._emit(self.usage, event)
+        elif isinstance(event, LearningDone):
+            self._emit(self.learning_done, event.run)
+        elif isinstance(event, Done):
+            return "problem" if reason == "problem" else event.stop_reason
+        return reason
+
+    def _emit(self, signal: Any, *args: Any) -> None:
+        # A chat deleted mid-turn may take its bridge with it; the task still finishes.
+        if Shiboken.isValid(self):
+            signal.emit(*args)

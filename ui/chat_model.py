@@ -1,0 +1,452 @@
+"""The rows a chat view shows, read lazily from the chat log.
+
+A chat opens on its newest page of messages; older pages are read from the store only when the
+person scrolls up (``fetch_older``). Qt's own ``canFetchMore``/``fetchMore`` are not used: a view
+calls them whenever its *last* row is visible, which in a chat is always, so they would read the
+whole log. Besides messages, a row can be the summary divider (only the latest compaction),
+a problem card after a failed answer, a memory card for a learning run, or the answer that is
+streaming in right now. Every change is applied as the smallest insert/remove between the old
+and new row lists, so the view keeps its scroll position and its size cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from PySide6.QtCore import (
+    QAbstractListModel,
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    Qt,
+)
+
+from app.store import ChatStore, Compaction, StoredMessage
+from engines.base import ProblemKind
+
+PAGE = 40  # messages read per page; a screen shows far fewer
+ROW_ROLE = int(Qt.ItemDataRole.UserRole) + 1
+
+_Index = QModelIndex | QPersistentModelIndex
+
+
+class RunLike(Protocol):
+    """What the model needs of ``app.memories.LearningRun``."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def chat_id(self) -> str: ...
+    @property
+    def created(self) -> float: ...
+    @property
+    def memories(self) -> Sequence[Any]: ...
+
+
+class RunSource(Protocol):
+    def runs(self, chat_id: str | None = None) -> list[Any]: ...
+
+
+class RowKind(StrEnum):
+    MESSAGE = "message"
+    STREAMING = "streaming"
+    DIVIDER = "divider"
+    PROBLEM = "problem"
+    MEMORIES = "memories"
+
+
+WIDGET_KINDS = frozenset({RowKind.DIVIDER, RowKind.PROBLEM, RowKind.MEMORIES})
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One row. ``key`` identifies it across rebuilds; ``version`` changes with its content."""
+
+    kind: RowKind
+    key: tuple[Any, ...]
+    message: StoredMessage | None = None
+    compaction: Compaction | None = None
+    run: Any = None  # LearningRun
+    text: str = ""  # the streaming answer so far
+    thinking: str = ""
+    thinking_open: bool = False
+    version: int = 0
+    who: str = ""  # the streaming row: the model that is answering
+
+    @property
+    def cache_key(self) -> tuple[Any, ...]:
+        return (*self.key, self.version, self.thinking_open)
+
+
+def mark_for(message: StoredMessage) -> str:
+    """The word under an answer that did not finish: "Stopped" (the person) or "Cut off"."""
+    if message.problem is None:
+        return ""
+    if message.problem.kind is ProblemKind.CANCELLED:
+        return "Stopped"
+    return "Cut off" if message.text else ""
+
+
+def _shows_card(message: StoredMessage) -> bool:
+    p = message.problem
+    return message.role == "assistant" and p is not None and p.kind is not ProblemKind.CANCELLED
+
+
+def _visible_memories(run: Any) -> bool:
+    return any(getattr(m, "status", "") in ("kept", "waiting") for m in run.memories)
+
+
+class ChatModel(QAbstractListModel):
+    """Rows of one chat (see module docstring). ``set_chat`` switches chats."""
+
+    def __init__(
+        self,
+        store: ChatStore,
+        runs: RunSource | None = None,
+        *,
+        model_name: Callable[[str], str] | None = None,
+        page: int = PAGE,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._store = store
+        self._run_source = runs
+        self._model_name = model_name or (lambda key: key.split("/", 1)[-1] or "the model")
+        self._page = max(1, page)
+        self._chat_id = ""
+        self._messages: list[StoredMessage] = []
+        self._compaction: Compaction | None = None
+        self._runs: list[Any] = []
+        self._open_thinking: set[int] = set()
+        self._streaming = False
+        self._stream_text = ""
+        self._stream_thinking = ""
+        self._stream_open = False
+        self._stream_version = 0
+        self._stream_who = ""
+        self._rows: list[Row] = []
+
+    # --- Qt model -------------------------------------------------------------------------
+
+    def rowCount(self, parent: _Index | None = None) -> int:
+        if parent is not None and parent.isValid():
+            return 0
+        return len(self._rows)
+
+    def data(self, index: _Index, role: int = int(Qt.ItemDataRole.DisplayRole)) -> Any:
+        if not index.isValid() or not 0 <= index.row() < len(self._rows):
+            return None
+        row = self._rows[index.row()]
+        if role == ROW_ROLE:
+            return row
+        if role == int(Qt.ItemDataRole.DisplayRole):
+            return self.plain_text(row)
+        if role == int(Qt.ItemDataRole.AccessibleTextRole):
+            return self.spoken_text(row)
+        return None
+
+    def flags(self, index: _Index) -> Qt.ItemFlag:
+        if not index.isValid():
+            return Qt.ItemFlag.NoItemFlags
+        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
+
+    # --- reading --------------------------------------------------------------------------
+
+    @property
+    def chat_id(self) -> str:
+        return self._chat_id
+
+    @property
+    def messages(self) -> list[StoredMessage]:
+        """The loaded messages, oldest first."""
+        return list(self._messages)
+
+    @property
+    def compaction(self) -> Compaction | None:
+        return self._compaction
+
+    @property
+    def streaming(self) -> bool:
+        return self._streaming
+
+    def row(self, i: int) -> Row:
+        return self._rows[i]
+
+    def rows(self) -> list[Row]:
+        return list(self._rows)
+
+    def find(self, kind: RowKind, ident: Any = None) -> int:
+        """The index of the first row of ``kind`` (and key ident), or -1."""
+        for i, row in enumerate(self._rows):
+            if row.kind is kind and (ident is None or row.key[1] == ident):
+                return i
+        return -1
+
+    def model_name(self, model_key: str) -> str:
+        return self._model_name(model_key)
+
+    def plain_text(self, row: Row) -> str:
+        if row.kind is RowKind.MESSAGE and row.message is not None:
+            return row.message.text
+        if row.kind is RowKind.STREAMING:
+            return row.text
+        if row.kind is RowKind.DIVIDER and row.compaction is not None:
+            return f"Earlier messages are summarised for {row.compaction.model}"
+        if row.kind is RowKind.PROBLEM and row.message is not None and row.message.problem:
+            return row.message.problem.message
+        if row.kind is RowKind.MEMORIES and row.run is not None:
+            return "\n".join(m.text for m in row.run.memories)
+        return ""
+
+    def spoken_text(self, row: Row) -> str:
+        if row.kind is RowKind.MESSAGE and row.message is not None:
+            m = row.message
+            who = "You" if m.role == "user" else self.model_name(m.model_key)
+            mark = mark_for(m)
+            return f"{who}: {m.text}" + (f" ({mark})" if mark else "")
+        if row.kind is RowKind.STREAMING:
+            return f"Answer in progress: {row.text}"
+        return self.plain_text(row)
+
+    # --- loading --------------------------------------------------------------------------
+
+    def set_chat(self, chat_id: str) -> None:
+        """Show ``chat_id`` (its newest page); "" shows nothing."""
+        self.beginResetModel()
+        self._chat_id = chat_id
+        self._open_thinking.clear()
+        self._end_stream_state()
+        if chat_id:
+            count = self._store.message_count(chat_id)
+            self._compaction = self._store.latest_compaction(chat_id)
+            start = max(0, count - self._page)
+            fold = self._compaction
+            # Reach back to the summary line when it is only a little above the newest page.
+            if fold is not None and start > fold.first_kept_seq >= count - 3 * self._page:
+                start = max(0, fold.first_kept_seq - 1)
+            self._messages = self._store.messages(chat_id, start=start)
+            runs = self._run_source.runs(chat_id) if self._run_source is not None else []
+            self._runs = [r for r in runs if _visible_memories(r)]
+        else:
+            self._messages = []
+            self._compaction = None
+            self._runs = []
+        self._rows = self._build()
+        self.endResetModel()
+
+    def can_fetch_older(self) -> bool:
+        return bool(self._messages) and self._messages[0].seq > 0
+
+    def fetch_older(self, count: int | None = None) -> int:
+        """Read the page before the oldest loaded message; returns how many rows were added."""
+        if not self.can_fetch_older():
+            return 0
+        n = count or self._page
+        first = self._messages[0].seq
+        start = max(0, first - n)
+        older = self._store.messages(self._chat_id, start=start, limit=first - start)
+        if not older:
+            return 0
+        before = len(self._rows)
+        self._messages = older + self._messages
+        self._apply(self._build())
+        return len(self._rows) - before
+
+    def sync(self) -> None:
+        """Pick up what the chat log gained (new messages, a fold) since the last look."""
+        if not self._chat_id:
+            return
+        start = self._messages[-1].seq + 1 if self._messages else 0
+        # Re-read the last loaded message too: a turn may have updated it.
+        if self._messages:
+            start -= 1
+            fresh = self._store.messages(self._chat_id, start=start)
+            self._messages = self._messages[:-1] + fresh
+        else:
+            self._messages = self._store.messages(self._chat_id, start=start)
+        self._compaction = self._store.latest_compaction(self._chat_id)
+        self._apply(self._build())
+
+    def reload_message(self, seq: int) -> None:
+        for i, m in enumerate(self._messages):
+            if m.seq == seq:
+                fresh = self._store.message(self._chat_id, seq)
+                if fresh is not None:
+                    self._messages[i] = fresh
+                    self._apply(self._build())
+                return
+
+    def set_compaction(self, compaction: Compaction | None) -> None:
+        self._compaction = compaction
+        self._apply(self._build())
+
+    def add_run(self, run: Any) -> None:
+        """A learning run finished (or changed): show or refresh its card."""
+        if run.chat_id != self._chat_id:
+            return
+        for i, old in enumerate(self._runs):
+            if old.id == run.id:
+                self._runs[i] = run
+                break
+        else:
+            self._runs.append(run)
+        self._apply(self._build())
+
+    # --- streaming ------------------------------------------------------------------------
+
+    def start_stream(self, text: str = "", thinking: str = "", *, who: str = "") -> None:
+        self._streaming = True
+        self._stream_who = who
+        self._stream_text = text
+        self._stream_thinking = thinking
+        self._stream_open = False
+        self._stream_version += 1
+        self._apply(self._build())
+
+    def update_stream(self, text: str, thinking: str) -> None:
+        """New text for the streaming row: one dataChanged, no rebuild of the other rows."""
+        if not self._streaming:
+            return
+        self._stream_text = text
+        self._stream_thinking = thinking
+        self._stream_version += 1
+        i = self.find(RowKind.STREAMING)
+        if i < 0:
+            return
+        self._rows[i] = self._stream_row()
+        idx = self.index(i, 0)
+        self.dataChanged.emit(idx, idx, [ROW_ROLE])
+
+    def end_stream(self) -> None:
+        if not self._streaming:
+            return
+        self._end_stream_state()
+        self._apply(self._build())
+
+    def _end_stream_state(self) -> None:
+        self._streaming = False
+        self._stream_text = ""
+        self._stream_thinking = ""
+        self._stream_open = False
+
+    # --- thinking -------------------------------------------------------------------------
+
+    def toggle_thinking(self, i: int) -> bool:
+        """Open or close the "Thinking" part of row ``i``; False when it has none."""
+        row = self._rows[i]
+        if row.kind is RowKind.STREAMING and row.thinking:
+            self._stream_open = not self._stream_open
+            self._stream_version += 1
+            self._rows[i] = self._stream_row()
+            idx = self.index(i, 0)
+            self.dataChanged.emit(idx, idx, [ROW_ROLE])
+            return True
+        if row.kind is not RowKind.MESSAGE or row.message is None or not row.message.thinking:
+            return False
+        seq = row.message.seq
+        if seq in self._open_thinking:
+            self._open_thinking.discard(seq)
+        else:
+            self._open_thinking.add(seq)
+        self._apply(self._build())
+        return True
+
+    # --- building rows --------------------------------------------------------------------
+
+    def _stream_row(self) -> Row:
+        return Row(
+            RowKind.STREAMING,
+            ("s",),
+            text=self._stream_text,
+            thinking=self._stream_thinking,
+            thinking_open=self._stream_open,
+            version=self._stream_version,
+            who=self._stream_who,
+        )
+
+    def _build(self) -> list[Row]:
+        rows: list[Row] = []
+        msgs = self._messages
+        comp = self._compaction
+        runs = sorted(self._runs, key=lambda r: r.created)
+        ri = 0
+        first_loaded = msgs[0].created if msgs else 0.0
+        # A run older than every loaded message belongs to the unloaded past: skip it for now.
+        while (
+            ri < len(runs) and msgs and self.can_fetch_older() and runs[ri].created < first_loaded
+        ):
+            ri += 1
+        last = len(msgs) - 1
+        for n, m in enumerate(msgs):
+            if comp is not None and m.seq == comp.first_kept_seq:
+                rows.append(
+                    Row(RowKind.DIVIDER, ("d", comp.created, comp.first_kept_seq), compaction=comp)
+                )
+            card = n == last and not self._streaming and _shows_card(m)
+            if not (card and not m.text and not m.thinking):
+                open_ = m.seq in self._open_thinking
+                rows.append(Row(RowKind.MESSAGE, ("m", m.seq, m), message=m, thinking_open=open_))
+            if card:
+                rows.append(Row(RowKind.PROBLEM, ("p", m.seq, m.problem), message=m))
+            nxt = msgs[n + 1].created if n < last else float("inf")
+            while ri < len(runs) and runs[ri].created < nxt:
+                run = runs[ri]
+                rows.append(Row(RowKind.MEMORIES, ("r", run.id, run), run=run))
+                ri += 1
+        if comp is not None and msgs and comp.first_kept_seq > msgs[-1].seq:
+            rows.append(
+                Row(RowKind.DIVIDER, ("d", comp.created, comp.first_kept_seq), compaction=comp)
+            )
+        while ri < len(runs):
+            run = runs[ri]
+            rows.append(Row(RowKind.MEMORIES, ("r", run.id, run), run=run))
+            ri += 1
+        if self._streaming:
+            rows.append(self._stream_row())
+        return rows
+
+    def _apply(self, new: list[Row]) -> None:
+        """Turn the current rows into ``new`` with one remove and one insert at most."""
+        old = self._rows
+        lo = min(len(old), len(new))
+        p = 0
+        while p < lo and old[p].key == new[p].key:
+            p += 1
+        s = 0
+        while s < lo - p and old[len(old) - 1 - s].key == new[len(new) - 1 - s].key:
+            s += 1
+        old_end = len(old) - s
+        new_end = len(new) - s
+        if old_end > p:
+            self.beginRemoveRows(QModelIndex(), p, old_end - 1)
+            self._rows = old[:p] + old[old_end:]
+            self.endRemoveRows()
+        if new_end > p:
+            self.beginInsertRows(QModelIndex(), p, new_end - 1)
+            self._rows = new
+            self.endInsertRows()
+        # Rows kept by key may still carry a newer version (the streaming row): refresh them.
+        current = self._rows
+        changed = [
+            i
+            for i, row in enumerate(new)
+            if i < len(current) and current[i] is not row and current[i].version != row.version
+        ]
+        self._rows = new
+        for i in changed:
+            idx = self.index(i, 0)
+            self.dataChanged.emit(idx, idx, [ROW_ROLE])
+
+
+__all__ = [
+    "PAGE",
+    "ROW_ROLE",
+    "WIDGET_KINDS",
+    "ChatModel",
+    "Row",
+    "RowKind",
+    "mark_for",
+]

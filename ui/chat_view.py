@@ -1,0 +1,430 @@
+"""The chat: a QListView over ``ChatModel`` painted by ``MessageDelegate``.
+
+Messages are painted, not built from widgets, so a chat of ten thousand messages opens as fast
+as one of ten. The few rows that need buttons (the summary divider, a problem card, memory
+cards) get an index widget each. Streamed text is coalesced on a short timer: the answer row
+is re-rendered at most every ``FLUSH_MS`` however fast deltas arrive. The view sticks to the
+bottom while the person is there and keeps their place when they scroll up, where older pages
+are read from the chat log on demand.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any, cast
+
+from PySide6.QtCore import (
+    QEvent,
+    QMetaObject,
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    QPoint,
+    Qt,
+    QTimer,
+    Signal,
+)
+from PySide6.QtGui import (
+    QColor,
+    QKeyEvent,
+    QKeySequence,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QPalette,
+)
+from PySide6.QtWidgets import QAbstractItemView, QListView, QMenu, QWidget
+
+from app.store import ChatStore
+from ui.bridge import ConversationBridge
+from ui.chat_model import ROW_ROLE, WIDGET_KINDS, ChatModel, Row, RowKind, RunSource
+from ui.markdown import code_blocks
+from ui.memory_card import MemoryActions, MemoryCard
+from ui.message_delegate import MessageDelegate, copy_to_clipboard
+from ui.summary_divider import SummaryDivider
+from ui.too_long_card import ProblemCard
+
+log = logging.getLogger("conch.ui.chat_view")
+
+FLUSH_MS = 40  # how often streamed text reaches the screen
+
+
+class ChatView(QListView):
+    """One chat's messages.
+
+    Signals:
+        step_requested(NextStep, int): a problem card's button (the failed answer's seq).
+        status(str): a short note for the status line ("Code copied").
+    """
+
+    step_requested = Signal(object, int)
+    status = Signal(str)
+
+    def __init__(
+        self,
+        store: ChatStore,
+        memories: Any = None,
+        *,
+        model_name: Callable[[str], str] | None = None,
+        colors: Callable[[str], QColor] | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("Transcript")
+        self.setAccessibleName("Messages")
+        self._store = store
+        self._memories = memories
+        runs: RunSource | None = memories if memories is not None else None
+        self.chat_model = ChatModel(store, runs, model_name=model_name, parent=self)
+        self.setModel(self.chat_model)
+        self.delegate = MessageDelegate(self, colors)
+        self.setItemDelegate(self.delegate)
+        self.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setResizeMode(QListView.ResizeMode.Adjust)
+        self.setUniformItemSizes(False)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setMouseTracking(True)
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.verticalScrollBar().setSingleStep(24)
+
+        self._bridge: ConversationBridge | None = None
+        self._connections: list[QMetaObject.Connection] = []
+        self._widgets: dict[QWidget, QPersistentModelIndex] = {}
+        self._stick = True
+        self._keep_from_bottom: int | None = None
+        self._adjusting = False
+        self._fetching = False
+
+        self._flush_timer = QTimer(self)
+        self._flush_timer.setSingleShot(True)
+        self._flush_timer.setInterval(FLUSH_MS)
+        self._flush_timer.timeout.connect(self.flush)
+
+        model = self.chat_model
+        model.rowsInserted.connect(self._rows_inserted)
+        model.modelReset.connect(self._model_reset)
+        bar = self.verticalScrollBar()
+        bar.valueChanged.connect(self._scrolled)
+        bar.rangeChanged.connect(self._range_changed)
+        self.delegate.thinking_toggled.connect(self.chat_model.toggle_thinking)
+        self.delegate.copied.connect(self.status)
+        self.customContextMenuRequested.connect(self._menu)
+
+    # --- which chat -----------------------------------------------------------------------
+
+    @property
+    def bridge(self) -> ConversationBridge | None:
+        return self._bridge
+
+    @property
+    def chat_id(self) -> str:
+        return self.chat_model.chat_id
+
+    def set_chat(self, chat_id: str, bridge: ConversationBridge | None = None) -> None:
+        """Show ``chat_id`` and follow ``bridge`` (its running turn, if any, shows at once)."""
+        self._detach()
+        self._flush_timer.stop()
+        self._stick = True
+        self._keep_from_bottom = None
+        self.chat_model.set_chat(chat_id)
+        if bridge is not None:
+            self._attach(bridge)
+            if bridge.busy and bridge.mode == "turn":
+                self.chat_model.start_stream(
+                    bridge.partial_text, bridge.partial_thinking, who=self._answering(bridge)
+                )
+        self.scroll_to_bottom()
+
+    def follow(self, bridge: ConversationBridge | None) -> None:
+        """Follow ``bridge`` for the chat already showing (no reload, the scroll stays)."""
+        self._detach()
+        if bridge is not None:
+            self._attach(bridge)
+
+    def _attach(self, bridge: ConversationBridge) -> None:
+        self._bridge = bridge
+        pairs: list[tuple[Any, Callable[..., Any]]] = [
+            (bridge.message_saved, self._message_saved),
+            (bridge.text_delta, self._delta),
+            (bridge.thinking_delta, self._delta),
+            (bridge.compacted, self._compacted),
+            (bridge.busy_changed, self._busy_changed),
+            (bridge.learning_done, self._learning_done),
+        ]
+        self._connections = [signal.connect(slot) for signal, slot in pairs]
+
+    def _detach(self) -> None:
+        for connection in self._connections:
+            QObject.disconnect(connection)
+        self._connections = []
+        self._bridge = None
+
+    # --- the turn, as the bridge reports it ------------------------------------------------
+
+    def _message_saved(self, _seq: int, role: str) -> None:
+        if role == "user":
+            self.chat_model.sync()
+            if self._bridge is not None:
+                self.chat_model.start_stream(who=self._answering(self._bridge))
+            self.scroll_to_bottom()
+        else:
+            self._flush_timer.stop()
+            self.chat_model.end_stream()
+            self.chat_model.sync()
+
+    @staticmethod
+    def _answering(bridge: ConversationBridge) -> str:
+        return bridge.conversation.model.name
+
+    def _delta(self, _text: str) -> None:
+        if not self._flush_timer.isActive():
+            self._flush_timer.start()
+
+    def flush(self) -> None:
+        """Put the streamed text so far on screen (the timer calls this; tests may too)."""
+        bridge = self._bridge
+        if bridge is None or not self.chat_model.streaming:
+            return
+        self.chat_model.update_stream(bridge.partial_text, bridge.partial_thinking)
+        i = self.chat_model.find(RowKind.STREAMING)
+        if i >= 0:
+            # The row grew: one layout pass (other rows' sizes come from the cache).
+            self.delegate.sizeHintChanged.emit(self.chat_model.index(i, 0))
+
+    def _compacted(self, _event: Any) -> None:
+        self.chat_model.set_compaction(self._store.latest_compaction(self.chat_id))
+
+    def _busy_changed(self, busy: bool) -> None:
+        if busy:
+            return
+        self._flush_timer.stop()
+        self.chat_model.end_stream()
+        self.chat_model.sync()
+
+    def _learning_done(self, run: Any) -> None:
+        self.chat_model.add_run(run)
+
+    # --- widgets for the special rows ------------------------------------------------------
+
+    def _model_reset(self) -> None:
+        self._widgets.clear()
+        self._rows_inserted(QModelIndex(), 0, self.chat_model.rowCount() - 1)
+
+    def _rows_inserted(self, _parent: QModelIndex, first: int, last: int) -> None:
+        for i in range(first, last + 1):
+            row = self.chat_model.row(i)
+            if row.kind not in WIDGET_KINDS:
+                continue
+            index = self.chat_model.index(i, 0)
+            widget = self._make_widget(row)
+            if widget is None:
+                continue
+            self.setIndexWidget(index, widget)
+            self._widgets[widget] = QPersistentModelIndex(index)
+            widget.destroyed.connect(lambda _obj=None, w=widget: self._widgets.pop(w, None))
+            self.delegate.sizeHintChanged.emit(index)
+
+    def _make_widget(self, row: Row) -> QWidget | None:
+        widget: Any
+        if row.kind is RowKind.DIVIDER and row.compaction is not None:
+            widget = SummaryDivider(row.compaction)
+        elif row.kind is RowKind.PROBLEM and row.message is not None:
+            message = row.message
+            problem = message.problem
+            if problem is None:
+                return None
+            widget = ProblemCard(problem, self._asked_before(message.seq))
+            seq = message.seq
+            widget.step_requested.connect(lambda step, s=seq: self.step_requested.emit(step, s))
+        elif row.kind is RowKind.MEMORIES and row.run is not None and self._memories is not None:
+            book: MemoryActions = self._memories
+            widget = MemoryCard(row.run, book)
+        else:
+            return None
+        widget.size_changed.connect(lambda w=widget: self._widget_resized(w))
+        return widget  # type: ignore[no-any-return]
+
+    def _asked_before(self, seq: int) -> str:
+        """What the person asked just before the answer at ``seq`` (for "new chat with it")."""
+        for m in reversed(self.chat_model.messages):
+            if m.seq < seq and m.role == "user":
+                return m.text
+        return ""
+
+    def _widget_resized(self, widget: QWidget) -> None:
+        index = self._widgets.get(widget)
+        if index is not None and index.isValid():
+            self.delegate.sizeHintChanged.emit(self.chat_model.index(index.row(), 0))
+
+    def widget_at(self, kind: RowKind) -> QWidget | None:
+        """The index widget of the first row of ``kind`` (the divider, a card)."""
+        i = self.chat_model.find(kind)
+        return self.indexWidget(self.chat_model.index(i, 0)) if i >= 0 else None
+
+    def widgets_of(self, kind: RowKind) -> list[QWidget]:
+        found: list[QWidget] = []
+        for i, row in enumerate(self.chat_model.rows()):
+            if row.kind is kind:
+                w = self.indexWidget(self.chat_model.index(i, 0))
+                if w is not None:
+                    found.append(w)
+        return found
+
+    # --- scrolling ------------------------------------------------------------------------
+
+    def scroll_to_bottom(self) -> None:
+        self._stick = True
+        bar = self.verticalScrollBar()
+        self._adjusting = True
+        bar.setValue(bar.maximum())
+        self._adjusting = False
+
+    def at_bottom(self) -> bool:
+        bar = self.verticalScrollBar()
+        return bar.value() >= bar.maximum() - 8
+
+    def _scrolled(self, value: int) -> None:
+        if self._adjusting:
+            return
+        bar = self.verticalScrollBar()
+        self._stick = value >= bar.maximum() - 8
+        if value < max(200, self.viewport().height()) and self.chat_model.can_fetch_older():
+            self._fetch_older()
+
+    def _fetch_older(self) -> None:
+        if self._fetching:
+            return
+        self._fetching = True
+        try:
+            bar = self.verticalScrollBar()
+            self._keep_from_bottom = bar.maximum() - bar.value()
+            if self.chat_model.fetch_older() == 0:
+                self._keep_from_bottom = None
+        finally:
+            self._fetching = False
+
+    def _range_changed(self, _minimum: int, maximum: int) -> None:
+        bar = self.verticalScrollBar()
+        self._adjusting = True
+        try:
+            if self._keep_from_bottom is not None:
+                bar.setValue(maximum - self._keep_from_bottom)
+                self._keep_from_bottom = None
+            elif self._stick:
+                bar.setValue(maximum)
+        finally:
+            self._adjusting = False
+        # A first page too short to fill the view: read more (checked after the layout).
+        if maximum == 0 and self.chat_model.can_fetch_older():
+            QTimer.singleShot(0, self, self._fill_view)
+
+    def _fill_view(self) -> None:
+        self.executeDelayedItemsLayout()
+        if self.verticalScrollBar().maximum() == 0 and self.chat_model.can_fetch_older():
+            self._fetch_older()
+
+    # --- keyboard and menu ----------------------------------------------------------------
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        # A pointing hand over links ("Copy", "Thinking", web links), like a browser.
+        index = self.indexAt(event.position().toPoint())
+        href = (
+            self.delegate.anchor_at(index, event.position(), self.visualRect(index))
+            if index.isValid()
+            else ""
+        )
+        shape = Qt.CursorShape.PointingHandCursor if href else Qt.CursorShape.ArrowCursor
+        self.viewport().setCursor(shape)
+        super().mouseMoveEvent(event)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        index = self.currentIndex()
+        row: Row | None = index.data(ROW_ROLE) if index.isValid() else None
+        if row is not None and event.matches(QKeySequence.StandardKey.Copy):
+            copy_to_clipboard(self.chat_model.plain_text(row))
+            self.status.emit("Message copied")
+            return
+        if row is not None and event.key() in (
+            Qt.Key.Key_Return,
+            Qt.Key.Key_Enter,
+            Qt.Key.Key_Space,
+        ):
+            if row.kind in WIDGET_KINDS:
+                self._focus_widget(index)
+                return
+            if self.chat_model.toggle_thinking(index.row()):
+                return
+        super().keyPressEvent(event)
+
+    def _focus_widget(self, index: QModelIndex) -> None:
+        widget = cast("QWidget | None", self.indexWidget(index))
+        if widget is None:
+            return
+        for child in widget.findChildren(QWidget):
+            if child.isVisible() and child.focusPolicy() & Qt.FocusPolicy.TabFocus:
+                child.setFocus(Qt.FocusReason.TabFocusReason)
+                return
+
+    def _menu(self, pos: QPoint) -> None:
+        index = self.indexAt(pos)
+        row: Row | None = index.data(ROW_ROLE) if index.isValid() else None
+        if row is None or row.kind in WIDGET_KINDS:
+            return
+        menu = self.menu_for(index.row())
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        menu.popup(self.viewport().mapToGlobal(pos))
+
+    def menu_for(self, i: int) -> QMenu:
+        """The context menu of row ``i``: copy the message, copy each code block, thinking."""
+        row = self.chat_model.row(i)
+        text = self.chat_model.plain_text(row)
+        menu = QMenu(self)
+        menu.addAction("Copy message", lambda: self._copy(text, "Message copied"))
+        for n, block in enumerate(code_blocks(text)):
+            first = block.strip().splitlines()[0][:40] if block.strip() else "(empty)"
+            menu.addAction(
+                f"Copy code block {n + 1}: {first}",
+                functools.partial(self._copy, block, "Code copied"),
+            )
+        thinking = (
+            row.thinking
+            if row.kind is RowKind.STREAMING
+            else (row.message.thinking if row.message is not None else "")
+        )
+        if thinking:
+            word = "Hide thinking" if row.thinking_open else "Show thinking"
+            menu.addAction(word, lambda: self.chat_model.toggle_thinking(i))
+        return menu
+
+    def _copy(self, text: str, note: str) -> None:
+        copy_to_clipboard(text)
+        self.status.emit(note)
+
+    def refresh_names(self) -> None:
+        """Redraw every message (model names or the theme changed)."""
+        self.delegate.forget()
+        self.scheduleDelayedItemsLayout()
+        self.viewport().update()
+
+    def changeEvent(self, event: QEvent) -> None:
+        # A new theme or font: cached documents were rendered for the old one.
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.FontChange):
+            self.delegate.forget()
+            self.scheduleDelayedItemsLayout()
+        super().changeEvent(event)
+
+    # --- empty chat -----------------------------------------------------------------------
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        super().paintEvent(event)
+        if self.chat_model.rowCount() == 0:
+            painter = QPainter(self.viewport())
+            color = self.palette().color(QPalette.ColorRole.PlaceholderText)
+            painter.setPen(color)
+            words = "Send a message to start." if self.chat_id else "Choose a chat or start one."
+            painter.drawText(self.viewport().rect(), Qt.AlignmentFlag.AlignCenter, words)
+            painter.end()

@@ -1,0 +1,437 @@
+"""Where the person writes: Enter sends, Shift+Enter breaks the line, Esc stops the answer.
+
+Pastes are plain text only. A very long paste (a log, a whole file) is not put in the editor,
+where laying out megabytes of text would freeze the window, but attached as "Pasted text", like
+a text file. Attachments are pictures or text files; the conversation marks a chat that read
+one as untrusted for learning. ``/compact [what to keep]`` is recognised while typing (a hint
+shows) and goes to the conversation's fold instead of the model.
+"""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMimeData, QSize, Qt, Signal
+from PySide6.QtGui import QImage, QKeyEvent
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engines.base import Attachment, Picture
+from ui.context_meter import ContextMeter
+from ui.icons import ON_ACCENT, icon
+
+PASTE_LIMIT = 100_000  # characters; a longer paste becomes an attachment
+MAX_TEXT_FILE = 8 * 1024 * 1024
+MAX_PICTURE = 20 * 1024 * 1024
+PICTURE_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
+COMPACT_HINT = "/compact [what to keep] — summarise the start of this chat now"
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What the person sent: text (or a command), pictures and text attachments."""
+
+    text: str
+    pictures: tuple[Picture, ...] = ()
+    attachments: tuple[Attachment, ...] = ()
+    compact_focus: str | None = None  # not None: this is ``/compact`` with this focus
+
+    @property
+    def is_compact(self) -> bool:
+        return self.compact_focus is not None
+
+
+def parse_compact(text: str) -> str | None:
+    """The focus of ``/compact [what to keep]``, or None when the text is not that command."""
+    stripped = text.strip()
+    head, _, rest = stripped.partition(" ")
+    if "\n" in head:
+        head, _, more = head.partition("\n")
+        rest = (more + " " + rest).strip()
+    if head.lower() != "/compact":
+        return None
+    return " ".join(rest.split())
+
+
+def _size(n: int) -> str:
+    if n >= 1024 * 1024:
+        return f"{n / (1024 * 1024):.1f} MB"
+    if n >= 1024:
+        return f"{n / 1024:.0f} KB"
+    return f"{n} bytes"
+
+
+def picture_from_image(image: QImage, name: str = "pasted picture.png") -> Picture:
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    image.save(buffer, b"PNG")
+    buffer.close()
+    return Picture(name=name, mime="image/png", data=base64.b64encode(bytes(data.data())).decode())
+
+
+class ComposerEdit(QPlainTextEdit):
+    """The text box.
+
+    Signals:
+        submit(): Enter without Shift.
+        stop(): Esc.
+        long_paste(str): a paste longer than ``PASTE_LIMIT`` (not inserted).
+        picture_pasted(QImage): a picture on the clipboard.
+        files_dropped(list): local files pasted or dropped (paths as str).
+    """
+
+    submit = Signal()
+    stop = Signal()
+    long_paste = Signal(str)
+    picture_pasted = Signal(QImage)
+    files_dropped = Signal(list)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("ComposerInput")
+        self.setAccessibleName("Message")
+        self.setPlaceholderText("Message — Enter sends, Shift+Enter for a new line")
+        self.setTabChangesFocus(True)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        key = event.key()
+        if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            if event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+                self.insertPlainText("\n")
+            else:
+                self.submit.emit()
+            return
+        if key == Qt.Key.Key_Escape:
+            self.stop.emit()
+            return
+        super().keyPressEvent(event)
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        return source.hasText() or source.hasImage() or source.hasUrls()
+
+    def insertFromMimeData(self, source: QMimeData) -> None:
+        # Plain text only: rich text from a web page must not bring its formatting (or size).
+        if source.hasUrls():
+            files = [u.toLocalFile() for u in source.urls() if u.isLocalFile()]
+            if files:
+                self.files_dropped.emit(files)
+                return
+        if source.hasImage() and not source.hasText():
+            image = source.imageData()
+            if isinstance(image, QImage) and not image.isNull():
+                self.picture_pasted.emit(image)
+            return
+        if not source.hasText():
+            return
+        text = source.text()
+        if len(text) > PASTE_LIMIT:
+            self.long_paste.emit(text)
+            return
+        self.insertPlainText(text)
+
+
+class Composer(QWidget):
+    """The text box with Send/Stop, Attach, attachment chips, the /compact hint and the meter.
+
+    Signals:
+        submitted(Submission): the person sent something (the box is already cleared; call
+            ``restore`` if it could not be sent).
+        stop_requested(): Stop or Esc while an answer streams.
+    """
+
+    submitted = Signal(object)
+    stop_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("Composer")
+        self._busy = False
+        self._pictures: list[Picture] = []
+        self._attachments: list[Attachment] = []
+        self.file_dialog_factory: Callable[[QWidget], QFileDialog] = self._default_dialog
+
+        self.edit = ComposerEdit(self)
+        self.edit.setMinimumHeight(56)
+        self.edit.setMaximumHeight(200)
+
+        self.hint = QLabel(self)
+        self.hint.setObjectName("ComposerHint")
+        self.hint.setWordWrap(True)
+        self.hint.setVisible(False)
+
+        self.chips = QWidget(self)
+        self._chips_layout = QHBoxLayout(self.chips)
+        self._chips_layout.setContentsMargins(0, 0, 0, 0)
+        self._chips_layout.addStretch(1)
+        self.chips.setVisible(False)
+
+        self.attach_button = QToolButton(self)
+        self.attach_button.setObjectName("AttachButton")
+        self.attach_button.setIcon(icon("attach"))
+        self.attach_button.setAccessibleName("Attach a picture or a text file")
+        self.attach_button.setToolTip("Attach a picture or a text file")
+        self.send_button = QPushButton(self)
+        self.send_button.setObjectName("SendButton")
+        self.send_button.setIcon(icon("send", role=ON_ACCENT))
+        self.send_button.setAccessibleName("Send")
+        self.send_button.setToolTip("Send (Enter)")
+        self.stop_button = QPushButton(self)
+        self.stop_button.setObjectName("StopButton")
+        self.stop_button.setIcon(icon("stop", role=ON_ACCENT))
+        self.stop_button.setAccessibleName("Stop the answer")
+        self.stop_button.setToolTip("Stop the answer, keeping what arrived (Esc)")
+        self.stop_button.setVisible(False)
+        self.meter = ContextMeter(self)
+        self.meter_label = QLabel(self)
+        self.meter_label.setObjectName("ContextMeterLabel")
+
+        buttons = QHBoxLayout()
+        buttons.setContentsMargins(0, 0, 0, 0)
+        buttons.addWidget(self.attach_button)
+        buttons.addStretch(1)
+        buttons.addWidget(self.meter_label)
+        buttons.addWidget(self.meter)
+        buttons.addWidget(self.stop_button)
+        buttons.addWidget(self.send_button)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 4, 8, 8)
+        layout.setSpacing(4)
+        layout.addWidget(self.hint)
+        layout.addWidget(self.chips)
+        layout.addWidget(self.edit)
+        layout.addLayout(buttons)
+
+        self.edit.submit.connect(self.submit)
+        self.edit.stop.connect(self._stop)
+        self.edit.long_paste.connect(self._long_paste)
+        self.edit.picture_pasted.connect(self._picture_pasted)
+        self.edit.files_dropped.connect(self._files)
+        self.edit.textChanged.connect(self._update_hint)
+        self.send_button.clicked.connect(self.submit)
+        self.stop_button.clicked.connect(self._stop)
+        self.attach_button.clicked.connect(self.choose_files)
+
+    def sizeHint(self) -> QSize:
+        return QSize(480, 120)
+
+    # --- state ----------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    def set_busy(self, busy: bool) -> None:
+        """While an answer streams: Stop instead of Send; typing stays possible."""
+        self._busy = busy
+        self.stop_button.setVisible(busy)
+        self.send_button.setVisible(not busy)
+        if not busy:
+            self.stop_button.clearFocus()
+
+    def text(self) -> str:
+        return self.edit.toPlainText()
+
+    def set_text(self, text: str) -> None:
+        self.edit.setPlainText(text)
+        self.edit.moveCursor(self.edit.textCursor().MoveOperation.End)
+
+    def pictures(self) -> tuple[Picture, ...]:
+        return tuple(self._pictures)
+
+    def attachments(self) -> tuple[Attachment, ...]:
+        return tuple(self._attachments)
+
+    def clear(self) -> None:
+        self.edit.clear()
+        self._pictures.clear()
+        self._attachments.clear()
+        self._redraw_chips()
+
+    def restore(self, submission: Submission) -> None:
+        """Put back what could not be sent."""
+        if submission.is_compact:
+            focus = submission.compact_focus or ""
+            self.set_text(("/compact " + focus).strip())
+        else:
+            self.set_text(submission.text)
+        self._pictures = list(submission.pictures)
+        self._attachments = list(submission.attachments)
+        self._redraw_chips()
+
+    def set_usage(self, usage: tuple[int, int] | None) -> None:
+        """The context meter's numbers (used, budget), or None to hide it."""
+        self.meter.set_usage(usage)
+        self.meter_label.setText(self.meter.percent_text() if usage is not None else "")
+        self.meter_label.setToolTip(self.meter.toolTip())
+
+    def show_hint(self, text: str) -> None:
+        self.hint.setText(text)
+        self.hint.setVisible(bool(text))
+
+    # --- sending --------------------------------------------------------------------------
+
+    def submit(self) -> None:
+        if self._busy:
+            return  # Enter while an answer streams keeps the draft; Stop first
+        text = self.text()
+        focus = parse_compact(text)
+        if focus is not None:
+            submission = Submission(text=text, compact_focus=focus)
+        elif text.strip() or self._pictures or self._attachments:
+            submission = Submission(
+                text=text.strip(),
+                pictures=tuple(self._pictures),
+                attachments=tuple(self._attachments),
+            )
+        else:
+            return
+        self.clear()
+        self.submitted.emit(submission)
+
+    def _stop(self) -> None:
+        if self._busy:
+            self.stop_requested.emit()
+
+    # --- attachments ----------------------------------------------------------------------
+
+    def choose_files(self) -> None:
+        # open(), not exec(): a modal loop inside the asyncio loop breaks running tasks.
+        dialog = self.file_dialog_factory(self)
+        dialog.filesSelected.connect(self._files)
+        dialog.open()
+
+    def _default_dialog(self, parent: QWidget) -> QFileDialog:
+        dialog = QFileDialog(parent, "Attach a picture or a text file")
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFiles)
+        dialog.setNameFilters(
+            [
+                "Pictures and text files (*.png *.jpg *.jpeg *.gif *.webp *.txt *.md *.csv "
+                "*.json *.log *.py *.js *.ts *.html *.xml *.yaml *.yml *.toml)",
+                "All files (*)",
+            ]
+        )
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        return dialog
+
+    def _files(self, paths: list[str]) -> None:
+        problems = [p for p in (self.add_file(Path(path)) for path in paths) if p]
+        self.show_hint(" ".join(problems))
+
+    def add_file(self, path: Path) -> str:
+        """Attach a picture or a text file. Returns "" or a sentence saying why not."""
+        try:
+            size = path.stat().st_size
+        except OSError as exc:
+            return f"{path.name} could not be read ({exc.strerror or type(exc).__name__})."
+        suffix = path.suffix.lower()
+        mime = PICTURE_TYPES.get(suffix)
+        if mime is not None:
+            if size > MAX_PICTURE:
+                return f"{path.name} is {_size(size)}; pictures up to {_size(MAX_PICTURE)} work."
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                return f"{path.name} could not be read ({exc.strerror or type(exc).__name__})."
+            self._pictures.append(
+                Picture(name=path.name, mime=mime, data=base64.b64encode(data).decode())
+            )
+            self._redraw_chips()
+            return ""
+        if size > MAX_TEXT_FILE:
+            return f"{path.name} is {_size(size)}; text files up to {_size(MAX_TEXT_FILE)} work."
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            return f"{path.name} could not be read ({exc.strerror or type(exc).__name__})."
+        guessed = mimetypes.guess_type(path.name)[0] or ""
+        if b"\x00" in raw[:8192] or guessed.startswith(("image/", "audio/", "video/")):
+            return f"{path.name} is not a picture or a text file Conch can read."
+        text = raw.decode("utf-8", errors="replace")
+        self._attachments.append(Attachment(name=path.name, text=text))
+        self._redraw_chips()
+        return ""
+
+    def add_text(self, name: str, text: str) -> None:
+        self._attachments.append(Attachment(name=name, text=text))
+        self._redraw_chips()
+
+    def add_picture(self, picture: Picture) -> None:
+        self._pictures.append(picture)
+        self._redraw_chips()
+
+    def remove_attachment(self, index: int) -> None:
+        """Remove chip ``index`` (pictures first, then text attachments)."""
+        if index < len(self._pictures):
+            del self._pictures[index]
+        else:
+            i = index - len(self._pictures)
+            if 0 <= i < len(self._attachments):
+                del self._attachments[i]
+        self._redraw_chips()
+
+    def _long_paste(self, text: str) -> None:
+        self.add_text("Pasted text", text)
+        self.show_hint(
+            f"The pasted text ({_size(len(text.encode('utf-8', errors='replace')))}) is attached "
+            "as a file, so the box stays quick."
+        )
+
+    def _picture_pasted(self, image: QImage) -> None:
+        self.add_picture(picture_from_image(image))
+
+    def _redraw_chips(self) -> None:
+        layout = self._chips_layout
+        while layout.count() > 1:  # keep the trailing stretch
+            item = layout.takeAt(0)
+            widget = item.widget() if item is not None else None
+            if widget is not None:
+                widget.deleteLater()
+        labels = [f"🖼 {p.name}" for p in self._pictures]
+        labels += [
+            f"📄 {a.name} ({_size(len(a.text.encode('utf-8', 'replace')))})"
+            for a in self._attachments
+        ]
+        for i, label in enumerate(labels):
+            chip = QToolButton(self.chips)
+            chip.setText(f"{label}  ✕")
+            chip.setAccessibleName(f"Remove attachment {label}")
+            chip.setToolTip("Remove")
+            chip.setAutoRaise(True)
+            chip.clicked.connect(lambda _checked=False, n=i: self.remove_attachment(n))
+            layout.insertWidget(layout.count() - 1, chip)
+        self.chips.setVisible(bool(labels))
+
+    # --- the /compact hint ----------------------------------------------------------------
+
+    def _update_hint(self) -> None:
+        # Only the first line matters; never copy a huge document on every keystroke.
+        first = self.edit.document().firstBlock().text()[:200]
+        if not first.startswith("/"):
+            if self.hint.text() == COMPACT_HINT or self.hint.text().startswith("Only /compact"):
+                self.show_hint("")
+            return
+        word = first.split(" ", 1)[0].lower()
+        if "/compact".startswith(word) or word == "/compact":
+            self.show_hint(COMPACT_HINT)
+        else:
+            self.show_hint("Only /compact is a command; anything else is sent as a message.")

@@ -1,0 +1,577 @@
+"""The main window: chats on the left; the model picker, the chat and the composer on the right.
+
+The window wires widgets to the app's services and to one ``ConversationBridge`` per open
+chat; it never talks to an engine. A chat whose answer is still streaming keeps its bridge
+when the person looks at another chat, and a deleted chat's turn is stopped (what arrived is
+kept, and Undo brings the chat back). The palette and the settings dialog (ui/palette.py,
+ui/settings_dialog.py) are built on first use, or injected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
+from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QSplitter,
+    QStatusBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.settings import SettingsError, write_atomically
+from app.store import StoredMessage
+from engines.base import ModelInfo, NextStep
+from ui.bridge import ConversationBridge
+from ui.chat_view import ChatView
+from ui.composer import Composer, Submission
+from ui.model_picker import ModelPicker, provider_name
+from ui.sidebar import Sidebar
+
+if TYPE_CHECKING:
+    from app.services import AppServices
+    from ui.theme import ThemeManager
+
+log = logging.getLogger("conch.ui.window")
+
+STATUS_MS = 5000
+
+
+class MainWindow(QMainWindow):
+    """Conch's window for ``services``.
+
+    Signals:
+        closed(): the window was closed (the app shuts down after it).
+        chat_opened(str): a chat is now showing.
+    """
+
+    closed = Signal()
+    chat_opened = Signal(str)
+
+    def __init__(
+        self,
+        services: AppServices,
+        *,
+        theme: ThemeManager | None = None,
+        palette_factory: Callable[[MainWindow], Any] | None = None,
+        settings_factory: Callable[[MainWindow], Any] | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("MainWindow")
+        self.setWindowTitle("Conch")
+        self.services = services
+        self.theme = theme
+        self._palette_factory = palette_factory
+        self._settings_factory = settings_factory
+        self._palette: Any = None
+        self._settings_dialog: Any = None
+        self._bridges: dict[str, ConversationBridge] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._current = ""
+        self._unsubscribe: list[Callable[[], None]] = []
+        self._closing = False
+
+        self._build()
+        self._connect_signals()
+        self._restore_geometry()
+        self.sidebar.refresh()
+        self.picker.set_models(services.catalogue.models(), "")
+        self.picker.set_starting(services.status or None)
+        self._open_first_chat()
+        if services.settings.problem:
+            self.show_status(services.settings.problem)
+
+    # --- building -------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        services = self.services
+        self.sidebar = Sidebar(services.store, self)
+        self.picker = ModelPicker(self, provider_label=self._provider_label)
+        self.title_label = QLabel(self)
+        self.title_label.setObjectName("ChatTitle")
+        self.title_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.chat_view = ChatView(
+            services.store,
+            services.memories,
+            model_name=self._model_name,
+            colors=self.theme.color if self.theme is not None else None,
+        )
+        self.composer = Composer(self)
+
+        top = QWidget(self)
+        top.setObjectName("ChatHeader")
+        top_layout = QHBoxLayout(top)
+        top_layout.setContentsMargins(10, 6, 10, 6)
+        top_layout.addWidget(self.title_label, 1)
+        top_layout.addWidget(self.picker)
+
+        right = QWidget(self)
+        right_layout = QVBoxLayout(right)
+        right_layout.setContentsMargins(0, 0, 0, 0)
+        right_layout.setSpacing(0)
+        right_layout.addWidget(top)
+        right_layout.addWidget(self.chat_view, 1)
+        right_layout.addWidget(self.composer)
+
+        self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
+        self.splitter.addWidget(self.sidebar)
+        self.splitter.addWidget(right)
+        self.splitter.setStretchFactor(0, 0)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([240, 760])
+        self.setCentralWidget(self.splitter)
+        self.setStatusBar(QStatusBar(self))
+        self.resize(1100, 760)
+
+        shortcuts: list[tuple[QKeySequence | QKeySequence.StandardKey | str, Callable[[], Any]]] = [
+            (QKeySequence.StandardKey.New, lambda: self.new_chat()),
+            ("Ctrl+K", self.open_palette),
+            ("Ctrl+,", lambda: self.show_settings("providers")),
+            (QKeySequence.StandardKey.Find, lambda: self.sidebar.search.setFocus()),
+            ("Ctrl+L", self.composer.edit.setFocus),
+            ("F2", self.sidebar.start_rename),
+        ]
+        for keys, action in shortcuts:
+            shortcut = QShortcut(QKeySequence(keys), self)
+            shortcut.activated.connect(action)
+
+    def _connect_signals(self) -> None:
+        self.sidebar.chat_selected.connect(self.open_chat)
+        self.sidebar.new_chat_requested.connect(self.new_chat)
+        self.sidebar.chat_deleted.connect(self._chat_deleted)
+        self.sidebar.chat_restored.connect(self.open_chat)
+        self.sidebar.chat_renamed.connect(self._chat_renamed)
+        self.sidebar.settings_requested.connect(lambda: self.show_settings("providers"))
+        self.composer.submitted.connect(self.submit)
+        self.composer.stop_requested.connect(self.stop)
+        self.picker.model_chosen.connect(self.switch_model)
+        self.chat_view.step_requested.connect(self.take_step)
+        self.chat_view.status.connect(self.show_status)
+        self._unsubscribe.append(self.services.catalogue.on_change(self._models_changed))
+        self._unsubscribe.append(self.services.on_status(self._runtime_status))
+
+    # --- start and stop -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """List the models (starting the bundled one if nothing else answers)."""
+        try:
+            await self.services.refresh_models()
+        except Exception:  # a provider's bug must not keep the window from working
+            log.exception("listing models failed")
+            self.show_status("Conch could not list the models; see Settings → Health.")
+        self._reopen_current()
+        self._update_meter()
+
+    async def aclose(self) -> None:
+        """Stop every turn (keeping what arrived) and close the conversations."""
+        self._closing = True
+        for stop in self._unsubscribe:
+            stop()
+        self._unsubscribe.clear()
+        bridges = list(self._bridges.values())
+        self._bridges.clear()
+        await asyncio.gather(*(b.aclose() for b in bridges), return_exceptions=True)
+        pending = [t for t in self._tasks if not t.done()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self._save_state()
+        if self._settings_dialog is not None:
+            with contextlib.suppress(RuntimeError):
+                self._settings_dialog.close()
+        super().closeEvent(event)
+        self.closed.emit()
+
+    def _restore_geometry(self) -> None:
+        saved = self.services.settings.settings.window_geometry
+        if saved:
+            self.restoreGeometry(QByteArray.fromBase64(saved.encode("ascii")))
+
+    def _save_state(self) -> None:
+        geometry = bytes(self.saveGeometry().toBase64().data()).decode("ascii")
+        try:
+            self.services.settings.update(window_geometry=geometry, last_chat_id=self._current)
+        except SettingsError as exc:
+            log.warning("could not save the window state: %s", exc)
+
+    def _open_first_chat(self) -> None:
+        last = self.services.settings.settings.last_chat_id
+        chat = self.services.store.get_chat(last) if last else None
+        if chat is not None and chat.deleted_at is None:
+            self.open_chat(chat.id)
+            return
+        chats = self.services.store.list_chats()
+        if chats:
+            self.open_chat(chats[0].id)
+        else:
+            self._show_nothing()
+
+    # --- chats ----------------------------------------------------------------------------
+
+    @property
+    def current_chat_id(self) -> str:
+        return self._current
+
+    def bridge(
+        self, chat_id: str | None = None, *, quiet: bool = False
+    ) -> ConversationBridge | None:
+        """The chat's bridge, made on first use; None when no model can run it.
+
+        ``quiet``: say nothing when there is no model yet (opening a chat before the models
+        are listed); sending says why it cannot.
+        """
+        chat_id = chat_id or self._current
+        if not chat_id:
+            return None
+        existing = self._bridges.get(chat_id)
+        if existing is not None:
+            return existing
+        try:
+            conversation = self.services.conversation(chat_id)
+        except Exception as exc:  # ServicesError: no model ready, or the chat is gone
+            if not quiet:
+                self.show_status(str(exc))
+            return None
+        bridge = ConversationBridge(conversation, self)
+        bridge.busy_changed.connect(lambda busy, b=bridge: self._busy_changed(b, busy))
+        bridge.message_saved.connect(lambda _seq, role, b=bridge: self._saved(b, role))
+        bridge.note.connect(lambda note: self.show_status(note.text))
+        bridge.done.connect(self._turn_done)
+        self._bridges[chat_id] = bridge
+        return bridge
+
+    def open_chat(self, chat_id: str) -> bool:
+        chat = self.services.store.get_chat(chat_id)
+        if chat is None or chat.deleted_at is not None:
+            return False
+        self._current = chat_id
+        bridge = self.bridge(chat_id, quiet=True)
+        self.chat_view.set_chat(chat_id, bridge)
+        self.sidebar.set_current(chat_id)
+        self.title_label.setText(chat.title)
+        self.setWindowTitle(f"{chat.title} — Conch")
+        model = bridge.conversation.model if bridge is not None else None
+        self.picker.select(model.key if model is not None else chat.model_key)
+        self.composer.set_busy(bridge is not None and bridge.busy)
+        self._update_meter()
+        self.chat_opened.emit(chat_id)
+        return True
+
+    def new_chat(self, text: str = "") -> str:
+        """Start a chat (on the default model) and focus its box, holding ``text``."""
+        model = self.services.default_model()
+        current = self.bridge() if self._current else None
+        if current is not None and current.conversation.model.ready:
+            model = current.conversation.model
+        chat = self.services.store.create_chat(model_key=model.key if model else "")
+        self.sidebar.refresh()
+        self.open_chat(chat.id)
+        self.composer.clear()
+        if text:
+            self.composer.set_text(text)
+        self.composer.edit.setFocus()
+        return chat.id
+
+    def _show_nothing(self) -> None:
+        self._current = ""
+        self.chat_view.set_chat("", None)
+        self.title_label.setText("")
+        self.setWindowTitle("Conch")
+        self.composer.set_busy(False)
+        self.composer.set_usage(None)
+
+    def _chat_deleted(self, chat_id: str) -> None:
+        bridge = self._bridges.pop(chat_id, None)
+        if bridge is not None:
+            # Stop the turn (its partial answer is saved) and close the engine in the background.
+            self._run(self._retire(bridge))
+        if chat_id == self._current:
+            chats = self.services.store.list_chats()
+            if chats:
+                self.open_chat(chats[0].id)
+            else:
+                self._show_nothing()
+
+    async def _retire(self, bridge: ConversationBridge) -> None:
+        try:
+            await bridge.aclose()
+        finally:
+            bridge.deleteLater()
+
+    def _chat_renamed(self, chat_id: str, title: str) -> None:
+        if chat_id == self._current:
+            self.title_label.setText(title)
+            self.setWindowTitle(f"{title} — Conch")
+
+    # --- sending --------------------------------------------------------------------------
+
+    def submit(self, submission: Submission) -> None:
+        """The composer sent something: a message, or ``/compact [focus]``."""
+        if not self._current:
+            self.new_chat()
+        bridge = self.bridge()
+        if bridge is None:
+            self.composer.restore(submission)
+            return
+        if submission.is_compact:
+            accepted = bridge.compact(submission.compact_focus or "")
+            if accepted:
+                self.show_status("Summarising the start of this chat…")
+        else:
+            accepted = bridge.send(submission.text, submission.pictures, submission.attachments)
+        if not accepted:
+            self.composer.restore(submission)
+
+    def stop(self) -> None:
+        bridge = self._bridges.get(self._current)
+        if bridge is not None:
+            bridge.stop()
+
+    def compact_current(self, focus: str = "") -> bool:
+        """Summarise the start of the current chat now (the palette and ``/compact``)."""
+        bridge = self.bridge()
+        if bridge is None:
+            return False
+        accepted = bridge.compact(focus)
+        if accepted:
+            self.show_status("Summarising the start of this chat…")
+        return accepted
+
+    def _busy_changed(self, bridge: ConversationBridge, busy: bool) -> None:
+        if bridge.chat_id == self._current:
+            self.composer.set_busy(busy)
+            if not busy:
+                self._update_meter()
+        if not busy:
+            self.sidebar.refresh()
+
+    def _turn_done(self, reason: str) -> None:
+        if reason == "error":
+            self.show_status("Something went wrong while saving the chat; see the log.")
+
+    def _saved(self, bridge: ConversationBridge, role: str) -> None:
+        if role == "user":
+            self.sidebar.refresh()  # the chat moved to the top and may have got its title
+            if bridge.chat_id == self._current:
+                chat = self.services.store.get_chat(bridge.chat_id)
+                if chat is not None:
+                    self.title_label.setText(chat.title)
+                    self.setWindowTitle(f"{chat.title} — Conch")
+
+    # --- models ---------------------------------------------------------------------------
+
+    def switch_model(self, model: ModelInfo) -> None:
+        """Use ``model`` for the current chat from the next message on."""
+        if not self._current:
+            return
+        bridge = self.bridge()
+        if bridge is None:
+            self.services.store.set_model(self._current, model.key)
+            bridge = self.bridge()
+        if bridge is not None:
+            bridge.conversation.switch_model(model)
+        self.picker.select(model.key)
+        self._update_meter()
+
+    def switch_model_dialog(self) -> None:
+        """The palette's "Switch model…": open the picker's list."""
+        self.picker.combo.setFocus()
+        self.picker.combo.showPopup()
+
+    def _models_changed(self, models: list[ModelInfo]) -> None:
+        if self._closing:
+            return
+        # A chat opened before the list arrived runs on a stand-in: give it the real model.
+        for each in self._bridges.values():
+            listed = self.services.catalogue.find(each.conversation.model.key)
+            if listed is not None and listed != each.conversation.model and not each.busy:
+                each.conversation.switch_model(listed)
+        if self._current and self._current not in self._bridges:
+            QTimer.singleShot(0, self, self._reopen_current)
+        self.chat_view.refresh_names()
+        bridge = self._bridges.get(self._current)
+        key = bridge.conversation.model.key if bridge is not None else ""
+        if not key and self._current:
+            chat = self.services.store.get_chat(self._current)
+            key = chat.model_key if chat else ""
+        self.picker.set_models(models, key)
+
+    def _runtime_status(self, text: str) -> None:
+        if not self._closing:
+            self.picker.set_starting(text or None)
+
+    def _provider_label(self, provider: str) -> str:
+        adapter = self.services.catalogue.adapter(provider)
+        label = getattr(adapter, "label", "") if adapter is not None else ""
+        return str(label) if label else provider_name(provider)
+
+    def _model_name(self, model_key: str) -> str:
+        found = self.services.catalogue.find(model_key) if model_key else None
+        if found is not None:
+            return found.name
+        return model_key.split("/", 1)[-1] or "Assistant"
+
+    def _update_meter(self) -> None:
+        bridge = self._bridges.get(self._current)
+        usage = None
+        if bridge is not None:
+            try:
+                usage = bridge.conversation.context_usage()
+            except Exception:  # the meter is a hint; never let it break the window
+                log.exception("context usage failed")
+        self.composer.set_usage(usage)
+
+    # --- a problem card's next step -------------------------------------------------------
+
+    def take_step(self, step: NextStep, failed_seq: int) -> None:
+        """Carry out what a problem card offered for the answer at ``failed_seq``."""
+        asked = self._asked_before(failed_seq)
+        if step.kind == "switch-model" and step.model is not None:
+            model = self.services.catalogue.find(step.model.key) or step.model
+            self.switch_model(model)
+            self._resend(asked)
+        elif step.kind == "new-chat":
+            self.new_chat(step.text or (asked.text if asked else ""))
+        elif step.kind in ("retry", "wait"):
+            self._resend(asked)
+        elif step.kind == "open-settings":
+            self.show_settings("providers")
+
+    def _asked_before(self, seq: int) -> StoredMessage | None:
+        store = self.services.store
+        for s in range(seq - 1, max(-1, seq - 50), -1):
+            m = store.message(self._current, s)
+            if m is not None and m.role == "user":
+                return m
+        return None
+
+    def _resend(self, message: StoredMessage | None) -> None:
+        bridge = self.bridge()
+        if message is None or bridge is None:
+            return
+        if not bridge.send(message.text, message.pictures, message.attachments):
+            self.show_status("Wait for the answer to finish, or stop it first.")
+
+    # --- palette, settings, export (ui/palette.py and ui/settings_dialog.py call these) --
+
+    def palette_commands(self) -> list[Any]:
+        from ui.palette import Command
+
+        return [
+            Command(
+                "Summarise the start of this chat",
+                lambda: self.compact_current(""),
+                keywords=("compact", "fold", "summary", "memory"),
+            ),
+            Command("New chat", self.new_chat, shortcut="Ctrl+N"),
+            Command("Switch model…", self.switch_model_dialog, keywords=("model",)),
+            Command(
+                "Tidy up memories now",
+                self.services.tidy_up_now,
+                keywords=("learn", "memories"),
+            ),
+            Command("Memories", lambda: self.show_settings("memories"), keywords=("remember",)),
+            Command("Settings", lambda: self.show_settings("providers"), shortcut="Ctrl+,"),
+            Command("Health", lambda: self.show_settings("health"), keywords=("problems",)),
+            Command("Export chat as Markdown", self.export_dialog, keywords=("save", "markdown")),
+        ]
+
+    def open_palette(self) -> None:
+        if self._palette is None:
+            if self._palette_factory is not None:
+                self._palette = self._palette_factory(self)
+            else:
+                from ui.palette import CommandPalette
+
+                self._palette = CommandPalette(self)
+        self._palette.set_commands(self.palette_commands())
+        self._palette.popup(self)
+
+    def show_settings(self, page: str = "providers") -> None:
+        """Open the (non-modal) settings dialog on ``page``."""
+        if self._settings_dialog is None:
+            if self._settings_factory is not None:
+                self._settings_dialog = self._settings_factory(self)
+            else:
+                from ui.settings_dialog import SettingsDialog
+
+                dialog = SettingsDialog.for_services(self.services, self.theme, parent=self)
+                dialog.providers_changed.connect(
+                    lambda _name: self._run(self.services.reconfigure())
+                )
+                self._settings_dialog = dialog
+        self._settings_dialog.show_page(page)
+        self._settings_dialog.show()
+        self._settings_dialog.raise_()
+
+    def export_dialog(self) -> None:
+        # open(), not exec(): a modal loop would stall the asyncio loop's tasks.
+        dialog = QFileDialog(self, "Export chat as Markdown")
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        dialog.setNameFilter("Markdown (*.md)")
+        dialog.setDefaultSuffix("md")
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.fileSelected.connect(lambda path: self.export_current_markdown(Path(path)))
+        dialog.open()
+
+    def export_current_markdown(self, path: Path) -> Path | None:
+        """Write the current chat, every message, as Markdown to ``path``."""
+        chat = self.services.store.get_chat(self._current) if self._current else None
+        if chat is None:
+            return None
+        store = self.services.store
+        lines = [f"# {chat.title}", ""]
+        fold = store.latest_compaction(chat.id)
+        for m in store.messages(chat.id):
+            if fold is not None and m.seq == fold.first_kept_seq:
+                lines += [f"---\n\n*Earlier messages are summarised for {fold.model}*", ""]
+            who = "You" if m.role == "user" else self._model_name(m.model_key)
+            lines += [f"**{who}:**", "", m.text, ""]
+            for a in m.attachments:
+                lines += [f"*Attached: {a.name}*", ""]
+        try:
+            write_atomically(path, "\n".join(lines).encode("utf-8"))
+        except OSError as exc:
+            self.show_status(f"The chat could not be saved ({exc.strerror or exc}).")
+            return None
+        self.show_status(f"Saved to {path.name}")
+        return path
+
+    # --- small helpers --------------------------------------------------------------------
+
+    def show_status(self, text: str) -> None:
+        self.statusBar().showMessage(text, STATUS_MS)
+
+    def _run(self, coroutine: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("a window task failed", exc_info=task.exception())
+
+    def _reopen_current(self) -> None:
+        # The chat could not get a model before; now that models are listed it may.
+        if not self._current or self._current in self._bridges or self._closing:
+            return
+        bridge = self.bridge(self._current, quiet=True)
+        if bridge is None:
+            return
+        self.chat_view.follow(bridge)
+        self.picker.select(bridge.conversation.model.key)
+        self._update_meter()

@@ -1,0 +1,317 @@
+"""Paints chat messages: one QTextDocument per *visible* row, never one widget per message.
+
+HTML is rendered once per message version (Markdown parsing is the slow part) and a row's
+height once per width; both are cached, so scrolling and a streaming answer only lay out the
+rows that changed. Links inside a message are hit-tested on click: a code block's "Copy",
+the "Thinking" toggle, and ordinary web links.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, cast
+
+from PySide6.QtCore import (
+    QEvent,
+    QModelIndex,
+    QPersistentModelIndex,
+    QPointF,
+    QRect,
+    QRectF,
+    QSize,
+    Qt,
+    QUrl,
+    Signal,
+)
+from PySide6.QtGui import (
+    QAbstractTextDocumentLayout,
+    QColor,
+    QDesktopServices,
+    QGuiApplication,
+    QMouseEvent,
+    QPainter,
+    QPalette,
+    QTextDocument,
+)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QWidget,
+)
+
+from ui.chat_model import ROW_ROLE, WIDGET_KINDS, Row, RowKind, mark_for
+from ui.markdown import (
+    COPY_SCHEME,
+    DARK,
+    LIGHT,
+    THINKING_HREF,
+    MarkdownRenderer,
+    Rendered,
+    code_blocks,
+    plain_to_html,
+)
+
+PAD_X = 14
+PAD_Y = 8
+GAP = 6  # space between rows
+STREAM_MARKDOWN_LIMIT = 20_000  # longer answers stream as plain text, Markdown once at the end
+_DOC_CACHE = 160  # laid-out documents kept (a few screens' worth)
+_HTML_CACHE = 2_000
+
+_Index = QModelIndex | QPersistentModelIndex
+
+
+def _is_dark(palette: QPalette) -> bool:
+    return palette.color(QPalette.ColorRole.Base).lightness() < 128
+
+
+class MessageDelegate(QStyledItemDelegate):
+    """Draws message rows of a ``ChatModel`` inside ``view``.
+
+    Signals:
+        copied(str): something was put on the clipboard (what, in words, for a status line).
+        thinking_toggled(int): the "Thinking" link of a row was clicked (the row).
+    """
+
+    copied = Signal(str)
+    thinking_toggled = Signal(int)
+
+    def __init__(
+        self, view: QAbstractItemView, colors: Callable[[str], QColor] | None = None
+    ) -> None:
+        super().__init__(view)
+        self._view = view
+        self._colors = colors  # theme tokens ("user-bubble"), when a theme is running
+        self._light = MarkdownRenderer(LIGHT)
+        self._dark = MarkdownRenderer(DARK)
+        self._html: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+        self._docs: OrderedDict[tuple[Any, ...], QTextDocument] = OrderedDict()
+        self._heights: dict[tuple[Any, ...], int] = {}
+
+    # --- geometry -------------------------------------------------------------------------
+
+    def content_width(self) -> int:
+        return max(120, self._view.viewport().width() - 2 * PAD_X - 2)
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
+        row: Row | None = index.data(ROW_ROLE)
+        width = self._view.viewport().width()
+        if row is None:
+            return QSize(width, 0)
+        if row.kind in WIDGET_KINDS:
+            # The stubs say never None, but a row's widget is only set just after insertion.
+            widget = cast("QWidget | None", self._view.indexWidget(index))
+            if widget is None:
+                return QSize(width, 32)
+            w = max(120, width - 2)
+            wanted = widget.heightForWidth(w) if widget.hasHeightForWidth() else -1
+            return QSize(width, (wanted if wanted > 0 else widget.sizeHint().height()) + GAP)
+        cw = self.content_width()
+        key = (*row.cache_key, cw)
+        h = self._heights.get(key)
+        if h is None:
+            if len(self._heights) > 20_000:
+                self._heights.clear()
+            doc = self.document(row, cw)
+            h = int(doc.size().height()) + 2 * PAD_Y + GAP
+            self._heights[key] = h
+        return QSize(width, h)
+
+    # --- painting -------------------------------------------------------------------------
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
+        row: Row | None = index.data(ROW_ROLE)
+        if row is None or row.kind in WIDGET_KINDS:
+            return
+        rect = QRect(option.rect)
+        rect.setHeight(rect.height() - GAP)
+        palette: QPalette = option.palette
+        state = option.state
+        painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        mine = row.message is not None and row.message.role == "user"
+        if mine:
+            if self._colors is not None:
+                bubble = self._colors("user-bubble")
+                painter.setPen(self._colors("user-bubble-border"))
+            else:
+                bubble = palette.color(QPalette.ColorRole.Highlight)
+                bubble.setAlpha(40)
+                painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(bubble)
+            painter.drawRoundedRect(QRectF(rect.adjusted(4, 0, -4, 0)), 8, 8)
+        if state & QStyle.StateFlag.State_HasFocus or state & QStyle.StateFlag.State_Selected:
+            pen = palette.color(QPalette.ColorRole.Highlight)
+            painter.setPen(pen)
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawRoundedRect(QRectF(rect.adjusted(2, 0, -2, 0)), 8, 8)
+        doc = self.document(row, self.content_width())
+        painter.translate(rect.left() + PAD_X, rect.top() + PAD_Y)
+        clip = QRectF(0, 0, rect.width() - 2 * PAD_X, rect.height() - 2 * PAD_Y)
+        painter.setClipRect(clip)
+        ctx = QAbstractTextDocumentLayout.PaintContext()
+        ctx.palette = palette
+        ctx.clip = clip
+        doc.documentLayout().draw(painter, ctx)
+        painter.restore()
+
+    # --- documents ------------------------------------------------------------------------
+
+    def document(self, row: Row, width: int) -> QTextDocument:
+        key = (*row.cache_key, width)
+        doc = self._docs.get(key)
+        if doc is not None:
+            self._docs.move_to_end(key)
+            return doc
+        doc = QTextDocument()
+        doc.setDocumentMargin(0)
+        doc.setDefaultFont(self._view.font())
+        doc.setHtml(self.html_for(row))
+        doc.setTextWidth(width)
+        self._docs[key] = doc
+        while len(self._docs) > _DOC_CACHE:
+            self._docs.popitem(last=False)
+        return doc
+
+    def html_for(self, row: Row) -> str:
+        dark = _is_dark(self._view.palette())
+        key = (*row.cache_key, dark)
+        cached = self._html.get(key)
+        if cached is not None:
+            return cached
+        out = self._build_html(row, dark)
+        self._html[key] = out
+        while len(self._html) > _HTML_CACHE:
+            self._html.popitem(last=False)
+        return out
+
+    def rendered(self, text: str) -> Rendered:
+        dark = _is_dark(self._view.palette())
+        return (self._dark if dark else self._light).render(text)
+
+    def _build_html(self, row: Row, dark: bool) -> str:
+        renderer = self._dark if dark else self._light
+        quiet = renderer.style.quiet
+        parts: list[str] = []
+        if row.kind is RowKind.STREAMING:
+            who = row.who or "Answering…"
+            text, thinking = row.text, row.thinking
+            body = (
+                renderer.render(text).html
+                if len(text) <= STREAM_MARKDOWN_LIMIT
+                else plain_to_html(text)
+            )
+            mark = ""
+            extra = ""
+        else:
+            m = row.message
+            assert m is not None
+            model = self._view.model()
+            if m.role == "user":
+                who = "You"
+            elif hasattr(model, "model_name"):
+                who = model.model_name(m.model_key)
+            else:
+                who = "Assistant"
+            text, thinking = m.text, m.thinking
+            body = renderer.render(text).html if text else ""
+            mark = mark_for(m)
+            extra = ""
+            if m.attachments:
+                names = ", ".join(html.escape(a.name) for a in m.attachments)
+                extra += f'<p style="color:{quiet}; margin:0;">Attached: {names}</p>'
+            if m.pictures:
+                names = ", ".join(html.escape(p.name) for p in m.pictures)
+                extra += f'<p style="color:{quiet}; margin:0;">Pictures: {names}</p>'
+            if not text and m.problem is not None and not mark:
+                body = f'<p style="color:{quiet};"><i>{html.escape(m.problem.message)}</i></p>'
+        parts.append(f'<p style="margin:0 0 4px 0;"><b>{html.escape(who)}</b></p>')
+        if thinking:
+            arrow = "▾" if row.thinking_open else "▸"
+            label = "Thinking" if row.kind is not RowKind.STREAMING or text else "Thinking…"
+            parts.append(
+                f'<p style="margin:0 0 4px 0;"><a href="{THINKING_HREF}" '
+                f'style="color:{quiet}; text-decoration:none;">{arrow} {label}</a></p>'
+            )
+            if row.thinking_open:
+                parts.append(
+                    f'<table width="100%" cellpadding="6" cellspacing="0"><tr><td '
+                    f'style="color:{quiet};">{plain_to_html(thinking)}</td></tr></table>'
+                )
+        parts.append(extra)
+        parts.append(body)
+        if row.kind is RowKind.STREAMING and not text and not thinking:
+            parts.append(f'<p style="color:{quiet};">…</p>')
+        if mark:
+            parts.append(
+                f'<p style="color:{quiet}; margin:4px 0 0 0;"><i>{html.escape(mark)}</i></p>'
+            )
+        return "".join(parts)
+
+    # --- clicks ---------------------------------------------------------------------------
+
+    def anchor_at(self, index: _Index, pos: QPointF, rect: QRect) -> str:
+        """The link under ``pos`` (view coordinates) in row ``index``, or ""."""
+        row: Row | None = index.data(ROW_ROLE)
+        if row is None or row.kind in WIDGET_KINDS:
+            return ""
+        doc = self.document(row, self.content_width())
+        local = QPointF(pos.x() - rect.left() - PAD_X, pos.y() - rect.top() - PAD_Y)
+        return doc.documentLayout().anchorAt(local)
+
+    def editorEvent(
+        self,
+        event: QEvent,
+        model: Any,
+        option: QStyleOptionViewItem,
+        index: _Index,
+    ) -> bool:
+        if event.type() != QEvent.Type.MouseButtonRelease or not isinstance(event, QMouseEvent):
+            return False
+        if event.button() != Qt.MouseButton.LeftButton:
+            return False
+        href = self.anchor_at(index, event.position(), QRect(option.rect))
+        return self.activate_link(index, href) if href else False
+
+    def activate_link(self, index: _Index, href: str) -> bool:
+        row: Row | None = index.data(ROW_ROLE)
+        if row is None:
+            return False
+        if href == THINKING_HREF:
+            self.thinking_toggled.emit(index.row())
+            return True
+        if href.startswith(COPY_SCHEME + ":"):
+            text = row.message.text if row.message is not None else row.text
+            blocks = code_blocks(text)
+            try:
+                n = int(href.split(":", 1)[1])
+                code = blocks[n]
+            except (ValueError, IndexError):
+                return False
+            copy_to_clipboard(code)
+            self.copied.emit("Code copied")
+            return True
+        url = QUrl(href)
+        if url.scheme() in ("http", "https", "mailto"):
+            QDesktopServices.openUrl(url)
+            return True
+        return False
+
+    def forget(self) -> None:
+        """Drop cached documents and sizes (theme or font changed)."""
+        self._html.clear()
+        self._docs.clear()
+        self._heights.clear()
+
+
+def copy_to_clipboard(text: str) -> None:
+    clipboard = QGuiApplication.clipboard()
+    if clipboard is not None:
+        clipboard.setText(text)
+
+
+__all__ = ["GAP", "MessageDelegate", "copy_to_clipboard"]

@@ -1,0 +1,196 @@
+"""The model picker in the top bar: every ready model, grouped by provider, local ones first.
+
+Each entry shows the model's window in the short form people read ("8K", "32K", "200K") and, for
+a model on this computer, whether it is already loaded. While the bundled model is starting,
+the picker says so ("Starting the local model…") with its progress.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from PySide6.QtCore import QSignalBlocker, Qt, Signal
+from PySide6.QtGui import QFont, QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QWidget
+
+from engines.base import ModelInfo
+
+KEY_ROLE = int(Qt.ItemDataRole.UserRole) + 1
+
+_PROVIDER_NAMES = {
+    "local": "Bundled with Conch",
+    "ollama": "Ollama",
+    "lmstudio": "LM Studio",
+    "llamacpp": "llama.cpp",
+    "vllm": "vLLM",
+    "openai": "OpenAI",
+    "anthropic": "Anthropic",
+    "openrouter": "OpenRouter",
+    "mock": "Mock",
+}
+
+
+def window_label(tokens: int) -> str:
+    """8192 → "8K", 131072 → "128K", 200000 → "200K", 1048576 → "1M"."""
+    if tokens < 1000:
+        return str(max(0, tokens))
+    if tokens % 1000 == 0:
+        k = tokens // 1000
+    elif tokens % 1024 == 0:
+        k = tokens // 1024
+    else:
+        k = round(tokens / 1000)
+    if k < 1000:
+        return f"{k}K"
+    m = k / 1024 if k % 1024 == 0 else k / 1000
+    return f"{round(m, 1):g}M"
+
+
+def provider_name(provider: str) -> str:
+    return _PROVIDER_NAMES.get(provider, provider.replace("-", " ").title())
+
+
+def entry_text(model: ModelInfo) -> str:
+    parts = [model.name, window_label(model.context)]
+    if model.local:
+        parts.append("loaded" if model.loaded else "not loaded")
+    return "  ·  ".join(parts)
+
+
+def ordered(models: Sequence[ModelInfo]) -> list[tuple[str, list[ModelInfo]]]:
+    """Ready models grouped by provider: local providers first, each group in listed order."""
+    groups: dict[str, list[ModelInfo]] = {}
+    local: dict[str, bool] = {}
+    for m in models:
+        if not m.ready:
+            continue
+        groups.setdefault(m.provider, []).append(m)
+        local[m.provider] = local.get(m.provider, False) or m.local
+    names = sorted(groups, key=lambda p: (not local[p], list(groups).index(p)))
+    return [(p, groups[p]) for p in names]
+
+
+class ModelPicker(QWidget):
+    """A combo box of models plus a "starting" line for the bundled model.
+
+    Signals:
+        model_chosen(ModelInfo): the person picked a different model.
+    """
+
+    model_chosen = Signal(object)
+
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        *,
+        provider_label: Callable[[str], str] = provider_name,
+    ) -> None:
+        super().__init__(parent)
+        self._provider_label = provider_label
+        self._models: dict[str, ModelInfo] = {}
+        self.combo = QComboBox(self)
+        self.combo.setObjectName("ModelButton")
+        self.combo.setAccessibleName("Model")
+        self.combo.setToolTip("The model this chat talks to")
+        self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.combo.setMinimumContentsLength(18)
+        self._items = QStandardItemModel(self.combo)
+        self.combo.setModel(self._items)
+        self.status = QLabel(self)
+        self.status.setObjectName("ModelPickerStatus")
+        self.status.setVisible(False)
+        self.progress = QProgressBar(self)
+        self.progress.setObjectName("ModelPickerProgress")
+        self.progress.setAccessibleName("Starting the local model")
+        self.progress.setMaximumWidth(120)
+        self.progress.setTextVisible(False)
+        self.progress.setVisible(False)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.combo)
+        layout.addWidget(self.status)
+        layout.addWidget(self.progress)
+        self.combo.activated.connect(self._activated)
+
+    # --- contents -------------------------------------------------------------------------
+
+    def set_models(self, models: Sequence[ModelInfo], current_key: str = "") -> None:
+        """Show ``models`` (only ready ones) and select ``current_key``."""
+        blocker = QSignalBlocker(self.combo)
+        self._items.clear()
+        self._models = {}
+        for provider, group in ordered(models):
+            header = QStandardItem(self._provider_label(provider))
+            header.setFlags(Qt.ItemFlag.NoItemFlags)  # a heading, not a choice
+            font = QFont(header.font())
+            font.setBold(True)
+            header.setFont(font)
+            self._items.appendRow(header)
+            for m in group:
+                item = QStandardItem(entry_text(m))
+                item.setData(m.key, KEY_ROLE)
+                item.setToolTip(f"{m.name} reads about {m.context:,} tokens at once")
+                item.setData(
+                    f"{m.name}, {window_label(m.context)}", Qt.ItemDataRole.AccessibleTextRole
+                )
+                self._items.appendRow(item)
+                self._models[m.key] = m
+        if not self._models:
+            empty = QStandardItem("No model is ready")
+            empty.setFlags(Qt.ItemFlag.NoItemFlags)
+            self._items.appendRow(empty)
+        self.select(current_key)
+        del blocker
+
+    def select(self, key: str) -> None:
+        """Show ``key`` as the current model (no signal)."""
+        blocker = QSignalBlocker(self.combo)
+        for row in range(self._items.rowCount()):
+            if self._items.item(row).data(KEY_ROLE) == key:
+                self.combo.setCurrentIndex(row)
+                break
+        else:
+            first = next(
+                (r for r in range(self._items.rowCount()) if self._items.item(r).data(KEY_ROLE)),
+                -1,
+            )
+            self.combo.setCurrentIndex(first if not key else -1)
+            if key:
+                self.combo.setPlaceholderText(key.split("/", 1)[-1] + " (not available)")
+        del blocker
+
+    def models(self) -> list[ModelInfo]:
+        return list(self._models.values())
+
+    def current_key(self) -> str:
+        key = self.combo.currentData(KEY_ROLE)
+        return str(key) if key else ""
+
+    def entries(self) -> list[str]:
+        """What the list shows, headings included (for tests and screen readers)."""
+        return [self._items.item(r).text() for r in range(self._items.rowCount())]
+
+    # --- the bundled model starting --------------------------------------------------------
+
+    def set_starting(self, text: str | None, fraction: float | None = None) -> None:
+        """Show "Starting the local model…" (``text``) with progress 0..1, or hide it (None)."""
+        shown = text is not None
+        self.status.setVisible(shown)
+        self.progress.setVisible(shown)
+        if not shown:
+            return
+        self.status.setText(text or "Starting the local model…")
+        self.status.setAccessibleName(text or "Starting the local model…")
+        if fraction is None:
+            self.progress.setRange(0, 0)  # busy, no known end
+        else:
+            self.progress.setRange(0, 100)
+            self.progress.setValue(int(max(0.0, min(1.0, fraction)) * 100))
+
+    # --- choosing -------------------------------------------------------------------------
+
+    def _activated(self, row: int) -> None:
+        key = self._items.item(row).data(KEY_ROLE) if row >= 0 else None
+        model = self._models.get(str(key)) if key else None
+        if model is not None:
+            self.model_chosen.emit(model)

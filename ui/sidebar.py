@@ -1,0 +1,276 @@
+"""The list of chats: new, rename (F2 or double-click), delete with Undo, search.
+
+Deleting is soft in the chat log (``deleted_at``); an Undo bar stays for ``UNDO_SECONDS`` and
+puts the chat back exactly as it was. Search looks at titles and at message text.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPoint, QSignalBlocker, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMenu,
+    QPushButton,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.store import ChatStore
+from ui.icons import icon
+
+UNDO_SECONDS = 8
+ID_ROLE = int(Qt.ItemDataRole.UserRole) + 1
+
+
+class UndoBar(QWidget):
+    """ "Chat deleted. Undo" for a few seconds.
+
+    Signals:
+        undo_clicked(str): the chat id to restore.
+    """
+
+    undo_clicked = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("UndoBar")
+        self.label = QLabel(self)
+        self.label.setWordWrap(True)
+        self.button = QPushButton("Undo", self)
+        self.button.setAccessibleName("Undo deleting the chat")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(8, 4, 8, 4)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(self.button)
+        self._chat_id = ""
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.timeout.connect(self.hide_bar)
+        self.button.clicked.connect(self._undo)
+        self.setVisible(False)
+
+    @property
+    def chat_id(self) -> str:
+        return self._chat_id
+
+    def show_for(self, chat_id: str, title: str, seconds: float = UNDO_SECONDS) -> None:
+        self._chat_id = chat_id
+        self.label.setText(f"“{title}” deleted.")
+        self.setVisible(True)
+        self._timer.start(int(seconds * 1000))
+
+    def hide_bar(self) -> None:
+        self._chat_id = ""
+        self._timer.stop()
+        self.setVisible(False)
+
+    def _undo(self) -> None:
+        chat_id = self._chat_id
+        self.hide_bar()
+        if chat_id:
+            self.undo_clicked.emit(chat_id)
+
+
+class Sidebar(QWidget):
+    """The chats, newest first.
+
+    Signals:
+        chat_selected(str): the person opened a chat.
+        new_chat_requested(): the "New chat" button.
+        chat_deleted(str): a chat was (soft-)deleted.
+        chat_restored(str): Undo brought a chat back.
+        chat_renamed(str, str): id, new title.
+        settings_requested(): the Settings button at the bottom.
+    """
+
+    chat_selected = Signal(str)
+    new_chat_requested = Signal()
+    chat_deleted = Signal(str)
+    chat_restored = Signal(str)
+    chat_renamed = Signal(str, str)
+    settings_requested = Signal()
+
+    def __init__(self, store: ChatStore, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("Sidebar")
+        self._store = store
+        self._current = ""
+
+        self.new_button = QPushButton("New chat", self)
+        self.new_button.setObjectName("NewChatButton")
+        self.new_button.setIcon(icon("new-chat"))
+        self.new_button.setAccessibleName("New chat")
+        self.new_button.setToolTip("Start a new chat (Ctrl+N)")
+        self.search = QLineEdit(self)
+        self.search.setObjectName("SidebarSearch")
+        self.search.setPlaceholderText("Search chats")
+        self.search.setAccessibleName("Search chats by title and text")
+        self.search.setClearButtonEnabled(True)
+        self.list = QListWidget(self)
+        self.list.setObjectName("ChatList")
+        self.list.setAccessibleName("Chats")
+        self.list.setEditTriggers(
+            QAbstractItemView.EditTrigger.EditKeyPressed
+            | QAbstractItemView.EditTrigger.DoubleClicked
+        )
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.empty = QLabel("No chats found.", self)
+        self.empty.setVisible(False)
+        self.undo_bar = UndoBar(self)
+        self.footer = QWidget(self)
+        self.footer.setObjectName("SidebarFooter")
+        self.settings_button = QToolButton(self.footer)
+        self.settings_button.setIcon(icon("settings"))
+        self.settings_button.setText("Settings")
+        self.settings_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.settings_button.setAutoRaise(True)
+        self.settings_button.setAccessibleName("Settings")
+        self.settings_button.setToolTip("Settings (Ctrl+,)")
+        footer_layout = QHBoxLayout(self.footer)
+        footer_layout.setContentsMargins(0, 0, 0, 0)
+        footer_layout.addWidget(self.settings_button)
+        footer_layout.addStretch(1)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.setSpacing(6)
+        layout.addWidget(self.new_button)
+        layout.addWidget(self.search)
+        layout.addWidget(self.list, 1)
+        layout.addWidget(self.empty)
+        layout.addWidget(self.undo_bar)
+        layout.addWidget(self.footer)
+
+        self._search_timer = QTimer(self)
+        self._search_timer.setSingleShot(True)
+        self._search_timer.setInterval(150)  # search as you type, once typing pauses
+        self._search_timer.timeout.connect(self.refresh)
+
+        delete = QAction("Delete chat", self.list)
+        delete.setShortcut(QKeySequence.StandardKey.Delete)
+        delete.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        delete.triggered.connect(self.delete_current)
+        self.list.addAction(delete)
+
+        self.new_button.clicked.connect(self.new_chat_requested)
+        self.settings_button.clicked.connect(self.settings_requested)
+        self.search.textChanged.connect(lambda _t: self._search_timer.start())
+        self.list.currentItemChanged.connect(self._current_changed)
+        self.list.itemChanged.connect(self._item_edited)
+        self.list.customContextMenuRequested.connect(self._menu)
+        self.undo_bar.undo_clicked.connect(self.restore)
+
+    # --- contents -------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Re-read the chats (filtered by the search text) and keep the current one selected."""
+        query = self.search.text().strip()
+        chats = self._store.search_chats(query) if query else self._store.list_chats()
+        blocker = QSignalBlocker(self.list)
+        self.list.clear()
+        for chat in chats:
+            item = QListWidgetItem(chat.title)
+            item.setData(ID_ROLE, chat.id)
+            item.setToolTip(chat.title)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
+            self.list.addItem(item)
+            if chat.id == self._current:
+                self.list.setCurrentItem(item)
+        del blocker
+        self.empty.setVisible(bool(query) and not chats)
+
+    def chat_ids(self) -> list[str]:
+        return [str(self.list.item(i).data(ID_ROLE)) for i in range(self.list.count())]
+
+    def titles(self) -> list[str]:
+        return [self.list.item(i).text() for i in range(self.list.count())]
+
+    def set_current(self, chat_id: str) -> None:
+        self._current = chat_id
+        blocker = QSignalBlocker(self.list)
+        for i in range(self.list.count()):
+            if self.list.item(i).data(ID_ROLE) == chat_id:
+                self.list.setCurrentRow(i)
+                break
+        else:
+            self.list.clearSelection()
+        del blocker
+
+    def update_title(self, chat_id: str) -> None:
+        chat = self._store.get_chat(chat_id)
+        if chat is None:
+            return
+        blocker = QSignalBlocker(self.list)
+        for i in range(self.list.count()):
+            item = self.list.item(i)
+            if item.data(ID_ROLE) == chat_id:
+                item.setText(chat.title)
+                item.setToolTip(chat.title)
+        del blocker
+
+    # --- actions --------------------------------------------------------------------------
+
+    def rename(self, chat_id: str, title: str) -> None:
+        self._store.rename_chat(chat_id, title)
+        self.update_title(chat_id)
+        chat = self._store.get_chat(chat_id)
+        self.chat_renamed.emit(chat_id, chat.title if chat else title)
+
+    def start_rename(self) -> None:
+        item = self.list.currentItem()
+        if item is not None:
+            self.list.editItem(item)
+
+    def delete(self, chat_id: str) -> None:
+        chat = self._store.get_chat(chat_id)
+        if chat is None or chat.deleted_at is not None:
+            return
+        self._store.delete_chat(chat_id)
+        self.undo_bar.show_for(chat_id, chat.title)
+        self.refresh()
+        self.chat_deleted.emit(chat_id)
+
+    def delete_current(self) -> None:
+        item = self.list.currentItem()
+        if item is not None:
+            self.delete(str(item.data(ID_ROLE)))
+
+    def restore(self, chat_id: str) -> None:
+        self._store.restore_chat(chat_id)
+        self.refresh()
+        self.chat_restored.emit(chat_id)
+
+    # --- reactions ------------------------------------------------------------------------
+
+    def _current_changed(self, item: QListWidgetItem | None, _prev: QListWidgetItem | None) -> None:
+        if item is None:
+            return
+        chat_id = str(item.data(ID_ROLE))
+        if chat_id != self._current:
+            self._current = chat_id
+            self.chat_selected.emit(chat_id)
+
+    def _item_edited(self, item: QListWidgetItem) -> None:
+        chat_id = str(item.data(ID_ROLE))
+        chat = self._store.get_chat(chat_id)
+        if chat is None or item.text() == chat.title:
+            return
+        self.rename(chat_id, item.text())
+
+    def _menu(self, pos: QPoint) -> None:
+        item = self.list.itemAt(pos)
+        if item is None:
+            return
+        chat_id = str(item.data(ID_ROLE))
+        menu = QMenu(self)
+        menu.addAction("Rename", lambda: self.list.editItem(item))
+        menu.addAction("Delete", lambda: self.delete(chat_id))
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        menu.popup(self.list.viewport().mapToGlobal(pos))

@@ -1,0 +1,131 @@
+"""The one quiet line where the model's word-for-word memory starts, opening to the summary.
+
+Only the latest fold shows one (the chat view asks the store for ``latest_compaction``); every
+message stays in the scrollback above it. The summary is selectable and copyable: what the
+model knows about the start of the chat is never hidden.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.store import Compaction
+from ui.message_delegate import copy_to_clipboard
+
+NO_SUMMARY = (
+    "No summary could be written this time; the model no longer reads these messages word for word."
+)
+
+
+class _LineButton(QToolButton):
+    """A flat toggle that also opens on Enter (QToolButton only knows Space)."""
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            self.click()
+            return
+        super().keyPressEvent(event)
+
+
+class SummaryDivider(QFrame):
+    """ "Earlier messages are summarised for <model>"; click, Enter or Space shows the summary.
+
+    Signals:
+        toggled(bool): opened (True) or closed.
+        size_changed(): its height changed (the chat view re-lays the row out).
+    """
+
+    toggled = Signal(bool)
+    size_changed = Signal()
+
+    def __init__(self, compaction: Compaction, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("SummaryDivider")
+        self.compaction = compaction
+        title = f"Earlier messages are summarised for {compaction.model}"
+
+        self.button = _LineButton(self)
+        self.button.setObjectName("SummaryDividerButton")
+        self.button.setCheckable(True)
+        self.button.setAutoRaise(True)
+        self.button.setText(f"▸ {title}")
+        self.button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.button.setAccessibleName(title)
+        self.button.setAccessibleDescription("Shows the summary the model reads instead")
+        self.button.setToolTip("Show what the model remembers of the messages above")
+        self.button.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+
+        left, right = QFrame(self), QFrame(self)
+        for line in (left, right):
+            line.setObjectName("SummaryDividerLine")
+            line.setFrameShape(QFrame.Shape.HLine)
+            line.setFrameShadow(QFrame.Shadow.Plain)
+            line.setEnabled(False)
+            line.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(left, 1)
+        top.addWidget(self.button, 0)
+        top.addWidget(right, 1)
+
+        self.summary = QLabel(compaction.summary.strip() or NO_SUMMARY, self)
+        self.summary.setObjectName("SummaryText")
+        self.summary.setWordWrap(True)
+        self.summary.setTextFormat(Qt.TextFormat.PlainText)
+        self.summary.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextSelectableByMouse
+            | Qt.TextInteractionFlag.TextSelectableByKeyboard
+        )
+        self.summary.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.summary.setAccessibleName("Summary of the earlier messages")
+        self.summary.setVisible(False)
+
+        self.copy_button = QPushButton("Copy summary", self)
+        self.copy_button.setAccessibleName("Copy the summary")
+        self.copy_button.setVisible(False)
+        self.copy_button.clicked.connect(self._copy)
+        copy_row = QHBoxLayout()
+        copy_row.setContentsMargins(0, 0, 0, 0)
+        copy_row.addStretch(1)
+        copy_row.addWidget(self.copy_button)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(14, 2, 14, 2)
+        layout.setSpacing(4)
+        layout.addLayout(top)
+        layout.addWidget(self.summary)
+        layout.addLayout(copy_row)
+
+        self.button.toggled.connect(self._set_open)
+
+    @property
+    def title(self) -> str:
+        return f"Earlier messages are summarised for {self.compaction.model}"
+
+    def is_open(self) -> bool:
+        return self.summary.isVisible() or self.button.isChecked()
+
+    def set_open(self, open_: bool) -> None:
+        self.button.setChecked(open_)
+
+    def _set_open(self, open_: bool) -> None:
+        self.button.setText(("▾ " if open_ else "▸ ") + self.title)
+        self.summary.setVisible(open_)
+        self.copy_button.setVisible(open_)
+        self.updateGeometry()
+        self.toggled.emit(open_)
+        self.size_changed.emit()
+
+    def _copy(self) -> None:
+        copy_to_clipboard(self.compaction.summary)

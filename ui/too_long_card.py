@@ -1,0 +1,135 @@
+"""The card shown in place of an answer that failed: one sentence and one next step.
+
+For a "too long" refusal that healing could not fix, the one step is either "Switch to <model>
+(reads 128K)" — switch the chat's model and send the message again — or "Start a new chat with
+this message". Other problems show their own sentence and their next step (Try again, Open
+Settings, wait a moment). The card only says what the person can do; the chat view carries
+the request out (``step_requested``).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engines.base import NextStep, ProblemKind, TurnProblem
+from ui.model_picker import window_label
+
+
+def step_label(step: NextStep) -> str:
+    """The button's words for a next step."""
+    if step.kind == "switch-model" and step.model is not None:
+        return f"Switch to {step.model.name} (reads {window_label(step.model.context)})"
+    if step.kind == "new-chat":
+        return "Start a new chat with this message"
+    if step.kind in ("retry", "wait"):
+        return "Try again"
+    if step.kind == "open-settings":
+        return step.label or "Open Settings"
+    return step.label
+
+
+def step_for(problem: TurnProblem, message_text: str) -> NextStep | None:
+    """The card's one next step; a too-long problem always has one."""
+    step = problem.next_step
+    if step is not None and step.kind != "none":
+        return step
+    if problem.kind is ProblemKind.TOO_LONG:
+        return NextStep(
+            kind="new-chat", label="Start a new chat with this message", text=message_text
+        )
+    return None
+
+
+class ProblemCard(QFrame):
+    """One failed answer's card.
+
+    Signals:
+        step_requested(NextStep): the person pressed the next step's button.
+        size_changed(): the details were shown or hidden.
+    """
+
+    step_requested = Signal(object)
+    size_changed = Signal()
+
+    def __init__(
+        self, problem: TurnProblem, message_text: str = "", parent: QWidget | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("ProblemCard")
+        self.setProperty("kind", problem.kind.value)
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.problem = problem
+        self.step = step_for(problem, message_text)
+
+        self.sentence = QLabel(problem.message, self)
+        self.sentence.setObjectName("ProblemText")
+        self.sentence.setWordWrap(True)
+        self.sentence.setTextFormat(Qt.TextFormat.PlainText)
+        self.sentence.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.sentence.setAccessibleName("What went wrong")
+
+        self.button: QPushButton | None = None
+        buttons = QHBoxLayout()
+        buttons.setContentsMargins(0, 0, 0, 0)
+        if self.step is not None:
+            self.button = QPushButton(step_label(self.step), self)
+            self.button.setObjectName("NextStepButton")
+            self.button.setProperty("variant", "primary")
+            self.button.setAccessibleName(step_label(self.step))
+            self.button.clicked.connect(self._pressed)
+            buttons.addWidget(self.button)
+            if self.step.kind == "wait" and self.step.seconds:
+                self._wait(self.step.seconds)
+
+        self.details_button: QToolButton | None = None
+        self.details = QLabel(problem.detail, self)
+        self.details.setObjectName("ProblemDetail")
+        self.details.setWordWrap(True)
+        self.details.setTextFormat(Qt.TextFormat.PlainText)
+        self.details.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextSelectableByMouse
+            | Qt.TextInteractionFlag.TextSelectableByKeyboard
+        )
+        self.details.setAccessibleName("What the server said")
+        self.details.setVisible(False)
+        if problem.detail:
+            self.details_button = QToolButton(self)
+            self.details_button.setText("Details")
+            self.details_button.setCheckable(True)
+            self.details_button.setAutoRaise(True)
+            self.details_button.setAccessibleName("Show what the server said")
+            self.details_button.toggled.connect(self._show_details)
+            buttons.addWidget(self.details_button)
+        buttons.addStretch(1)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(14, 10, 14, 10)
+        layout.setSpacing(6)
+        layout.addWidget(self.sentence)
+        layout.addLayout(buttons)
+        layout.addWidget(self.details)
+
+    def _pressed(self) -> None:
+        if self.step is not None:
+            self.step_requested.emit(self.step)
+
+    def _show_details(self, shown: bool) -> None:
+        self.details.setVisible(shown)
+        self.updateGeometry()
+        self.size_changed.emit()
+
+    def _wait(self, seconds: float) -> None:
+        # The provider asked for a pause: the button unlocks itself when it is over.
+        assert self.button is not None
+        self.button.setEnabled(False)
+        button = self.button
+        QTimer.singleShot(int(seconds * 1000), self, lambda: button.setEnabled(True))
