@@ -1,0 +1,217 @@
+"""The model catalogue: every model every configured provider offers, and which are ready.
+
+Providers are asked concurrently; one that cannot be reached is noted (Health, topic
+"unreachable") and skipped, so a stopped LM Studio never delays Ollama's list. A model is
+"ready" when its server answered and it is pulled/loaded or keyed (the adapter says so). The
+catalogue is also the engine's ``ModelDirectory``: a too-long card offers the ready model that
+reads clearly more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from engines.base import ModelInfo
+from engines.providers.base import ProviderAdapter, ProviderError
+
+log = logging.getLogger("conch.catalogue")
+
+UNKNOWN_WINDOW_API = 128_000
+UNKNOWN_WINDOW_LOCAL = 8_192
+LIST_TIMEOUT = 15.0  # seconds one provider may take to list its models
+
+
+class HealthNotes(Protocol):
+    def add(self, topic: str, text: str, model: str = "", window: int | None = None) -> Any: ...
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """("provider", "model-id") from "provider/model-id" (ids may hold slashes themselves)."""
+    provider, _, model_id = key.partition("/")
+    return provider, model_id
+
+
+def with_window(model: ModelInfo, local: bool) -> ModelInfo:
+    """The model with a usable window: unknown → 8,192 on this computer, 128,000 for an API."""
+    if model.context > 0:
+        return model
+    window = UNKNOWN_WINDOW_LOCAL if (model.local or local) else UNKNOWN_WINDOW_API
+    return model.model_copy(update={"context": window})
+
+
+class ModelCatalogue:
+    """What the configured providers offer. Implements ``engines.api.protocols.ModelDirectory``.
+
+    ``probed`` names providers Conch only looked for at their usual address (the person never
+    set them up): their absence is recorded in ``unreachable`` but not written to Health.
+    """
+
+    def __init__(
+        self,
+        adapters: Iterable[ProviderAdapter] = (),
+        *,
+        health: HealthNotes | None = None,
+        probed: Collection[str] = (),
+        timeout: float = LIST_TIMEOUT,
+    ) -> None:
+        self._adapters: dict[str, ProviderAdapter] = {}
+        for adapter in adapters:
+            self._adapters[adapter.name] = adapter
+        self.health = health
+        self.probed: set[str] = set(probed)
+        self.timeout = timeout
+        self._models: dict[str, list[ModelInfo]] = {}
+        self.unreachable: dict[str, str] = {}  # provider → why, from the latest refresh
+        self.problems: dict[str, str] = {}  # provider → other failures (a refused key, …)
+        self._listeners: list[Callable[[list[ModelInfo]], None]] = []
+        self._lock = asyncio.Lock()
+        self._retired: list[ProviderAdapter] = []  # replaced adapters, closed at the end
+        self.refreshed = False
+
+    # --- providers ----------------------------------------------------------------------------
+
+    @property
+    def adapters(self) -> dict[str, ProviderAdapter]:
+        return dict(self._adapters)
+
+    @property
+    def live_adapters(self) -> Mapping[str, ProviderAdapter]:
+        """The catalogue's own mapping: an engine holding it sees providers added later."""
+        return self._adapters
+
+    def adapter(self, provider: str) -> ProviderAdapter | None:
+        return self._adapters.get(provider)
+
+    def replace_provider(self, adapter: ProviderAdapter, *, probed: bool = False) -> None:
+        """Put ``adapter`` in place of the provider of that name (closed later, not now:
+        a turn may still be streaming through it). Call ``refresh`` after."""
+        old = self._adapters.get(adapter.name)
+        self._adapters[adapter.name] = adapter
+        if probed:
+            self.probed.add(adapter.name)
+        else:
+            self.probed.discard(adapter.name)
+        if old is not None and old is not adapter:
+            self._retired.append(old)
+
+    async def add_provider(
+        self, adapter: ProviderAdapter, *, probed: bool = False
+    ) -> list[ModelInfo]:
+        """Add (or replace) a provider and refresh the list."""
+        self.replace_provider(adapter, probed=probed)
+        return await self.refresh()
+
+    def remove_provider(self, name: str) -> list[ModelInfo]:
+        adapter = self._adapters.pop(name, None)
+        self._models.pop(name, None)
+        self.unreachable.pop(name, None)
+        self.problems.pop(name, None)
+        if adapter is not None:
+            self._retired.append(adapter)  # a turn may still stream through it
+        self._changed()
+        return self.models()
+
+    # --- listing ------------------------------------------------------------------------------
+
+    async def _list(self, adapter: ProviderAdapter) -> list[ModelInfo] | Exception:
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await adapter.list_models()
+        except Exception as exc:  # reported per provider, never raised
+            return exc
+
+    async def refresh(self) -> list[ModelInfo]:
+        """Ask every provider at once; returns every model found (ready or not)."""
+        async with self._lock:
+            names = list(self._adapters)
+            results = await asyncio.gather(*(self._list(self._adapters[n]) for n in names))
+            for name, result in zip(names, results, strict=True):
+                adapter = self._adapters[name]
+                if isinstance(result, Exception):
+                    self._failed(adapter, result)
+                    continue
+                was_unreachable = name in self.unreachable
+                self.unreachable.pop(name, None)
+                self.problems.pop(name, None)
+                self._models[name] = [with_window(m, adapter.local) for m in result]
+                if was_unreachable:
+                    log.info("%s is reachable again", adapter.label)
+            self.refreshed = True
+        self._changed()
+        return self.models()
+
+    def _failed(self, adapter: ProviderAdapter, exc: Exception) -> None:
+        name = adapter.name
+        self._models.pop(name, None)
+        unreachable = isinstance(exc, TimeoutError) or (
+            isinstance(exc, ProviderError) and exc.kind.value in ("unreachable", "timeout")
+        )
+        if isinstance(exc, ProviderError):
+            why = exc.detail or exc.kind.value
+        elif isinstance(exc, TimeoutError):
+            why = f"no answer within {self.timeout:g} seconds"
+        else:
+            why = f"{type(exc).__name__}: {exc}"
+            log.warning("listing %s failed", adapter.label, exc_info=exc)
+        if unreachable:
+            first = name not in self.unreachable
+            self.unreachable[name] = why
+            self.problems.pop(name, None)
+            if first and name not in self.probed and self.health is not None:
+                self.health.add("unreachable", f"{adapter.label} could not be reached: {why}")
+        else:
+            first = self.problems.get(name) != why
+            self.problems[name] = why
+            self.unreachable.pop(name, None)
+            if first and self.health is not None:
+                self.health.add("provider", f"{adapter.label} did not list its models: {why}")
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def models(self) -> list[ModelInfo]:
+        """Every model, in provider order, ready or not."""
+        return [m for name in self._adapters for m in self._models.get(name, ())]
+
+    def ready_models(self) -> Sequence[ModelInfo]:
+        return [m for m in self.models() if m.ready]
+
+    def find(self, key: str) -> ModelInfo | None:
+        """The model with this "provider/model-id" key, if a provider listed it."""
+        provider, model_id = split_key(key)
+        return next((m for m in self._models.get(provider, ()) if m.id == model_id), None)
+
+    def resolve(self, text: str) -> ModelInfo | None:
+        """A model named by key, or by its bare id or label when only one model has it."""
+        exact = self.find(text)
+        if exact is not None:
+            return exact
+        matches = [m for m in self.models() if text in (m.id, m.label)]
+        ready = [m for m in matches if m.ready]
+        pool = ready or matches
+        return pool[0] if len(pool) == 1 else None
+
+    def on_change(self, listener: Callable[[list[ModelInfo]], None]) -> Callable[[], None]:
+        self._listeners.append(listener)
+
+        def stop() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+
+        return stop
+
+    def _changed(self) -> None:
+        models = self.models()
+        for listener in list(self._listeners):
+            try:
+                listener(models)
+            except Exception:  # a listener's bug must not stop the others
+                log.exception("catalogue listener failed")
+
+    async def aclose(self) -> None:
+        for adapter in [*self._adapters.values(), *self._retired]:
+            with contextlib.suppress(Exception):
+                await adapter.aclose()

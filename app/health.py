@@ -1,0 +1,122 @@
+"""Health notes: what Conch fixed or noticed quietly (a healed refusal, a server it could not
+reach, a summary that failed), shown in Settings → Health.
+
+A table in its own SQLite file, ``<data_dir>/health.sqlite3``: appends from the window and a
+``conch ask`` at the same time are safe. Every text is scrubbed of secrets before it is stored,
+and the log keeps only the newest ``KEEP`` notes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from engines.api.scrub import scrub
+from engines.base import Healed, Note, Problem
+
+KEEP = 2000
+_TEXT_LIMIT = 2000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS notes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    time REAL NOT NULL,
+    topic TEXT NOT NULL,
+    text TEXT NOT NULL,
+    model TEXT NOT NULL DEFAULT '',
+    window INTEGER
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class HealthNote:
+    time: float
+    topic: str  # "healed", "unreachable", "summary-failed", "too-long", "learning", ...
+    text: str
+    model: str = ""
+    window: int | None = None
+
+
+def _clean(text: str, limit: int = _TEXT_LIMIT) -> str:
+    text = scrub(text).strip()
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+class HealthLog:
+    """Append-only notes, newest kept. ``add`` never raises: a note must not break a turn."""
+
+    FILE_NAME = "health.sqlite3"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=3000")
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.RLock()
+        self._adds = 0
+
+    @classmethod
+    def in_dir(cls, data_dir: Path) -> HealthLog:
+        return cls(data_dir / cls.FILE_NAME)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def add(
+        self, topic: str, text: str, model: str = "", window: int | None = None
+    ) -> HealthNote | None:
+        note = HealthNote(
+            time=time.time(),
+            topic=_clean(topic, 64) or "other",
+            text=_clean(text),
+            model=_clean(model, 200),
+            window=window if window is None or window > 0 else None,
+        )
+        try:
+            with self._lock:
+                self._db.execute(
+                    "INSERT INTO notes (time, topic, text, model, window) VALUES (?,?,?,?,?)",
+                    (note.time, note.topic, note.text, note.model, note.window),
+                )
+                self._adds += 1
+                if self._adds % 100 == 0:
+                    self._db.execute(
+                        "DELETE FROM notes WHERE id <= (SELECT MAX(id) FROM notes) - ?", (KEEP,)
+                    )
+        except sqlite3.Error:
+            return None  # a full disk must not turn a healed turn into a failed one
+        return note
+
+    def add_event(self, event: Healed | Note | Problem, model: str = "") -> HealthNote | None:
+        """A note for an engine event worth one (the conversation's helper)."""
+        if isinstance(event, Healed):
+            return self.add("healed", event.what, model=event.model or model, window=event.window)
+        if isinstance(event, Note):
+            return self.add(event.topic, event.text, model=model)
+        p = event.problem
+        return self.add(p.kind.value, f"{p.message} {p.detail}".strip(), model=model)
+
+    def notes(self, limit: int | None = None, topic: str | None = None) -> list[HealthNote]:
+        """Notes, newest first."""
+        sql = "SELECT time, topic, text, model, window FROM notes"
+        args: list[object] = []
+        if topic is not None:
+            sql += " WHERE topic = ?"
+            args.append(topic)
+        sql += " ORDER BY id DESC LIMIT ?"
+        args.append(-1 if limit is None else max(0, limit))
+        with self._lock:
+            rows = self._db.execute(sql, args).fetchall()
+        return [HealthNote(float(r[0]), str(r[1]), str(r[2]), str(r[3]), r[4]) for r in rows]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM notes")

@@ -1,0 +1,316 @@
+"""Quiet learning: before a fold makes the model forget, read what the person said and keep the
+durable facts as memories (DESIGN §2 "Learn before forgetting", spec 0055 §4).
+
+Rules, each enforced here whoever asks:
+- only the person's own words are read (never the answers, attachments or tool results);
+- never a routine's run, never a chat with other people in it;
+- a chat that read something untrusted, or "Remember things automatically" off: the new
+  memories wait for the person's OK;
+- a per-chat read-until mark (and a ``learned`` time) means nothing is read twice, by the next
+  fold or by the daily tidy-up; with no model, or an answer that cannot be read, nothing is
+  marked read, so the tidy-up still has it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from app.memories import LearningRun, MemoryBook, Source
+from app.settings import Settings, SettingsStore
+from app.store import Chat, ChatStore, StoredMessage
+from engines.api.scrub import scrub
+from engines.resources import read_prompt
+
+log = logging.getLogger("conch.learning")
+
+TIDY_EVERY = 24 * 60 * 60.0  # the daily tidy-up
+PIECE_CHARS = 12_000  # the person's words read per request (smaller for small windows)
+MESSAGE_CHARS = 4_000  # one message's share of a piece: head and tail beyond that
+MAX_PER_ANSWER = 12
+
+
+class Learner(Protocol):
+    async def review(self, chat_id: str, before_seq: int) -> LearningRun | None: ...
+
+
+class ModelCaller(Protocol):
+    """Asks the chat's model: ``prompt`` is the instruction, ``text`` what to read.
+
+    Returns the answer text, or None when no model could answer. ``model_key`` names the chat's
+    model ("provider/id", may be empty) so the caller can pick the right adapter.
+    """
+
+    async def __call__(self, prompt: str, text: str, *, model_key: str = "") -> str | None: ...
+
+
+# --- reading the model's answer ---------------------------------------------------------------
+
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+_ITEM_KEYS = ("text", "fact", "memory", "content")
+_LIST_KEYS = ("memories", "facts", "items", "result")
+
+
+def _items_of(value: Any) -> list[str] | None:
+    if isinstance(value, dict):
+        for key in _LIST_KEYS:
+            if isinstance(value.get(key), list):
+                return _items_of(value[key])
+        return None
+    if not isinstance(value, list):
+        return None
+    out: list[str] = []
+    for item in value:
+        if isinstance(item, str):
+            text = item
+        elif isinstance(item, dict):
+            found = next((item[k] for k in _ITEM_KEYS if isinstance(item.get(k), str)), None)
+            if found is None:
+                continue
+            text = found
+        else:
+            continue
+        text = " ".join(text.split())
+        if text:
+            out.append(text)
+    if value and not out:
+        return None  # a list, but of nothing that reads as a memory
+    return out
+
+
+def parse_memories(answer: str | None) -> list[str] | None:
+    """The memories in a model's answer: a JSON array of strings, found tolerantly.
+
+    Code fences and text around the array are fine. ``[]`` gives an empty list (read, nothing
+    worth keeping); an answer with no readable array gives None (nothing may be marked read).
+    """
+    if answer is None:
+        return None
+    text = answer.strip()
+    if not text:
+        return None
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    decoder = json.JSONDecoder()
+    for candidate in candidates:
+        start = 0
+        for _ in range(20):  # a bounded number of tries: "[" can appear in prose
+            i = min(
+                (p for p in (candidate.find("[", start), candidate.find("{", start)) if p >= 0),
+                default=-1,
+            )
+            if i < 0:
+                break
+            try:
+                value, _end = decoder.raw_decode(candidate, i)
+            except (ValueError, RecursionError):
+                start = i + 1
+                continue
+            items = _items_of(value)
+            if items is not None:
+                return items[:MAX_PER_ANSWER]
+            start = i + 1
+    return None
+
+
+# --- what is read -----------------------------------------------------------------------------
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    half = max(1, (limit - 40) // 2)
+    return f"{text[:half]}\n[… {len(text) - 2 * half} characters left out …]\n{text[-half:]}"
+
+
+def person_lines(messages: Sequence[StoredMessage], limit: int = MESSAGE_CHARS) -> list[str]:
+    """One block per person message: only their own words (no attachments, no pictures)."""
+    return [f"Person: {_clip(m.text.strip(), limit)}" for m in messages]
+
+
+def per_message_chars(piece_chars: int) -> int:
+    return max(200, min(MESSAGE_CHARS, piece_chars))
+
+
+def pieces(messages: Sequence[StoredMessage], piece_chars: int) -> list[list[StoredMessage]]:
+    """Person messages in order, grouped so each group's text fits ``piece_chars``."""
+    per_message = per_message_chars(piece_chars)
+    groups: list[list[StoredMessage]] = []
+    current: list[StoredMessage] = []
+    size = 0
+    for m in messages:
+        n = min(len(m.text.strip()), per_message) + 12
+        if current and size + n > piece_chars:
+            groups.append(current)
+            current, size = [], 0
+        current.append(m)
+        size += n
+    if current:
+        groups.append(current)
+    return groups
+
+
+# --- the learner ------------------------------------------------------------------------------
+
+
+class HealthNotes(Protocol):
+    def add(self, topic: str, text: str, model: str = "", window: int | None = None) -> Any: ...
+
+
+class QuietLearning:
+    """Reads what the person said in a chat and keeps durable facts (see the module doc)."""
+
+    def __init__(
+        self,
+        store: ChatStore,
+        book: MemoryBook,
+        settings: SettingsStore | Settings,
+        ask_model: ModelCaller | None,
+        *,
+        health: HealthNotes | None = None,
+        piece_chars: int | Callable[[Chat], int] = PIECE_CHARS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.book = book
+        self.settings = settings
+        self.ask_model = ask_model
+        self.health = health
+        self.piece_chars = piece_chars
+        self.clock = clock
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._prompt: str | None = None
+
+    # -- public --
+
+    async def review(self, chat_id: str, before_seq: int) -> LearningRun | None:
+        """After a fold: read what the person said before ``before_seq`` and not yet read."""
+        return await self._review(chat_id, before_seq, "fold")
+
+    async def review_all(self, chat_id: str) -> LearningRun | None:
+        """Read everything the person said in the chat that nothing has read yet."""
+        return await self._review(chat_id, None, "tidy")
+
+    def due_for_tidy(self, now: float | None = None) -> bool:
+        last = self.book.last_tidy
+        when = self.clock() if now is None else now
+        return last is None or when - last >= TIDY_EVERY or when < last
+
+    async def tidy_up(self) -> list[LearningRun]:
+        """The daily tidy-up (and "Tidy up memories now"): every chat with unread words."""
+        runs: list[LearningRun] = []
+        for chat in self.store.list_chats():
+            if not self._may_learn(chat) or not self._unread_person(chat):
+                continue
+            try:
+                run = await self._review(chat.id, None, "tidy")
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # one bad chat must not stop the others
+                log.exception("tidy-up failed for a chat")
+                continue
+            if run is not None:
+                runs.append(run)
+        self.book.last_tidy = self.clock()
+        return runs
+
+    # -- internals --
+
+    def _remember_automatically(self) -> bool:
+        s = self.settings.settings if isinstance(self.settings, SettingsStore) else self.settings
+        return s.remember_automatically
+
+    @staticmethod
+    def _may_learn(chat: Chat) -> bool:
+        return chat.deleted_at is None and not chat.routine and not chat.others
+
+    def _unread_person(self, chat: Chat) -> bool:
+        return any(
+            m.role == "user" for m in self.store.messages(chat.id, start=chat.read_until + 1)
+        )
+
+    def _piece_chars(self, chat: Chat) -> int:
+        size = self.piece_chars(chat) if callable(self.piece_chars) else self.piece_chars
+        return max(500, int(size))
+
+    def _learn_prompt(self) -> str:
+        if self._prompt is None:
+            self._prompt = read_prompt("learn.txt")
+        return self._prompt
+
+    def _note(self, text: str, chat: Chat) -> None:
+        if self.health is not None:
+            self.health.add("learning", text, model=chat.model_key)
+
+    async def _ask(self, prompt: str, text: str, chat: Chat) -> str | None:
+        assert self.ask_model is not None
+        try:
+            return await self.ask_model(prompt, text, model_key=chat.model_key)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the caller should not raise, but a bug must not spread
+            log.warning("asking the model to learn failed: %s", type(exc).__name__)
+            return None
+
+    async def _review(self, chat_id: str, end: int | None, source: Source) -> LearningRun | None:
+        lock = self._locks.setdefault(chat_id, asyncio.Lock())
+        async with lock:
+            # Read the chat again inside the lock: a fold and the tidy-up may have raced here.
+            chat = self.store.get_chat(chat_id)
+            if chat is None or not self._may_learn(chat):
+                return None
+            start = chat.read_until + 1
+            if end is not None and end <= start:
+                return None
+            limit = None if end is None else end - start
+            unread = self.store.messages(chat_id, start=start, limit=limit)
+            if end is not None:
+                unread = [m for m in unread if m.seq < end]
+            if not unread:
+                return None
+            last_seq = unread[-1].seq
+            person = [m for m in unread if m.role == "user" and m.text.strip()]
+            if not person:
+                # Nothing of theirs to read here: mark it so no one looks again.
+                self.store.set_read_until(chat_id, last_seq, self.clock())
+                return None
+            if self.ask_model is None:
+                return None  # no model: the daily tidy-up will try again
+
+            waiting = chat.untrusted or not self._remember_automatically()
+            prompt = self._learn_prompt()
+            found: list[str] = []
+            read_to: int | None = None
+            size = self._piece_chars(chat)
+            groups = pieces(person, size)
+            for i, group in enumerate(groups):
+                text = "\n\n".join(person_lines(group, per_message_chars(size)))
+                answer = await self._ask(prompt, text, chat)
+                items = parse_memories(answer)
+                if items is None:
+                    why = "no model answered" if answer is None else "its answer was not a list"
+                    self._note(
+                        f"Learning from “{chat.title}” stopped: {why}. "
+                        "Those messages stay unread for the next tidy-up.",
+                        chat,
+                    )
+                    break
+                found.extend(s for s in (scrub(item).strip() for item in items) if s)
+                # The last piece covers the answers after it too: nothing of the person's is left.
+                read_to = last_seq if i == len(groups) - 1 else group[-1].seq
+            if read_to is None:
+                return None
+            run = self.book.add_run(
+                chat_id,
+                found,
+                seq_from=person[0].seq,
+                seq_to=read_to,
+                waiting=waiting,
+                source=source,
+            )
+            self.store.set_read_until(chat_id, read_to, self.clock())
+            return run

@@ -1,0 +1,407 @@
+"""Memories: short things Conch learned about the person, with where each came from.
+
+One SQLite file, ``<data_dir>/memories.sqlite3``, holds the memories, the learning runs that made
+them (each run is a card in the chat with Undo) and a little bookkeeping (the last tidy-up).
+A memory is ``kept`` (it goes into the system prompt), ``waiting`` (for the person's OK),
+``undone`` (Undo on its run's card) or ``discarded`` (the person said no to a waiting one).
+Nothing the person turned down is ever learned again: de-duplication looks at every status.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+import sqlite3
+import threading
+import time
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+Status = Literal["kept", "waiting", "undone", "discarded"]
+Source = Literal["fold", "tidy"]
+STATUSES: tuple[Status, ...] = ("kept", "waiting", "undone", "discarded")
+MAX_MEMORY_CHARS = 400  # a memory is a sentence; anything longer is not one
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    chat_id TEXT NOT NULL,
+    created REAL NOT NULL,
+    waiting INTEGER NOT NULL,
+    source TEXT NOT NULL,
+    seq_from INTEGER NOT NULL,
+    seq_to INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS memories (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    text TEXT NOT NULL,
+    norm TEXT NOT NULL,
+    chat_id TEXT NOT NULL DEFAULT '',
+    seq_from INTEGER NOT NULL DEFAULT -1,
+    seq_to INTEGER NOT NULL DEFAULT -1,
+    status TEXT NOT NULL,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    run_id INTEGER REFERENCES runs(id)
+);
+CREATE INDEX IF NOT EXISTS memories_run ON memories(run_id);
+CREATE INDEX IF NOT EXISTS memories_norm ON memories(norm);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+_MEM_COLS = "id, text, chat_id, seq_from, seq_to, status, created, updated, run_id"
+
+
+class MemoryBookError(Exception):
+    """A memory operation that cannot be done (unknown id, empty text)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    id: int
+    text: str
+    chat_id: str
+    seq_from: int
+    seq_to: int
+    status: Status
+    created: float
+    updated: float
+    run_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class LearningRun:
+    """One look at a chat that produced memories: the card the window shows, with Undo."""
+
+    id: int
+    chat_id: str
+    created: float
+    memories: tuple[Memory, ...]
+    waiting: bool  # the memories wait for the person's OK
+    source: Source
+    seq_from: int = -1
+    seq_to: int = -1
+
+    @property
+    def undone(self) -> bool:
+        return bool(self.memories) and all(m.status == "undone" for m in self.memories)
+
+
+_PUNCT = re.compile(r"[^\w\s]")
+_SPACE = re.compile(r"\s+")
+
+
+def normalise(text: str) -> str:
+    """The form two memories are compared in: case, accents' forms, punctuation, spacing."""
+    t = unicodedata.normalize("NFKC", text).casefold()
+    t = _PUNCT.sub(" ", t)
+    return _SPACE.sub(" ", t).strip()
+
+
+def clean_text(text: str) -> str:
+    """One line, trimmed, at most ``MAX_MEMORY_CHARS`` characters."""
+    line = _SPACE.sub(" ", text).strip()
+    if len(line) > MAX_MEMORY_CHARS:
+        line = line[: MAX_MEMORY_CHARS - 1].rstrip() + "…"
+    return line
+
+
+def _memory(row: Sequence[Any]) -> Memory:
+    return Memory(
+        id=int(row[0]),
+        text=str(row[1]),
+        chat_id=str(row[2]),
+        seq_from=int(row[3]),
+        seq_to=int(row[4]),
+        status=row[5],
+        created=float(row[6]),
+        updated=float(row[7]),
+        run_id=None if row[8] is None else int(row[8]),
+    )
+
+
+class MemoryBook:
+    """The memories file. Every call is short; safe from the GUI thread and the event loop."""
+
+    FILE_NAME = "memories.sqlite3"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.RLock()
+
+    @classmethod
+    def in_dir(cls, data_dir: Path) -> MemoryBook:
+        return cls(data_dir / cls.FILE_NAME)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # --- adding -----------------------------------------------------------------------------
+
+    def add(
+        self,
+        text: str,
+        *,
+        chat_id: str = "",
+        seq_from: int = -1,
+        seq_to: int = -1,
+        status: Status = "kept",
+        run_id: int | None = None,
+    ) -> Memory:
+        """Add one memory (the person typed it, or a run found it)."""
+        line = clean_text(text)
+        if not line:
+            raise MemoryBookError("A memory needs some text.")
+        if status not in STATUSES:
+            raise MemoryBookError(f"Unknown memory status: {status}")
+        now = time.time()
+        with self._lock:
+            cur = self._db.execute(
+                "INSERT INTO memories (text, norm, chat_id, seq_from, seq_to, status, created, "
+                "updated, run_id) VALUES (?,?,?,?,?,?,?,?,?)",
+                (line, normalise(line), chat_id, seq_from, seq_to, status, now, now, run_id),
+            )
+            mid = cur.lastrowid
+        memory = self.get(int(mid or 0))
+        assert memory is not None
+        return memory
+
+    def add_run(
+        self,
+        chat_id: str,
+        texts: Iterable[str],
+        *,
+        seq_from: int,
+        seq_to: int,
+        waiting: bool,
+        source: Source,
+    ) -> LearningRun | None:
+        """Record one learning run and its memories in one transaction.
+
+        Texts already known (in any status, this batch included) are skipped; a run that adds
+        nothing new is not recorded and ``None`` comes back.
+        """
+        status: Status = "waiting" if waiting else "kept"
+        now = time.time()
+        with self._lock:
+            known = {r[0] for r in self._db.execute("SELECT norm FROM memories")}
+            fresh: list[tuple[str, str]] = []
+            for text in texts:
+                line = clean_text(text)
+                norm = normalise(line)
+                if not norm or norm in known:
+                    continue
+                known.add(norm)
+                fresh.append((line, norm))
+            if not fresh:
+                return None
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                cur = self._db.execute(
+                    "INSERT INTO runs (chat_id, created, waiting, source, seq_from, seq_to) "
+                    "VALUES (?,?,?,?,?,?)",
+                    (chat_id, now, int(waiting), source, seq_from, seq_to),
+                )
+                run_id = int(cur.lastrowid or 0)
+                self._db.executemany(
+                    "INSERT INTO memories (text, norm, chat_id, seq_from, seq_to, status, "
+                    "created, updated, run_id) VALUES (?,?,?,?,?,?,?,?,?)",
+                    [
+                        (line, norm, chat_id, seq_from, seq_to, status, now, now, run_id)
+                        for line, norm in fresh
+                    ],
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return self.run(run_id)
+
+    def is_known(self, text: str) -> bool:
+        norm = normalise(clean_text(text))
+        with self._lock:
+            row = self._db.execute("SELECT 1 FROM memories WHERE norm = ? LIMIT 1", (norm,))
+            return row.fetchone() is not None
+
+    # --- changing ---------------------------------------------------------------------------
+
+    def _set_status(self, memory_id: int, status: Status, *, only_from: tuple[Status, ...]) -> None:
+        marks = ",".join("?" * len(only_from))
+        with self._lock:
+            cur = self._db.execute(
+                f"UPDATE memories SET status = ?, updated = ? WHERE id = ? AND status IN ({marks})",
+                (status, time.time(), memory_id, *only_from),
+            )
+            if cur.rowcount == 0 and self.get(memory_id) is None:
+                raise MemoryBookError(f"There is no memory {memory_id}.")
+
+    def keep(self, memory_id: int) -> None:
+        """The person's OK for a waiting memory (or taking back an Undo)."""
+        self._set_status(memory_id, "kept", only_from=("waiting", "undone", "discarded"))
+
+    def discard(self, memory_id: int) -> None:
+        """The person said no to a waiting memory."""
+        self._set_status(memory_id, "discarded", only_from=("waiting", "kept"))
+
+    def undo(self, memory_id: int) -> None:
+        self._set_status(memory_id, "undone", only_from=("kept", "waiting"))
+
+    def undo_run(self, run_id: int) -> LearningRun | None:
+        """Undo on a run's card: every memory it kept or left waiting is undone."""
+        with self._lock:
+            self._db.execute(
+                "UPDATE memories SET status = 'undone', updated = ? "
+                "WHERE run_id = ? AND status IN ('kept', 'waiting')",
+                (time.time(), run_id),
+            )
+        return self.run(run_id)
+
+    def keep_run(self, run_id: int) -> LearningRun | None:
+        """OK on a waiting run's card: every waiting memory of it is kept."""
+        with self._lock:
+            self._db.execute(
+                "UPDATE memories SET status = 'kept', updated = ? "
+                "WHERE run_id = ? AND status = 'waiting'",
+                (time.time(), run_id),
+            )
+        return self.run(run_id)
+
+    def edit(self, memory_id: int, text: str) -> Memory:
+        line = clean_text(text)
+        if not line:
+            raise MemoryBookError("A memory needs some text.")
+        with self._lock:
+            cur = self._db.execute(
+                "UPDATE memories SET text = ?, norm = ?, updated = ? WHERE id = ?",
+                (line, normalise(line), time.time(), memory_id),
+            )
+            if cur.rowcount == 0:
+                raise MemoryBookError(f"There is no memory {memory_id}.")
+        memory = self.get(memory_id)
+        assert memory is not None
+        return memory
+
+    def delete(self, memory_id: int) -> None:
+        """Forget a memory entirely (the person asked to)."""
+        with self._lock:
+            self._db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def get(self, memory_id: int) -> Memory | None:
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {_MEM_COLS} FROM memories WHERE id = ?", (memory_id,)
+            ).fetchone()
+        return _memory(row) if row else None
+
+    def list(self, status: Status | None = None) -> list[Memory]:
+        """Memories, oldest first; only those with ``status`` when one is given."""
+        with self._lock:
+            if status is None:
+                rows = self._db.execute(f"SELECT {_MEM_COLS} FROM memories ORDER BY id")
+            else:
+                rows = self._db.execute(
+                    f"SELECT {_MEM_COLS} FROM memories WHERE status = ? ORDER BY id", (status,)
+                )
+            return [_memory(r) for r in rows.fetchall()]
+
+    def run(self, run_id: int) -> LearningRun | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id, chat_id, created, waiting, source, seq_from, seq_to FROM runs "
+                "WHERE id = ?",
+                (run_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            mems = self._db.execute(
+                f"SELECT {_MEM_COLS} FROM memories WHERE run_id = ? ORDER BY id", (run_id,)
+            ).fetchall()
+        return LearningRun(
+            id=int(row[0]),
+            chat_id=str(row[1]),
+            created=float(row[2]),
+            memories=tuple(_memory(m) for m in mems),
+            waiting=bool(row[3]),
+            source=row[4],
+            seq_from=int(row[5]),
+            seq_to=int(row[6]),
+        )
+
+    def runs(self, chat_id: str | None = None) -> builtins.list[LearningRun]:
+        """Learning runs, oldest first (all, or one chat's for its cards)."""
+        with self._lock:
+            if chat_id is None:
+                ids = self._db.execute("SELECT id FROM runs ORDER BY id").fetchall()
+            else:
+                ids = self._db.execute(
+                    "SELECT id FROM runs WHERE chat_id = ? ORDER BY id", (chat_id,)
+                ).fetchall()
+        found = (self.run(int(r[0])) for r in ids)
+        return [r for r in found if r is not None]
+
+    def kept_for_prompt(self, limit_chars: int) -> str:
+        """Kept memories as a block for the system prompt, at most ``limit_chars`` long.
+
+        When they do not all fit, the most recently confirmed ones win (they are likelier to
+        be current); the block lists them oldest first either way. Empty when none fit.
+        """
+        if limit_chars <= 0:
+            return ""
+        head = "What you know about the person from earlier chats (they can edit this list):"
+        if len(head) + 3 >= limit_chars:
+            return ""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, text FROM memories WHERE status = 'kept' ORDER BY updated DESC, id DESC"
+            ).fetchall()
+        used = len(head)
+        chosen: list[tuple[int, str]] = []
+        for mid, text in rows:
+            line = f"\n- {text}"
+            if used + len(line) > limit_chars:
+                continue  # a shorter, older memory may still fit
+            chosen.append((int(mid), line))
+            used += len(line)
+        if not chosen:
+            return ""
+        chosen.sort()
+        return head + "".join(line for _, line in chosen)
+
+    # --- bookkeeping ------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    @property
+    def last_tidy(self) -> float | None:
+        raw = self.get_meta("last_tidy")
+        try:
+            return None if raw is None else float(raw)
+        except ValueError:
+            return None
+
+    @last_tidy.setter
+    def last_tidy(self, when: float) -> None:
+        self.set_meta("last_tidy", repr(float(when)))

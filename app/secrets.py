@@ -1,0 +1,154 @@
+"""API keys: only ever in the system keyring (service "Conch", one entry per provider).
+
+When there is no usable keyring (a headless Linux box, a locked or missing Secret Service, the
+null backend), keys are kept in memory for this run and ``warning`` says so; a key is never
+written to a file as a fallback, not even inside the data dir.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol, runtime_checkable
+
+import keyring
+import keyring.errors
+
+SERVICE = "Conch"
+NO_KEYRING = "No system keyring was found; API keys are kept only until Conch quits."
+
+log = logging.getLogger("conch.secrets")
+
+
+@runtime_checkable
+class SecretStore(Protocol):
+    """Where API keys live, by provider short name ("openai", "anthropic", ...)."""
+
+    @property
+    def warning(self) -> str:
+        """Empty when keys are stored safely; otherwise one sentence for Settings."""
+        ...
+
+    def get(self, provider: str) -> str | None: ...
+
+    def set(self, provider: str, key: str) -> None: ...
+
+    def delete(self, provider: str) -> None: ...
+
+
+class SessionSecrets:
+    """Keys in memory only, gone when Conch quits."""
+
+    def __init__(self, warning: str = "") -> None:
+        self._keys: dict[str, str] = {}
+        self._warning = warning
+
+    @property
+    def warning(self) -> str:
+        return self._warning
+
+    def get(self, provider: str) -> str | None:
+        return self._keys.get(provider)
+
+    def set(self, provider: str, key: str) -> None:
+        key = key.strip()
+        if key:
+            self._keys[provider] = key
+        else:
+            self._keys.pop(provider, None)
+
+    def delete(self, provider: str) -> None:
+        self._keys.pop(provider, None)
+
+    def __repr__(self) -> str:  # never show the keys themselves
+        return f"SessionSecrets(providers={sorted(self._keys)})"
+
+
+def _unusable(backend: object) -> bool:
+    """Backends that would silently drop keys or write them to a plain file."""
+    module = type(backend).__module__
+    if module in ("keyring.backends.null", "keyring.backends.fail"):
+        return True
+    # keyrings.alt's file backends keep keys in a file outside the data dir, readable or
+    # weakly encrypted: not what "only in the keyring" promises.
+    if module.startswith("keyrings.alt"):
+        return True
+    priority = getattr(backend, "priority", 1)
+    try:
+        return float(priority) <= 0
+    except (TypeError, ValueError):
+        return False
+
+
+class KeyringSecrets:
+    """Keys in the system keyring; falls back to memory (with a warning) when it cannot work.
+
+    The fallback happens when the backend is unusable from the start, or the first time the
+    keyring fails an operation (no D-Bus, a keyring that refuses to unlock). A key set during
+    the fallback is kept in memory and tried again in the keyring by ``retry``.
+    """
+
+    def __init__(self, backend: keyring.backend.KeyringBackend | None = None) -> None:
+        self._backend = backend if backend is not None else keyring.get_keyring()
+        self._fallback: SessionSecrets | None = None
+        if _unusable(self._backend):
+            self._fall_back("the backend is " + type(self._backend).__module__)
+
+    @property
+    def warning(self) -> str:
+        return self._fallback.warning if self._fallback is not None else ""
+
+    @property
+    def in_keyring(self) -> bool:
+        return self._fallback is None
+
+    def _fall_back(self, why: str) -> SessionSecrets:
+        if self._fallback is None:
+            log.warning("keyring unusable (%s); keeping keys in memory", why)
+            self._fallback = SessionSecrets(NO_KEYRING)
+        return self._fallback
+
+    def get(self, provider: str) -> str | None:
+        if self._fallback is not None:
+            return self._fallback.get(provider)
+        try:
+            value = self._backend.get_password(SERVICE, provider)
+        except Exception as exc:  # any backend failure: D-Bus gone, locked, no backend
+            return self._fall_back(type(exc).__name__).get(provider)
+        return value or None
+
+    def set(self, provider: str, key: str) -> None:
+        key = key.strip()
+        if not key:
+            self.delete(provider)
+            return
+        if self._fallback is not None:
+            self._fallback.set(provider, key)
+            return
+        try:
+            self._backend.set_password(SERVICE, provider, key)
+        except Exception as exc:
+            self._fall_back(type(exc).__name__).set(provider, key)
+
+    def delete(self, provider: str) -> None:
+        if self._fallback is not None:
+            self._fallback.delete(provider)
+            return
+        try:
+            self._backend.delete_password(SERVICE, provider)
+        except keyring.errors.PasswordDeleteError:
+            pass  # there was no key: deleting nothing is fine
+        except Exception as exc:
+            self._fall_back(type(exc).__name__).delete(provider)
+
+    def __repr__(self) -> str:
+        where = "keyring" if self._fallback is None else "memory"
+        return f"KeyringSecrets({where})"
+
+
+def open_secrets() -> SecretStore:
+    """The secret store for this run: the system keyring, or memory with a warning."""
+    try:
+        return KeyringSecrets()
+    except Exception as exc:  # keyring could not even pick a backend
+        log.warning("keyring failed to start (%s); keeping keys in memory", type(exc).__name__)
+        return SessionSecrets(NO_KEYRING)

@@ -1,0 +1,508 @@
+"""Everything a window or a ``conch`` command needs, built once per data dir.
+
+``build_services(data_dir, mock=...)`` opens the chat log, memories, health notes and settings
+in the data dir, the secret store, the providers and the model catalogue; ``conversation()``
+makes a ``Conversation`` with the right engine: the scripted ``MockEngine`` in mock mode, else
+an ``ApiSession`` on the configured adapters. Nothing is written outside the data dir.
+
+Call ``await services.refresh_models()`` once at start (the window and the CLI do): it lists
+the models and, when nothing else can answer, starts the bundled model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+
+from app.catalogue import UNKNOWN_WINDOW_API, UNKNOWN_WINDOW_LOCAL, ModelCatalogue
+from app.conversation import LEAN_WINDOW, Conversation
+from app.health import HealthLog
+from app.learning import QuietLearning
+from app.memories import LearningRun, MemoryBook
+from app.providers_config import BUNDLED, build_adapters
+from app.secrets import SecretStore, SessionSecrets, open_secrets
+from app.settings import SettingsStore
+from app.store import Chat, ChatStore, StoredMessage
+from engines.api.context import answer_reserve
+from engines.api.session import ApiSession, render_attachments
+from engines.api.summarise import ModelSummariser
+from engines.base import (
+    Done,
+    Event,
+    Message,
+    ModelInfo,
+    TextDelta,
+)
+from engines.local import bundled
+from engines.mock import MockEngine, demo_chat, echo_reply
+from engines.providers.base import ChatRequest, ProviderError
+from engines.resources import read_prompt
+
+log = logging.getLogger("conch.services")
+
+ASK_TIMEOUT = 300.0  # seconds a learning request may take (a small local model is slow)
+MEMORY_CHARS_MAX = 4_000
+
+
+class ServicesError(Exception):
+    """A request the services cannot carry out (an unknown chat); the text says why."""
+
+
+# --- the system prompt ------------------------------------------------------------------------
+
+
+def memory_chars(window: int) -> int:
+    """Characters of memories the system prompt may carry for a model with ``window`` tokens.
+
+    About 5% of the window (2.5% in lean mode, where memories are trimmed first), at most
+    4,000 characters: every character is sent, and counted in the budget, on every turn.
+    """
+    share = 40 if window <= LEAN_WINDOW else 20  # chars = window × 4 / share
+    return max(0, min(MEMORY_CHARS_MAX, window * 4 // share))
+
+
+def build_system_prompt(model: ModelInfo, memories: MemoryBook) -> str:
+    lean = model.context <= LEAN_WINDOW
+    base = read_prompt("system_lean.txt" if lean else "system.txt").strip()
+    kept = memories.kept_for_prompt(memory_chars(model.context))
+    return f"{base}\n\n{kept}" if kept else base
+
+
+# --- the chat log as the engine's history -----------------------------------------------------
+
+
+def history_messages(messages: Sequence[StoredMessage]) -> list[tuple[int, Message]]:
+    """The chat log as (seq, Message) pairs, for an engine rebuilding its transcript."""
+    out: list[tuple[int, Message]] = []
+    for m in messages:
+        if m.role == "user":
+            text = render_attachments(m.text, m.attachments)
+            out.append(
+                (m.seq, Message(role="user", text=text, pictures=m.pictures, untrusted=False))
+            )
+        elif m.role == "assistant":
+            if m.text or m.thinking:
+                out.append((m.seq, Message(role="assistant", text=m.text, thinking=m.thinking)))
+        else:
+            out.append((m.seq, Message(role="tool", text=m.text, untrusted=True)))
+    return out
+
+
+# --- mock mode --------------------------------------------------------------------------------
+
+MOCK_MODELS = (
+    ModelInfo(provider="mock", id="mock-model", label="Mock model", context=32_768, local=True),
+    ModelInfo(provider="mock", id="mock-small", label="Mock model (8K)", context=8_192, local=True),
+)
+
+
+class MockProvider:
+    """A provider that lists the mock models and answers with the mock's echo."""
+
+    name = "mock"
+    label = "Mock"
+    local = True
+
+    async def list_models(self) -> list[ModelInfo]:
+        return list(MOCK_MODELS)
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
+        last = next((m.text for m in reversed(request.messages) if m.role == "user"), "")
+        yield TextDelta(text=echo_reply(last, 0))
+        yield Done()
+
+    def cheap_models(self) -> tuple[str, ...]:
+        return ()
+
+    async def aclose(self) -> None:
+        return None
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!])\s+")
+
+
+async def mock_ask_model(prompt: str, text: str, *, model_key: str = "") -> str | None:
+    """The mock's learning answer: the person's statements (not questions), as a JSON list."""
+    facts: list[str] = []
+    for block in text.split("\n\n"):
+        line = " ".join(block.removeprefix("Person: ").split())
+        for sentence in _SENTENCE_END.split(line):
+            s = sentence.strip()
+            if len(s.split()) >= 4 and not s.endswith("?") and len(s) <= 200:
+                facts.append(f"The person said: {s}")
+    await asyncio.sleep(0)
+    return json.dumps(facts[-8:])
+
+
+DEMO_MEMORIES = (
+    "The person is starting a community garden on the city-owned lot behind the library.",
+    "Marta coordinates the garden group of six people.",
+    "The garden has a budget of €2,500.",
+    "The person prefers untreated larch for the raised beds.",
+)
+
+
+def seed_demo(store: ChatStore, memories: MemoryBook) -> Chat:
+    """The demo long chat for ``--mock``: folded once, with a learning run that kept memories."""
+    demo = demo_chat()
+    model_key = MOCK_MODELS[0].key
+    chat = store.create_chat(title="Community garden", model_key=model_key)
+    for role, text in demo.messages:
+        store.append_message(chat.id, role, text, model_key=model_key)
+    store.add_compaction(chat.id, demo.first_kept, demo.summary, MOCK_MODELS[0].name)
+    memories.add_run(
+        chat.id,
+        DEMO_MEMORIES,
+        seq_from=0,
+        seq_to=demo.first_kept - 1,
+        waiting=False,
+        source="fold",
+    )
+    store.set_read_until(chat.id, demo.first_kept - 1)
+    seeded = store.get_chat(chat.id)
+    assert seeded is not None
+    return seeded
+
+
+# --- the services -----------------------------------------------------------------------------
+
+StatusListener = Callable[[str], None]
+
+
+class AppServices:
+    """The application's collaborators for one data dir (see the module doc)."""
+
+    def __init__(
+        self,
+        *,
+        data_dir: Path,
+        mock: bool,
+        store: ChatStore,
+        memories: MemoryBook,
+        health: HealthLog,
+        settings: SettingsStore,
+        secrets: SecretStore,
+        catalogue: ModelCatalogue,
+        runtime: bundled.BundledRuntime | None = None,
+        configs: dict[str, tuple[str, str]] | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        self.mock = mock
+        self.store = store
+        self.memories = memories
+        self.health = health
+        self.settings = settings
+        self.secrets = secrets
+        self.catalogue = catalogue
+        self.runtime = runtime
+        self._configs = dict(configs or {})  # how each adapter was built (in memory only)
+        self.status = ""  # "Starting the local model…" and the like, for the window
+        self._status_listeners: list[StatusListener] = []
+        self.learner = QuietLearning(
+            store,
+            memories,
+            settings,
+            mock_ask_model if mock else self.ask_model,
+            health=health,
+            piece_chars=self._piece_chars,
+        )
+        self._closed = False
+
+    # -- status --
+
+    def on_status(self, listener: StatusListener) -> Callable[[], None]:
+        """Hear "Starting the local model…" (and "" when it is over)."""
+        self._status_listeners.append(listener)
+
+        def stop() -> None:
+            with contextlib.suppress(ValueError):
+                self._status_listeners.remove(listener)
+
+        return stop
+
+    def _set_status(self, text: str) -> None:
+        self.status = text
+        for listener in list(self._status_listeners):
+            try:
+                listener(text)
+            except Exception:
+                log.exception("status listener failed")
+
+    # -- models --
+
+    async def refresh_models(self, *, start_bundled: bool = True) -> list[ModelInfo]:
+        """List every provider's models; start the bundled model when nothing else answers."""
+        await self.catalogue.refresh()
+        if start_bundled and not self.catalogue.ready_models():
+            await self.start_bundled()
+        return self.catalogue.models()
+
+    async def start_bundled(self) -> bool:
+        """Start the model that ships with Conch (when installed and allowed)."""
+        if self.mock or not self.settings.settings.bundled_model:
+            return False
+        running = self.runtime is not None and self.runtime.state.phase == "ready"
+        if running and self.catalogue.adapter(BUNDLED) is not None:
+            return True
+        if not bundled.available():
+            return False
+        if self.runtime is None:
+            self.runtime = bundled.BundledRuntime(
+                self.data_dir, on_state=lambda s: self._set_status(_status_text(s))
+            )
+        state = await self.runtime.start()
+        if state.phase != "ready":
+            self.health.add("local-model", state.text)
+            return False
+        await self.catalogue.add_provider(bundled.bundled_adapter(self.runtime))
+        return True
+
+    async def reconfigure(self) -> list[ModelInfo]:
+        """Build the providers again from Settings and the keys (a key or server was added)."""
+        if self.mock:
+            return await self.catalogue.refresh()
+        setup = build_adapters(self.settings.settings, self.secrets)
+        wanted = {a.name for a in setup.adapters}
+        for name in list(self.catalogue.adapters):
+            if name not in wanted and name != BUNDLED:
+                self.catalogue.remove_provider(name)
+                self._configs.pop(name, None)
+        for adapter in setup.adapters:
+            config = setup.configs.get(adapter.name)
+            if (
+                adapter.name in self.catalogue.adapters
+                and self._configs.get(adapter.name) == config
+            ):
+                await adapter.aclose()  # unchanged: keep the one in use
+                continue
+            self.catalogue.replace_provider(adapter, probed=adapter.name in setup.probed)
+            if config is not None:
+                self._configs[adapter.name] = config
+        return await self.refresh_models()
+
+    async def set_key(self, provider: str, key: str) -> list[ModelInfo]:
+        """Store (or, with an empty key, remove) a provider's API key and list its models."""
+        self.secrets.set(provider, key)
+        return await self.reconfigure()
+
+    def default_model(self) -> ModelInfo | None:
+        """The model for a new chat: the person's default if ready, else the first ready."""
+        ready = list(self.catalogue.ready_models())
+        wanted = self.settings.settings.default_model_key
+        if wanted:
+            found = next((m for m in ready if m.key == wanted), None)
+            if found is not None:
+                return found
+        return ready[0] if ready else None
+
+    def model_for(self, chat: Chat) -> ModelInfo | None:
+        """The chat's model: as listed, or (its server down) a stand-in with default window."""
+        if chat.model_key:
+            found = self.catalogue.find(chat.model_key)
+            if found is not None:
+                return found
+            provider, _, model_id = chat.model_key.partition("/")
+            adapter = self.catalogue.adapter(provider)
+            if model_id and (adapter is not None or provider == "mock"):
+                local = adapter.local if adapter is not None else True
+                return ModelInfo(
+                    provider=provider,
+                    id=model_id,
+                    context=UNKNOWN_WINDOW_LOCAL if local else UNKNOWN_WINDOW_API,
+                    local=local,
+                    ready=False,
+                )
+        return self.default_model()
+
+    # -- conversations --
+
+    def conversation(
+        self,
+        chat_id: str,
+        *,
+        model: ModelInfo | None = None,
+        on_learning: Callable[[LearningRun], None] | None = None,
+    ) -> Conversation:
+        """A ``Conversation`` for an existing chat, on its model (or ``model``)."""
+        chat = self.store.get_chat(chat_id)
+        if chat is None:
+            raise ServicesError(f"There is no chat {chat_id!r}.")
+        chosen = model or self.model_for(chat)
+        if chosen is None:
+            raise ServicesError(
+                "No model is ready: start Ollama, LM Studio or another server, "
+                "or add an API key in Settings."
+            )
+        if self.mock:
+            engine: MockEngine | ApiSession = self._mock_engine(chat)
+        else:
+            engine = ApiSession(
+                chat_id=chat_id,
+                data_dir=self.data_dir,
+                adapters=self.catalogue.live_adapters,
+                summariser=ModelSummariser(self.catalogue.live_adapters, self._window_of),
+                directory=self.catalogue,
+                history=lambda: history_messages(self.store.messages(chat_id)),
+            )
+        conv = Conversation(
+            chat_id,
+            store=self.store,
+            engine=engine,
+            model=chosen,
+            learner=self.learner,
+            health=self.health,
+            system_prompt=self.system_prompt,
+            on_learning=on_learning,
+        )
+        if chosen.key != chat.model_key:
+            self.store.set_model(chat_id, chosen.key)
+        return conv
+
+    def _mock_engine(self, chat: Chat) -> MockEngine:
+        fold = self.store.latest_compaction(chat.id)
+        start = fold.first_kept_seq if fold is not None else 0
+        seed = [
+            (m.seq, m.text) for m in self.store.messages(chat.id, start=start) if m.role == "user"
+        ]
+        return MockEngine(seed=seed, summary=fold.summary if fold is not None else "")
+
+    def _window_of(self, provider: str, model_id: str) -> int | None:
+        """The listed window of another model of the provider (the summariser's cheap one)."""
+        found = self.catalogue.find(f"{provider}/{model_id}")
+        return found.context if found is not None else None
+
+    def system_prompt(self, model: ModelInfo) -> str:
+        return build_system_prompt(model, self.memories)
+
+    # -- learning --
+
+    def _piece_chars(self, chat: Chat) -> int:
+        model = self.model_for(chat)
+        window = model.context if model is not None else 8_192
+        return max(1_000, min(24_000, window * 3 // 2))
+
+    async def ask_model(self, prompt: str, text: str, *, model_key: str = "") -> str | None:
+        """One request to the chat's model (else the default one); the answer's text or None."""
+        model = self.catalogue.find(model_key) if model_key else None
+        if model is None or not model.ready:
+            model = self.default_model()
+        if model is None:
+            return None
+        adapter = self.catalogue.adapter(model.provider)
+        if adapter is None:
+            return None
+        request = ChatRequest(
+            model=model.id,
+            system=prompt,
+            messages=(Message(role="user", text=text),),
+            max_output_tokens=min(1_024, answer_reserve(model.context)),
+            window=model.context,
+        )
+        parts: list[str] = []
+        try:
+            async with asyncio.timeout(ASK_TIMEOUT):
+                async for event in adapter.stream(request):
+                    if isinstance(event, TextDelta):
+                        parts.append(event.text)
+                    elif isinstance(event, Done):
+                        break
+        except (ProviderError, TimeoutError) as exc:
+            log.info("learning request to %s failed: %s", model.key, exc)
+            return None
+        answer = "".join(parts).strip()
+        return answer or None
+
+    async def tidy_up_now(self) -> list[LearningRun]:
+        """ "Tidy up memories now": read every chat's unread words."""
+        return await self.learner.tidy_up()
+
+    async def tidy_if_due(self) -> list[LearningRun]:
+        """The daily tidy-up, when a day has passed since the last one."""
+        if not self.learner.due_for_tidy():
+            return []
+        return await self.learner.tidy_up()
+
+    async def tidy_loop(
+        self,
+        on_learning: Callable[[LearningRun], None] | None = None,
+        *,
+        every: float = 3600.0,
+    ) -> None:
+        """Run the daily tidy-up whenever it is due (checked ``every`` seconds) until
+        cancelled; the window starts this as a task and cancels it when it closes."""
+        while True:
+            try:
+                runs = await self.tidy_if_due()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a failed tidy-up is retried at the next check
+                log.exception("the daily tidy-up failed")
+                runs = []
+            if on_learning is not None:
+                for run in runs:
+                    on_learning(run)
+            await asyncio.sleep(every)
+
+    # -- closing --
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self.catalogue.aclose()
+        if self.runtime is not None:
+            await self.runtime.stop()
+        self.store.close()
+        self.memories.close()
+        self.health.close()
+
+
+def _status_text(state: bundled.RuntimeState) -> str:
+    return "" if state.phase in ("ready", "stopped") else state.text
+
+
+def build_services(
+    data_dir: Path,
+    *,
+    mock: bool,
+    secrets: SecretStore | None = None,
+    seed_demo_chat: bool = True,
+) -> AppServices:
+    """Open everything in ``data_dir`` (created if missing). See the module doc."""
+    data_dir = Path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    settings = SettingsStore.in_dir(data_dir)
+    store = ChatStore.in_dir(data_dir)
+    memories = MemoryBook.in_dir(data_dir)
+    health = HealthLog.in_dir(data_dir)
+    if settings.problem:
+        health.add("settings", settings.problem)
+    if mock:
+        keys: SecretStore = secrets or SessionSecrets()
+        catalogue = ModelCatalogue([MockProvider()], health=health)
+        if seed_demo_chat and not store.list_chats():
+            chat = seed_demo(store, memories)
+            if not settings.settings.last_chat_id:
+                settings.update(last_chat_id=chat.id)
+        configs: dict[str, tuple[str, str]] = {}
+    else:
+        keys = secrets or open_secrets()
+        setup = build_adapters(settings.settings, keys)
+        catalogue = ModelCatalogue(setup.adapters, health=health, probed=setup.probed)
+        configs = setup.configs
+    return AppServices(
+        data_dir=data_dir,
+        mock=mock,
+        store=store,
+        memories=memories,
+        health=health,
+        settings=settings,
+        secrets=keys,
+        catalogue=catalogue,
+        configs=configs,
+    )

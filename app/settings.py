@@ -1,0 +1,249 @@
+"""The person's settings: one JSON file in the data dir, written atomically.
+
+A settings file that cannot be read never stops Conch: the file is moved aside (nothing is lost),
+the readable fields are kept, the rest fall back to defaults, and ``SettingsStore.problem`` says
+what happened in a sentence the window can show. API keys never live here (see app/secrets.py);
+unknown fields, a stray key among them, are dropped on the next save.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+SETTINGS_FILE = "settings.json"
+_MAX_BYTES = 4 * 1024 * 1024  # a settings file is a few hundred bytes; anything huge is damage
+
+
+class SettingsError(Exception):
+    """The only error the settings code raises: text that is not settings, or a failed save."""
+
+
+class Settings(BaseModel):
+    """Everything the person can set. Every field has a default, so an empty file is valid."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    # Servers on this computer; empty means the server's usual address (for Ollama,
+    # OLLAMA_HOST first). Conch only looks at these; nothing is started on them.
+    ollama_url: str = ""
+    lmstudio_url: str = ""
+    llamacpp_url: str = ""
+    vllm_url: str = ""
+    # Company rows turned on. Empty: every company whose key is in the secret store.
+    companies: tuple[str, ...] = ()
+    # Another address for a company's API (a gateway or proxy), by provider short name.
+    base_urls: dict[str, str] = {}
+    # The small model that ships with Conch, started when nothing else can answer.
+    bundled_model: bool = True
+    remember_automatically: bool = True
+    theme: Literal["system", "light", "dark"] = "system"
+    last_chat_id: str = ""
+    window_geometry: str = ""  # base64 of QWidget.saveGeometry()
+    default_model_key: str = ""  # "provider/model-id"
+
+
+_FIELDS = tuple(Settings.model_fields)
+
+
+def parse_settings(text: str | bytes) -> tuple[Settings, list[str]]:
+    """Read settings text. Returns the settings and the names of fields that were unusable.
+
+    Raises ``SettingsError`` (and nothing else) when the text is not a JSON object at all.
+    """
+    try:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8-sig")
+        data = json.loads(text)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise SettingsError(f"not JSON: {type(exc).__name__}") from None
+    if not isinstance(data, dict):
+        raise SettingsError("not a JSON object")
+    try:
+        return Settings.model_validate(data), []
+    except ValidationError:
+        pass
+    except (RecursionError, ValueError, TypeError):  # pathological values: treat like bad fields
+        pass
+    # Keep every field that is fine by itself; the broken ones fall back to their defaults.
+    good: dict[str, Any] = {}
+    bad: list[str] = []
+    for name in _FIELDS:
+        if name not in data:
+            continue
+        try:
+            Settings.model_validate({name: data[name]})
+        except (ValidationError, RecursionError, ValueError, TypeError):
+            bad.append(name)
+        else:
+            good[name] = data[name]
+    try:
+        return Settings.model_validate(good), bad
+    except (ValidationError, RecursionError, ValueError, TypeError):
+        return Settings(), list(_FIELDS)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Temp file in the same folder, fsync, rename over, fsync the folder: all or nothing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    # The rename is only durable once the folder entry is; not every OS lets us open a folder.
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+class SettingsStore:
+    """Loads and saves ``<data_dir>/settings.json`` and tells listeners when settings change."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.problem: str | None = None  # one sentence for the window when the file was damaged
+        self._settings = Settings()
+        self._listeners: list[Callable[[Settings], None]] = []
+
+    @classmethod
+    def in_dir(cls, data_dir: Path) -> SettingsStore:
+        store = cls(data_dir / SETTINGS_FILE)
+        store.load()
+        return store
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    def load(self) -> Settings:
+        """Read the file. A missing file gives defaults; a damaged one is kept aside."""
+        self.problem = None
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            self._settings = Settings()
+            return self._settings
+        except OSError as exc:
+            self._settings = Settings()
+            self.problem = (
+                "Your settings file could not be opened "
+                f"({exc.strerror or type(exc).__name__}); Conch started with defaults."
+            )
+            return self._settings
+        try:
+            if size > _MAX_BYTES:
+                raise SettingsError("the file is far too large")
+            raw = self.path.read_bytes()
+            settings, bad = parse_settings(raw)
+        except SettingsError:
+            self._settings = Settings()
+            kept = self._move_aside()
+            self.problem = "Your settings file could not be read; Conch started with defaults" + (
+                f" and kept the old file as {kept.name}." if kept else "."
+            )
+            return self._settings
+        except OSError as exc:
+            self._settings = Settings()
+            self.problem = (
+                "Your settings file could not be opened "
+                f"({exc.strerror or type(exc).__name__}); Conch started with defaults."
+            )
+            return self._settings
+        self._settings = settings
+        if bad:
+            kept = self._move_aside()
+            names = ", ".join(bad)
+            self.problem = (
+                f"Some settings could not be read ({names}); Conch used their defaults"
+                + (f" and kept the old file as {kept.name}." if kept else ".")
+            )
+            # Write the repaired settings so the next start is quiet.
+            with contextlib.suppress(SettingsError):
+                self._write(settings)
+        return self._settings
+
+    def _move_aside(self) -> Path | None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        target = self.path.with_name(f"{self.path.name}.broken-{stamp}")
+        n = 1
+        while target.exists():
+            n += 1
+            target = self.path.with_name(f"{self.path.name}.broken-{stamp}-{n}")
+        try:
+            os.replace(self.path, target)
+        except OSError:
+            return None
+        return target
+
+    def _write(self, settings: Settings) -> None:
+        data = json.dumps(settings.model_dump(mode="json"), indent=2, ensure_ascii=False)
+        try:
+            write_atomically(self.path, (data + "\n").encode("utf-8"))
+        except OSError as exc:
+            raise SettingsError(
+                f"Conch could not save your settings ({exc.strerror or type(exc).__name__})."
+            ) from None
+
+    def save(self, settings: Settings | None = None) -> None:
+        """Write the settings (the current ones when none are given) and tell listeners."""
+        new = self._settings if settings is None else settings
+        self._write(new)
+        self._settings = new
+        for listener in list(self._listeners):
+            listener(new)
+
+    def update(self, **changes: Any) -> Settings:
+        """Change some fields, validated, and save. Raises ``SettingsError`` on a bad value."""
+        unknown = [k for k in changes if k not in _FIELDS]
+        if unknown:
+            raise SettingsError(f"unknown settings: {', '.join(sorted(unknown))}")
+        merged: Mapping[str, Any] = {**self._settings.model_dump(), **changes}
+        try:
+            new = Settings.model_validate(merged)
+        except ValidationError as exc:
+            raise SettingsError(f"a setting has a wrong value: {exc.errors()[0]['loc']}") from None
+        self.save(new)
+        return new
+
+    def on_change(self, listener: Callable[[Settings], None]) -> Callable[[], None]:
+        """Call ``listener`` after every save; returns a function that stops it."""
+        self._listeners.append(listener)
+
+        def stop() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+
+        return stop
+
+    @property
+    def changed(self) -> list[Callable[[Settings], None]]:
+        """The listeners (the contract's ``changed`` callbacks); append to subscribe."""
+        return self._listeners
+
+
+__all__ = [
+    "SETTINGS_FILE",
+    "Settings",
+    "SettingsError",
+    "SettingsStore",
+    "parse_settings",
+    "write_atomically",
+]

@@ -1,0 +1,295 @@
+"""Quiet learning: each rule by itself, nothing read twice, nothing marked read on failure."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from app.learning import QuietLearning, parse_memories
+from app.memories import MemoryBook
+from app.settings import SettingsStore
+from app.store import ChatStore
+from engines.base import Attachment
+
+
+class FakeModel:
+    """Answers the learning prompt with a scripted reply and records what it was asked to read."""
+
+    def __init__(self, *answers: str | Exception | None) -> None:
+        self.answers = list(answers)
+        self.read: list[str] = []
+        self.model_keys: list[str] = []
+
+    async def __call__(self, prompt: str, text: str, *, model_key: str = "") -> str | None:
+        assert "JSON array" in prompt  # it is the learning prompt
+        self.read.append(text)
+        self.model_keys.append(model_key)
+        await asyncio.sleep(0)
+        answer = self.answers.pop(0) if self.answers else "[]"
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+@pytest.fixture
+def store(data_dir: Path) -> Iterator[ChatStore]:
+    s = ChatStore.in_dir(data_dir)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def book(data_dir: Path) -> Iterator[MemoryBook]:
+    b = MemoryBook.in_dir(data_dir)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def settings(data_dir: Path) -> SettingsStore:
+    return SettingsStore.in_dir(data_dir)
+
+
+def make_chat(store: ChatStore, turns: Sequence[tuple[str, str]], **marks: bool) -> str:
+    chat = store.create_chat(title="Garden", model_key="ollama/qwen3:8b")
+    for person, answer in turns:
+        store.append_message(chat.id, "user", person)
+        store.append_message(chat.id, "assistant", answer)
+    if marks:
+        store.mark_chat(chat.id, **marks)
+    return chat.id
+
+
+TURNS = [
+    ("I'm Sam and I coordinate a community garden in Leeds.", "ASSISTANT-WORDS-1"),
+    ("We settled on 24 larch beds.", "ASSISTANT-WORDS-2"),
+    ("Please always answer in metric units.", "ASSISTANT-WORDS-3"),
+    ("What about slugs?", "ASSISTANT-WORDS-4"),
+]
+
+
+async def test_only_the_persons_own_words_are_read(
+    store: ChatStore, book: MemoryBook, settings: SettingsStore
+) -> None:
+    chat_id = make_chat(store, TURNS[:1])
+    store.append_message(
+        chat_id,
+        "user",
+        "Here is the plan.",
+        attachments=(Attachment(name="plan.txt", text="ATTACHED-FILE-TEXT"),),
+    )
+    store.append_message(chat_id, "tool", "TOOL-RESULT-TEXT")
+    store.append_message(chat_id, "assistant", "ASSISTANT-WORDS-2")
+    model = FakeModel('["The person is Sam and coordinates a community garden in Leeds."]')
+    learner = QuietLearning(store, book, settings, model)
+
+    run = await learner.review(chat_id, before_seq=store.message_count(chat_id))
+
+    assert len(model.read) == 1
+    read = model.read[0]
+    assert "I'm Sam and I coordinate a community garden in Leeds." in read
+    assert "Here is the plan." in read
+    for foreign in ("ASSISTANT-WORDS", "ATTACHED-FILE-TEXT", "TOOL-RESULT-TEXT"):
+        assert foreign not in read
+    assert model.model_keys == ["ollama/qwen3:8b"]  # the chat's own model
+    assert run is not None and run.source == "fold" and not run.waiting
+    assert [m.status for m in run.memories] == ["kept"]
+    assert "community garden in Leeds" in book.kept_for_prompt(1000)
+
+
+@pytest.mark.parametrize("mark", ["routine", "others"])
+async def test_routine_runs_and_chats_with_others_teach_nothing(
+    store: ChatStore, book: MemoryBook, settings: SettingsStore, mark: str
+) -> None:
+    chat_id = make_chat(store, TURNS, **{mark: True})
+    model = FakeModel('["The person is Sam."]')
+    learner = QuietLearning(store, book, settings, model)
+
+    assert await learner.review(chat_id, before_seq=6) is None
+    assert await learner.tidy_up() == []
+    assert model.read == []
+    assert book.list() == []
+
+
+async def test_an_untrusted_chat_makes_memories_wait(
+    store: ChatStore, book: MemoryBook, settings: SettingsStore
+) -> None:
+    chat_id = make_chat(store, TURNS, untrusted=True)
+    learner = QuietLearning(store, book, settings, FakeModel('["The person is Sam."]'))
+    run = await learner.review(chat_id, before_seq=6)
+    assert run is not None and run.waiting
+    assert [m.status for m in run.memories] == ["waiting"]
+    assert book.kept_for_prompt(1000) == ""
+
+
+async def test_remember_automatically_off_makes_memories_wait(
+    store: ChatStore, book: MemoryBook, settings: SettingsStore
+) -> None:
+    settings.update(remember_automatically=False)
+    chat_id = make_chat(store, TURNS)
+    learner = QuietLearning(store, book, settings, FakeModel('["The person is Sam."]'))
+    run = await learner.review(chat_id, before_seq=6)
+    assert run is not None and run.waiting
+    assert book.list("kept") == [] and len(book.list("waiting")) == 1
+
+
+async def test_a_fold_then_the_tidy_up_read_each_message_once(
+    store: ChatStore, book: MemoryBook, settings: SettingsStore
+) -> None:
+    chat_id = make_chat(store, TURNS)
+    model = FakeModel('["The person is Sam."]', '["The person wants metric units."]', "[]")
+    learner = QuietLearning(store, book, settings, model)
+
+    first = await learner.review(chat_id, before_seq=4)  # turns 1-2 fold
+    assert first is not None
+    assert "24 larch beds" in model.read[0] and "metric" not in model.read[0]
+    chat = store.get_chat(chat_id)
+    assert chat is not None and chat.read_until == 3 and chat.learned_at is not None
+
+    runs = await learner.tidy_up()
+    assert len(model.read) == 2
+    assert "metric" in model.read[1] and "Sam" not in model.read[1]
+    assert [r.source for r in runs] == ["tidy"]
+
+    # A later fold over the same words reads nothing, and a second tidy-up finds nothing.
+    assert await learner.review(chat_id, before_seq=6) is None
+    assert await learner.tidy_up() == []
+    assert len(model.read) == 2
+    assert sorted(m.text for m in book.list()) == [
+        "The person is Sam.",
+        "The person wants metric units.",
+    ]
+
+
+async def test_a_fold_and_the_tidy_up_at_once_never_double_read(
+    store: ChatStore, book: MemoryBook, settings: SettingsStore
+) -> None:
+    chat_id = make_chat(store, TURNS)
+    model = FakeModel('["The person is Sam."]', '["The person is Sam."]')
+    learner = QuietLearning(store, book, settings, model)
+    await asyncio.gather(learner.review(chat_id, before_seq=8), learner.tidy_up())
+    joined = "\n".join(model.read)
+    for person, _ in TURNS:
+        assert joined.count(person) == 1
+    assert len(book.list()) == 1
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [None, "I could not find anything useful here.", '```json\n{"broken": \n```', RuntimeError()],
+)
+async def test_nothing_is_marked_read_when_the_model_fails(
+    store: ChatStore,
+    book: MemoryBook,
+    settings: SettingsStore,
+    answer: str | Exception | None,
+) -> None:
+    chat_id = make_chat(store, TURNS)
+    learner = QuietLearning(store, book, settings, FakeModel(answer))
+    assert await learner.review(chat_id, before_seq=8) is None
+    chat = store.get_chat(chat_id)
+    assert chat is not None and chat.read_until == -1 and chat.learned_at is None
+    assert book.list() == []
+
+    # The tidy-up still has those words, and reads them when a model answers.
+    later = QuietLearning(store, book, settings, FakeModel('["The person is Sam."]'))
+    runs = await later.tidy_up()
+    assert [len(r.memories) for r in runs] == [1]
+
+
+async def test_no_model_at_all_marks_nothing_read(
+    store: ChatStore, book: MemoryBook, settings: SettingsStore
+) -> None:
+    chat_id = make_chat(store, TURNS)
+    learner = QuietLearning(store, book, settings, None)
+    assert await learner.review(chat_id, before_seq=8) is None
+    assert await learner.tidy_up() == []
+    chat = store.get_chat(chat_id)
+    assert chat is not None and chat.read_until == -1
+
+
+async def test_a_failure_in_a_later_piece_keeps_the_earlier_pieces_read(
+    store: ChatStore, book: MemoryBook, settings: SettingsStore
+) -> None:
+    long_turns = [(f"Fact number {i}: " + "x" * 400, "ok") for i in range(6)]
+    chat_id = make_chat(store, long_turns)
+    model = FakeModel('["The person likes x."]', None)
+    learner = QuietLearning(store, book, settings, model, piece_chars=1000)
+    run = await learner.review(chat_id, before_seq=12)
+    assert len(model.read) == 2  # the second piece failed
+    assert run is not None and [m.text for m in run.memories] == ["The person likes x."]
+    chat = store.get_chat(chat_id)
+    assert chat is not None
+    # Read up to the last person message of the first piece, not beyond.
+    assert 0 <= chat.read_until < 10
+    assert "Fact number 0" in model.read[0]
+    assert f"Fact number {(chat.read_until // 2) + 1}" in model.read[1]
+
+
+async def test_a_run_can_be_undone(
+    store: ChatStore, book: MemoryBook, settings: SettingsStore
+) -> None:
+    chat_id = make_chat(store, TURNS)
+    learner = QuietLearning(
+        store, book, settings, FakeModel('["The person is Sam.", "The person lives in Leeds."]')
+    )
+    run = await learner.review(chat_id, before_seq=8)
+    assert run is not None and len(run.memories) == 2
+    assert "Leeds" in book.kept_for_prompt(1000)
+    book.undo_run(run.id)
+    assert book.kept_for_prompt(1000) == ""
+    assert book.runs(chat_id)[0].undone
+    # Undone memories are not learned again by the next look.
+    again = QuietLearning(store, book, settings, FakeModel('["The person lives in Leeds."]'))
+    store.append_message(chat_id, "user", "Still in Leeds, by the way.")
+    assert await again.tidy_up() == []
+
+
+async def test_secrets_are_left_out_of_memories(
+    store: ChatStore, book: MemoryBook, settings: SettingsStore
+) -> None:
+    key = "sk-proj-" + "Zx9Yw8Vu7" * 4
+    chat_id = make_chat(store, [(f"my key is {key}", "noted")])
+    learner = QuietLearning(
+        store, book, settings, FakeModel(json.dumps([f"The person's OpenAI key is {key}."]))
+    )
+    await learner.review(chat_id, before_seq=2)
+    assert all(key not in m.text for m in book.list())
+    assert key not in book.path.read_bytes().decode("latin-1")
+
+
+async def test_the_tidy_up_is_daily(
+    store: ChatStore, book: MemoryBook, settings: SettingsStore
+) -> None:
+    now = [1_000_000.0]
+    learner = QuietLearning(store, book, settings, FakeModel(), clock=lambda: now[0])
+    assert learner.due_for_tidy()
+    await learner.tidy_up()
+    assert not learner.due_for_tidy()
+    now[0] += 23 * 3600
+    assert not learner.due_for_tidy()
+    now[0] += 2 * 3600
+    assert learner.due_for_tidy()
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ('["a", "b"]', ["a", "b"]),
+        ('Here you go:\n```json\n["Likes tea."]\n```', ["Likes tea."]),
+        ('Sure! ["Likes tea.", 3, ""] Hope that helps [really].', ["Likes tea."]),
+        ('{"memories": [{"text": "Likes tea."}]}', ["Likes tea."]),
+        ("[]", []),
+        ("Nothing to remember.", None),
+        ("[1, 2, 3]", None),
+        ("", None),
+        (None, None),
+        ("[" * 5000, None),
+    ],
+)
+def test_parse_memories_is_tolerant(answer: str | None, expected: list[str] | None) -> None:
+    assert parse_memories(answer) == expected

@@ -1,0 +1,169 @@
+"""The memory book: runs with Undo, waiting memories, de-duplication, the prompt block."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.memories import MemoryBook, MemoryBookError
+
+
+@pytest.fixture
+def book(data_dir: Path) -> MemoryBook:
+    b = MemoryBook.in_dir(data_dir)
+    yield b
+    b.close()
+
+
+def test_a_run_keeps_its_memories_with_where_they_came_from(book: MemoryBook) -> None:
+    run = book.add_run(
+        "chat-1",
+        ["The person lives in Leeds.", "The person prefers metric units."],
+        seq_from=0,
+        seq_to=9,
+        waiting=False,
+        source="fold",
+    )
+    assert run is not None
+    assert [m.text for m in run.memories] == [
+        "The person lives in Leeds.",
+        "The person prefers metric units.",
+    ]
+    assert all(m.status == "kept" and m.chat_id == "chat-1" for m in run.memories)
+    assert all((m.seq_from, m.seq_to, m.run_id) == (0, 9, run.id) for m in run.memories)
+    assert book.runs("chat-1") == [run]
+    assert book.runs("other") == []
+
+
+def test_memories_persist_across_reopening(data_dir: Path) -> None:
+    b = MemoryBook.in_dir(data_dir)
+    b.add("The person is called Sam.")
+    b.close()
+    again = MemoryBook.in_dir(data_dir)
+    assert [m.text for m in again.list("kept")] == ["The person is called Sam."]
+    again.close()
+
+
+def test_undo_run_undoes_every_memory_of_it_and_takes_them_out_of_the_prompt(
+    book: MemoryBook,
+) -> None:
+    keep = book.add_run("c", ["Likes tea."], seq_from=0, seq_to=1, waiting=False, source="fold")
+    run = book.add_run(
+        "c",
+        ["Works at a bakery.", "Has a dog."],
+        seq_from=2,
+        seq_to=5,
+        waiting=False,
+        source="tidy",
+    )
+    assert keep is not None and run is not None
+    assert "bakery" in book.kept_for_prompt(2000)
+    undone = book.undo_run(run.id)
+    assert undone is not None and undone.undone
+    prompt = book.kept_for_prompt(2000)
+    assert "bakery" not in prompt and "dog" not in prompt
+    assert "Likes tea." in prompt
+
+
+def test_waiting_memories_stay_out_of_the_prompt_until_ok(book: MemoryBook) -> None:
+    run = book.add_run(
+        "c",
+        ["Is learning Welsh.", "Owns a boat."],
+        seq_from=0,
+        seq_to=3,
+        waiting=True,
+        source="fold",
+    )
+    assert run is not None and run.waiting
+    assert all(m.status == "waiting" for m in run.memories)
+    assert book.kept_for_prompt(2000) == ""
+    welsh, boat = run.memories
+    book.keep(welsh.id)
+    book.discard(boat.id)
+    assert "Is learning Welsh." in book.kept_for_prompt(2000)
+    assert "boat" not in book.kept_for_prompt(2000)
+    assert [m.status for m in book.list()] == ["kept", "discarded"]
+
+
+def test_what_is_known_in_any_status_is_not_learned_again(book: MemoryBook) -> None:
+    first = book.add_run(
+        "c", ["Lives in Leeds."], seq_from=0, seq_to=1, waiting=False, source="fold"
+    )
+    assert first is not None
+    book.undo(first.memories[0].id)
+    # Same fact, other case and punctuation; plus a duplicate inside the batch.
+    second = book.add_run(
+        "c",
+        ["lives in leeds", "Plays the cello.", "plays the cello!"],
+        seq_from=2,
+        seq_to=3,
+        waiting=False,
+        source="tidy",
+    )
+    assert second is not None
+    assert [m.text for m in second.memories] == ["Plays the cello."]
+    assert (
+        book.add_run("c", ["LIVES IN LEEDS."], seq_from=4, seq_to=5, waiting=False, source="tidy")
+        is None
+    )
+
+
+def test_edit_and_delete(book: MemoryBook) -> None:
+    m = book.add("Likes jazz.")
+    assert book.edit(m.id, "  Likes   jazz and blues. ").text == "Likes jazz and blues."
+    with pytest.raises(MemoryBookError):
+        book.edit(m.id, "   ")
+    book.delete(m.id)
+    assert book.get(m.id) is None
+    with pytest.raises(MemoryBookError):
+        book.edit(m.id, "x")
+    with pytest.raises(MemoryBookError):
+        book.keep(12345)
+
+
+def test_kept_for_prompt_is_capped_and_prefers_the_newest(book: MemoryBook) -> None:
+    for i in range(50):
+        book.add(f"Memory number {i:02d} about the person and their projects.")
+    prompt = book.kept_for_prompt(600)
+    assert 0 < len(prompt) <= 600
+    lines = [line for line in prompt.splitlines() if line.startswith("- ")]
+    assert 3 <= len(lines) < 50
+    assert "Memory number 49" in prompt  # the newest fit
+    assert "Memory number 00" not in prompt  # the oldest went first
+    numbers = [int(line.split()[3]) for line in lines]
+    assert numbers == sorted(numbers)  # listed oldest first
+    assert book.kept_for_prompt(40) == ""
+    assert len(book.kept_for_prompt(100_000).splitlines()) == 51
+
+
+def test_last_tidy_is_remembered(data_dir: Path) -> None:
+    b = MemoryBook.in_dir(data_dir)
+    assert b.last_tidy is None
+    b.last_tidy = 1234.5
+    b.close()
+    again = MemoryBook.in_dir(data_dir)
+    assert again.last_tidy == 1234.5
+    again.close()
+
+
+def test_the_system_prompt_carries_kept_memories_capped_by_the_window(book: MemoryBook) -> None:
+    from app.services import build_system_prompt, memory_chars
+    from engines.base import ModelInfo
+
+    for i in range(200):
+        book.add(f"Fact {i:03d}: the person keeps notes about their allotment and its beds.")
+    big = ModelInfo(provider="openai", id="big", context=128_000)
+    small = ModelInfo(provider="ollama", id="small", context=8_192, local=True)
+    big_prompt = build_system_prompt(big, book)
+    small_prompt = build_system_prompt(small, book)
+    assert "Fact 199" in big_prompt and "Fact 199" in small_prompt  # newest kept either way
+    assert "Fact 000" not in big_prompt  # capped: not all 200 fit
+    # Lean mode: the short prompt and fewer memories.
+    assert len(small_prompt) < len(big_prompt)
+    assert small_prompt.count("Fact ") < big_prompt.count("Fact ")
+    assert memory_chars(8_192) < memory_chars(128_000) <= 4_000
+    assert (
+        len(big_prompt) - len(build_system_prompt(big, MemoryBook(book.path.with_name("x"))))
+        <= 4_000
+    )

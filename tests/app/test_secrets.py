@@ -1,0 +1,171 @@
+"""API keys live in the keyring only; without one they last until Conch quits, with a warning."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import keyring
+import keyring.errors
+from keyring.backend import KeyringBackend
+
+from app.secrets import NO_KEYRING, SERVICE, KeyringSecrets, SessionSecrets, open_secrets
+from app.services import build_services
+from tests.fakes.openai_server import FakeModel, OpenAIStyleServer
+
+
+def _files_holding(folder: Path, secret: str) -> dict[str, bool]:
+    """Every file under ``folder`` (by name, its folder too) → whether it holds ``secret``."""
+    out: dict[str, bool] = {}
+    for path in folder.rglob("*"):
+        if path.is_file():
+            found = secret.encode() in path.read_bytes()
+            out[path.name] = found
+            out[path.parent.name] = out.get(path.parent.name, False) or found
+    return out
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class MemoryKeyring(KeyringBackend):
+    """A real keyring backend (the keyring library drives it), holding entries in a dict."""
+
+    priority = 1  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entries: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.entries.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.entries[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        if (service, username) not in self.entries:
+            raise keyring.errors.PasswordDeleteError("not found")
+        del self.entries[(service, username)]
+
+
+class BrokenKeyring(MemoryKeyring):
+    """Looks fine until used, like a Secret Service with no D-Bus session."""
+
+    def get_password(self, service: str, username: str) -> str | None:
+        raise keyring.errors.InitError("no D-Bus session")
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        raise keyring.errors.KeyringLocked("locked")
+
+
+def test_keys_go_to_the_keyring_under_conch_by_provider() -> None:
+    backend = MemoryKeyring()
+    secrets = KeyringSecrets(backend)
+    secrets.set("openai", "  sk-test-1234567890abcdef  ")
+    assert backend.entries == {(SERVICE, "openai"): "sk-test-1234567890abcdef"}
+    assert secrets.get("openai") == "sk-test-1234567890abcdef"
+    assert secrets.warning == ""
+    # A second store on the same keyring (the next run) sees the key.
+    assert KeyringSecrets(backend).get("openai") == "sk-test-1234567890abcdef"
+    secrets.delete("openai")
+    secrets.delete("openai")  # deleting what is not there is fine
+    assert secrets.get("openai") is None
+
+
+def test_setting_an_empty_key_removes_it() -> None:
+    backend = MemoryKeyring()
+    secrets = KeyringSecrets(backend)
+    secrets.set("groq", "gsk_abc")
+    secrets.set("groq", "   ")
+    assert secrets.get("groq") is None
+    assert backend.entries == {}
+
+
+def test_null_keyring_falls_back_to_memory_with_a_warning() -> None:
+    # tests/conftest.py makes the null backend the default, as on a headless box.
+    secrets = open_secrets()
+    assert secrets.warning == NO_KEYRING
+    secrets.set("anthropic", "sk-ant-abc")
+    assert secrets.get("anthropic") == "sk-ant-abc"
+    assert "sk-ant-abc" not in repr(secrets)
+
+
+def test_fail_keyring_falls_back_too() -> None:
+    from keyring.backends import fail
+
+    secrets = KeyringSecrets(fail.Keyring())
+    assert secrets.warning == NO_KEYRING
+    secrets.set("openai", "sk-x")
+    assert secrets.get("openai") == "sk-x"
+
+
+def test_a_keyring_that_breaks_when_used_falls_back_on_first_use() -> None:
+    secrets = KeyringSecrets(BrokenKeyring())
+    assert secrets.warning == ""
+    assert secrets.get("openai") is None
+    assert secrets.warning == NO_KEYRING
+    secrets.set("openai", "sk-y")
+    assert secrets.get("openai") == "sk-y"
+
+
+def test_session_secrets_forget_on_a_new_run() -> None:
+    first = SessionSecrets(NO_KEYRING)
+    first.set("openai", "sk-z")
+    assert SessionSecrets(NO_KEYRING).get("openai") is None
+
+
+def test_open_secrets_uses_a_real_backend_when_there_is_one() -> None:
+    backend = MemoryKeyring()
+    old = keyring.get_keyring()
+    keyring.set_keyring(backend)
+    try:
+        secrets = open_secrets()
+        assert secrets.warning == ""
+        secrets.set("mistral", "mk-1")
+        assert backend.entries[(SERVICE, "mistral")] == "mk-1"
+    finally:
+        keyring.set_keyring(old)
+
+
+async def test_a_key_used_for_a_real_chat_is_never_written_to_the_data_dir(data_dir: Path) -> None:
+    """Add a key, list models, chat with it, save settings: then scan every file in the dir."""
+    key = "sk-proj-" + "Qw3rTy9Uiop" * 4
+    with OpenAIStyleServer("openai", models=[FakeModel("gpt-fake", 16_000)], api_key=key) as fake:
+        (data_dir / "settings.json").write_text(
+            json.dumps(
+                {
+                    "base_urls": {"openai": fake.base_url},
+                    "ollama_url": f"http://127.0.0.1:{_closed_port()}",
+                    "lmstudio_url": f"http://127.0.0.1:{_closed_port()}",
+                    "llamacpp_url": f"http://127.0.0.1:{_closed_port()}",
+                    "vllm_url": f"http://127.0.0.1:{_closed_port()}",
+                    "bundled_model": False,
+                }
+            )
+        )
+        services = build_services(data_dir, mock=False, secrets=SessionSecrets())
+        try:
+            models = await services.set_key("openai", key)
+            assert [m.key for m in models if m.ready] == ["openai/gpt-fake"]
+            chat = services.store.create_chat()
+            conv = services.conversation(chat.id)
+            events = [e async for e in conv.turn("Hello there.")]
+            await conv.aclose()
+            assert any(getattr(e, "kind", "") == "done" for e in events)
+            services.settings.update(theme="dark", default_model_key="openai/gpt-fake")
+        finally:
+            await services.aclose()
+        # The key went to the server, in the header only.
+        assert fake.chat_requests[-1].headers["authorization"] == f"Bearer {key}"
+    assert services.secrets.get("openai") == key
+    settings_text = (data_dir / "settings.json").read_text(encoding="utf-8")
+    assert key not in settings_text
+    # Every file Conch wrote, whatever it is: settings, chat log, transcript, health, memories.
+    files = _files_holding(data_dir, key)
+    assert "api-sessions" in files  # the transcript was written (and holds no key)
+    assert [name for name, found in files.items() if found] == []
