@@ -143,16 +143,20 @@ async def main(app: QApplication, data_dir: Path, *, mock: bool, quit_after: int
     window.closed.connect(closing.set)
     app.aboutToQuit.connect(closing.set)
     window.show()
-    starting = asyncio.get_running_loop().create_task(window.start(), name="list-models")
+    loop = asyncio.get_running_loop()
+    starting = loop.create_task(window.start(), name="list-models")
+    # The daily tidy-up reads what no fold has read yet; it runs while the window is open.
+    tidying = loop.create_task(services.tidy_loop(window.show_learning), name="tidy-up")
     if quit_after is not None:
         QTimer.singleShot(quit_after, window.close)
     try:
         await closing.wait()
     finally:
         starting.cancel()
+        tidying.cancel()
         try:
             async with asyncio.timeout(SHUTDOWN_SECONDS):
-                await asyncio.gather(starting, return_exceptions=True)
+                await asyncio.gather(starting, tidying, return_exceptions=True)
                 await window.aclose()
         except TimeoutError:
             log.warning("turns did not stop within %s seconds; closing anyway", SHUTDOWN_SECONDS)

@@ -36,10 +36,13 @@ from engines.base import (
     Event,
     Message,
     ModelInfo,
+    NextStep,
+    ProblemKind,
     TextDelta,
+    TurnInput,
 )
 from engines.local import bundled
-from engines.mock import MockEngine, demo_chat, echo_reply
+from engines.mock import MockEngine, Refuse, demo_chat, echo_reply
 from engines.providers.base import ChatRequest, ProviderError
 from engines.resources import read_prompt
 
@@ -98,7 +101,29 @@ def history_messages(messages: Sequence[StoredMessage]) -> list[tuple[int, Messa
 MOCK_MODELS = (
     ModelInfo(provider="mock", id="mock-model", label="Mock model", context=32_768, local=True),
     ModelInfo(provider="mock", id="mock-small", label="Mock model (8K)", context=8_192, local=True),
+    ModelInfo(provider="mock", id="mock-large", label="Mock model (128K)", context=131_072),
 )
+
+TOO_LONG_CUE = "too long"
+
+
+def mock_cue(turn: TurnInput) -> Refuse | None:
+    """In the demo, a message that says "too long" shows the too-long card.
+
+    Its one next step is the mock model that reads clearly more, as the real engine offers.
+    """
+    if TOO_LONG_CUE not in turn.text.lower():
+        return None
+    bigger = sorted(
+        (m for m in MOCK_MODELS if m.context >= 1.5 * turn.model.context), key=lambda m: m.context
+    )
+    if not bigger:
+        return Refuse(ProblemKind.TOO_LONG)  # the mock then offers a new chat with the text
+    target = bigger[0]
+    step = NextStep(
+        kind="switch-model", label=f"Switch to {target.name}", model=target, text=turn.text
+    )
+    return Refuse(ProblemKind.TOO_LONG, next_step=step)
 
 
 class MockProvider:
@@ -369,7 +394,7 @@ class AppServices:
         seed = [
             (m.seq, m.text) for m in self.store.messages(chat.id, start=start) if m.role == "user"
         ]
-        return MockEngine(seed=seed, summary=fold.summary if fold is not None else "")
+        return MockEngine(seed=seed, summary=fold.summary if fold is not None else "", cue=mock_cue)
 
     def _window_of(self, provider: str, model_id: str) -> int | None:
         """The listed window of another model of the provider (the summariser's cheap one)."""

@@ -9,7 +9,7 @@ script runs out it keeps answering with a made-up echo, so a mock chat can go on
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -129,8 +129,10 @@ class MockEngine:
         delay: float = 0.02,
         seed: Sequence[tuple[int, str]] = (),
         summary: str = "",
+        cue: Callable[[TurnInput], Reply | Fail | Refuse | None] | None = None,
     ) -> None:
         self._script: list[Step] = list(script)
+        self._cue = cue  # picks a step from the person's words when the script has none
         self.fold_every = max(0, fold_every)
         self.keep_turns = max(1, keep_turns)
         self.delay = max(0.0, delay)
@@ -178,6 +180,8 @@ class MockEngine:
             if len(keep) < len(self._turns):
                 yield self._fold(keep[0].seq)
 
+        if step is None and self._cue is not None:
+            step = self._cue(turn)
         if step is None:
             step = Reply(echo_reply(turn.text, self._answered), chunk_delay=self.delay)
         self._answered += 1

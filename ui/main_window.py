@@ -221,6 +221,13 @@ class MainWindow(QMainWindow):
 
     # --- chats ----------------------------------------------------------------------------
 
+    def show_learning(self, run: Any) -> None:
+        """A learning run from outside a turn (the tidy-up): a card if its chat is open."""
+        if getattr(run, "chat_id", None) == self._current:
+            self.chat_view.chat_model.add_run(run)
+        else:
+            self.show_status("Memories were tidied up; see the Memories page.")
+
     @property
     def current_chat_id(self) -> str:
         return self._current

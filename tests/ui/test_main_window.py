@@ -28,7 +28,7 @@ from ui.too_long_card import ProblemCard
 # The offscreen platform cannot resize windows to their hints; it says so at WARNING.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
-BIG, SMALL = MOCK_MODELS  # "Mock model" reads 32K, "Mock model (8K)" reads 8K
+BIG, SMALL, _LARGE = MOCK_MODELS  # "Mock model" reads 32K, "Mock model (8K)" reads 8K
 
 
 class Scripts:
@@ -385,6 +385,7 @@ def test_subcommands_go_to_the_cli(tmp_path: Path) -> None:
     assert [(m["provider"], m["id"]) for m in listed] == [
         ("mock", "mock-model"),
         ("mock", "mock-small"),
+        ("mock", "mock-large"),
     ]
 
 

@@ -1,0 +1,520 @@
+"""The Memories page: everything Conch learned about the person, and where it came from.
+
+Each memory is a row with its text, its source chat, its status and what can be done with it:
+keep or discard one that waits for an OK, edit any in place, delete any. The page also holds the
+"Remember things automatically" switch (the same setting as Settings → Memory). Every change
+goes straight to the ``MemoryBook``; the page redraws from the book, so it never shows a state
+the book does not have.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtGui import QKeyEvent, QShowEvent
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.memories import Memory, MemoryBook, MemoryBookError
+from app.settings import Settings, SettingsError, SettingsStore
+from ui.icons import MUTED, ON_ACCENT, icon
+
+ChatTitle = Callable[[str], str | None]
+
+STATUS_WORDS: dict[str, str] = {
+    "waiting": "Waiting for your OK",
+    "kept": "Kept",
+    "undone": "Undone",
+    "discarded": "Discarded",
+}
+# Waiting ones first (they need the person), then what is in use, then what was set aside.
+_STATUS_ORDER = {"waiting": 0, "kept": 1, "undone": 2, "discarded": 3}
+FILTERS: tuple[tuple[str, str], ...] = (
+    ("all", "All memories"),
+    ("waiting", "Waiting for your OK"),
+    ("kept", "Kept"),
+    ("aside", "Undone or discarded"),
+)
+
+
+def when_text(timestamp: float, now: float | None = None) -> str:
+    """A short, human date: "today 14:03", "yesterday", "3 Oct", "3 Oct 2025"."""
+    now = time.time() if now is None else now
+    then = time.localtime(timestamp)
+    today = time.localtime(now)
+    if then.tm_year == today.tm_year and then.tm_yday == today.tm_yday:
+        return time.strftime("today %H:%M", then)
+    yesterday = time.localtime(now - 86_400)
+    if then.tm_year == yesterday.tm_year and then.tm_yday == yesterday.tm_yday:
+        return "yesterday"
+    day = str(then.tm_mday)
+    if then.tm_year == today.tm_year:
+        return f"{day} {time.strftime('%b', then)}"
+    return f"{day} {time.strftime('%b %Y', then)}"
+
+
+def _button(text: str, variant: str = "ghost", icon_name: str | None = None) -> QPushButton:
+    button = QPushButton(text)
+    button.setProperty("variant", variant)
+    button.setCursor(Qt.CursorShape.PointingHandCursor)
+    if icon_name:
+        button.setIcon(icon(icon_name))
+    return button
+
+
+def _icon_button(icon_name: str, tip: str) -> QPushButton:
+    button = QPushButton()
+    button.setProperty("variant", "ghost")
+    button.setCursor(Qt.CursorShape.PointingHandCursor)
+    button.setIcon(icon(icon_name, role=MUTED))
+    button.setToolTip(tip)
+    button.setAccessibleName(tip)
+    return button
+
+
+class MemoryRow(QFrame):
+    """One memory: its text (or an editor while editing), where it came from, and actions.
+
+    Signals:
+        keep_requested(int), discard_requested(int), delete_requested(int): the memory's id.
+        edit_submitted(int, str): the memory's id and its new text.
+    """
+
+    keep_requested = Signal(int)
+    discard_requested = Signal(int)
+    delete_requested = Signal(int)
+    edit_submitted = Signal(int, str)
+
+    def __init__(self, memory: Memory, source: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.memory = memory
+        self.setObjectName("MemoryRow")
+        self.setProperty("status", memory.status)
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+
+        self.text = QLabel(memory.text)
+        self.text.setObjectName("MemoryText")
+        self.text.setWordWrap(True)
+        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.text.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.editor = QPlainTextEdit()
+        self.editor.setObjectName("MemoryEditor")
+        self.editor.setTabChangesFocus(True)
+        self.editor.setFixedHeight(72)
+        self.editor.hide()
+        self.editor.installEventFilter(self)
+        self.error = QLabel()
+        self.error.setObjectName("TestResult")
+        self.error.setProperty("state", "error")
+        self.error.setWordWrap(True)
+        self.error.hide()
+
+        self.status = QLabel(STATUS_WORDS.get(memory.status, memory.status))
+        self.status.setObjectName("MemoryStatus")
+        self.status.setProperty("status", memory.status)
+        meta_bits = [f"From “{source}”" if source else "Added by you", when_text(memory.created)]
+        self.meta = QLabel(" · ".join(meta_bits))
+        self.meta.setObjectName("MemoryMeta")
+        self.meta.setWordWrap(True)
+        self.meta.setToolTip(
+            "Learned from what you said in that chat" if memory.chat_id else "You added this"
+        )
+
+        waiting = memory.status == "waiting"
+        aside = memory.status in ("undone", "discarded")
+        self.keep_button = _button("Keep after all" if aside else "Keep", "ghost", "check")
+        self.keep_button.setVisible(waiting or aside)
+        self.discard_button = _button("Discard", "ghost", "close")
+        self.discard_button.setVisible(waiting)
+        self.edit_button = _icon_button("edit", "Edit this memory")
+        self.delete_button = _icon_button("trash", "Delete this memory for good")
+        self.save_button = _button("Save", "primary")
+        self.cancel_button = _button("Cancel", "secondary")
+        self.save_button.hide()
+        self.cancel_button.hide()
+        if waiting:
+            self.keep_button.setProperty("variant", "primary")
+            self.keep_button.setIcon(icon("check", role=ON_ACCENT))
+
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.setSpacing(4)
+        body = QVBoxLayout()
+        body.setContentsMargins(0, 0, 0, 0)
+        body.setSpacing(4)
+        body.addWidget(self.text)
+        body.addWidget(self.editor)
+        body.addWidget(self.error)
+        top.addLayout(body, 1)
+        top.addWidget(self.edit_button, 0, Qt.AlignmentFlag.AlignTop)
+        top.addWidget(self.delete_button, 0, Qt.AlignmentFlag.AlignTop)
+
+        bottom = QHBoxLayout()
+        bottom.setContentsMargins(0, 0, 0, 0)
+        bottom.setSpacing(8)
+        bottom.addWidget(self.status, 0, Qt.AlignmentFlag.AlignVCenter)
+        bottom.addWidget(self.meta, 1)
+        for button in (self.discard_button, self.keep_button, self.cancel_button, self.save_button):
+            bottom.addWidget(button)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(16, 12, 8, 12)
+        layout.setSpacing(8)
+        layout.addLayout(top)
+        layout.addLayout(bottom)
+
+        mid = memory.id
+        self.keep_button.clicked.connect(lambda: self.keep_requested.emit(mid))
+        self.discard_button.clicked.connect(lambda: self.discard_requested.emit(mid))
+        self.delete_button.clicked.connect(lambda: self.delete_requested.emit(mid))
+        self.edit_button.clicked.connect(self.start_editing)
+        self.save_button.clicked.connect(self.submit_edit)
+        self.cancel_button.clicked.connect(self.cancel_editing)
+
+    @property
+    def editing(self) -> bool:
+        return not self.editor.isHidden()
+
+    def start_editing(self) -> None:
+        self.editor.setPlainText(self.memory.text)
+        self._set_editing(True)
+        self.editor.setFocus(Qt.FocusReason.OtherFocusReason)
+        self.editor.selectAll()
+
+    def cancel_editing(self) -> None:
+        self.show_error("")
+        self._set_editing(False)
+
+    def submit_edit(self) -> None:
+        self.edit_submitted.emit(self.memory.id, self.editor.toPlainText())
+
+    def show_error(self, message: str) -> None:
+        self.error.setText(message)
+        self.error.setVisible(bool(message))
+
+    def _set_editing(self, editing: bool) -> None:
+        self.text.setVisible(not editing)
+        self.editor.setVisible(editing)
+        self.save_button.setVisible(editing)
+        self.cancel_button.setVisible(editing)
+        for button in (self.edit_button, self.delete_button):
+            button.setVisible(not editing)
+        waiting = self.memory.status == "waiting"
+        aside = self.memory.status in ("undone", "discarded")
+        self.keep_button.setVisible(not editing and (waiting or aside))
+        self.discard_button.setVisible(not editing and waiting)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        # A memory is one line: Enter saves, Esc cancels.
+        if watched is self.editor and event.type() == QEvent.Type.KeyPress:
+            assert isinstance(event, QKeyEvent)
+            if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+                self.submit_edit()
+                return True
+            if event.key() == Qt.Key.Key_Escape:
+                self.cancel_editing()
+                return True
+        return super().eventFilter(watched, event)
+
+
+class MemoriesPage(QWidget):
+    """Every memory with its source and status; edit, delete, keep or discard them.
+
+    Signals:
+        memories_changed(): the book changed here (cards in open chats may want a redraw).
+    """
+
+    memories_changed = Signal()
+
+    def __init__(
+        self,
+        book: MemoryBook,
+        settings: SettingsStore,
+        chat_title: ChatTitle | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("MemoriesPage")
+        self._book = book
+        self._settings = settings
+        self._chat_title = chat_title or (lambda _chat_id: None)
+        self._rows: list[MemoryRow] = []
+
+        title = QLabel("Memories")
+        title.setObjectName("SettingsPageTitle")
+        hint = QLabel(
+            "What Conch learned from what you said. Kept memories are part of every chat's "
+            "instructions; the rest are not used."
+        )
+        hint.setObjectName("SettingsHint")
+        hint.setWordWrap(True)
+
+        self.remember = QCheckBox("Remember things automatically")
+        self.remember.setChecked(settings.settings.remember_automatically)
+        remember_hint = QLabel(
+            "When this is off, everything Conch learns waits here for your OK. Chats that read "
+            "a file or a web page always ask first."
+        )
+        remember_hint.setObjectName("SettingsHint")
+        remember_hint.setWordWrap(True)
+        self.settings_error = QLabel()
+        self.settings_error.setObjectName("TestResult")
+        self.settings_error.setProperty("state", "error")
+        self.settings_error.hide()
+
+        self.filter = QComboBox()
+        for key, label in FILTERS:
+            self.filter.addItem(label, key)
+        self.count = QLabel()
+        self.count.setProperty("role", "caption")
+
+        self.add_field = QLineEdit()
+        self.add_field.setPlaceholderText("Add something Conch should remember…")
+        self.add_button = _button("Add", "secondary")
+        self.add_error = QLabel()
+        self.add_error.setObjectName("TestResult")
+        self.add_error.setProperty("state", "error")
+        self.add_error.hide()
+
+        self.list_host = QWidget()
+        self.list_host.setObjectName("MemoryList")
+        self.list_layout = QVBoxLayout(self.list_host)
+        self.list_layout.setContentsMargins(0, 0, 4, 0)
+        self.list_layout.setSpacing(8)
+        self.empty = QLabel()
+        self.empty.setObjectName("EmptyState")
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty.setWordWrap(True)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(self.list_host)
+        scroll.viewport().setAutoFillBackground(False)
+
+        toolbar = QHBoxLayout()
+        toolbar.setSpacing(8)
+        toolbar.addWidget(self.filter)
+        toolbar.addWidget(self.count, 1)
+        add_row = QHBoxLayout()
+        add_row.setSpacing(8)
+        add_row.addWidget(self.add_field, 1)
+        add_row.addWidget(self.add_button)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(24, 24, 24, 16)
+        layout.setSpacing(12)
+        layout.addWidget(title)
+        layout.addWidget(hint)
+        layout.addWidget(self.remember)
+        layout.addWidget(remember_hint)
+        layout.addWidget(self.settings_error)
+        layout.addLayout(toolbar)
+        layout.addLayout(add_row)
+        layout.addWidget(self.add_error)
+        layout.addWidget(scroll, 1)
+
+        self.remember.toggled.connect(self._set_remember)
+        self.filter.currentIndexChanged.connect(lambda _i: self.refresh())
+        self.add_button.clicked.connect(self._add)
+        self.add_field.returnPressed.connect(self._add)
+        self._stop_listening = listen_to_settings(settings, self, MemoriesPage._settings_changed)
+        self.destroyed.connect(self._stop_listening)
+        self.refresh()
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def rows(self) -> list[MemoryRow]:
+        """The rows shown now, top to bottom."""
+        return list(self._rows)
+
+    def row_for(self, memory_id: int) -> MemoryRow | None:
+        return next((r for r in self._rows if r.memory.id == memory_id), None)
+
+    def set_filter(self, key: str) -> None:
+        index = self.filter.findData(key)
+        if index >= 0:
+            self.filter.setCurrentIndex(index)
+
+    def refresh(self) -> None:
+        """Redraw from the book."""
+        memories = self._book.list()
+        shown = self._filtered(memories)
+        shown.sort(key=lambda m: (_STATUS_ORDER.get(m.status, 9), -m.created, -m.id))
+        for row in self._rows:
+            row.setParent(None)
+            row.deleteLater()
+        self._rows = []
+        while self.list_layout.count():
+            item = self.list_layout.takeAt(0)
+            widget = item.widget() if item is not None else None
+            if widget is not None and widget is not self.empty:
+                widget.setParent(None)
+        titles: dict[str, str] = {}
+        for memory in shown:
+            if memory.chat_id and memory.chat_id not in titles:
+                titles[memory.chat_id] = self._source_title(memory.chat_id)
+            row = MemoryRow(memory, titles.get(memory.chat_id, ""), self.list_host)
+            row.keep_requested.connect(self.keep)
+            row.discard_requested.connect(self.discard)
+            row.delete_requested.connect(self.delete)
+            row.edit_submitted.connect(self.edit)
+            self._rows.append(row)
+            self.list_layout.addWidget(row)
+        self.empty.setText(self._empty_text(memories))
+        self.list_layout.addWidget(self.empty)
+        self.empty.setVisible(not shown)
+        self.list_layout.addStretch(1)
+        kept = sum(1 for m in memories if m.status == "kept")
+        waiting = sum(1 for m in memories if m.status == "waiting")
+        bits = [f"{kept} kept"]
+        if waiting:
+            bits.append(f"{waiting} waiting for your OK")
+        self.count.setText(", ".join(bits))
+
+    def _filtered(self, memories: Sequence[Memory]) -> list[Memory]:
+        key = self.filter.currentData() or "all"
+        if key == "all":
+            return list(memories)
+        if key == "aside":
+            return [m for m in memories if m.status in ("undone", "discarded")]
+        return [m for m in memories if m.status == key]
+
+    def _empty_text(self, memories: Sequence[Memory]) -> str:
+        if not memories:
+            return (
+                "No memories yet. When a long chat is summarised, Conch notes what you told it "
+                "about yourself, and it shows up here."
+            )
+        return "Nothing here with this filter."
+
+    def _source_title(self, chat_id: str) -> str:
+        try:
+            title = self._chat_title(chat_id)
+        except Exception:  # a chat log problem must not hide the memories
+            title = None
+        return title or "a deleted chat"
+
+    # --- changing ---------------------------------------------------------------------------
+
+    def keep(self, memory_id: int) -> None:
+        self._change(lambda: self._book.keep(memory_id), memory_id)
+
+    def discard(self, memory_id: int) -> None:
+        self._change(lambda: self._book.discard(memory_id), memory_id)
+
+    def delete(self, memory_id: int) -> None:
+        self._change(lambda: self._book.delete(memory_id), memory_id)
+
+    def edit(self, memory_id: int, text: str) -> None:
+        if not text.strip():
+            row = self.row_for(memory_id)
+            if row is not None:
+                row.show_error("A memory needs some text. Delete it if it is no longer true.")
+            return
+        self._change(lambda: self._book.edit(memory_id, text), memory_id)
+
+    def _change(self, action: Callable[[], object], memory_id: int) -> None:
+        try:
+            action()
+        except Exception as exc:  # shown in the row, never raised: nothing crashes
+            row = self.row_for(memory_id)
+            message = str(exc) if isinstance(exc, MemoryBookError) else _failure(exc)
+            if row is not None:
+                row.show_error(message)
+            return
+        self.refresh()
+        self.memories_changed.emit()
+
+    def _add(self) -> None:
+        text = self.add_field.text().strip()
+        if not text:
+            return
+        try:
+            self._book.add(text, status="kept")
+        except Exception as exc:  # shown under the field instead
+            self.add_error.setText(str(exc) if isinstance(exc, MemoryBookError) else _failure(exc))
+            self.add_error.show()
+            return
+        self.add_error.hide()
+        self.add_field.clear()
+        self.refresh()
+        self.memories_changed.emit()
+
+    def _set_remember(self, on: bool) -> None:
+        if self._settings.settings.remember_automatically == on:
+            return
+        try:
+            self._settings.update(remember_automatically=on)
+        except SettingsError as exc:
+            self.settings_error.setText(str(exc))
+            self.settings_error.show()
+            with signals_blocked(self.remember):
+                self.remember.setChecked(not on)
+            return
+        self.settings_error.hide()
+
+    def _settings_changed(self, settings: Settings) -> None:
+        if self.remember.isChecked() != settings.remember_automatically:
+            with signals_blocked(self.remember):
+                self.remember.setChecked(settings.remember_automatically)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        self.refresh()  # a learning run may have added memories while the page was hidden
+        super().showEvent(event)
+
+
+def _failure(exc: BaseException) -> str:
+    return f"That did not work ({type(exc).__name__}). Nothing was changed."
+
+
+@contextlib.contextmanager
+def signals_blocked(widget: QObject) -> Iterator[None]:
+    old = widget.blockSignals(True)
+    try:
+        yield
+    finally:
+        widget.blockSignals(old)
+
+
+def listen_to_settings(
+    store: SettingsStore, owner: QObject, method: Callable[..., None]
+) -> Callable[[], None]:
+    """Subscribe ``owner.method`` to settings changes without keeping ``owner`` alive."""
+    ref = weakref.ref(owner)
+
+    def listener(settings: Settings) -> None:
+        target = ref()
+        if target is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the C++ side is already gone
+            method(target, settings)
+
+    stop = store.on_change(listener)
+    return lambda *_args: stop()
+
+
+__all__ = [
+    "FILTERS",
+    "STATUS_WORDS",
+    "MemoriesPage",
+    "MemoryRow",
+    "listen_to_settings",
+    "signals_blocked",
+    "when_text",
+]

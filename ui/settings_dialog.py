@@ -1,0 +1,690 @@
+"""Settings: Providers, Memory, Appearance and Health, one page each (plus the Memories list).
+
+The dialog is non-modal (``show()``), so it never blocks the event loop. API keys go to the
+secret store (the system keyring) the moment they are entered and are never put back into a
+field, written to the settings file or shown in a message. "Test" lists a provider's models
+through its real adapter, as a task: a provider that fails or never answers shows what went
+wrong in words, and closing the dialog cancels every test still running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QCloseEvent, QHideEvent
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QCheckBox,
+    QDialog,
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QRadioButton,
+    QScrollArea,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.health import HealthLog
+from app.memories import MemoryBook
+from app.secrets import SecretStore, SessionSecrets
+from app.settings import Settings, SettingsError, SettingsStore
+from engines.base import HUMAN_TEXT, ModelInfo
+from engines.providers.base import ProviderError
+from ui.health_page import HealthPage
+from ui.icons import ON_ACCENT, icon
+from ui.memories_page import ChatTitle, MemoriesPage, listen_to_settings, signals_blocked
+from ui.theme import ThemeManager, set_style_property
+
+if TYPE_CHECKING:
+    from app.services import AppServices
+
+log = logging.getLogger("conch.ui.settings")
+
+TEST_TIMEOUT = 20.0  # seconds a provider may take to list its models before the test gives up
+
+# (what tests a provider) name, address typed (or ""), key typed (or None) -> its models
+ProviderTester = Callable[[str, str, str | None], Awaitable[Sequence[ModelInfo]]]
+
+PAGES: tuple[tuple[str, str, str], ...] = (
+    ("providers", "Providers", "providers"),
+    ("memory", "Memory", "memory"),
+    ("appearance", "Appearance", "appearance"),
+    ("health", "Health", "health"),
+)
+MEMORIES_PAGE = "memories"  # opened from the Memory page; the nav keeps "Memory" selected
+
+
+@dataclass(frozen=True)
+class LocalServer:
+    name: str  # provider short name
+    label: str
+    field: str  # the Settings field holding its address
+    placeholder: str
+
+
+LOCAL_SERVERS: tuple[LocalServer, ...] = (
+    LocalServer("ollama", "Ollama", "ollama_url", "http://127.0.0.1:11434"),
+    LocalServer("lmstudio", "LM Studio", "lmstudio_url", "http://127.0.0.1:1234"),
+    LocalServer("llamacpp", "llama.cpp", "llamacpp_url", "http://127.0.0.1:8080"),
+    LocalServer("vllm", "vLLM", "vllm_url", "http://127.0.0.1:8000"),
+)
+
+# The companies the Providers page offers a key field for, in the order shown.
+COMPANIES: tuple[tuple[str, str], ...] = (
+    ("openai", "OpenAI"),
+    ("anthropic", "Anthropic"),
+    ("openrouter", "OpenRouter"),
+    ("google", "Google Gemini"),
+    ("mistral", "Mistral AI"),
+    ("groq", "Groq"),
+    ("together", "Together AI"),
+    ("deepseek", "DeepSeek"),
+    ("xai", "xAI"),
+    ("zhipu", "Zhipu AI"),
+)
+
+APPEARANCE: tuple[tuple[str, str, str, str], ...] = (
+    ("system", "Follow the system", "monitor", "Light or dark, as your computer is set."),
+    ("light", "Light", "sun", "Always light."),
+    ("dark", "Dark", "moon", "Always dark."),
+)
+
+
+class NotSetUpError(Exception):
+    """The provider is not set up enough to test (a company without a key)."""
+
+
+def _with_address(settings: Settings, name: str, address: str) -> Settings:
+    server = next((s for s in LOCAL_SERVERS if s.name == name), None)
+    if server is not None:
+        return settings.model_copy(update={server.field: address})
+    return settings
+
+
+async def list_models_with(
+    name: str, settings: Settings, key: str | None = None
+) -> list[ModelInfo]:
+    """Build the provider's adapter as the app would (app/providers_config) and list models."""
+    from app.providers_config import build_adapters, company_names
+
+    secrets = SessionSecrets()
+    if key:
+        secrets.set(name, key)
+    trial = settings
+    if name in company_names():
+        trial = settings.model_copy(update={"companies": (name,)})
+    setup = build_adapters(trial, secrets)
+    chosen = next((a for a in setup.adapters if a.name == name), None)
+    try:
+        if chosen is None:
+            raise NotSetUpError("Add an API key first.")
+        return list(await chosen.list_models())
+    finally:
+        for adapter in setup.adapters:
+            with contextlib.suppress(Exception):
+                await adapter.aclose()
+
+
+def describe_models(models: Sequence[ModelInfo]) -> str:
+    n = len(models)
+    if n == 0:
+        return "Reached it, but it lists no models."
+    found = f"Found {n} model{'s' if n != 1 else ''}"
+    ready = sum(1 for m in models if m.ready)
+    if ready == n:
+        return found
+    return f"{found}, {ready} ready to use"
+
+
+def describe_failure(exc: BaseException, *, timeout: float, secret: str | None = None) -> str:
+    """A test failure in words a person understands; never contains the key."""
+    if isinstance(exc, NotSetUpError):
+        text = str(exc)
+    elif isinstance(exc, TimeoutError):
+        text = f"No answer within {timeout:g} seconds. Is the server busy or the address wrong?"
+    elif isinstance(exc, ProviderError):
+        text = HUMAN_TEXT.get(exc.kind, "The test failed.")
+        detail = " ".join(exc.detail.split())
+        if detail:
+            text = f"{text} {detail[:160].rstrip()}{'…' if len(detail) > 160 else ''}"
+    else:
+        text = f"The test failed ({type(exc).__name__}: {exc})."
+    if secret:
+        text = text.replace(secret, "•••")
+    return text
+
+
+def valid_address(text: str) -> bool:
+    text = text.strip()
+    if not text:
+        return True  # empty: the usual address
+    if any(ch.isspace() for ch in text):
+        return False
+    return text.startswith(("http://", "https://")) or "://" not in text
+
+
+def _label(text: str, object_name: str = "", role: str = "") -> QLabel:
+    label = QLabel(text)
+    if object_name:
+        label.setObjectName(object_name)
+    if role:
+        label.setProperty("role", role)
+    label.setWordWrap(True)
+    return label
+
+
+def _card() -> tuple[QFrame, QVBoxLayout]:
+    card = QFrame()
+    card.setObjectName("SettingsCard")
+    card.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+    layout = QVBoxLayout(card)
+    layout.setContentsMargins(16, 8, 16, 8)
+    layout.setSpacing(0)
+    return card, layout
+
+
+class ProviderRow(QFrame):
+    """One provider: its address or key field, a Test button and the test's outcome."""
+
+    def __init__(self, name: str, label: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.name = name
+        self.setObjectName("ProviderRow")
+        self.title = QLabel(label)
+        self.title.setObjectName("ProviderName")
+        self.title.setMinimumWidth(120)
+        self.field = QLineEdit()
+        self.field.setObjectName(f"field-{name}")
+        self.forget_button = QPushButton("Forget")
+        self.forget_button.setProperty("variant", "ghost")
+        self.forget_button.setIcon(icon("trash"))
+        self.forget_button.setToolTip("Remove this key from the keyring")
+        self.forget_button.hide()
+        self.test_button = QPushButton("Test")
+        self.test_button.setProperty("variant", "secondary")
+        self.test_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.result = QLabel()
+        self.result.setObjectName("TestResult")
+        self.result.setWordWrap(True)
+        self.result.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.result.hide()
+
+        grid = QGridLayout(self)
+        grid.setContentsMargins(0, 12, 0, 12)
+        grid.setHorizontalSpacing(12)
+        grid.setVerticalSpacing(4)
+        grid.addWidget(self.title, 0, 0)
+        grid.addWidget(self.field, 0, 1)
+        grid.addWidget(self.forget_button, 0, 2)
+        grid.addWidget(self.test_button, 0, 3)
+        grid.addWidget(self.result, 1, 1, 1, 3)
+        grid.setColumnStretch(1, 1)
+
+    def show_result(self, text: str, state: str) -> None:
+        """``state`` is "busy", "ok" or "error" (the stylesheet colours each)."""
+        set_style_property(self.result, "state", state)
+        self.result.setText(text)
+        self.result.setVisible(bool(text))
+
+
+class SettingsDialog(QDialog):
+    """Conch's settings, non-modal. Open a page with ``show_page("health")``.
+
+    Signals:
+        providers_changed(str): an address or key changed for this provider (refresh models).
+        theme_chosen(str): the person picked "system", "light" or "dark".
+    """
+
+    providers_changed = Signal(str)
+    theme_chosen = Signal(str)
+
+    def __init__(
+        self,
+        *,
+        settings: SettingsStore,
+        secrets: SecretStore,
+        memories: MemoryBook,
+        health: HealthLog,
+        theme: ThemeManager | None = None,
+        chat_title: ChatTitle | None = None,
+        tester: ProviderTester | None = None,
+        test_timeout: float = TEST_TIMEOUT,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("SettingsDialog")
+        self.setWindowTitle("Settings")
+        self.setModal(False)
+        self.resize(820, 600)
+        self._settings = settings
+        self._secrets = secrets
+        self._theme = theme
+        self._tester = tester or self._default_tester
+        self.test_timeout = test_timeout
+        self._tests: dict[str, asyncio.Task[None]] = {}
+        self.rows: dict[str, ProviderRow] = {}
+
+        self.nav = QListWidget()
+        self.nav.setObjectName("SettingsNav")
+        self.nav.setFixedWidth(200)
+        self.stack = QStackedWidget()
+        self.stack.setObjectName("SettingsStack")
+        self._page_index: dict[str, int] = {}
+
+        self.memories_page = MemoriesPage(memories, settings, chat_title)
+        self.health_page = HealthPage(health)
+        pages: dict[str, QWidget] = {
+            "providers": self._providers_page(),
+            "memory": self._memory_page(),
+            "appearance": self._appearance_page(),
+            "health": self.health_page,
+        }
+        for key, label, icon_name in PAGES:
+            item = QListWidgetItem(icon(icon_name), label)
+            item.setData(Qt.ItemDataRole.UserRole, key)
+            self.nav.addItem(item)
+            self._page_index[key] = self.stack.addWidget(pages[key])
+        self._page_index[MEMORIES_PAGE] = self.stack.addWidget(self.memories_page)
+
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.nav)
+        layout.addWidget(self.stack, 1)
+
+        self.nav.currentRowChanged.connect(self._nav_changed)
+        self._stop_listening = listen_to_settings(settings, self, SettingsDialog._settings_changed)
+        self.destroyed.connect(self._stop_listening)
+        self.nav.setCurrentRow(0)
+
+    @classmethod
+    def for_services(
+        cls,
+        services: AppServices,
+        theme: ThemeManager | None = None,
+        parent: QWidget | None = None,
+    ) -> SettingsDialog:
+        """The dialog wired to the app's services (the main window's way in)."""
+
+        def chat_title(chat_id: str) -> str | None:
+            chat = services.store.get_chat(chat_id)
+            return chat.title if chat is not None else None
+
+        return cls(
+            settings=services.settings,
+            secrets=services.secrets,
+            memories=services.memories,
+            health=services.health,
+            theme=theme,
+            chat_title=chat_title,
+            parent=parent,
+        )
+
+    # --- pages ------------------------------------------------------------------------------
+
+    def show_page(self, page: str) -> None:
+        """Show one page: "providers", "memory", "memories", "appearance" or "health"."""
+        key = page.lower()
+        if key == MEMORIES_PAGE:
+            self._select_nav("memory")
+            self.stack.setCurrentIndex(self._page_index[MEMORIES_PAGE])
+            return
+        if key not in self._page_index:
+            key = "providers"
+        self._select_nav(key)
+
+    def current_page(self) -> str:
+        index = self.stack.currentIndex()
+        return next((k for k, i in self._page_index.items() if i == index), "providers")
+
+    def _select_nav(self, key: str) -> None:
+        for row in range(self.nav.count()):
+            item = self.nav.item(row)
+            if item.data(Qt.ItemDataRole.UserRole) == key:
+                if self.nav.currentRow() == row:
+                    self._nav_changed(row)
+                else:
+                    self.nav.setCurrentRow(row)
+                return
+
+    def _nav_changed(self, row: int) -> None:
+        item: QListWidgetItem | None = self.nav.item(row)  # None for row -1 (nothing selected)
+        if item is None:
+            return
+        self.stack.setCurrentIndex(self._page_index[item.data(Qt.ItemDataRole.UserRole)])
+
+    def _page(self, title: str, hint: str) -> tuple[QWidget, QVBoxLayout]:
+        content = QWidget()
+        layout = QVBoxLayout(content)
+        layout.setContentsMargins(24, 24, 24, 24)
+        layout.setSpacing(12)
+        layout.addWidget(_label(title, "SettingsPageTitle"))
+        if hint:
+            layout.addWidget(_label(hint, "SettingsHint"))
+        return content, layout
+
+    def _scrolling(self, content: QWidget) -> QScrollArea:
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(content)
+        return scroll
+
+    def _providers_page(self) -> QWidget:
+        content, layout = self._page(
+            "Providers",
+            "Servers on this computer are found at their usual address; change it only if "
+            "yours runs elsewhere. A model company is used once you add its API key.",
+        )
+        self.session_warning = _label(self._secrets.warning, "SessionWarning")
+        self.session_warning.setVisible(bool(self._secrets.warning))
+        layout.addWidget(self.session_warning)
+
+        layout.addSpacing(4)
+        layout.addWidget(_label("On this computer", role="heading"))
+        card, inner = _card()
+        current = self._settings.settings
+        for n, server in enumerate(LOCAL_SERVERS):
+            row = ProviderRow(server.name, server.label)
+            row.setProperty("first", n == 0)
+            row.field.setPlaceholderText(server.placeholder)
+            row.field.setText(str(getattr(current, server.field)))
+            row.field.editingFinished.connect(lambda s=server: self._save_address(s))
+            row.test_button.clicked.connect(lambda _c=False, n=server.name: self.test(n))
+            self.rows[server.name] = row
+            inner.addWidget(row)
+        layout.addWidget(card)
+
+        layout.addSpacing(4)
+        layout.addWidget(_label("Model companies", role="heading"))
+        where = "for this session only" if self._secrets.warning else "in your system keyring"
+        layout.addWidget(_label(f"Keys are kept {where}, never in a file.", "SettingsHint"))
+        card, inner = _card()
+        for n, (name, label) in enumerate(COMPANIES):
+            row = ProviderRow(name, label)
+            row.setProperty("first", n == 0)
+            row.field.setEchoMode(QLineEdit.EchoMode.Password)
+            row.field.editingFinished.connect(lambda n=name: self._save_key(n))
+            row.test_button.clicked.connect(lambda _c=False, n=name: self.test(n))
+            row.forget_button.clicked.connect(lambda _c=False, n=name: self.forget_key(n))
+            self.rows[name] = row
+            self._show_key_state(name)
+            inner.addWidget(row)
+        layout.addWidget(card)
+        layout.addStretch(1)
+        return self._scrolling(content)
+
+    def _memory_page(self) -> QWidget:
+        content, layout = self._page(
+            "Memory",
+            "When a long chat is summarised, Conch first notes what you told it about "
+            "yourself, so nothing important is forgotten. You can read, edit and undo every "
+            "memory.",
+        )
+        card, inner = _card()
+        inner.setContentsMargins(16, 16, 16, 16)
+        inner.setSpacing(8)
+        self.remember = QCheckBox("Remember things automatically")
+        self.remember.setChecked(self._settings.settings.remember_automatically)
+        inner.addWidget(self.remember)
+        inner.addWidget(
+            _label(
+                "When this is off, what Conch learns waits for your OK. Chats that read a file, "
+                "a tool result or a web page always ask first.",
+                "SettingsHint",
+            )
+        )
+        self.memory_error = _label("", "TestResult")
+        self.memory_error.setProperty("state", "error")
+        self.memory_error.hide()
+        inner.addWidget(self.memory_error)
+        layout.addWidget(card)
+        self.open_memories_button = QPushButton("Open memories…")
+        self.open_memories_button.setProperty("variant", "primary")
+        self.open_memories_button.setIcon(icon("memory", role=ON_ACCENT))
+        self.open_memories_button.clicked.connect(lambda: self.show_page(MEMORIES_PAGE))
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.open_memories_button)
+        buttons.addStretch(1)
+        layout.addLayout(buttons)
+        layout.addStretch(1)
+        self.remember.toggled.connect(self._set_remember)
+        return content
+
+    def _appearance_page(self) -> QWidget:
+        content, layout = self._page("Appearance", "Changes show at once.")
+        card, inner = _card()
+        inner.setContentsMargins(16, 12, 16, 12)
+        inner.setSpacing(4)
+        self.theme_buttons: dict[str, QRadioButton] = {}
+        self._theme_group = QButtonGroup(self)
+        chosen = self._settings.settings.theme
+        for key, label, icon_name, hint in APPEARANCE:
+            button = QRadioButton(label)
+            button.setIcon(icon(icon_name))
+            button.setChecked(key == chosen)
+            self._theme_group.addButton(button)
+            self.theme_buttons[key] = button
+            row = QVBoxLayout()
+            row.setSpacing(0)
+            row.setContentsMargins(0, 8, 0, 8)
+            row.addWidget(button)
+            note = _label(hint, role="caption")
+            note.setIndent(28)
+            row.addWidget(note)
+            inner.addLayout(row)
+            button.toggled.connect(lambda on, k=key: self._theme_toggled(k, on))
+        self.appearance_error = _label("", "TestResult")
+        self.appearance_error.setProperty("state", "error")
+        self.appearance_error.hide()
+        layout.addWidget(card)
+        layout.addWidget(self.appearance_error)
+        layout.addStretch(1)
+        return content
+
+    # --- providers --------------------------------------------------------------------------
+
+    def _save_address(self, server: LocalServer) -> None:
+        row = self.rows[server.name]
+        address = row.field.text().strip()
+        if not valid_address(address):
+            row.show_result("An address looks like http://127.0.0.1:11434.", "error")
+            return
+        if getattr(self._settings.settings, server.field) == address:
+            return
+        try:
+            self._settings.update(**{server.field: address})
+        except SettingsError as exc:
+            row.show_result(str(exc), "error")
+            return
+        row.show_result("", "busy")
+        self.providers_changed.emit(server.name)
+
+    def _save_key(self, name: str) -> None:
+        row = self.rows[name]
+        key = row.field.text().strip()
+        if not key:
+            return
+        try:
+            self._secrets.set(name, key)
+        except Exception as exc:  # a keyring that fails must not take the dialog down
+            row.show_result(f"The key could not be saved ({type(exc).__name__}).", "error")
+            return
+        row.field.clear()
+        self._show_key_state(name)
+        row.show_result("", "busy")
+        self.providers_changed.emit(name)
+
+    def forget_key(self, name: str) -> None:
+        row = self.rows[name]
+        with contextlib.suppress(Exception):
+            self._secrets.delete(name)
+        row.field.clear()
+        self._show_key_state(name)
+        row.show_result("Key removed.", "ok")
+        self.providers_changed.emit(name)
+
+    def _show_key_state(self, name: str) -> None:
+        row = self.rows[name]
+        try:
+            has_key = bool(self._secrets.get(name))
+        except Exception:
+            has_key = False
+        if has_key:
+            where = "this session" if self._secrets.warning else "your keyring"
+            row.field.setPlaceholderText("Saved — type to replace")
+            row.field.setToolTip(f"The key is saved in {where}.")
+        else:
+            row.field.setPlaceholderText("Paste an API key")
+            row.field.setToolTip("")
+        row.forget_button.setVisible(has_key)
+
+    def test(self, name: str) -> asyncio.Task[None] | None:
+        """Start testing a provider (cancelling an earlier test of it). Returns the task."""
+        row = self.rows[name]
+        if name in dict(COMPANIES):
+            self._save_key(name)
+        else:
+            server = next(s for s in LOCAL_SERVERS if s.name == name)
+            if not valid_address(row.field.text()):
+                row.show_result("An address looks like http://127.0.0.1:11434.", "error")
+                return None
+            self._save_address(server)
+        old = self._tests.pop(name, None)
+        if old is not None:
+            old.cancel()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            row.show_result("Testing needs the app's event loop.", "error")
+            return None
+        row.show_result("Testing…", "busy")
+        row.test_button.setEnabled(False)
+        task = loop.create_task(self._run_test(name), name=f"settings-test-{name}")
+        self._tests[name] = task
+        task.add_done_callback(functools.partial(self._test_finished, name))
+        return task
+
+    async def _run_test(self, name: str) -> None:
+        row = self.rows[name]
+        if name in dict(COMPANIES):
+            address, key = "", self._secrets.get(name)
+        else:
+            address, key = row.field.text().strip(), None
+        try:
+            async with asyncio.timeout(self.test_timeout):
+                models = await self._tester(name, address, key)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not isinstance(exc, ProviderError | TimeoutError | NotSetUpError):
+                log.info("testing %s failed", name, exc_info=exc)
+            row.show_result(describe_failure(exc, timeout=self.test_timeout, secret=key), "error")
+            return
+        row.show_result(describe_models(models), "ok")
+
+    def _test_finished(self, name: str, task: asyncio.Task[None]) -> None:
+        if self._tests.get(name) is task:
+            del self._tests[name]
+        row = self.rows.get(name)
+        if row is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the dialog is being destroyed
+            row.test_button.setEnabled(True)
+            if task.cancelled() and row.result.text() == "Testing…":
+                row.show_result("Test stopped.", "error")
+
+    async def _default_tester(
+        self, name: str, address: str, key: str | None
+    ) -> Sequence[ModelInfo]:
+        settings = _with_address(self._settings.settings, name, address)
+        return await list_models_with(name, settings, key)
+
+    def running_tests(self) -> list[asyncio.Task[None]]:
+        return list(self._tests.values())
+
+    def cancel_tests(self) -> None:
+        for task in list(self._tests.values()):
+            task.cancel()
+
+    # --- memory and appearance --------------------------------------------------------------
+
+    def _set_remember(self, on: bool) -> None:
+        if self._settings.settings.remember_automatically == on:
+            return
+        try:
+            self._settings.update(remember_automatically=on)
+        except SettingsError as exc:
+            self.memory_error.setText(str(exc))
+            self.memory_error.show()
+            with signals_blocked(self.remember):
+                self.remember.setChecked(not on)
+            return
+        self.memory_error.hide()
+
+    def _theme_toggled(self, choice: str, on: bool) -> None:
+        if on:
+            self.choose_theme(choice)
+
+    def choose_theme(self, choice: str) -> None:
+        """Save the theme and restyle the whole app now."""
+        if self._theme is not None:
+            self._theme.apply(choice)
+        if self._settings.settings.theme != choice:
+            try:
+                self._settings.update(theme=choice)
+            except SettingsError as exc:
+                self.appearance_error.setText(str(exc))
+                self.appearance_error.show()
+        self.theme_chosen.emit(choice)
+
+    def _settings_changed(self, settings: Settings) -> None:
+        if self.remember.isChecked() != settings.remember_automatically:
+            with signals_blocked(self.remember):
+                self.remember.setChecked(settings.remember_automatically)
+        button = self.theme_buttons.get(settings.theme)
+        if button is not None and not button.isChecked():
+            with signals_blocked(button):
+                button.setChecked(True)
+
+    # --- closing ----------------------------------------------------------------------------
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.cancel_tests()
+        super().closeEvent(event)
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        self.cancel_tests()  # a hidden dialog has no one to show the result to
+        super().hideEvent(event)
+
+    def done(self, result: int) -> None:
+        self.cancel_tests()
+        super().done(result)
+
+
+__all__ = [
+    "COMPANIES",
+    "LOCAL_SERVERS",
+    "PAGES",
+    "ProviderRow",
+    "ProviderTester",
+    "SettingsDialog",
+    "describe_failure",
+    "describe_models",
+    "list_models_with",
+    "valid_address",
+]
