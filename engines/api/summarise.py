@@ -1,0 +1,481 @@
+"""The summariser: folds the turns a chat no longer sends into a short summary.
+
+Which model writes it: the chat provider's cheapest model, then its small one, then the chat's
+own model; a server on this computer only ever uses the chat's own model, because loading a
+second model would evict the one the person is chatting with.
+
+How: the folded turns are read back as plain lines ("Person: ...", "Assistant: ...", "Tool
+result (name): ..."), scrubbed of secrets, and cut into pieces small enough that no request
+ever exceeds the summarising model's window. Each piece is folded into the summary so far. A
+reply that is not a summary (a refusal, a tool call, nothing, an echo, a runaway) is thrown
+away and the next model tries. The fact keeper then appends, word for word, any name, number,
+date, amount, path or link the summary left out.
+
+A summary is a help, never a gate: provider failures and timeouts give ``text=None`` with the
+reason in words, never an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engines.api.context import budget, estimate_tokens
+from engines.api.facts import HEADING, keep_facts, split_kept
+from engines.api.protocols import SummaryResult
+from engines.api.scrub import scrub
+from engines.base import Event, Message, ModelInfo, TextDelta, ToolCall, Usage
+from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
+from engines.resources import read_prompt
+
+log = logging.getLogger("conch.summarise")
+
+PIECE_CHARS = 24_000  # the most a piece ever holds, whatever the window
+LEAN_WINDOW = 8_192  # at or below this the short prompt is used
+API_WINDOW = 128_000  # a model API's window when nobody knows better (DESIGN §2)
+LOCAL_WINDOW = 8_192
+ANSWER_MAX = 1_024  # tokens a summary reply may take
+ANSWER_MIN = 128
+MIN_PIECE_TOKENS = 150  # below this a window cannot hold a useful piece
+SMALL_WINDOW_CHARS = 6_000  # a summary for an 8K model stays under this
+FACTS_MAX_CHARS = 3_000  # the "Kept word for word" list never grows past this
+TOOL_RESULT_CHARS = 8_000  # a tool result is read as its head and tail
+MESSAGE_CHARS = 24_000  # so is anything else longer than a whole piece
+OVERHEAD_TOKENS = 48  # chat template, role markers, the frame's own words
+
+_FALLBACK_PROMPT = (
+    "Update the summary of a chat: fold the new part into the summary so far. Sections: What "
+    "the person wants / Decided or done / Facts to keep / Still open. No preamble. Never write "
+    "a secret. Be brief."
+)
+
+
+def _tokens(text: str) -> int:
+    """A cautious count: three ASCII characters a token (the app's estimate says four)."""
+    if not text:
+        return 0
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return -(-ascii_chars // 3) + (len(text) - ascii_chars)
+
+
+def answer_room(window: int) -> int:
+    """Tokens a summary reply may use in a request to a model with ``window``."""
+    return max(ANSWER_MIN, min(ANSWER_MAX, int(window * 0.15)))
+
+
+# --- reading the turns back -------------------------------------------------------------------
+
+
+def _shorten(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    left_out = len(text) - head - tail
+    return f"{text[:head]}\n[… {left_out:,} characters left out …]\n{text[-tail:]}"
+
+
+def _raw_text(message: Message) -> str:
+    """The text blocks of a provider-native message whose plain text field is empty."""
+    parts: list[str] = []
+    for block in message.raw or ():
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+    return "\n".join(parts)
+
+
+def render(folded: Sequence[Message]) -> str:
+    """The folded turns as plain lines: thinking left out, pictures named, tool calls named."""
+    lines: list[str] = []
+    for m in folded:
+        text = (m.text or (_raw_text(m) if m.raw else "")).strip()
+        pictures = " ".join(f"[picture: {p.name or 'picture'}]" for p in m.pictures)
+        if m.role == "user":
+            body = " ".join(x for x in (_shorten(text, MESSAGE_CHARS), pictures) if x)
+            if body:
+                lines.append(f"Person: {body}")
+        elif m.role == "assistant":
+            if text:
+                lines.append(f"Assistant: {_shorten(text, MESSAGE_CHARS)}")
+            for call in m.tool_calls:
+                args = json.dumps(call.arguments, ensure_ascii=False, default=str)
+                lines.append(f"Assistant used {call.name}: {_shorten(args, 400)}")
+        else:
+            name = f" ({m.tool_name})" if m.tool_name else ""
+            body = " ".join(x for x in (_shorten(text, TOOL_RESULT_CHARS), pictures) if x)
+            lines.append(f"Tool result{name}: {body or '(empty)'}")
+    return "\n".join(lines)
+
+
+def _cut(text: str, pos: int, room_tokens: int) -> int:
+    """Where the piece that starts at ``pos`` ends: within ``room_tokens``, at a line if it can."""
+    end = min(len(text), pos + min(PIECE_CHARS, room_tokens * 3))
+    while end > pos + 1 and _tokens(text[pos:end]) > room_tokens:
+        # Text outside ASCII counts a token a character: shrink in proportion until it fits.
+        end = pos + max(1, (end - pos) * room_tokens // _tokens(text[pos:end]))
+    if end >= len(text):
+        return len(text)
+    floor = pos + (end - pos) // 2
+    for sep in ("\n", " "):
+        at = text.rfind(sep, floor, end)
+        if at > pos:
+            return at + 1
+    return end
+
+
+# --- checking a reply -------------------------------------------------------------------------
+
+_REFUSAL = re.compile(
+    r"^\W{0,8}(?:I['’]m sorry|I am sorry|sorry[,.!]|I can['’]?t\b|I cannot|I can not|I won['’]t"
+    r"|I will not|I['’]m (?:unable|not able)|I am (?:unable|not able)|As an AI|As a language model"
+    r"|I apologi[sz]e|Unfortunately,? I)",
+    re.IGNORECASE,
+)
+_PREAMBLE = re.compile(
+    r"^\s*(?:(?:here(?:['’]s| is) (?:the |an |a |your )?(?:updated |new |revised )?summary"
+    r"[^\n]{0,60})|(?:updated |new )?summary)\s*:?\s*\n",
+    re.IGNORECASE,
+)
+_ROLE = re.compile(r"^(?:Person|Assistant|Tool result[^:\n]{0,80}|Assistant used [^:\n]{1,80}): ")
+
+
+def _strip_thinking(text: str) -> str:
+    """Some local models write their thinking into the answer between <think> tags."""
+    while True:
+        start = text.find("<think>")
+        if start < 0:
+            return text
+        end = text.find("</think>", start)
+        if end < 0:
+            return text[:start]
+        text = text[:start] + text[end + len("</think>") :]
+
+
+def _tidy(reply: str) -> str:
+    text = _strip_thinking(reply).strip()
+    text = _PREAMBLE.sub("", text, count=1).strip()
+    return text
+
+
+def _echo(summary: str, piece: str) -> bool:
+    """True when the reply mostly copies the chat instead of summarising it."""
+    if _ROLE.match(summary.lstrip()):
+        return True
+    piece_lines: set[str] = set()
+    for line in piece.splitlines():
+        line = line.strip()
+        if line:
+            piece_lines.add(line)
+            piece_lines.add(_ROLE.sub("", line, count=1).strip())
+    long_lines = [
+        x.strip().lstrip("-*• ").strip() for x in summary.splitlines() if len(x.strip()) >= 20
+    ]
+    if not long_lines:
+        return False
+    copied = sum(x in piece_lines for x in long_lines)
+    return copied / len(long_lines) > 0.8
+
+
+def judge(reply: str, piece: str, previous: str, answer_tokens: int) -> tuple[str | None, str]:
+    """(the summary, "") or (None, why this reply is not a summary)."""
+    text = _tidy(reply)
+    if not text:
+        return None, "gave an empty reply"
+    if _REFUSAL.match(text):
+        return None, "refused"
+    if _echo(text, piece):
+        return None, "copied the chat instead of summarising it"
+    # Headings on a tiny input may make a fair summary a little longer: allow that much.
+    if len(text) > len(piece) + len(previous) + 400:
+        return None, "wrote more than it was given"
+    if len(text) > 10 * answer_tokens * 4:
+        return None, "wrote far more than a summary"
+    return text, ""
+
+
+# --- the size of the result -------------------------------------------------------------------
+
+
+def summary_cap(window: int) -> tuple[int, int]:
+    """(tokens, characters) a summary for a chat model with ``window`` may take.
+
+    A quarter of that model's budget, and at most 6,000 characters for a window of 8K or less.
+    """
+    cap_tokens = max(64, budget(window) // 4)
+    cap_chars = cap_tokens * 4
+    if window <= LEAN_WINDOW:
+        cap_chars = min(cap_chars, SMALL_WINDOW_CHARS)
+    return cap_tokens, cap_chars
+
+
+_TRIMMED = "(Earlier details were left out to keep this summary short.)"
+
+
+def fit(summary: str, cap_tokens: int, cap_chars: int) -> str:
+    """``summary`` within the cap: the kept facts stay, and the newest lines of the rest."""
+    if len(summary) <= cap_chars and estimate_tokens(summary) <= cap_tokens:
+        return summary
+    body, kept = split_kept(summary)
+    body = body.replace(_TRIMMED, "").strip()  # a model may have copied an earlier note
+    block = (HEADING + "\n" + "\n".join(f"- {x}" for x in kept)) if kept else ""
+    while block and (len(block) > cap_chars // 2 or estimate_tokens(block) > cap_tokens // 2):
+        kept = kept[1:]  # the oldest kept facts go first
+        block = (HEADING + "\n" + "\n".join(f"- {x}" for x in kept)) if kept else ""
+    note = _TRIMMED
+    room_chars = cap_chars - len(block) - len(note) - 4
+    room_tokens = cap_tokens - estimate_tokens(block) - estimate_tokens(note) - 2
+    kept_lines: list[str] = []
+    used_chars = used_tokens = 0
+    for line in reversed(body.splitlines()):
+        cost_c, cost_t = len(line) + 1, estimate_tokens(line) + 1
+        if used_chars + cost_c > room_chars or used_tokens + cost_t > room_tokens:
+            break
+        kept_lines.append(line)
+        used_chars += cost_c
+        used_tokens += cost_t
+    kept_lines.reverse()
+    if not kept_lines and body and room_chars > 0 and room_tokens > 0:
+        tail = body[-max(1, min(room_chars, room_tokens)) :]
+        kept_lines = [tail]
+    parts = [note, "\n".join(kept_lines).strip(), block]
+    return "\n\n".join(p for p in parts if p)
+
+
+# --- talking to the models --------------------------------------------------------------------
+
+
+@dataclass
+class _Reply:
+    text: str | None
+    tokens: int
+    why: str = ""
+    window: int | None = None  # a too-long refusal named this window
+
+
+@dataclass(frozen=True)
+class _Plan:
+    system: str
+    answer: int
+    room: int  # tokens left for the piece
+    previous: str  # the summary so far, shortened if the window needed it
+
+
+def _frame(previous: str, piece: str, focus: str) -> str:
+    parts = [
+        "<summary-so-far>\n" + (previous or "(none yet)") + "\n</summary-so-far>",
+        "<next-part-of-the-chat>\n" + piece + "\n</next-part-of-the-chat>",
+    ]
+    if focus:
+        parts.append(f"Keep especially: {focus}")
+    parts.append("Write the new summary now.")
+    return "\n\n".join(parts)
+
+
+def _prompt(window: int) -> str:
+    name = "summarise_lean.txt" if window <= LEAN_WINDOW else "summarise.txt"
+    try:
+        return read_prompt(name)
+    except OSError:
+        log.error("prompt %s is missing; using the built-in one", name)
+        return _FALLBACK_PROMPT
+
+
+class ModelSummariser:
+    """``Summariser`` that asks the chat provider's models, cheapest first."""
+
+    def __init__(
+        self,
+        adapters: Mapping[str, ProviderAdapter],
+        windows: Callable[[str, str], int | None] | None = None,
+        timeout: float = 120.0,
+    ) -> None:
+        self._adapters = adapters
+        self._windows = windows
+        self._timeout = timeout
+        self._learned: dict[tuple[str, str], int] = {}  # windows named by too-long refusals
+
+    # --- choices ------------------------------------------------------------------------------
+
+    def candidates(self, model: ModelInfo) -> list[str]:
+        """Model ids to try, in order, for a chat on ``model``."""
+        adapter = self._adapters.get(model.provider)
+        if adapter is None:
+            return []
+        if adapter.local:
+            return [model.id]
+        try:
+            cheap = list(adapter.cheap_models())
+        except Exception:  # an adapter's bug must not cost the summary: use the chat's model
+            log.exception("cheap_models() failed for %s", model.provider)
+            cheap = []
+        out: list[str] = []
+        for model_id in [*cheap, model.id]:
+            if model_id and model_id not in out:
+                out.append(model_id)
+        return out
+
+    def window_of(self, model: ModelInfo, model_id: str) -> int:
+        """The window to plan a request to ``model_id`` (on the chat's provider) against."""
+        adapter = self._adapters.get(model.provider)
+        local = bool(adapter is not None and adapter.local) or model.local
+        known: list[int] = []
+        if model_id == model.id and model.context > 0:
+            known.append(model.context)
+        if self._windows is not None:
+            try:
+                told = self._windows(model.provider, model_id)
+            except Exception:
+                log.exception("windows() failed for %s/%s", model.provider, model_id)
+                told = None
+            if told:
+                known.append(told)
+        learned = self._learned.get((model.provider, model_id))
+        if learned:
+            known.append(learned)
+        if not known:
+            known.append(LOCAL_WINDOW if local else API_WINDOW)
+        return max(1, min(known))
+
+    def _plan(self, window: int, previous: str, focus: str) -> _Plan | None:
+        system = _prompt(window)
+        answer = answer_room(window)
+        usable = int(window * 0.9) - answer - OVERHEAD_TOKENS
+        usable -= _tokens(system) + _tokens(_frame("", "", focus))
+        if usable < MIN_PIECE_TOKENS:
+            return None
+        # The summary so far may take up to 40% of what is left; shorten it if it must.
+        share = max(0, int(usable * 0.4))
+        if _tokens(previous) > share:
+            previous = fit(previous, share * 3 // 4, share * 3)
+            while previous and _tokens(previous) > share:
+                previous = previous[len(previous) // 4 :]
+        room = usable - _tokens(previous)
+        if room < MIN_PIECE_TOKENS:
+            return None
+        return _Plan(system, answer, room, previous)
+
+    # --- the work -----------------------------------------------------------------------------
+
+    async def summarise(
+        self,
+        folded: Sequence[Message],
+        previous: str,
+        *,
+        model: ModelInfo,
+        focus: str = "",
+    ) -> SummaryResult:
+        adapter = self._adapters.get(model.provider)
+        if adapter is None:
+            return SummaryResult(text=None, problem=f"no connection to {model.provider}")
+        text = scrub(render(folded))
+        if not text.strip():
+            return SummaryResult(text=None, problem="there was nothing to summarise")
+        before = scrub(previous.strip())
+        focus = scrub(focus.strip())[:2_000]
+        summary = before
+        candidates = self.candidates(model)
+        problems: list[str] = []
+        tokens = 0
+        used = ""
+        retried: set[str] = set()
+        pos = 0
+        index = 0
+        while pos < len(text):
+            if index >= len(candidates):
+                why = "; ".join(problems) or "no model to ask"
+                return SummaryResult(text=None, tokens=tokens, problem=scrub(why))
+            model_id = candidates[index]
+            window = self.window_of(model, model_id)
+            plan = self._plan(window, summary, focus)
+            if plan is None:
+                problems.append(f"{model_id}: its window ({window:,} tokens) is too small")
+                index += 1
+                continue
+            end = _cut(text, pos, plan.room)
+            piece = scrub(text[pos:end])
+            if _tokens(piece) > plan.room:  # scrubbing at a new edge grew it: never overflow
+                piece = piece[: plan.room]
+            reply = await self._ask(adapter, model_id, window, plan, piece, focus)
+            tokens += reply.tokens
+            if reply.text is None:
+                if reply.window and reply.window < window and model_id not in retried:
+                    # The provider named a smaller window: plan against it and ask again once.
+                    retried.add(model_id)
+                    self._learned[(model.provider, model_id)] = reply.window
+                    continue
+                problems.append(f"{model_id} {reply.why}")
+                index += 1
+                continue
+            summary = scrub(reply.text)
+            used = model_id
+            pos = end
+        cap_tokens, cap_chars = summary_cap(self.window_of(model, model.id))
+        limit = min(FACTS_MAX_CHARS, cap_chars // 3)
+        # What the person and the assistant said comes before what tools returned.
+        said = scrub(render([m for m in folded if m.role != "tool"]))
+        returned = scrub(render([m for m in folded if m.role == "tool"]))
+        result = keep_facts(summary, before + "\n" + said, limit, minor_text=returned)
+        result = fit(result, cap_tokens, cap_chars)
+        return SummaryResult(text=result, tokens=tokens, model=used)
+
+    async def _ask(
+        self,
+        adapter: ProviderAdapter,
+        model_id: str,
+        window: int,
+        plan: _Plan,
+        piece: str,
+        focus: str,
+    ) -> _Reply:
+        user = _frame(plan.previous, piece, focus)
+        request = ChatRequest(
+            model=model_id,
+            system=plan.system,
+            messages=(Message(role="user", text=user),),
+            max_output_tokens=plan.answer,
+            window=window,
+        )
+        sent = estimate_tokens(plan.system) + estimate_tokens(user)
+        usage = [0, 0]
+        try:
+            async with asyncio.timeout(self._timeout):
+                collected, tool_call = await _collect(adapter.stream(request), usage)
+        except ProviderError as exc:
+            detail = f"failed ({exc.kind.value}): {exc.detail[:200]}".rstrip(": ")
+            return _Reply(None, usage[0] + usage[1], detail, exc.window if exc.too_long else None)
+        except TimeoutError:
+            return _Reply(None, usage[0] + usage[1], f"did not answer within {self._timeout:g} s")
+        except Exception as exc:  # an adapter's bug: log it, and let the next model try
+            log.exception("summarising with %s failed", model_id)
+            return _Reply(None, usage[0] + usage[1], f"failed ({type(exc).__name__})")
+        spent = usage[0] + usage[1]
+        if spent == 0:
+            spent = sent + estimate_tokens(collected)
+        if tool_call:
+            return _Reply(None, spent, "called a tool instead of writing a summary")
+        text, why = judge(collected, piece, plan.previous, plan.answer)
+        return _Reply(text, spent, why)
+
+
+async def _collect(stream: AsyncIterator[Event], usage: list[int]) -> tuple[str, bool]:
+    """The reply's text (thinking ignored), and whether it called a tool instead."""
+    parts: list[str] = []
+    try:
+        async for event in stream:
+            if isinstance(event, TextDelta):
+                parts.append(event.text)
+            elif isinstance(event, ToolCall):
+                return "".join(parts), True
+            elif isinstance(event, Usage):
+                usage[0] += event.input_tokens
+                usage[1] += event.output_tokens
+    finally:
+        close: Any = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
+    return "".join(parts), False

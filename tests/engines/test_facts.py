@@ -1,0 +1,176 @@
+"""The fact keeper: the exact names, numbers, dates, amounts, paths and links survive a summary."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from engines.api.facts import HEADING, extract_facts, keep_facts, missing_facts, split_kept
+from engines.api.scrub import MARKER, scrub
+
+
+@pytest.mark.parametrize(
+    ("text", "fact"),
+    [
+        # names
+        ("We met Priya Raman at the station.", "Priya Raman"),
+        ("I wrote to Tomás Oliveira yesterday.", "Tomás Oliveira"),
+        ("Remember Bank of America charges fees.", "Bank of America"),
+        ("Yesterday Ana Costa called.", "Ana Costa"),
+        # numbers with units
+        ("My bag can weigh 23 kg at most.", "23 kg"),
+        ("The CPU runs at 3.5 GHz.", "3.5 GHz"),
+        ("Put down a 40% deposit.", "40%"),
+        ("Keep it under 2,000 tokens please.", "2,000 tokens"),
+        ("It needs 16GB of memory.", "16GB"),
+        # dates
+        ("We fly on 2026-11-29 in the morning.", "2026-11-29"),
+        ("Back on 29 November 2026, I think.", "29 November 2026"),
+        ("The summit starts Nov 29.", "Nov 29"),
+        ("Meet at 14:30 sharp.", "14:30"),
+        # money
+        ("The budget is $1,200 per person.", "$1,200"),
+        ("Transfer costs €30 each way.", "€30"),
+        ("The fee is 15 EUR a month.", "15 EUR"),
+        # paths and files
+        ("Edit /etc/nginx/nginx.conf and reload.", "/etc/nginx/nginx.conf"),
+        ("Saved to C:\\Users\\Priya\\report.txt today.", "C:\\Users\\Priya\\report.txt"),
+        ("The entry point is src/app/main.py now.", "src/app/main.py"),
+        ("Attach report.pdf to the mail.", "report.pdf"),
+        ("Look in ~/notes/trip.md first.", "~/notes/trip.md"),
+        # links and e-mail
+        (
+            "Read https://example.org/docs/setup?lang=en, then reply.",
+            "https://example.org/docs/setup?lang=en",
+        ),
+        ("Write to bookings@alfama-hotel.pt for changes.", "bookings@alfama-hotel.pt"),
+        ("See www.visitlisbon.com for events.", "www.visitlisbon.com"),
+        # code
+        ("Call `plan_itinerary(days=5)` first.", "plan_itinerary(days=5)"),
+        ("The helper build_day_plan does it.", "build_day_plan"),
+        ("Set dayCount before calling.", "dayCount"),
+        ("It uses os.path.join() for that.", "os.path.join()"),
+        ("Read OPENAI_BASE_URL from the environment.", "OPENAI_BASE_URL"),
+        ("Order #48213 is late.", "#48213"),
+        ("Python 3.11.4 is installed.", "3.11.4"),
+    ],
+)
+def test_each_kind_of_fact_is_found(text: str, fact: str) -> None:
+    assert fact in extract_facts(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "not_a_fact"),
+    [
+        ("The Weather is nice. Then We left.", "The Weather"),
+        ("Thanks Again for that.", "Thanks Again"),
+        ("Run /compact when it is long.", "/compact"),
+        ("Tea and/or coffee.", "and/or"),
+        ("Speed in km/h matters.", "km/h"),
+        ("That is e.g. fine.", "e.g"),
+        ("The password is [secret left out] now.", MARKER),
+    ],
+)
+def test_ordinary_words_are_not_facts(text: str, not_a_fact: str) -> None:
+    facts = extract_facts(text)
+    assert not any(not_a_fact in f for f in facts), facts
+
+
+def test_facts_come_in_order_of_first_appearance_once_each() -> None:
+    text = (
+        "Person: Book 2 rooms for Priya Raman on 2026-11-29.\n"
+        "Assistant: Booked for Priya Raman on 2026-11-29 at $1,200 total.\n"
+        "Person: And mail bookings@alfama-hotel.pt about the $1200 deposit."
+    )
+    facts = extract_facts(text)
+    assert facts == ["2 rooms", "Priya Raman", "2026-11-29", "$1,200", "bookings@alfama-hotel.pt"]
+
+
+def test_missing_facts_ignores_case_spacing_and_thousands_separators() -> None:
+    facts = ["$1,200", "12 kg", "2,000 Tokens", "Priya  Raman", "src/app/main.py"]
+    summary = "Costs $1200; weighs 12kg; limit 2000 tokens; PRIYA RAMAN owns src/app/main.py."
+    assert missing_facts(facts, summary) == []
+
+
+def test_a_fact_inside_a_longer_one_does_not_count() -> None:
+    assert missing_facts(["12 kg", "$30"], "It weighs 112 kg and costs $300.") == ["12 kg", "$30"]
+
+
+def test_keep_facts_appends_only_what_the_summary_left_out() -> None:
+    folded = (
+        "Person: I fly with Priya Raman on 2026-11-29; the budget is $1,200 and the bag 23 kg.\n"
+        "Assistant: Noted, itinerary saved to /home/priya/trips/lisbon.md."
+    )
+    summary = "What the person wants: a Lisbon trip with Priya Raman on a $1200 budget."
+    kept = keep_facts(summary, folded, 1_000)
+    body, items = split_kept(kept)
+    assert body == summary
+    assert items == ["2026-11-29", "23 kg", "/home/priya/trips/lisbon.md"]
+    assert kept.endswith(f"{HEADING}\n- 2026-11-29\n- 23 kg\n- /home/priya/trips/lisbon.md")
+
+
+def test_keep_facts_changes_nothing_when_every_fact_is_there() -> None:
+    summary = "Priya Raman flies on 2026-11-29 with 23 kg."
+    assert keep_facts(summary, "Person: Priya Raman, 2026-11-29, 23 kg.", 1_000) == summary
+
+
+def test_over_the_limit_names_go_before_links_paths_money_and_dates() -> None:
+    folded = (
+        "Person: Priya Raman, Tomás Oliveira and Ana Costa fly on 2026-11-29 for $1,200. "
+        "Plan at https://example.org/plan and /srv/trips/lisbon.md."
+    )
+    important = ["2026-11-29", "$1,200", "https://example.org/plan", "/srv/trips/lisbon.md"]
+    limit = len(HEADING) + sum(len(x) + 3 for x in important)
+    _, items = split_kept(keep_facts("A trip.", folded, limit))
+    assert items == important
+    block = keep_facts("A trip.", folded, limit).split("\n\n", 1)[1]
+    assert len(block) <= limit
+
+
+def test_a_second_pass_merges_into_the_kept_list_instead_of_adding_another() -> None:
+    first = keep_facts("A trip.", "Person: We fly on 2026-11-29 with Priya Raman.", 1_000)
+    # The next summary copies the old list; the next folded part adds a new fact.
+    second = keep_facts(first, first + "\nPerson: The hotel costs €480.", 1_000)
+    assert second.count(HEADING) == 1
+    _, items = split_kept(second)
+    assert items == ["2026-11-29", "Priya Raman", "€480"]
+
+
+def test_a_fact_an_earlier_list_kept_stays_when_the_model_drops_it() -> None:
+    previous = f"A trip.\n\n{HEADING}\n- 2026-11-29\n- /srv/trips/lisbon.md"
+    new_summary = "A trip; the hotel is booked."
+    kept = keep_facts(new_summary, "Person: The hotel is booked.", 1_000)
+    assert split_kept(kept)[1] == []  # nothing of the earlier list was in the text given
+    kept = keep_facts(previous.replace("A trip.", new_summary), "Person: ok.", 1_000)
+    assert split_kept(kept)[1] == ["2026-11-29", "/srv/trips/lisbon.md"]
+
+
+def test_scrubbed_text_keeps_its_secrets_out_of_the_kept_list() -> None:
+    folded = scrub("Person: my password is hunter2 and the key sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv")
+    kept = keep_facts("The person shared credentials.", folded, 1_000)
+    assert "hunter2" not in kept and "sk-proj" not in kept
+    assert "[secret" not in split_kept(kept)[1]
+
+
+@pytest.mark.parametrize(
+    "paste",
+    ["a@" * 1_000_000, "a." * 1_000_000, "Ab " * 700_000, "1," * 1_000_000, "`" * 2_000_000],
+    ids=["at", "dots", "capitals", "digits", "backticks"],
+)
+def test_a_huge_paste_costs_linear_time(paste: str) -> None:
+    started = time.perf_counter()
+    extract_facts(paste)
+    keep_facts("x", paste, 500)
+    assert time.perf_counter() - started < 30
+
+
+def test_facts_only_a_tool_returned_give_way_to_what_the_person_said() -> None:
+    said = "Person: We fly on 2026-11-29 with Priya Raman.\nAssistant: Booked."
+    returned = "Tool result (web_search): " + " ".join(
+        f"https://example.org/page{i}" for i in range(50)
+    )
+    limit = len(HEADING) + (len("2026-11-29") + 3) + (len("Priya Raman") + 3) + 30
+    kept = keep_facts("A trip.", said, limit, minor_text=returned)
+    _, items = split_kept(kept)
+    assert items == ["2026-11-29", "Priya Raman", "https://example.org/page49"]

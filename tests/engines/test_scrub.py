@@ -1,0 +1,222 @@
+"""Secrets are left out of what goes to a summariser or into a memory; ordinary text is not."""
+
+from __future__ import annotations
+
+import random
+import string
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engines.api.scrub import MARKER, contains_secret, looks_random, scrub
+
+# (text, the secret that must be gone afterwards)
+SECRETS = [
+    (
+        "my key is sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z please",
+        "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8",
+    ),
+    ("sk-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH", "sk-abcdefghijklmnop"),
+    ("anthropic: sk-ant-api03-Zx9yW8vU7tS6rQ5pO4nM3lK2jI1hG0fE-_dC", "sk-ant-api03-Zx9yW8vU7tS6"),
+    ("OPENROUTER sk-or-v1-0123456789abcdef0123456789abcdef0123", "sk-or-v1-0123456789abcdef"),
+    ("git push with ghp_16C7e42F292c6912E7710c838347Ae178B4a here", "ghp_16C7e42F292c6912E77"),
+    ("github_pat_11AABBCCDD0123456789_abcdefghijklmnopqrstuvwxyzABCDEF", "github_pat_11AABBCCDD"),
+    ("GROQ_KEY gsk_7sPq2Lm9Xc4Vb8Nz1Qw5Er3Ty6Ui0OpAs", "gsk_7sPq2Lm9Xc4Vb8Nz1Qw"),
+    ("xai-Q2w3E4r5T6y7U8i9O0pLkJhGfDsA1z2x3C4v5B6n", "xai-Q2w3E4r5T6y7U8i9O0p"),
+    ("aws id AKIAIOSFODNN7EXAMPLE in the config", "AKIAIOSFODNN7EXAMPLE"),
+    (
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    ),
+    ("the secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq4m1EYx9Q was set", "wJalrXUtnFEMI/K7MDENG"),
+    ("maps key AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY ok", "AIzaSyD-9tSrke72PouQMnMX"),
+    ("hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "hf_AbCdEfGhIjKlMnOpQrSt"),
+    ("curl -H 'Authorization: Bearer 9f8e7d6c5b4a3f2e1d0c' https://x.test", "9f8e7d6c5b4a3f2e1d0c"),
+    ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
+    ("x-api-key: 5d41402abc4b2a76b9719d911017c592zz", "5d41402abc4b2a76b9719d911017c592zz"),
+    ("password: hunter2", "hunter2"),
+    ("DB_PASSWORD=s3cr3t!pass", "s3cr3t!pass"),
+    ('{"user": "amy", "password": "correct horse battery"}', "correct horse battery"),
+    ("my password is Tr0ub4dor&3 and that is that", "Tr0ub4dor&3"),
+    ("pwd=letmein99", "letmein99"),
+    ("passwd: 'qwerty123'", "qwerty123"),
+    ("client_secret = 8f14e45fceea167a5a36dedd4bea2543", "8f14e45fceea167a5a36dedd4bea2543"),
+    ("api_key: 'abc123def456ghi789'", "abc123def456ghi789"),
+    ("refresh_token=1//0gAbCdEf-GhIjKlMn", "1//0gAbCdEf-GhIjKlMn"),
+    ("postgres://app:pa55w0rd@db.example.com:5432/app", "pa55w0rd"),
+    (
+        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+        "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "eyJhbGciOiJIUzI1NiJ9",
+    ),
+    ("random token X_5c8haBlLUY3nd2NaVsjx0ZmGpgDvOW8bnYGTFegVu9y3oAH5wB", "X_5c8haBlLUY3nd2N"),
+    (
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx4Bq\nZm9vYmFy==\n"
+        "-----END RSA PRIVATE KEY-----\nafter",
+        "MIIEowIBAAKCAQEAx4Bq",
+    ),
+    (
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\nAAAA\n",
+        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmU",
+    ),
+]
+
+LOOK_ALIKES = [
+    "Pneumonoultramicroscopicsilicovolcanoconiosis is a long word.",
+    "Antidisestablishmentarianism and floccinaucinihilipilification",
+    "See https://github.com/openai/openai-python/blob/main/src/openai/_client.py for details",
+    "https://docs.python.org/3/library/asyncio-task.html#asyncio.timeout",
+    "commit 3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a39 fixed the crash",
+    "image digest sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    "request id 550e8400-e29b-41d4-a716-446655440000 failed",
+    "the md5 is 5d41402abc4b2a76b9719d911017c592",
+    "test_summary_keeps_every_fact_when_the_model_omits_them_2",
+    "AbstractSingletonProxyFactoryBeanConfigurationManager2",
+    "max_tokens = 1024 and the token limit was 2,000 tokens",
+    "the password is required, and the password was wrong",
+    "Use Bearer authentication for the API",
+    "api_key = os.environ['OPENAI_API_KEY']",
+    "token = get_token()",
+    "The alphabet abcdefghijklmnopqrstuvwxyz0123456789 is in the table",
+    "/home/priya/projects/conch/engines/api/summarise.py",
+    "C:\\Users\\Priya\\Documents\\Budget2026\\summary-final-v2.xlsx",
+    "release-2026-11-29-final-build-candidate-number-3",
+    "Write to priya.raman@example.com about invoice #48213 ($1,200).",
+    "Authorization: required for every call",
+    "secret: keep it simple",
+    "https://example.com/files/2024/report-v2-final/section3/page12",
+    "",
+]
+
+
+@pytest.mark.parametrize(("text", "secret"), SECRETS)
+def test_each_kind_of_secret_is_left_out(text: str, secret: str) -> None:
+    out = scrub(text)
+    assert secret not in out
+    assert MARKER in out
+    assert contains_secret(text)
+
+
+def test_text_around_a_secret_is_kept() -> None:
+    out = scrub("Use ghp_16C7e42F292c6912E7710c838347Ae178B4a to push to main today.")
+    assert out == f"Use {MARKER} to push to main today."
+    pem = scrub(
+        "before\n-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg\n-----END EC PRIVATE KEY-----\nafter"
+    )
+    assert pem == f"before\n{MARKER}\nafter"
+
+
+def test_a_key_block_cut_short_is_left_out_to_its_last_line() -> None:
+    out = scrub("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nABCD\n\nThanks!")
+    assert "MIIEvQ" not in out and "ABCD" not in out
+    assert out.endswith("Thanks!")
+
+
+@pytest.mark.parametrize("text", LOOK_ALIKES)
+def test_look_alikes_are_left_alone(text: str) -> None:
+    assert scrub(text) == text
+    assert not contains_secret(text)
+
+
+def test_random_keys_of_every_alphabet_are_caught() -> None:
+    rng = random.Random(20261129)
+    alphabets = {
+        "base62": string.ascii_letters + string.digits,
+        "base36": string.ascii_lowercase + string.digits,
+        "BASE36": string.ascii_uppercase + string.digits,
+        "url-safe": string.ascii_letters + string.digits + "-_",
+    }
+    for name, alphabet in alphabets.items():
+        keys = [
+            "".join(rng.choice(alphabet) for _ in range(rng.randint(32, 64))) for _ in range(400)
+        ]
+        caught = sum(scrub(f"key {k} end") == f"key {MARKER} end" for k in keys)
+        assert caught >= 390, f"{name}: only {caught} of 400 random keys were left out"
+
+
+_WORDS = (
+    "summary model window budget person message folded piece chat token request reply "
+    "answer memory server local cheap small fact keeper render scrub prompt focus limit "
+    "history turn provider stream event health note context"
+)
+
+
+def test_identifiers_made_of_words_are_not_taken_for_keys() -> None:
+    rng = random.Random(7)
+    words = _WORDS.split()
+    for i in range(600):
+        parts = [rng.choice(words) for _ in range(rng.randint(5, 8))]
+        styles = (
+            "_".join(parts) + f"_{i}",
+            parts[0] + "".join(p.title() for p in parts[1:]) + str(i),
+            "-".join(parts) + f"-v{i}",
+        )
+        for ident in styles:
+            assert not looks_random(ident), ident
+            assert scrub(ident) == ident
+
+
+# --- never raises, idempotent, linear --------------------------------------------------------
+
+_FRAGMENTS = st.sampled_from(
+    [s for s, _ in SECRETS]
+    + LOOK_ALIKES
+    + [
+        "password",
+        "=",
+        ": ",
+        " is ",
+        "Bearer ",
+        "token",
+        "sk-",
+        "ghp_",
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "-----END RSA PRIVATE KEY-----",
+        "\n",
+        "://",
+        "@",
+        MARKER,
+        "[secret",
+        '"',
+        "'",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_FRAGMENTS, st.text(max_size=40)), max_size=12).map("".join))
+def test_scrub_never_raises_and_is_idempotent(text: str) -> None:
+    once = scrub(text)
+    assert scrub(once) == once
+    assert not contains_secret(once)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_scrub_never_raises_on_any_text(text: str) -> None:
+    once = scrub(text)
+    assert isinstance(once, str)
+    assert scrub(once) == once
+
+
+@pytest.mark.parametrize(
+    "paste",
+    [
+        "a" * 5_000_000,
+        "sk-" * 1_700_000,
+        "password=" * 550_000,
+        "-----BEGIN RSA PRIVATE KEY-----\n" * 150_000,
+        "eyJ" * 1_700_000,
+        "https://a:" * 500_000,
+        "1a" * 2_500_000,
+        "Bearer " * 700_000,
+    ],
+    ids=["letters", "sk", "password", "pem", "jwt", "url", "digits", "bearer"],
+)
+def test_a_5_mb_paste_is_scrubbed_in_linear_time(paste: str) -> None:
+    # Quadratic backtracking on 5 MB would take hours; linear passes take about a second.
+    started = time.perf_counter()
+    scrub(paste)
+    assert time.perf_counter() - started < 20
