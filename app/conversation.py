@@ -33,6 +33,7 @@ from engines.base import (
     TurnInput,
     TurnProblem,
 )
+from engines.providers.base import default_next_step
 
 log = logging.getLogger("conch.conversation")
 
@@ -177,7 +178,10 @@ class Conversation:
         except Exception as exc:  # an engine bug must not lose the person's message
             log.exception("engine failed")
             problem = TurnProblem.of(
-                ProblemKind.BROKEN_STREAM, detail=type(exc).__name__, partial=bool(answer)
+                ProblemKind.BROKEN_STREAM,
+                detail=type(exc).__name__,
+                next_step=default_next_step(ProblemKind.BROKEN_STREAM),
+                partial=bool(answer),
             )
             seq = self._save_answer(model, answer, thinking, problem)
             yield Problem(problem=problem)
@@ -188,6 +192,7 @@ class Conversation:
             problem = TurnProblem.of(
                 ProblemKind.BROKEN_STREAM,
                 "the engine ended without finishing",
+                default_next_step(ProblemKind.BROKEN_STREAM),
                 partial=bool(answer),
             )
             yield Problem(problem=problem)

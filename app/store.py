@@ -313,6 +313,10 @@ class ChatStore:
                     ),
                 )
                 self._db.execute("UPDATE chats SET updated = ? WHERE id = ?", (now, chat_id))
+                if role == "tool":
+                    # What a tool returned is not the person's word: learning from this chat
+                    # now waits for an OK.
+                    self._db.execute("UPDATE chats SET untrusted = 1 WHERE id = ?", (chat_id,))
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")

@@ -101,6 +101,7 @@ def load_transcript(data_dir: Path, chat_id: str) -> Loaded:
     be moved aside (then saving would overwrite it, so the caller must not save).
     """
     path = transcript_path(data_dir, chat_id)
+    _sweep_temp_files(path)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -117,6 +118,17 @@ def load_transcript(data_dir: Path, chat_id: str) -> Loaded:
     if parsed.version > VERSION:
         return _set_aside(path, f"it was written by a newer Conch (version {parsed.version})")
     return Loaded(parsed.model_copy(update={"version": VERSION}), existed=True)
+
+
+def _sweep_temp_files(path: Path) -> None:
+    """Remove temp files a write killed before its rename left behind (the file is whole)."""
+    try:
+        leftovers = list(path.parent.glob(f".{path.name}.*.tmp"))
+    except OSError:
+        return
+    for tmp in leftovers:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def _is_json_error(exc: ValidationError) -> bool:

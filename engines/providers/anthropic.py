@@ -38,7 +38,7 @@ from engines.providers.errors import (
     error_from_transport,
 )
 from engines.providers.http import join, make_client, same_origin
-from engines.providers.sse import iter_sse
+from engines.providers.sse import SSELineTooLongError, iter_sse
 
 log = logging.getLogger("conch.providers.anthropic")
 
@@ -175,7 +175,7 @@ def _tool_input(parts: list[str], fallback: Any) -> dict[str, Any]:
         return fallback if isinstance(fallback, dict) else {}
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {"_unparsed": "".join(parts)}
     return value if isinstance(value, dict) else {"_value": value}
 
@@ -293,7 +293,7 @@ class AnthropicAdapter:
                             continue
                         try:
                             obj = json.loads(data)
-                        except ValueError as exc:
+                        except (ValueError, RecursionError) as exc:
                             raise broken_stream(
                                 "Anthropic sent a line that is not JSON: " + describe_body(data),
                                 partial=answer.partial,
@@ -306,6 +306,10 @@ class AnthropicAdapter:
                             break
         except httpx.TransportError as exc:
             raise error_from_transport(exc, partial=answer.partial) from exc
+        except SSELineTooLongError as exc:
+            raise broken_stream(
+                f"Anthropic sent {exc}; Conch stopped reading it.", partial=answer.partial
+            ) from exc
         if not answer.stopped:
             raise broken_stream(
                 "Anthropic ended the answer without message_stop.", partial=answer.partial

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from engines.api.scrub import scrub
 from engines.api.too_long import is_too_long, window_in
 from engines.base import ProblemKind
 from engines.providers.base import ProviderError
@@ -81,7 +82,15 @@ def _message_in(data: Any) -> str:
 
 
 def describe_body(body: str, status: int | None = None) -> str:
-    """What the server said, in one trimmed line fit for Health and a problem card's details."""
+    """What the server said, in one trimmed line fit for Health and a problem card's details.
+
+    Secrets are left out: a gateway may quote the key it refused back in its message, and this
+    text is stored with the chat.
+    """
+    return scrub(_describe(scrub(body), status))
+
+
+def _describe(body: str, status: int | None) -> str:
     if not body or not body.strip():
         return f"HTTP {status} with an empty body." if status is not None else "An empty reply."
     if looks_like_html(body):

@@ -38,7 +38,7 @@ from engines.providers.errors import (
     error_from_transport,
 )
 from engines.providers.http import join, make_client, root_of, same_origin
-from engines.providers.sse import SSEEvent, iter_sse
+from engines.providers.sse import SSEEvent, SSELineTooLongError, iter_sse
 
 log = logging.getLogger("conch.providers.openai")
 
@@ -413,7 +413,7 @@ def _arguments(slot: _ToolSlot) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         # Keep what the model wrote so the tool layer can say what was wrong with it.
         return {"_unparsed": slot.arguments}
     return value if isinstance(value, dict) else {"_value": value}
@@ -680,6 +680,10 @@ class OpenAIAdapter:
                             break
         except httpx.TransportError as exc:  # includes timeouts
             raise error_from_transport(exc, partial=state.partial) from exc
+        except SSELineTooLongError as exc:
+            raise broken_stream(
+                f"{self.label} sent {exc}; Conch stopped reading it.", partial=state.partial
+            ) from exc
         if not state.answered and self.local:
             refusal = await self._confirm_too_long(request)
             if refusal is not None:
@@ -702,7 +706,7 @@ class OpenAIAdapter:
             return
         try:
             obj = json.loads(data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             if sse.event == "error":
                 raise self._stream_error({}, data, state) from exc
             raise broken_stream(
@@ -723,7 +727,7 @@ class OpenAIAdapter:
     def _whole_answer(self, body: str, state: _Stream) -> Iterator[Event]:
         try:
             obj = json.loads(body)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise broken_stream(
                 f"{self.label} answered with something other than a stream: {describe_body(body)}",
                 partial=False,

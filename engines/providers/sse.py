@@ -22,24 +22,48 @@ class SSEEvent:
     data: str
 
 
-async def _lines(response: httpx.Response) -> AsyncIterator[str]:
-    pending = ""
+# A streamed event carries a few tokens; a tool call with a whole file in it can reach
+# megabytes. Past this, a line is not an answer, and reading on would only fill the memory.
+MAX_LINE = 8 * 1024 * 1024
+
+
+class SSELineTooLongError(ValueError):
+    """One line grew past ``MAX_LINE`` characters before it ended."""
+
+
+async def _lines(response: httpx.Response, max_line: int = MAX_LINE) -> AsyncIterator[str]:
+    # Text of an unfinished line, kept as pieces so a long line costs linear time to read.
+    pieces: list[str] = []
+    held = 0
     async for text in response.aiter_text():
-        pending += text
+        start = 0
+        if pieces and pieces[-1].endswith("\r"):
+            # The last chunk ended on a CR: that ended the line, with or without an LF now.
+            line = "".join(pieces)[:-1]
+            pieces, held = [], 0
+            yield line
+            if text.startswith("\n"):
+                start = 1
         while True:
-            found = _EOL.search(pending)
+            found = _EOL.search(text, start)
             if found is None:
                 break
             cut = found.start()
             # A CR at the very end may be the first half of CRLF: wait for more text.
-            if pending[cut] == "\r" and cut == len(pending) - 1:
+            if text[cut] == "\r" and cut == len(text) - 1:
                 break
-            line = pending[:cut]
-            step = 2 if pending[cut] == "\r" and pending[cut + 1 : cut + 2] == "\n" else 1
-            pending = pending[cut + step :]
-            yield line
-    if pending:
-        yield pending.rstrip("\r")
+            pieces.append(text[start:cut])
+            yield "".join(pieces)
+            pieces, held = [], 0
+            start = cut + (2 if text[cut] == "\r" and text[cut + 1 : cut + 2] == "\n" else 1)
+        rest = text[start:]
+        if rest:
+            pieces.append(rest)
+            held += len(rest)
+            if held > max_line:
+                raise SSELineTooLongError(f"a line longer than {max_line:,} characters")
+    if pieces:
+        yield "".join(pieces).rstrip("\r")
 
 
 async def iter_sse(response: httpx.Response) -> AsyncGenerator[SSEEvent, None]:

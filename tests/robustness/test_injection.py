@@ -211,14 +211,6 @@ async def test_an_attached_file_cannot_give_orders_once_folded(
                 assert MARK not in m["content"] and "PWNED" not in m["content"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Nothing marks a chat untrusted when a tool result is stored: only attachments do "
-        "(app/conversation.py turn()); QuietLearning keeps its memories without an OK. "
-        "See the robustness report."
-    ),
-)
 async def test_a_tool_result_cannot_give_orders_once_folded(
     data_dir: Path, model: GullibleModel
 ) -> None:

@@ -330,14 +330,6 @@ class EchoingGateway(OpenAIStyleServer):
         return super().handle(request)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "A refusal's body is kept as TurnProblem.detail without scrubbing "
-        "(engines/providers/errors.py describe_body): a server that quotes the key puts it "
-        "in the chat log's problem column. See the robustness report."
-    ),
-)
 async def test_a_server_that_quotes_the_key_back_does_not_get_it_stored(
     data_dir: Path, debug_log: Path
 ) -> None:
