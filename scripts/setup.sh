@@ -6,8 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-local}"
 
+# What Qt's offscreen and X11 (xcb) platforms load; Wayland sessions use the same core set.
 qt_libs=(libegl1 libgl1 libopengl0 libxkbcommon0 libxkbcommon-x11-0 libfontconfig1 libglib2.0-0
-         libdbus-1-3 libxcb-cursor0 fonts-dejavu-core)
+         libdbus-1-3 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-randr0
+         libxcb-render-util0 libxcb-shape0 libxcb-xinerama0 libxcb-xkb1 fonts-dejavu-core)
 missing=()
 if command -v dpkg >/dev/null 2>&1; then
   for p in "${qt_libs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
