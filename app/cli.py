@@ -104,6 +104,8 @@ def _model_row(m: ModelInfo) -> dict[str, object]:
 
 async def run_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     services = build_services(args.data_dir, mock=args.mock)
+    for problem in services.startup_problems:
+        print(f"conch: {problem}", file=err)
     try:
         models = await services.refresh_models(start_bundled=False)
         shown = models if args.all else [m for m in models if m.ready]
@@ -168,6 +170,8 @@ async def run_ask(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: Tex
             return USAGE
 
     services = build_services(args.data_dir, mock=args.mock)
+    for problem in services.startup_problems:
+        print(f"conch: {problem}", file=err)
     try:
         return await _ask(services, args, text, out, err)
     finally:

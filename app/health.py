@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.sqlite import open_database
 from engines.api.scrub import scrub
 from engines.base import Healed, Note, Problem
 
@@ -53,12 +54,9 @@ class HealthLog:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=3000")
-        self._db.executescript(_SCHEMA)
+        opened = open_database(path, _SCHEMA, what="health notes")
+        self._db = opened.db
+        self.problem = opened.problem
         self._lock = threading.RLock()
         self._adds = 0
 

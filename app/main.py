@@ -131,12 +131,18 @@ async def main(app: QApplication, data_dir: Path, *, mock: bool, quit_after: int
     from PySide6.QtCore import QTimer
 
     from app.services import build_services
+    from app.store import StoreError
     from ui.icons import app_icon
     from ui.main_window import MainWindow
     from ui.theme import ThemeManager
 
     app.setWindowIcon(app_icon())
-    services = build_services(data_dir, mock=mock)
+    try:
+        services = build_services(data_dir, mock=mock)
+    except StoreError as exc:
+        log.error("cannot open the data folder: %s", exc)
+        await tell_and_wait(str(exc), quit_after)
+        return 1
     theme = ThemeManager(app, services.settings.settings.theme)
     window = MainWindow(services, theme=theme)
     closing = asyncio.Event()
@@ -170,12 +176,30 @@ async def main(app: QApplication, data_dir: Path, *, mock: bool, quit_after: int
     return 0
 
 
+async def tell_and_wait(text: str, quit_after: int | None) -> None:
+    """Show a message box without blocking the loop (never exec() in a coroutine)."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QMessageBox
+
+    box = QMessageBox(QMessageBox.Icon.Critical, "Conch cannot open its data", text)
+    closed = asyncio.Event()
+    box.finished.connect(lambda _result: closed.set())
+    box.open()
+    if quit_after is not None:
+        QTimer.singleShot(quit_after, box.close)
+    await closed.wait()
+
+
 def run_gui(args: argparse.Namespace, qt_args: Sequence[str]) -> int:
     import qasync
     from PySide6.QtWidgets import QApplication
 
     data_dir: Path = args.data_dir or default_data_dir()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"conch: cannot use {data_dir} as the data folder ({exc.strerror}).", file=sys.stderr)
+        return 1
     configure_logging(data_dir)
     route_qt_messages()
     existing = QApplication.instance()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import builtins
 import re
-import sqlite3
 import threading
 import time
 import unicodedata
@@ -19,6 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from app.sqlite import open_database
 
 Status = Literal["kept", "waiting", "undone", "discarded"]
 Source = Literal["fold", "tidy"]
@@ -130,12 +131,9 @@ class MemoryBook:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(_SCHEMA)
+        opened = open_database(path, _SCHEMA, what="memories")
+        self._db = opened.db
+        self.problem = opened.problem
         self._lock = threading.RLock()
 
     @classmethod

@@ -240,6 +240,9 @@ class AppServices:
 
     # -- status --
 
+    # Sentences about damaged files set aside at start-up (see build_services).
+    startup_problems: list[str] = []  # noqa: RUF012 - replaced per instance, never mutated
+
     def on_status(self, listener: StatusListener) -> Callable[[], None]:
         """Hear "Starting the local model…" (and "" when it is over)."""
         self._status_listeners.append(listener)
@@ -505,8 +508,10 @@ def build_services(
     store = ChatStore.in_dir(data_dir)
     memories = MemoryBook.in_dir(data_dir)
     health = HealthLog.in_dir(data_dir)
-    if settings.problem:
-        health.add("settings", settings.problem)
+    # Damaged files were set aside and fresh ones started: the person is told, once, here.
+    problems = [p for p in (settings.problem, store.problem, memories.problem, health.problem) if p]
+    for problem in problems:
+        health.add("storage", problem)
     if mock:
         keys: SecretStore = secrets or SessionSecrets()
         catalogue = ModelCatalogue([MockProvider()], health=health)
@@ -520,7 +525,7 @@ def build_services(
         setup = build_adapters(settings.settings, keys)
         catalogue = ModelCatalogue(setup.adapters, health=health, probed=setup.probed)
         configs = setup.configs
-    return AppServices(
+    services = AppServices(
         data_dir=data_dir,
         mock=mock,
         store=store,
@@ -531,3 +536,5 @@ def build_services(
         catalogue=catalogue,
         configs=configs,
     )
+    services.startup_problems = problems
+    return services

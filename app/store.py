@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from app.sqlite import open_database
 from engines.base import Attachment, Picture, TurnProblem
 
 Role = Literal["user", "assistant", "tool"]
@@ -175,19 +176,16 @@ class ChatStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
             # FULL: a message the window showed as sent survives a power cut or a SIGKILL.
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
+            opened = open_database(path, _SCHEMA, what="chat log", synchronous="FULL")
+        except (sqlite3.DatabaseError, OSError) as exc:
             raise StoreError(
                 f"The chat log at {path} could not be opened ({exc}). "
-                "Move it aside or restore a backup; Conch did not change it."
+                "Check that the folder is writable and no other program holds the file."
             ) from exc
+        self._db = opened.db
+        self.problem = opened.problem
         self._lock = threading.RLock()
 
     @classmethod

@@ -89,8 +89,8 @@ class MainWindow(QMainWindow):
         self.picker.set_models(services.catalogue.models(), "")
         self.picker.set_starting(services.status or None)
         self._open_first_chat()
-        if services.settings.problem:
-            self.show_status(services.settings.problem)
+        for problem in services.startup_problems:
+            self.show_status(problem)
 
     # --- building -------------------------------------------------------------------------
 

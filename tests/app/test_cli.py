@@ -122,7 +122,8 @@ def test_models_text_names_a_server_it_could_not_reach(data_dir: Path, home: Pat
 def test_models_mock(data_dir: Path, home: Path) -> None:
     result = conch("--mock", "models", "--json", "--data-dir", str(data_dir), home=home)
     assert result.returncode == 0, result.stderr
-    assert [r["id"] for r in json.loads(result.stdout)] == ["mock-model", "mock-small", "mock-large"]
+    listed = [r["id"] for r in json.loads(result.stdout)]
+    assert listed == ["mock-model", "mock-small", "mock-large"]
 
 
 def test_ask_streams_the_answer_and_continues_a_chat(

@@ -78,13 +78,22 @@ def test_compactions_latest_wins_and_read_mark_never_goes_back(data_dir: Path) -
     assert got is not None and got.read_until == 20 and got.learned_at is not None
 
 
-def test_a_corrupt_chat_log_gives_a_clear_error_and_is_left_alone(data_dir: Path) -> None:
+def test_a_corrupt_chat_log_is_set_aside_whole_and_a_new_one_started(data_dir: Path) -> None:
     path = data_dir / ChatStore.FILE_NAME
     path.write_bytes(b"this is not a database" * 100)
     before = path.read_bytes()
+    store = ChatStore(path)
+    assert "chat log file could not be read" in store.problem
+    kept = list(data_dir.glob(ChatStore.FILE_NAME + ".broken-*"))
+    assert len(kept) == 1 and kept[0].read_bytes() == before
+    assert store.list_chats() == []
+
+
+def test_an_unopenable_chat_log_gives_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the data folder should be")
     with pytest.raises(StoreError, match="could not be opened"):
-        ChatStore(path)
-    assert path.read_bytes() == before
+        ChatStore(blocker / ChatStore.FILE_NAME)
 
 
 def test_wal_mode_is_on(data_dir: Path) -> None:

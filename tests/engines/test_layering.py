@@ -19,7 +19,8 @@ def test_importing_every_engines_module_loads_no_qt() -> None:
         "import importlib, sys\n"
         f"for m in {modules!r}:\n"
         "    importlib.import_module(m)\n"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'qasync', 'shiboken6'))\n"
+        "qt = ('PySide6', 'qasync', 'shiboken6')\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in qt)\n"
         "print(','.join(bad))\n"
     )
     out = subprocess.run(
