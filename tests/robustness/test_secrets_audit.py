@@ -137,14 +137,19 @@ def debug_log(tmp_path: Path) -> Iterator[Path]:
     handler.setLevel(logging.DEBUG)
     handler.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
     root = logging.getLogger()
-    old_level = root.level
+    # The app's own logger may have been given a level by an earlier test that started the
+    # window in this process (app.main.configure_logging): open it up too.
+    conch = logging.getLogger("conch")
+    old_levels = (root.level, conch.level)
     root.addHandler(handler)
     root.setLevel(logging.DEBUG)
+    conch.setLevel(logging.DEBUG)
     try:
         yield path
     finally:
         root.removeHandler(handler)
-        root.setLevel(old_level)
+        root.setLevel(old_levels[0])
+        conch.setLevel(old_levels[1])
         handler.close()
 
 
