@@ -153,6 +153,8 @@ async def main(app: QApplication, data_dir: Path, *, mock: bool, quit_after: int
     starting = loop.create_task(window.start(), name="list-models")
     # The daily tidy-up reads what no fold has read yet; it runs while the window is open.
     tidying = loop.create_task(services.tidy_loop(window.show_learning), name="tidy-up")
+    # A local server started after Conch shows up in the model picker by itself.
+    watching = loop.create_task(services.watch_servers(), name="watch-servers")
     if quit_after is not None:
         QTimer.singleShot(quit_after, window.close)
     try:
@@ -160,9 +162,10 @@ async def main(app: QApplication, data_dir: Path, *, mock: bool, quit_after: int
     finally:
         starting.cancel()
         tidying.cancel()
+        watching.cancel()
         try:
             async with asyncio.timeout(SHUTDOWN_SECONDS):
-                await asyncio.gather(starting, tidying, return_exceptions=True)
+                await asyncio.gather(starting, tidying, watching, return_exceptions=True)
                 await window.aclose()
         except TimeoutError:
             log.warning("turns did not stop within %s seconds; closing anyway", SHUTDOWN_SECONDS)

@@ -476,6 +476,20 @@ class AppServices:
                     on_learning(run)
             await asyncio.sleep(every)
 
+    async def watch_servers(self, *, every: float = 20.0) -> None:
+        """Look again, every ``every`` seconds, for servers that did not answer, so a model
+        appears in the picker soon after its server comes up; runs until cancelled."""
+        while True:
+            await asyncio.sleep(every)
+            if not self.catalogue.unreachable:
+                continue
+            try:
+                await self.catalogue.refresh()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a failed look is retried at the next tick
+                log.exception("looking for servers again failed")
+
     # -- closing --
 
     async def aclose(self) -> None:

@@ -166,8 +166,8 @@ class FakeOllama:
 
     # --- lifecycle ----------------------------------------------------------------------------
 
-    def start(self) -> FakeOllama:
-        server = _Server(("127.0.0.1", 0), _Handler)
+    def start(self, port: int = 0) -> FakeOllama:
+        server = _Server(("127.0.0.1", port), _Handler)
         server.fake = self
         self._server = server
         # A short poll keeps stop() quick: shutdown() waits for the loop's next poll.
