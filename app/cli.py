@@ -107,7 +107,8 @@ async def run_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for problem in services.startup_problems:
         print(f"conch: {problem}", file=err)
     try:
-        models = await services.refresh_models(start_bundled=False)
+        # The same rule as the window: with nothing else ready, the bundled model starts.
+        models = await services.refresh_models()
         shown = models if args.all else [m for m in models if m.ready]
         if args.json:
             out.write(json.dumps([_model_row(m) for m in shown], indent=2) + "\n")
