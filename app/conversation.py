@@ -30,6 +30,7 @@ from engines.base import (
     ProblemKind,
     TextDelta,
     ThinkingDelta,
+    ToolCall,
     TurnInput,
     TurnProblem,
 )
@@ -153,6 +154,7 @@ class Conversation:
         thinking: list[str] = []
         problem: TurnProblem | None = None
         finished = False
+        called = False
         try:
             async for event in self.engine.turn(turn):
                 if isinstance(event, TextDelta):
@@ -163,6 +165,8 @@ class Conversation:
                     problem = event.problem
                 elif isinstance(event, Done):
                     finished = True
+                elif isinstance(event, ToolCall):
+                    called = True
                 self._observe(event, model)
                 yield event
         except asyncio.CancelledError:
@@ -194,6 +198,15 @@ class Conversation:
                 "the engine ended without finishing",
                 default_next_step(ProblemKind.BROKEN_STREAM),
                 partial=bool(answer),
+            )
+            yield Problem(problem=problem)
+        elif finished and problem is None and not "".join(answer).strip() and not called:
+            # A small model sometimes stops at once; an empty bubble would look like a hang.
+            problem = TurnProblem.of(
+                ProblemKind.REFUSED,
+                "the model's answer was empty",
+                default_next_step(ProblemKind.REFUSED),
+                message="The model finished without writing anything.",
             )
             yield Problem(problem=problem)
         seq = self._save_answer(model, answer, thinking, problem)

@@ -158,3 +158,13 @@ async def test_compact_folds_now_and_records_the_divider(data_dir: Path) -> None
     latest = store.latest_compaction(conv.chat_id)
     assert latest is not None and latest.first_kept_seq == 4  # the newest turn's question
     assert store.message_count(conv.chat_id) == 6  # nothing was deleted
+
+
+async def test_an_empty_answer_is_said_in_words_not_left_blank(data_dir: Path) -> None:
+    conv, store = make(data_dir, MockEngine([Reply("", chunk_delay=0)]))
+    events = await collect(conv, "hello?")
+    problems = [e.problem for e in events if isinstance(e, Problem)]
+    assert problems and problems[0].message == "The model finished without writing anything."
+    assert problems[0].next_step is not None and problems[0].next_step.kind == "retry"
+    answer = store.messages(conv.chat_id)[-1]
+    assert answer.role == "assistant" and answer.problem is not None
