@@ -181,6 +181,87 @@ def _echo(summary: str, piece: str) -> bool:
     return copied / len(long_lines) > 0.8
 
 
+_WORD = re.compile(r"[^\W\d_]{4,}")
+# Words a summary may use that need not come from the chat: its own scaffolding.
+_SCAFFOLD = frozenset(
+    [
+        "about",
+        "after",
+        "also",
+        "asked",
+        "assistant",
+        "before",
+        "being",
+        "chat",
+        "could",
+        "decided",
+        "discussed",
+        "done",
+        "each",
+        "earlier",
+        "facts",
+        "from",
+        "have",
+        "into",
+        "keep",
+        "kept",
+        "later",
+        "like",
+        "more",
+        "most",
+        "much",
+        "need",
+        "needs",
+        "open",
+        "other",
+        "person",
+        "people",
+        "said",
+        "should",
+        "since",
+        "some",
+        "still",
+        "summary",
+        "than",
+        "that",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "wants",
+        "want",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "will",
+        "with",
+        "word",
+        "would",
+        "your",
+    ]
+)
+
+
+def _off_topic(summary: str, source: str) -> bool:
+    """True when the reply is mostly about something the chat never mentioned.
+
+    A summary reuses the chat's own words (names, things, places); a tiny model that rambles
+    on about something else uses almost none of them.
+    """
+    body, _kept = split_kept(summary)
+    words = [w for w in _WORD.findall(body.lower()) if w not in _SCAFFOLD]
+    if len(words) < 12:
+        return False
+    known = set(_WORD.findall(source.lower()))
+    return sum(w in known for w in words) / len(words) < 0.2
+
+
 def judge(reply: str, piece: str, previous: str, answer_tokens: int) -> tuple[str | None, str]:
     """(the summary, "") or (None, why this reply is not a summary)."""
     text = _tidy(reply)
@@ -195,6 +276,8 @@ def judge(reply: str, piece: str, previous: str, answer_tokens: int) -> tuple[st
         return None, "wrote more than it was given"
     if len(text) > 10 * answer_tokens * 4:
         return None, "wrote far more than a summary"
+    if _off_topic(text, piece + "\n" + previous):
+        return None, "wrote about something the chat never mentioned"
     return text, ""
 
 

@@ -21,7 +21,7 @@ from engines.api.context import estimate_tokens
 from engines.api.facts import HEADING, missing_facts, split_kept
 from engines.api.protocols import Summariser
 from engines.api.scrub import MARKER
-from engines.api.summarise import PIECE_CHARS, ModelSummariser, fit, render
+from engines.api.summarise import PIECE_CHARS, ModelSummariser, fit, judge, render
 from engines.base import (
     Done,
     Event,
@@ -623,7 +623,9 @@ async def test_every_planted_fact_survives_a_summary_that_left_them_out(model: M
 
 
 async def test_a_summary_for_an_8k_model_stays_short_and_keeps_its_facts() -> None:
-    rambling = "Decided or done: " + " ".join(f"detail {i} was settled." for i in range(800))
+    rambling = "Decided or done: " + " ".join(
+        f"Lisbon flight detail {i} was settled." for i in range(800)
+    )
     folded = trip_chat() + chat(20, size=1_500)
     adapter = MemoryAdapter(name="ollama", local=True, default=lambda r: Say(rambling[:3_000]))
     result = await ModelSummariser({"ollama": adapter}).summarise(
@@ -842,3 +844,24 @@ def test_prompts_load_from_the_source_tree_and_from_a_bundle(
     assert read_prompt("only_in_the_bundle.txt") == "from the bundle"
     with pytest.raises(ValueError):
         read_prompt("../summarise.txt")
+
+
+def test_a_reply_about_something_else_is_not_a_summary() -> None:
+    piece = (
+        "Person: We are building 24 raised beds of untreated larch behind the library.\n"
+        "Assistant: Larch lasts about ten years; order the soil in two loads.\n"
+        "Person: Marta coordinates; the budget is 2,500 euros and Tom can't do Saturdays.\n"
+    )
+    rambling = (
+        "Bathroom. A space where we gather to share what makes us who we are – our stories, "
+        "traditions, and humanity. So, let's take a moment here in the sanctuary of your home "
+        "to honor the people who have lived across generations before you."
+    )
+    text, why = judge(rambling, piece, "", 512)
+    assert text is None and "never mentioned" in why
+    fair = (
+        "The person is building 24 raised beds of untreated larch behind the library. "
+        "Marta coordinates, the budget is 2,500 euros, and Tom cannot help on Saturdays. "
+        "Decided: order the soil in two loads."
+    )
+    assert judge(fair, piece, "", 512) == (fair, "")
