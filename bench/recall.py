@@ -1,0 +1,582 @@
+"""Recall after folding: do the facts a person planted early in a long chat still reach the model?
+
+A scripted chat of ``--turns`` turns (56 by default) about a community garden: the first ten
+turns plant 24 facts (names, amounts, dates, files, paths, links, an e-mail address, order and
+version numbers, code names, a phone number, decisions), the rest is ordinary talk of about
+230 tokens a message. It runs through the real ``ApiSession`` and ``ModelSummariser`` on an
+8K window, so the transcript folds several times; each fold's summary is folded into the next.
+
+At the end, a fact counts as reachable when its words are still, verbatim (ignoring case and
+spacing), in the final request the model got: the summary block plus the kept turns. Beside
+it, in the same run, plain "drop the oldest": the newest whole turns of the same chat (the
+person's words and the model's real answers) that fit the same budget, with no summary.
+
+    python -m bench.recall [--mock] [--turns N] [--window TOKENS]
+
+By default the chat model is the bundled SmolLM2-135M (llama-cpp-python, started in a temp
+dir and stopped at the end); its answers are capped at 48 tokens to keep the run short, its
+summaries are not. ``--mock`` uses a scripted model instead, still through the real session
+and summariser: it answers in one line and writes a vague summary that names no fact, so
+whatever survives is the fact keeper's work. Goal: at least 95% reachable.
+
+Prints a table, then one JSON object on its last line: folds, the share reachable, the share
+"drop the oldest" keeps, the seconds spent summarising per fold (mean and max), what was lost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from engines.api.context import budget, estimate_message, estimate_tokens  # noqa: E402
+from engines.api.protocols import Summariser, SummaryResult  # noqa: E402
+from engines.api.session import SUMMARY_CLOSE, SUMMARY_OPEN, ApiSession  # noqa: E402
+from engines.api.summarise import LEAN_WINDOW, ModelSummariser  # noqa: E402
+from engines.base import (  # noqa: E402
+    Compacted,
+    Done,
+    Event,
+    Healed,
+    Message,
+    ModelInfo,
+    Problem,
+    TextDelta,
+    TurnInput,
+)
+from engines.local import bundled  # noqa: E402
+from engines.providers.base import ChatRequest, ProviderAdapter  # noqa: E402
+from engines.resources import read_prompt  # noqa: E402
+
+TURNS = 56
+WINDOW = 8_192
+SEED = 20_261_004
+CHAT_ID = "recall-bench"
+MESSAGE_TOKENS = 230  # estimated tokens of each person message
+ANSWER_TOKENS = 48  # the bundled model's answers are capped here (its summaries are not)
+GOAL = 0.95
+
+
+@dataclass(frozen=True)
+class Fact:
+    kind: str
+    key: str  # the words that must still reach the model, verbatim
+    sentence: str  # how the person said it
+
+
+# Planted over the first ten turns; nothing later repeats them.
+PLANTED: tuple[tuple[Fact, ...], ...] = (
+    (
+        Fact(
+            "name",
+            "Priya Raman",
+            "Priya Raman chairs the garden committee and signs off on every spend.",
+        ),
+        Fact(
+            "name",
+            "Tomasz Wójcik",
+            "Our treasurer is Tomasz Wójcik; he keeps the accounts in a shared sheet.",
+        ),
+    ),
+    (
+        Fact("money", "€1,250", "The grant gives us €1,250 for the whole season."),
+        Fact(
+            "number",
+            "GR-2026-0417",
+            "The grant reference is GR-2026-0417, and it has to go on every receipt.",
+        ),
+    ),
+    (
+        Fact("date", "2026-04-18", "The first planting day is 2026-04-18."),
+        Fact("date", "09:30", "Volunteers meet at 09:30 by the north gate."),
+    ),
+    (
+        Fact("file", "garden_layout_v3.xlsx", "The bed layout is in garden_layout_v3.xlsx."),
+        Fact(
+            "file",
+            "~/garden/rota/spring.csv",
+            "The watering rota lives at ~/garden/rota/spring.csv on the club laptop.",
+        ),
+    ),
+    (
+        Fact(
+            "link",
+            "https://forms.example.org/larch-garden/2026",
+            "Sign-ups go through https://forms.example.org/larch-garden/2026 this year.",
+        ),
+        Fact(
+            "link",
+            "volunteers@larch-garden.example",
+            "Questions go to volunteers@larch-garden.example.",
+        ),
+    ),
+    (
+        Fact(
+            "decision",
+            "Hillside Supplies",
+            "We decided to buy the topsoil from Hillside Supplies, not the garden centre.",
+        ),
+        Fact("money", "£480", "The topsoil order comes to £480 including delivery."),
+    ),
+    (
+        Fact("number", "#58213", "The delivery is order #58213."),
+        Fact("number", "12 kg", "We also ordered 12 kg of seed potatoes."),
+        Fact("number", "17.5%", "Tools may take at most 17.5% of the budget."),
+    ),
+    (
+        Fact(
+            "number",
+            "v2.4.1",
+            "The watering controller runs firmware v2.4.1; we agreed not to update it mid-season.",
+        ),
+        Fact(
+            "code",
+            "LARCH_SENSOR_TOKEN",
+            "The soil sensors read their key from LARCH_SENSOR_TOKEN on the computer in the shed.",
+        ),
+    ),
+    (
+        Fact("number", "192.168.1.44", "That computer is at 192.168.1.44 on the shed network."),
+        Fact(
+            "decision",
+            "Bank of Scotland",
+            "We decided the garden account stays with the Bank of Scotland.",
+        ),
+    ),
+    (
+        Fact("date", "4 December", "The end-of-season party is on 4 December."),
+        Fact("name", "Marta Lindqvist", "Marta Lindqvist looks after the gate."),
+        Fact("number", "07700 900123", "Call her on 07700 900123 if the gate code changes."),
+        Fact(
+            "decision",
+            "no pesticides",
+            "And we decided: no pesticides anywhere in the garden, not even on the roses.",
+        ),
+        Fact(
+            "code",
+            "water_schedule.next_run()",
+            "If the pumps stop, check water_schedule.next_run() in the controller script.",
+        ),
+    ),
+)
+FACTS: tuple[Fact, ...] = tuple(f for turn in PLANTED for f in turn)
+
+_OPENERS = (
+    "Back to the garden.",
+    "A few more thoughts.",
+    "Notes from today.",
+    "Something that came up at the weekend.",
+    "I was thinking about this on the way home.",
+    "Before I forget.",
+)
+_SUBJECTS = (
+    "the watering rota",
+    "the compost bays",
+    "the raised beds by the fence",
+    "the tool shed",
+    "the seed order",
+    "the volunteer list",
+    "the rainwater barrels",
+    "the path along the south wall",
+    "the planting corner for the children",
+    "the greenhouse door",
+    "the herb spiral",
+    "the bean poles",
+)
+_VERBS = (
+    "needs another look because",
+    "worked better than expected, although",
+    "was talked through at length, and in the end",
+    "still worries me, mostly since",
+    "came up twice this week, so",
+    "is nearly sorted, except that",
+)
+_CLAUSES = (
+    "the soil dries out quickly when the afternoon sun hits that side",
+    "two of the regular volunteers are away for most of the month",
+    "the neighbours asked whether we could keep the noise down in the mornings",
+    "the old hose leaks at the joint and nobody has found a spare washer",
+    "we want the beds ready before the weather turns warm",
+    "the delivery van cannot get through the narrow gate at the back",
+    "last year the slugs ate most of the lettuce within a week",
+    "people keep leaving the shed unlocked after their shift",
+    "everyone would like a simple plan they can follow",
+    "it is hard to know who did what when the notebook goes missing",
+    "the wheelbarrow has a flat tyre again",
+    "the mulch ran out before we reached the far beds",
+)
+_QUESTIONS = (
+    "What would you do first?",
+    "Does that sound sensible?",
+    "How would you explain this to new volunteers?",
+    "Is there a simple way to keep track of it?",
+    "What am I missing?",
+)
+
+
+def chat_script(turns: int, seed: int = SEED, tokens: int = MESSAGE_TOKENS) -> list[str]:
+    """The person's messages: facts in the first ten, ordinary talk of ``tokens`` each."""
+    rng = random.Random(seed)
+    messages: list[str] = []
+    for i in range(turns):
+        parts = [rng.choice(_OPENERS)]
+        if i < len(PLANTED):
+            parts.extend(f.sentence for f in PLANTED[i])
+        size = sum(len(p) + 1 for p in parts)
+        while size < tokens * 4 - 40:
+            sentence = (
+                f"{rng.choice(_SUBJECTS).capitalize()} {rng.choice(_VERBS)} {rng.choice(_CLAUSES)}."
+            )
+            parts.append(sentence)
+            size += len(sentence) + 1
+        parts.append(rng.choice(_QUESTIONS))
+        messages.append(" ".join(parts))
+    return messages
+
+
+# --- matching -------------------------------------------------------------------------------
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def reachable(facts: Sequence[Fact], text: str) -> list[Fact]:
+    hay = _plain(text)
+    return [f for f in facts if _plain(f.key) in hay]
+
+
+def drop_oldest(log: Sequence[tuple[Message, Message]], room: int) -> list[Message]:
+    """The newest whole turns that fit ``room`` tokens: the old policy, with no summary."""
+    kept: list[Message] = []
+    used = 0
+    for person, answer in reversed(log):
+        cost = estimate_message(person) + estimate_message(answer)
+        if kept and used + cost > room:
+            break
+        kept[:0] = [person, answer]
+        used += cost
+    return kept
+
+
+def split_request(request: ChatRequest) -> tuple[str, str]:
+    """(the summary block's text, the kept turns' text) of one request."""
+    summary = ""
+    parts: list[str] = []
+    for i, m in enumerate(request.messages):
+        text = m.text
+        if i == 0 and text.startswith(SUMMARY_OPEN):
+            end = text.find(SUMMARY_CLOSE)
+            if end >= 0:
+                summary = text[len(SUMMARY_OPEN) : end]
+                text = text[end + len(SUMMARY_CLOSE) :]
+        parts.append(text)
+    return summary, "\n".join(parts)
+
+
+# --- the models -----------------------------------------------------------------------------
+
+
+def _is_summary_request(request: ChatRequest) -> bool:
+    return bool(request.messages) and request.messages[0].text.startswith("<summary-so-far>")
+
+
+class Recording:
+    """Passes requests on, keeps the last chat request, and caps the chat model's answers."""
+
+    def __init__(self, inner: ProviderAdapter, answer_tokens: int | None) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.label = inner.label
+        self.local = inner.local
+        self.answer_tokens = answer_tokens
+        self.last_chat: ChatRequest | None = None
+        self.chat_requests = 0
+        self.summary_requests = 0
+
+    async def list_models(self) -> list[ModelInfo]:
+        return await self.inner.list_models()
+
+    def cheap_models(self) -> tuple[str, ...]:
+        return self.inner.cheap_models()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
+        if _is_summary_request(request):
+            self.summary_requests += 1
+        else:
+            self.chat_requests += 1
+            self.last_chat = request
+            if self.answer_tokens is not None:
+                cap = min(request.max_output_tokens, self.answer_tokens)
+                request = request.model_copy(update={"max_output_tokens": cap})
+        async for event in self.inner.stream(request):
+            yield event
+
+
+class PoorModel:
+    """A scripted local model: one-line answers and a vague summary that keeps no fact."""
+
+    name = "local"
+    label = "Scripted"
+    local = True
+
+    async def list_models(self) -> list[ModelInfo]:
+        return []
+
+    def cheap_models(self) -> tuple[str, ...]:
+        return ()
+
+    async def aclose(self) -> None:
+        return None
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
+        await asyncio.sleep(0)
+        if _is_summary_request(request):
+            text = (
+                "What the person wants: to get their community garden organised for the "
+                "season.\nDecided or done: they shared plans, people and dates, and the "
+                "assistant acknowledged them.\nStill open: the next steps."
+            )
+        else:
+            text = "Noted, thanks. What would you like to look at next?"
+        yield TextDelta(text=text)
+        yield Done()
+
+
+@dataclass
+class TimedSummariser:
+    """Times each fold's summary (the session calls it once per fold)."""
+
+    inner: Summariser
+    seconds: list[float] = field(default_factory=list)
+    results: list[SummaryResult] = field(default_factory=list)
+
+    async def summarise(
+        self, folded: Sequence[Message], previous: str, *, model: ModelInfo, focus: str = ""
+    ) -> SummaryResult:
+        start = time.perf_counter()
+        result = await self.inner.summarise(folded, previous, model=model, focus=focus)
+        self.seconds.append(time.perf_counter() - start)
+        self.results.append(result)
+        return result
+
+
+class UnavailableError(Exception):
+    """The bundled model cannot run here; the text says why and how to fix it."""
+
+
+# --- the run --------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    folds: list[Compacted] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    heals: int = 0
+    log: list[tuple[Message, Message]] = field(default_factory=list)
+
+
+async def run_chat(
+    adapter: Recording, timed: TimedSummariser, model: ModelInfo, script: Sequence[str]
+) -> Outcome:
+    system = read_prompt("system_lean.txt" if model.context <= LEAN_WINDOW else "system.txt")
+    session = ApiSession(
+        chat_id=CHAT_ID, data_dir=None, adapters={adapter.name: adapter}, summariser=timed
+    )
+    out = Outcome()
+    for i, text in enumerate(script):
+        turn = TurnInput(
+            chat_id=CHAT_ID,
+            seq=2 * i,
+            text=text,
+            model=model,
+            system=system,
+            lean=model.context <= LEAN_WINDOW,
+        )
+        answer: list[str] = []
+        async for event in session.turn(turn):
+            if isinstance(event, TextDelta):
+                answer.append(event.text)
+            elif isinstance(event, Compacted):
+                out.folds.append(event)
+            elif isinstance(event, Healed):
+                out.heals += 1
+            elif isinstance(event, Problem):
+                out.problems.append(f"turn {i}: {event.problem.kind.value} {event.problem.detail}")
+        out.log.append(
+            (Message(role="user", text=text), Message(role="assistant", text="".join(answer)))
+        )
+        print(
+            f"turn {i + 1:3d}/{len(script)}  folds {len(out.folds)}  "
+            f"summarising {sum(timed.seconds):6.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+    await session.aclose()
+    return out
+
+
+def _share(n: int, total: int) -> float:
+    return round(n / total, 4) if total else 0.0
+
+
+def report(
+    outcome: Outcome,
+    adapter: Recording,
+    timed: TimedSummariser,
+    *,
+    model_name: str,
+    window: int,
+    turns: int,
+    seconds: float,
+) -> dict[str, object]:
+    final = adapter.last_chat
+    summary, kept = split_request(final) if final is not None else ("", "")
+    found = reachable(FACTS, summary + "\n" + kept)
+    in_kept = reachable(FACTS, kept)
+    system = final.system if final is not None else ""
+    room = budget(window, estimate_tokens(system))
+    baseline_messages = drop_oldest(outcome.log, room)
+    baseline = reachable(FACTS, "\n".join(m.text for m in baseline_messages))
+    by_kind: dict[str, str] = {}
+    for kind in dict.fromkeys(f.kind for f in FACTS):
+        of_kind = [f for f in FACTS if f.kind == kind]
+        by_kind[kind] = f"{sum(f in found for f in of_kind)}/{len(of_kind)}"
+    times = timed.seconds
+    return {
+        "bench": "recall",
+        "model": model_name,
+        "window": window,
+        "turns": turns,
+        "planted": len(FACTS),
+        "folds": len(outcome.folds),
+        "summarised_folds": sum(1 for f in outcome.folds if f.summarised),
+        "reachable": len(found),
+        "reachable_share": _share(len(found), len(FACTS)),
+        "goal": GOAL,
+        "goal_met": len(found) >= GOAL * len(FACTS),
+        "drop_oldest_share": _share(len(baseline), len(FACTS)),
+        "drop_oldest_turns_kept": len(baseline_messages) // 2,
+        "kept_turns_only_share": _share(len(in_kept), len(FACTS)),
+        "summarise_seconds_mean": round(statistics.fmean(times), 3) if times else None,
+        "summarise_seconds_max": round(max(times), 3) if times else None,
+        "summary_chars": len(summary),
+        "final_summary": summary,
+        "by_kind": by_kind,
+        "lost": [f.key for f in FACTS if f not in found],
+        "summary_failures": [r.problem for r in timed.results if r.text is None],
+        "problems": outcome.problems,
+        "heals": outcome.heals,
+        "chat_requests": adapter.chat_requests,
+        "summary_requests": adapter.summary_requests,
+        "seconds": round(seconds, 1),
+    }
+
+
+async def run(mock: bool, turns: int, window: int) -> dict[str, object]:
+    script = chat_script(turns)
+    started = time.monotonic()
+    if mock:
+        adapter = Recording(PoorModel(), answer_tokens=None)
+        model = ModelInfo(provider="local", id="scripted", label="Scripted", context=window)
+        timed = TimedSummariser(ModelSummariser({adapter.name: adapter}))
+        outcome = await run_chat(adapter, timed, model, script)
+        return report(
+            outcome,
+            adapter,
+            timed,
+            model_name="scripted (poor summaries)",
+            window=window,
+            turns=turns,
+            seconds=time.monotonic() - started,
+        )
+    why = bundled.missing()
+    if why is not None:
+        raise UnavailableError(why)
+    with tempfile.TemporaryDirectory(prefix="conch-recall-") as tmp:
+        runtime = bundled.BundledRuntime(Path(tmp), n_ctx=window)
+        try:
+            state = await runtime.start()
+            if state.phase != "ready":
+                raise UnavailableError(f"The bundled model did not start: {state.text}")
+            adapter = Recording(bundled.bundled_adapter(runtime), answer_tokens=ANSWER_TOKENS)
+            model = ModelInfo(
+                provider=adapter.name,
+                id=bundled.MODEL_ID,
+                label=bundled.MODEL_LABEL,
+                context=window,
+                local=True,
+            )
+            timed = TimedSummariser(ModelSummariser({adapter.name: adapter}))
+            try:
+                outcome = await run_chat(adapter, timed, model, script)
+            finally:
+                await adapter.aclose()
+        finally:
+            await runtime.stop()
+    return report(
+        outcome,
+        adapter,
+        timed,
+        model_name=f"bundled {bundled.MODEL_ID}",
+        window=window,
+        turns=turns,
+        seconds=time.monotonic() - started,
+    )
+
+
+def print_table(figures: dict[str, object]) -> None:
+    print(f"recall after {figures['folds']} folds, {figures['turns']} turns, {figures['model']}")
+    print(
+        f"  summary + kept turns : {figures['reachable']}/{figures['planted']} "
+        f"({figures['reachable_share']:.0%})"
+    )
+    print(f"  drop the oldest      : {figures['drop_oldest_share']:.0%}")
+    print(f"  kept turns alone     : {figures['kept_turns_only_share']:.0%}")
+    mean, most = figures["summarise_seconds_mean"], figures["summarise_seconds_max"]
+    print(f"  summarising per fold : mean {mean} s, max {most} s")
+    summary = figures.pop("final_summary", "")
+    print("  the summary the model read last:")
+    print("    " + (str(summary).replace("\n", "\n    ") or "(none)"))
+    lost = figures["lost"]
+    names = ", ".join(str(x) for x in lost) if isinstance(lost, list) else ""
+    print(f"  lost                 : {names or 'nothing'}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.recall", description=__doc__)
+    parser.add_argument("--mock", action="store_true", help="a scripted model, not SmolLM2")
+    parser.add_argument("--turns", type=int, default=TURNS, help=f"turns (default {TURNS})")
+    parser.add_argument("--window", type=int, default=WINDOW, help="the model's window")
+    args = parser.parse_args(argv)
+    if args.turns <= len(PLANTED):
+        parser.error(f"--turns must be more than {len(PLANTED)} (the turns that plant facts)")
+    if args.window < 2_048:
+        parser.error("--window must be at least 2048")
+    try:
+        figures = asyncio.run(run(args.mock, args.turns, args.window))
+    except UnavailableError as exc:
+        print(f"{exc} (or run with --mock)", file=sys.stderr)
+        print(json.dumps({"bench": "recall", "error": str(exc)}, ensure_ascii=False))
+        raise SystemExit(2) from None
+    print_table(figures)
+    print(json.dumps(figures, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,286 @@
+"""Shared pieces for the tests that run the real bundled model (SmolLM2-135M on llama.cpp).
+
+The model server is slow on a small machine (about 100-250 prompt tokens a second on one
+core), so each module starts one server and shares it, and the chat model's answers are kept
+short by ``Recorder`` (a pass-through adapter that also records what the session sent). The
+summariser's requests go through the same adapter, so what a fold costs is real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from app.conversation import Conversation, ConvEvent
+from app.health import HealthLog
+from app.services import history_messages
+from app.store import ChatStore, StoredMessage
+from engines.api.protocols import ModelDirectory
+from engines.api.session import ApiSession
+from engines.api.summarise import ModelSummariser
+from engines.base import Event, ModelInfo
+from engines.local.bundled import MODEL_ID, MODEL_LABEL, BundledRuntime, available, missing
+from engines.providers.base import ChatRequest, ProviderAdapter
+
+needs_bundled = pytest.mark.skipif(
+    not available(), reason=f"the bundled model is not installed here ({missing()})"
+)
+
+ANSWER_TOKENS = 24  # the chat model's answers: enough to be an answer, cheap to generate
+SUMMARY_TOKENS = 256  # a summary reply; SmolLM2 usually stops well before this
+
+
+def bundled_model(context: int) -> ModelInfo:
+    """The bundled model as a catalogue would list it, with the window it *claims*."""
+    return ModelInfo(
+        provider="local", id=MODEL_ID, label=MODEL_LABEL, context=context, local=True, loaded=True
+    )
+
+
+# --- the server ---------------------------------------------------------------------------------
+
+
+def _gone(pid: int, seconds: float = 10.0) -> bool:
+    """True once neither the process nor anything in its process group is left."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
+def started_runtime(data_dir: Path, n_ctx: int) -> Iterator[BundledRuntime]:
+    """A ready bundled runtime for a whole module; stopped (and checked gone) afterwards.
+
+    Started on a private event loop on the main thread: the kernel ties the server's life
+    to the thread that started it, and each test then talks to it from its own loop.
+    """
+    runtime = BundledRuntime(data_dir, n_ctx=n_ctx)
+    loop = asyncio.new_event_loop()
+    try:
+        state = loop.run_until_complete(runtime.start())
+    finally:
+        loop.close()
+    pid = runtime.pid
+    try:
+        assert state.phase == "ready", state.text
+        yield runtime
+    finally:
+        runtime.stop_now()
+        assert runtime.pid is None
+        if pid is not None:
+            assert _gone(pid), f"the model server (pid {pid}) outlived its tests"
+
+
+@pytest.fixture(scope="module")
+def runtime_8k(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BundledRuntime]:
+    yield from started_runtime(tmp_path_factory.mktemp("bundled-8k"), 8_192)
+
+
+# --- an adapter that records --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sent:
+    request: ChatRequest
+    summary: bool  # one of the summariser's requests, not the chat's
+
+
+def is_summary_request(request: ChatRequest) -> bool:
+    first = request.messages[0].text if request.messages else ""
+    return first.startswith("<summary-so-far>")
+
+
+class Recorder:
+    """Passes every request to the real adapter, records it, and caps how long replies get.
+
+    Only ``max_output_tokens`` changes: what the session fitted into the window is sent as
+    it is. (llama-cpp-python checks only the prompt against its window, so the cap cannot
+    hide an overflow.)
+    """
+
+    def __init__(
+        self,
+        inner: ProviderAdapter,
+        *,
+        answer_tokens: int = ANSWER_TOKENS,
+        summary_tokens: int = SUMMARY_TOKENS,
+    ) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.label = inner.label
+        self.local = inner.local
+        self.answer_tokens = answer_tokens
+        self.summary_tokens = summary_tokens
+        self.sent: list[Sent] = []
+
+    async def list_models(self) -> list[ModelInfo]:
+        return await self.inner.list_models()
+
+    def cheap_models(self) -> tuple[str, ...]:
+        return self.inner.cheap_models()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
+        summary = is_summary_request(request)
+        self.sent.append(Sent(request, summary))
+        cap = self.summary_tokens if summary else self.answer_tokens
+        capped = request.model_copy(
+            update={"max_output_tokens": min(request.max_output_tokens, cap)}
+        )
+        async for event in self.inner.stream(capped):
+            yield event
+
+    def chat_requests(self) -> list[ChatRequest]:
+        return [s.request for s in self.sent if not s.summary]
+
+    def summary_requests(self) -> list[ChatRequest]:
+        return [s.request for s in self.sent if s.summary]
+
+
+# --- one chat, wired as the app wires it ----------------------------------------------------------
+
+
+class Directory:
+    """The app's model list, as far as a too-long card needs it."""
+
+    def __init__(self, models: list[ModelInfo]) -> None:
+        self.models = models
+
+    def ready_models(self) -> list[ModelInfo]:
+        return [m for m in self.models if m.ready]
+
+
+class LiveChat:
+    """A chat log, health notes, a Conversation and an ApiSession with the real summariser."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        adapter: Recorder,
+        model: ModelInfo,
+        *,
+        system: str,
+        directory: ModelDirectory | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        self.adapter = adapter
+        self.store = ChatStore.in_dir(data_dir)
+        self.health = HealthLog.in_dir(data_dir)
+        chat = self.store.create_chat(model_key=model.key)
+        self.chat_id = chat.id
+        adapters = {adapter.name: adapter}
+        self.session = ApiSession(
+            chat_id=chat.id,
+            data_dir=data_dir,
+            adapters=adapters,
+            summariser=ModelSummariser(adapters),
+            directory=directory,
+            history=lambda: history_messages(self.store.messages(chat.id)),
+        )
+        self.conversation = Conversation(
+            chat.id,
+            store=self.store,
+            engine=self.session,
+            model=model,
+            health=self.health,
+            system_prompt=lambda _model: system,
+        )
+
+    async def send(self, text: str) -> list[ConvEvent]:
+        return [event async for event in self.conversation.turn(text)]
+
+    async def close(self) -> None:
+        await self.conversation.aclose()
+        self.store.close()
+        self.health.close()
+
+
+def read_log(data_dir: Path, chat_id: str) -> list[StoredMessage]:
+    """The chat log as the next start of Conch reads it (a fresh connection)."""
+    store = ChatStore.in_dir(data_dir)
+    try:
+        return store.messages(chat_id)
+    finally:
+        store.close()
+
+
+# --- text a person might send -------------------------------------------------------------------
+
+_OPENERS = (
+    "About the garden plans again.",
+    "Another thing I keep thinking about.",
+    "Quick update from this weekend.",
+    "Here are my notes from the meeting.",
+    "I wrote this down on the train home.",
+    "Some background before my question.",
+)
+_SUBJECTS = (
+    "the watering rota",
+    "the compost bays",
+    "the raised beds by the fence",
+    "the tool shed",
+    "the seed order",
+    "the volunteer list",
+    "the rainwater barrels",
+    "the path along the south wall",
+    "the children's planting corner",
+    "the greenhouse door",
+)
+_VERBS = (
+    "needs another look because",
+    "worked better than expected, although",
+    "was discussed at length, and in the end",
+    "still worries me, mostly since",
+    "came up twice this week, so",
+    "is nearly sorted, except that",
+)
+_CLAUSES = (
+    "the soil dries out quickly when the afternoon sun hits that side",
+    "two of the regular volunteers are away for most of the month",
+    "the neighbours asked whether we could keep the noise down in the mornings",
+    "the old hose leaks at the joint and nobody has found a spare washer",
+    "we want the beds ready before the weather turns warm",
+    "the delivery van cannot get through the narrow gate at the back",
+    "last year the slugs ate most of the lettuce within a week",
+    "people keep leaving the shed unlocked after their shift",
+    "the committee would like a simple plan everyone can follow",
+    "it is hard to know who did what when the notebook goes missing",
+)
+_QUESTIONS = (
+    "What would you do first?",
+    "Does that sound sensible to you?",
+    "How would you explain this to new volunteers?",
+    "Is there a simple way to keep track of it?",
+    "What am I missing here?",
+)
+
+
+def prose(rng: random.Random, tokens: int) -> str:
+    """Plain English of about ``tokens`` estimated tokens (four characters a token)."""
+    parts = [rng.choice(_OPENERS)]
+    size = len(parts[0])
+    target = max(40, tokens * 4 - 40)
+    while size < target:
+        sentence = (
+            f"{rng.choice(_SUBJECTS).capitalize()} {rng.choice(_VERBS)} {rng.choice(_CLAUSES)}."
+        )
+        parts.append(sentence)
+        size += len(sentence) + 1
+    parts.append(rng.choice(_QUESTIONS))
+    return " ".join(parts)

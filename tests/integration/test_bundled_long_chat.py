@@ -1,0 +1,162 @@
+"""A long chat on the real bundled model (8K window): it folds, summarises, and never refuses.
+
+Everything is the app's own code — Conversation, ApiSession, ModelSummariser, the bundled
+adapter and llama-cpp-python's server with SmolLM2-135M — except that the chat model's
+answers are capped at a few dozen tokens (see ``Recorder``) to keep the run short.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from app.conversation import MessageSaved
+from engines.api import transcript as tfile
+from engines.api.context import budget, estimate_message, estimate_tokens
+from engines.api.session import SUMMARY_OPEN, ApiSession
+from engines.base import Compacted, Done, Healed, Message, Problem, ProblemKind, TextDelta
+from engines.local.bundled import MODEL_ID, WINDOW, BundledRuntime, bundled_adapter
+from engines.providers.base import ChatRequest, ProviderError
+from engines.resources import read_prompt
+from tests.integration.conftest import (
+    LiveChat,
+    Recorder,
+    bundled_model,
+    needs_bundled,
+    prose,
+    read_log,
+)
+
+pytestmark = [pytest.mark.bundled, pytest.mark.slow, needs_bundled]
+
+TURNS = 60
+# Mostly everyday messages with a long one (pasted notes) every fourth turn: enough text for
+# the 8K window to fold twice in 60 turns (near turns 34 and 51; a third would come near 68).
+# Every message at 300-600 tokens would fold about six times, and on this machine each fold
+# costs the model most of a minute (the summary request, then a fresh read of the half window
+# that is kept).
+SHORT_TOKENS = 80
+LONG_TOKENS = 300
+
+
+def request_tokens(request: ChatRequest) -> int:
+    return sum(estimate_message(m) for m in request.messages)
+
+
+@pytest.mark.timeout(900)
+async def test_a_sixty_turn_chat_folds_and_every_turn_is_answered(
+    runtime_8k: BundledRuntime, tmp_path: Path
+) -> None:
+    system = read_prompt("system_lean.txt")
+    model = bundled_model(WINDOW)
+    recorder = Recorder(bundled_adapter(runtime_8k))
+    chat = LiveChat(tmp_path, recorder, model, system=system)
+    rng = random.Random(55)
+    folds: list[Compacted] = []
+    # After each fold: how many chat requests had been sent, to find the next one.
+    sent_before_fold: list[int] = []
+    fold_turns: list[int] = []
+    started = time.monotonic()
+    try:
+        for i in range(TURNS):
+            text = prose(rng, LONG_TOKENS if i % 4 == 3 else SHORT_TOKENS)
+            chat_requests_before = len(recorder.chat_requests())
+            events = await chat.send(text)
+
+            problems = [e for e in events if isinstance(e, Problem)]
+            assert not problems, f"turn {i}: the person saw a problem: {problems}"
+            saved = [e for e in events if isinstance(e, MessageSaved)]
+            assert [s.role for s in saved] == ["user", "assistant"], f"turn {i}: {saved}"
+            assert any(isinstance(e, Done) for e in events), f"turn {i} did not finish"
+            assert "".join(e.text for e in events if isinstance(e, TextDelta)).strip()
+            for e in events:
+                if isinstance(e, Compacted):
+                    folds.append(e)
+                    sent_before_fold.append(chat_requests_before)
+                    fold_turns.append(i)
+            # Without a refusal, one turn is exactly one request to the chat model.
+            healed = [e for e in events if isinstance(e, Healed)]
+            assert len(recorder.chat_requests()) == chat_requests_before + 1 + len(healed)
+    finally:
+        await chat.close()
+    seconds = time.monotonic() - started
+
+    # The chat log (read back as the next start would) holds every turn with its answer,
+    # none cut off or marked failed.
+    log = read_log(tmp_path, chat.chat_id)
+    assert [m.role for m in log] == ["user", "assistant"] * TURNS
+    for m in log[1::2]:
+        assert m.text.strip() and not m.partial and m.problem is None, m
+
+    # It folded, more than once, each time further on, with a summary the model then read.
+    assert len(folds) >= 2, f"only {len(folds)} fold(s) in {TURNS} turns"
+    firsts = [f.first_kept_seq for f in folds]
+    assert firsts == sorted(set(firsts)) and firsts[0] > 0
+    assert all(f.first_kept_seq % 2 == 0 for f in folds)  # a person's message starts a turn
+    assert any(f.summarised and f.summary.strip() for f in folds), "no fold got a summary"
+    chat_requests = recorder.chat_requests()
+    for fold, before in zip(folds, sent_before_fold, strict=True):
+        after = chat_requests[before]  # the request the fold was made for
+        first_user = next(m for m in after.messages if m.role == "user")
+        if fold.summary.strip():
+            assert first_user.text.startswith(SUMMARY_OPEN)
+            assert fold.summary.strip()[:200] in first_user.text
+    assert len(recorder.summary_requests()) >= len(folds)
+
+    # Every request the model got fitted the 8K budget, summary block included.
+    for request in chat_requests:
+        assert request.window == WINDOW
+        assert request_tokens(request) <= budget(WINDOW, estimate_tokens(request.system))
+    assert chat_requests[-1].messages[0].text.startswith(SUMMARY_OPEN)
+
+    # What the fold left is on disk: the next start of Conch reads the same summary.
+    saved_file = tfile.load_transcript(tmp_path, chat.chat_id).transcript
+    assert saved_file.summary == folds[-1].summary
+    assert saved_file.seqs[0] == folds[-1].first_kept_seq
+    reopened = ApiSession(chat_id=chat.chat_id, data_dir=tmp_path, adapters={})
+    assert reopened.context_usage(model, system)[0] > 0
+    assert reopened.summary == folds[-1].summary
+
+    print(
+        f"\n{TURNS} turns, {len(folds)} folds at turns {fold_turns} (kept from seqs {firsts}), "
+        f"{len(chat_requests)} chat requests, {len(recorder.summary_requests())} summary "
+        f"requests, {seconds:.0f} s"
+    )
+
+
+async def test_an_oversized_streamed_request_is_recognised_as_too_long(
+    runtime_8k: BundledRuntime,
+) -> None:
+    """llama-cpp-python answers it with 200 and an empty stream; the adapter finds the refusal."""
+    adapter = bundled_adapter(runtime_8k)
+    rng = random.Random(7)
+    huge = prose(rng, 12_000)  # about 10,500 of SmolLM2's tokens: well past 8,192
+    request = ChatRequest(
+        model=MODEL_ID,
+        messages=(Message(role="user", text=huge),),
+        max_output_tokens=16,
+        window=WINDOW,
+    )
+    try:
+        with pytest.raises(ProviderError) as caught:
+            async for _ in adapter.stream(request):
+                pass
+        error = caught.value
+        assert error.too_long
+        assert error.kind is ProblemKind.TOO_LONG
+        assert error.window == WINDOW
+
+        # The refusal did not take the server down: a short question still gets an answer.
+        short = ChatRequest(
+            model=MODEL_ID,
+            messages=(Message(role="user", text="Say hello in three words."),),
+            max_output_tokens=12,
+            window=WINDOW,
+        )
+        text = "".join([e.text async for e in adapter.stream(short) if isinstance(e, TextDelta)])
+        assert text.strip()
+    finally:
+        await adapter.aclose()
