@@ -29,6 +29,7 @@ from engines.api.context import (
     update_factor,
 )
 from engines.api.protocols import ModelDirectory, Summariser, SummaryResult
+from engines.api.summarise import fit, summary_cap
 from engines.base import (
     AssistantRaw,
     Attachment,
@@ -308,18 +309,25 @@ class ApiSession:
             return
         folded = self._messages[:drop]
         dropped_turns = sum(1 for m in folded if m.role == "user")
+        # Size the summary for the window the model really has (a refusal may have taught a
+        # smaller one than its listing says).
+        window = self.window_for(model)
+        sized = model if model.context == window else model.model_copy(update={"context": window})
         result: SummaryResult | None = None
         if self.summariser is not None:
             try:
                 result = await self.summariser.summarise(
-                    folded, self._summary, model=model, focus=focus
+                    folded, self._summary, model=sized, focus=focus
                 )
             except Exception as exc:  # a summariser must not end the turn: it is a help
                 result = SummaryResult(text=None, problem=f"{type(exc).__name__}: {exc}")
         summarised = bool(result and result.text and result.text.strip())
         if summarised and result is not None and result.text is not None:
             self._summary = result.text.strip()
-            self._summary_tokens = estimate_tokens(summary_block(self._summary))
+        if self._summary:
+            # An old summary written for a larger window must not crowd out the new one.
+            self._summary = fit(self._summary, *summary_cap(window))
+        self._summary_tokens = estimate_tokens(summary_block(self._summary)) if self._summary else 0
         del self._messages[:drop]
         self._ledger.drop_front(drop)
         del self._seqs[:dropped_turns]

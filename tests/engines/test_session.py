@@ -667,3 +667,37 @@ async def test_without_a_data_dir_the_session_keeps_everything_in_memory() -> No
     await run(session, 0, "hi")
     await run(session, 2, "again")
     assert len(adapter.requests[-1].messages) == 3
+
+
+class WindowSizedSummariser(FakeSummariser):
+    """Writes a summary as long as a real one may be for the window it is told about."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.windows: list[int] = []
+
+    async def summarise(
+        self, folded: Sequence[Message], previous: str, *, model: ModelInfo, focus: str = ""
+    ) -> SummaryResult:
+        self.windows.append(model.context)
+        size = budget(model.context) // 4 * 4  # a quarter of the budget, in characters x 4
+        return SummaryResult(text=("fact " * size)[:size], tokens=10, model="cheap")
+
+
+async def test_after_learning_a_smaller_window_the_summary_is_sized_for_it(
+    data_dir: Path,
+) -> None:
+    adapter = ScriptedAdapter(default=Answer("ok"))
+    summariser = WindowSizedSummariser()
+    session = make(data_dir, adapter, summariser)
+    for i in range(4):
+        await run(session, 2 * i, f"Question {i}: " + "q" * 2_000, WIDE)
+    adapter.add([Raise(too_long(2_048)), Answer("Healed at 2K.")])
+    events = await run(session, 8, "Now this: " + "z" * 600, WIDE)
+    assert text_of(events) == "Healed at 2K."
+    assert summariser.windows and summariser.windows[-1] == 2_048
+    resend = adapter.requests[-1]
+    b = budget(2_048, estimate_tokens(SYSTEM))
+    assert sum(estimate_message(m) for m in resend.messages) <= b
+    # The person's new words survive the shortening (they are not only a marker).
+    assert "Now this:" in resend.messages[-1].text
