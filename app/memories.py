@@ -233,14 +233,27 @@ class MemoryBook:
 
     # --- changing ---------------------------------------------------------------------------
 
-    def _set_status(self, memory_id: int, status: Status, *, only_from: tuple[Status, ...]) -> None:
+    def _move(
+        self,
+        where: Literal["id", "run_id"],
+        key: int,
+        status: Status,
+        only_from: tuple[Status, ...],
+    ) -> int:
+        """Give ``status`` to the memories whose ``where`` is ``key`` and whose status is one of
+        ``only_from``; how many changed."""
         marks = ",".join("?" * len(only_from))
         with self._lock:
             cur = self._db.execute(
-                f"UPDATE memories SET status = ?, updated = ? WHERE id = ? AND status IN ({marks})",
-                (status, time.time(), memory_id, *only_from),
+                "UPDATE memories SET status = ?, updated = ? "
+                f"WHERE {where} = ? AND status IN ({marks})",
+                (status, time.time(), key, *only_from),
             )
-            if cur.rowcount == 0 and self.get(memory_id) is None:
+            return cur.rowcount
+
+    def _set_status(self, memory_id: int, status: Status, *, only_from: tuple[Status, ...]) -> None:
+        with self._lock:
+            if self._move("id", memory_id, status, only_from) == 0 and self.get(memory_id) is None:
                 raise MemoryBookError(f"There is no memory {memory_id}.")
 
     def keep(self, memory_id: int) -> None:
@@ -256,22 +269,12 @@ class MemoryBook:
 
     def undo_run(self, run_id: int) -> LearningRun | None:
         """Undo on a run's card: every memory it kept or left waiting is undone."""
-        with self._lock:
-            self._db.execute(
-                "UPDATE memories SET status = 'undone', updated = ? "
-                "WHERE run_id = ? AND status IN ('kept', 'waiting')",
-                (time.time(), run_id),
-            )
+        self._move("run_id", run_id, "undone", ("kept", "waiting"))
         return self.run(run_id)
 
     def keep_run(self, run_id: int) -> LearningRun | None:
         """OK on a waiting run's card: every waiting memory of it is kept."""
-        with self._lock:
-            self._db.execute(
-                "UPDATE memories SET status = 'kept', updated = ? "
-                "WHERE run_id = ? AND status = 'waiting'",
-                (time.time(), run_id),
-            )
+        self._move("run_id", run_id, "kept", ("waiting",))
         return self.run(run_id)
 
     def edit(self, memory_id: int, text: str) -> Memory:

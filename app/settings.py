@@ -142,12 +142,7 @@ class SettingsStore:
             self._settings = Settings()
             return self._settings
         except OSError as exc:
-            self._settings = Settings()
-            self.problem = (
-                "Your settings file could not be opened "
-                f"({exc.strerror or type(exc).__name__}); Conch started with defaults."
-            )
-            return self._settings
+            return self._unopenable(exc)
         try:
             if size > _MAX_BYTES:
                 raise SettingsError("the file is far too large")
@@ -161,12 +156,7 @@ class SettingsStore:
             )
             return self._settings
         except OSError as exc:
-            self._settings = Settings()
-            self.problem = (
-                "Your settings file could not be opened "
-                f"({exc.strerror or type(exc).__name__}); Conch started with defaults."
-            )
-            return self._settings
+            return self._unopenable(exc)
         self._settings = settings
         if bad:
             kept = self._move_aside()
@@ -178,6 +168,15 @@ class SettingsStore:
             # Write the repaired settings so the next start is quiet.
             with contextlib.suppress(SettingsError):
                 self._write(settings)
+        return self._settings
+
+    def _unopenable(self, exc: OSError) -> Settings:
+        """Defaults, and a sentence saying why the file could not be opened."""
+        self._settings = Settings()
+        self.problem = (
+            "Your settings file could not be opened "
+            f"({exc.strerror or type(exc).__name__}); Conch started with defaults."
+        )
         return self._settings
 
     def _move_aside(self) -> Path | None:

@@ -71,6 +71,10 @@ def parse_compact(text: str) -> str | None:
     return " ".join(rest.split())
 
 
+def _unreadable(path: Path, exc: OSError) -> str:
+    return f"{path.name} could not be read ({exc.strerror or type(exc).__name__})."
+
+
 def _size(n: int) -> str:
     if n >= 1024 * 1024:
         return f"{n / (1024 * 1024):.1f} MB"
@@ -342,27 +346,21 @@ class Composer(QWidget):
         try:
             size = path.stat().st_size
         except OSError as exc:
-            return f"{path.name} could not be read ({exc.strerror or type(exc).__name__})."
-        suffix = path.suffix.lower()
-        mime = PICTURE_TYPES.get(suffix)
-        if mime is not None:
-            if size > MAX_PICTURE:
-                return f"{path.name} is {_size(size)}; pictures up to {_size(MAX_PICTURE)} work."
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                return f"{path.name} could not be read ({exc.strerror or type(exc).__name__})."
-            self._pictures.append(
-                Picture(name=path.name, mime=mime, data=base64.b64encode(data).decode())
-            )
-            self._redraw_chips()
-            return ""
-        if size > MAX_TEXT_FILE:
-            return f"{path.name} is {_size(size)}; text files up to {_size(MAX_TEXT_FILE)} work."
+            return _unreadable(path, exc)
+        mime = PICTURE_TYPES.get(path.suffix.lower())
+        kind, limit = ("text files", MAX_TEXT_FILE) if mime is None else ("pictures", MAX_PICTURE)
+        if size > limit:
+            return f"{path.name} is {_size(size)}; {kind} up to {_size(limit)} work."
         try:
             raw = path.read_bytes()
         except OSError as exc:
-            return f"{path.name} could not be read ({exc.strerror or type(exc).__name__})."
+            return _unreadable(path, exc)
+        if mime is not None:
+            self._pictures.append(
+                Picture(name=path.name, mime=mime, data=base64.b64encode(raw).decode())
+            )
+            self._redraw_chips()
+            return ""
         guessed = mimetypes.guess_type(path.name)[0] or ""
         if b"\x00" in raw[:8192] or guessed.startswith(("image/", "audio/", "video/")):
             return f"{path.name} is not a picture or a text file Conch can read."

@@ -17,12 +17,12 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
 
 from app.health import HealthLog, HealthNote
+from ui.row_list import RowList
 
 TOPIC_WORDS: dict[str, str] = {
     "healed": "Healed",
@@ -122,22 +122,13 @@ class HealthPage(QWidget):
         self.count = QLabel()
         self.count.setProperty("role", "caption")
 
-        self.list_host = QWidget()
-        self.list_host.setObjectName("HealthList")
-        self.list_layout = QVBoxLayout(self.list_host)
-        self.list_layout.setContentsMargins(0, 0, 4, 0)
-        self.list_layout.setSpacing(8)
-        self.empty = QLabel(
+        self.row_list = RowList(
+            "HealthList",
             "Nothing to report. When Conch heals a refusal or a server is unreachable, "
-            "a note appears here."
+            "a note appears here.",
         )
-        self.empty.setObjectName("EmptyState")
-        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.empty.setWordWrap(True)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setWidget(self.list_host)
+        self.list_host = self.row_list.host
+        self.empty = self.row_list.empty
 
         bar = QHBoxLayout()
         bar.setSpacing(8)
@@ -150,7 +141,7 @@ class HealthPage(QWidget):
         layout.addWidget(title)
         layout.addWidget(hint)
         layout.addLayout(bar)
-        layout.addWidget(scroll, 1)
+        layout.addWidget(self.row_list, 1)
 
         self.refresh_button.clicked.connect(self.refresh)
         self.clear_button.clicked.connect(self.clear)
@@ -168,22 +159,9 @@ class HealthPage(QWidget):
         self.refresh()
 
     def _show(self, notes: Sequence[HealthNote]) -> None:
-        for row in self._rows:
-            row.setParent(None)
-            row.deleteLater()
-        self._rows = []
-        while self.list_layout.count():
-            item = self.list_layout.takeAt(0)
-            widget = item.widget() if item is not None else None
-            if widget is not None and widget is not self.empty:
-                widget.setParent(None)
-        for note in notes:
-            row = HealthRow(note, self.list_host)
-            self._rows.append(row)
-            self.list_layout.addWidget(row)
-        self.list_layout.addWidget(self.empty)
-        self.empty.setVisible(not notes)
-        self.list_layout.addStretch(1)
+        self.row_list.clear(self._rows)
+        self._rows = [HealthRow(note, self.list_host) for note in notes]
+        self.row_list.fill(self._rows)
         self.clear_button.setEnabled(bool(notes))
         n = len(notes)
         self.count.setText("" if not n else f"{n} note{'s' if n != 1 else ''}, newest first")

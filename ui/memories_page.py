@@ -9,10 +9,8 @@ the book does not have.
 
 from __future__ import annotations
 
-import contextlib
 import time
-import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QKeyEvent, QShowEvent
@@ -25,15 +23,16 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
-    QScrollArea,
     QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
 
 from app.memories import Memory, MemoryBook, MemoryBookError
-from app.settings import Settings, SettingsError, SettingsStore
+from app.settings import Settings, SettingsStore
 from ui.icons import MUTED, ON_ACCENT, icon
+from ui.row_list import RowList
+from ui.settings_sync import listen_to_settings, save_remember, set_checked_quietly
 
 ChatTitle = Callable[[str], str | None]
 
@@ -292,20 +291,10 @@ class MemoriesPage(QWidget):
         self.add_error.setProperty("state", "error")
         self.add_error.hide()
 
-        self.list_host = QWidget()
-        self.list_host.setObjectName("MemoryList")
-        self.list_layout = QVBoxLayout(self.list_host)
-        self.list_layout.setContentsMargins(0, 0, 4, 0)
-        self.list_layout.setSpacing(8)
-        self.empty = QLabel()
-        self.empty.setObjectName("EmptyState")
-        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.empty.setWordWrap(True)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setWidget(self.list_host)
-        scroll.viewport().setAutoFillBackground(False)
+        self.row_list = RowList("MemoryList")
+        self.row_list.viewport().setAutoFillBackground(False)
+        self.list_host = self.row_list.host
+        self.empty = self.row_list.empty
 
         toolbar = QHBoxLayout()
         toolbar.setSpacing(8)
@@ -327,7 +316,7 @@ class MemoriesPage(QWidget):
         layout.addLayout(toolbar)
         layout.addLayout(add_row)
         layout.addWidget(self.add_error)
-        layout.addWidget(scroll, 1)
+        layout.addWidget(self.row_list, 1)
 
         self.remember.toggled.connect(self._set_remember)
         self.filter.currentIndexChanged.connect(lambda _i: self.refresh())
@@ -356,15 +345,8 @@ class MemoriesPage(QWidget):
         memories = self._book.list()
         shown = self._filtered(memories)
         shown.sort(key=lambda m: (_STATUS_ORDER.get(m.status, 9), -m.created, -m.id))
-        for row in self._rows:
-            row.setParent(None)
-            row.deleteLater()
+        self.row_list.clear(self._rows)
         self._rows = []
-        while self.list_layout.count():
-            item = self.list_layout.takeAt(0)
-            widget = item.widget() if item is not None else None
-            if widget is not None and widget is not self.empty:
-                widget.setParent(None)
         titles: dict[str, str] = {}
         for memory in shown:
             if memory.chat_id and memory.chat_id not in titles:
@@ -375,11 +357,8 @@ class MemoriesPage(QWidget):
             row.delete_requested.connect(self.delete)
             row.edit_submitted.connect(self.edit)
             self._rows.append(row)
-            self.list_layout.addWidget(row)
         self.empty.setText(self._empty_text(memories))
-        self.list_layout.addWidget(self.empty)
-        self.empty.setVisible(not shown)
-        self.list_layout.addStretch(1)
+        self.row_list.fill(self._rows)
         kept = sum(1 for m in memories if m.status == "kept")
         waiting = sum(1 for m in memories if m.status == "waiting")
         bits = [f"{kept} kept"]
@@ -457,22 +436,10 @@ class MemoriesPage(QWidget):
         self.memories_changed.emit()
 
     def _set_remember(self, on: bool) -> None:
-        if self._settings.settings.remember_automatically == on:
-            return
-        try:
-            self._settings.update(remember_automatically=on)
-        except SettingsError as exc:
-            self.settings_error.setText(str(exc))
-            self.settings_error.show()
-            with signals_blocked(self.remember):
-                self.remember.setChecked(not on)
-            return
-        self.settings_error.hide()
+        save_remember(self._settings, self.remember, self.settings_error, on)
 
     def _settings_changed(self, settings: Settings) -> None:
-        if self.remember.isChecked() != settings.remember_automatically:
-            with signals_blocked(self.remember):
-                self.remember.setChecked(settings.remember_automatically)
+        set_checked_quietly(self.remember, settings.remember_automatically)
 
     def showEvent(self, event: QShowEvent) -> None:
         self.refresh()  # a learning run may have added memories while the page was hidden
@@ -483,38 +450,10 @@ def _failure(exc: BaseException) -> str:
     return f"That did not work ({type(exc).__name__}). Nothing was changed."
 
 
-@contextlib.contextmanager
-def signals_blocked(widget: QObject) -> Iterator[None]:
-    old = widget.blockSignals(True)
-    try:
-        yield
-    finally:
-        widget.blockSignals(old)
-
-
-def listen_to_settings(
-    store: SettingsStore, owner: QObject, method: Callable[..., None]
-) -> Callable[[], None]:
-    """Subscribe ``owner.method`` to settings changes without keeping ``owner`` alive."""
-    ref = weakref.ref(owner)
-
-    def listener(settings: Settings) -> None:
-        target = ref()
-        if target is None:
-            return
-        with contextlib.suppress(RuntimeError):  # the C++ side is already gone
-            method(target, settings)
-
-    stop = store.on_change(listener)
-    return lambda *_args: stop()
-
-
 __all__ = [
     "FILTERS",
     "STATUS_WORDS",
     "MemoriesPage",
     "MemoryRow",
-    "listen_to_settings",
-    "signals_blocked",
     "when_text",
 ]

@@ -46,7 +46,8 @@ from engines.base import HUMAN_TEXT, ModelInfo
 from engines.providers.base import ProviderError
 from ui.health_page import HealthPage
 from ui.icons import ON_ACCENT, icon
-from ui.memories_page import ChatTitle, MemoriesPage, listen_to_settings, signals_blocked
+from ui.memories_page import ChatTitle, MemoriesPage
+from ui.settings_sync import listen_to_settings, save_remember, set_checked_quietly
 from ui.theme import ThemeManager, set_style_property
 
 if TYPE_CHECKING:
@@ -624,17 +625,7 @@ class SettingsDialog(QDialog):
     # --- memory and appearance --------------------------------------------------------------
 
     def _set_remember(self, on: bool) -> None:
-        if self._settings.settings.remember_automatically == on:
-            return
-        try:
-            self._settings.update(remember_automatically=on)
-        except SettingsError as exc:
-            self.memory_error.setText(str(exc))
-            self.memory_error.show()
-            with signals_blocked(self.remember):
-                self.remember.setChecked(not on)
-            return
-        self.memory_error.hide()
+        save_remember(self._settings, self.remember, self.memory_error, on)
 
     def _theme_toggled(self, choice: str, on: bool) -> None:
         if on:
@@ -653,13 +644,10 @@ class SettingsDialog(QDialog):
         self.theme_chosen.emit(choice)
 
     def _settings_changed(self, settings: Settings) -> None:
-        if self.remember.isChecked() != settings.remember_automatically:
-            with signals_blocked(self.remember):
-                self.remember.setChecked(settings.remember_automatically)
+        set_checked_quietly(self.remember, settings.remember_automatically)
         button = self.theme_buttons.get(settings.theme)
-        if button is not None and not button.isChecked():
-            with signals_blocked(button):
-                button.setChecked(True)
+        if button is not None:
+            set_checked_quietly(button, True)
 
     # --- closing ----------------------------------------------------------------------------
 

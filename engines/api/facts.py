@@ -40,6 +40,10 @@ _EXT = (
     r"|mp4|mov|mkv|zip|tar|gz|tgz|bz2|xz|7z|rar|dmg|exe|msi|deb|rpm|apk|iso|gguf|safetensors"
     r"|bin|onnx|pt|ckpt|lock|qss|ui|spec|desktop|service|plist|epub|key|pem|crt)"
 )
+_MONTH = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
+    r"|Sep(?:t|tember)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+)
 _BACKTICKS = re.compile(r"`([^`\r\n]{1,120})`")
 _PATTERNS: tuple[tuple[int, re.Pattern[str]], ...] = (
     # links and addresses
@@ -89,19 +93,11 @@ _PATTERNS: tuple[tuple[int, re.Pattern[str]], ...] = (
     (_WHEN, re.compile(r"(?<![\w-])\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?(?![\w-])")),
     (
         _WHEN,
-        re.compile(
-            r"(?<![\w])\d{1,2}(?:st|nd|rd|th)?\s(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?"
-            r"|May|June?|July?|Aug(?:ust)?|Sep(?:t|tember)?|Oct(?:ober)?|Nov(?:ember)?"
-            r"|Dec(?:ember)?)\.?(?:,?\s\d{4})?\b"
-        ),
+        re.compile(r"(?<![\w])\d{1,2}(?:st|nd|rd|th)?\s" + _MONTH + r"\.?(?:,?\s\d{4})?\b"),
     ),
     (
         _WHEN,
-        re.compile(
-            r"\b(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
-            r"|Sep(?:t|tember)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?\s\d{1,2}"
-            r"(?:st|nd|rd|th)?(?:,?\s\d{4})?(?!\d)"
-        ),
+        re.compile(r"\b" + _MONTH + r"\.?\s\d{1,2}(?:st|nd|rd|th)?(?:,?\s\d{4})?(?!\d)"),
     ),
     (_WHEN, re.compile(r"(?<![\w/.])\d{1,2}/\d{1,2}/\d{2,4}(?![\w/])")),
     (_WHEN, re.compile(r"(?<![\w:])\d{1,2}:\d{2}\s?(?:[ap]\.?m\.?|AM|PM)?(?![\w:])")),
@@ -205,6 +201,11 @@ class _Spans:
         self.ends = [e for _, e in merged]
 
 
+def _usable(value: str) -> bool:
+    """Long enough to mean something, and never a scrubbed secret's placeholder."""
+    return len(value) >= 2 and "[secret" not in value
+
+
 def _at_sentence_start(text: str, pos: int) -> bool:
     i = pos - 1
     while i >= 0 and text[i] in " \t":
@@ -224,7 +225,7 @@ def _scan(
             if len(found) >= _MAX_FACTS:
                 break
             value = _clean(m.group(0))
-            if len(value) < 2 or "[secret" in value or spans.overlaps(m.start(), m.end()):
+            if not _usable(value) or spans.overlaps(m.start(), m.end()):
                 continue
             _add(found, Fact(value, rank, m.start()))
             fresh.append((m.start(), m.end()))
@@ -283,7 +284,7 @@ def _facts(text: str) -> list[Fact]:
         if len(found) >= _MAX_FACTS:
             break
         value = m.group(1).strip()
-        if len(value) >= 2 and "[secret" not in value:
+        if _usable(value):
             _add(found, Fact(value, min(_CODE, _rank_of(value)), m.start()))
             spans.add(m.start(), m.end())
     _scan(text, _PATTERNS, spans, found)

@@ -172,6 +172,18 @@ def _death_signal_hook() -> Callable[[], None] | None:
     return hook
 
 
+def _ps(pid: int, field: str) -> str | None:
+    """What ``ps`` says of one field of ``pid`` (systems without /proc); None if it failed."""
+    out = subprocess.run(
+        ["ps", "-o", f"{field}=", "-p", str(pid)],
+        capture_output=True,
+        text=True,
+        timeout=5,
+        check=False,
+    )
+    return out.stdout if out.returncode == 0 else None
+
+
 def _cmdline(pid: int) -> list[str] | None:
     proc = Path(f"/proc/{pid}/cmdline")
     if proc.exists():
@@ -182,16 +194,10 @@ def _cmdline(pid: int) -> list[str] | None:
     if sys.platform == "win32":
         return None
     try:
-        out = subprocess.run(
-            ["ps", "-o", "command=", "-p", str(pid)],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
+        said = _ps(pid, "command")
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.split() if out.returncode == 0 and out.stdout.strip() else None
+    return said.split() if said and said.strip() else None
 
 
 def _parent_of(pid: int) -> int | None:
@@ -201,14 +207,8 @@ def _parent_of(pid: int) -> int | None:
             return int(stat.read_text(errors="replace").rsplit(")", 1)[1].split()[1])
         if sys.platform == "win32":
             return None
-        out = subprocess.run(
-            ["ps", "-o", "ppid=", "-p", str(pid)],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-        return int(out.stdout.strip()) if out.returncode == 0 else None
+        said = _ps(pid, "ppid")
+        return int(said.strip()) if said is not None else None
     except (OSError, ValueError, IndexError, subprocess.SubprocessError):
         return None
 
@@ -246,6 +246,18 @@ def _signal_group(pid: int, sig: int) -> None:
             os.killpg(pid, sig)
         else:
             os.kill(pid, sig)
+
+
+def _end(proc: subprocess.Popen[bytes], *, kill: bool) -> None:
+    """Ask the server to stop (``kill``: force it), with its whole process group where the
+    system has them."""
+    if sys.platform == "win32":
+        if kill:
+            proc.kill()
+        else:
+            proc.terminate()
+    else:
+        _signal_group(proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
 
 
 async def _exited(proc: subprocess.Popen[bytes], seconds: float) -> bool:
@@ -518,15 +530,9 @@ class BundledRuntime:
         if proc is None:
             return
         if proc.poll() is None:
-            if sys.platform == "win32":
-                proc.terminate()
-            else:
-                _signal_group(proc.pid, signal.SIGTERM)
+            _end(proc, kill=False)
             if not await _exited(proc, STOP_GRACE):
-                if sys.platform == "win32":
-                    proc.kill()
-                else:
-                    _signal_group(proc.pid, signal.SIGKILL)
+                _end(proc, kill=True)
                 await _exited(proc, 10.0)
         self._forget()
 
@@ -560,17 +566,11 @@ class BundledRuntime:
         if proc is None:
             return
         if proc.poll() is None:
-            if sys.platform == "win32":
-                proc.terminate()
-            else:
-                _signal_group(proc.pid, signal.SIGTERM)
+            _end(proc, kill=False)
             try:
                 proc.wait(timeout=2.0)
             except subprocess.TimeoutExpired:
-                if sys.platform == "win32":
-                    proc.kill()
-                else:
-                    _signal_group(proc.pid, signal.SIGKILL)
+                _end(proc, kill=True)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=5.0)
         self._forget()

@@ -37,7 +37,7 @@ from engines.providers.errors import (
     error_from_stream_payload,
     error_from_transport,
 )
-from engines.providers.http import join, make_client, same_origin
+from engines.providers.http import join, make_client, request_json, same_origin
 from engines.providers.sse import SSELineTooLongError, iter_sse
 
 log = logging.getLogger("conch.providers.anthropic")
@@ -180,6 +180,12 @@ def _tool_input(parts: list[str], fallback: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_value": value}
 
 
+def _list_not_json(response: httpx.Response) -> ProviderError:
+    return ProviderError(
+        ProblemKind.SERVER_ERROR, "The model list was not JSON: " + describe_body(response.text)
+    )
+
+
 class AnthropicAdapter:
     """``ProviderAdapter`` for the Anthropic Messages API."""
 
@@ -221,19 +227,14 @@ class AnthropicAdapter:
         for _ in range(_MAX_PAGES):
             url = join(self.base_url, "v1/models")
             params = {"limit": "1000", **({"after_id": after} if after else {})}
-            try:
-                response = await self._client.get(url, params=params, headers=self._headers(url))
-            except httpx.TransportError as exc:
-                raise error_from_transport(exc, partial=False) from exc
-            if response.status_code >= 400:
-                raise error_from_response(response.status_code, response.text, response.headers)
-            try:
-                page = response.json()
-            except ValueError as exc:
-                raise ProviderError(
-                    ProblemKind.SERVER_ERROR,
-                    "The model list was not JSON: " + describe_body(response.text),
-                ) from exc
+            page = await request_json(
+                self._client,
+                "GET",
+                url,
+                not_json=_list_not_json,
+                params=params,
+                headers=self._headers(url),
+            )
             entries = page.get("data") if isinstance(page, dict) else None
             for entry in entries if isinstance(entries, list) else []:
                 if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):

@@ -1,4 +1,4 @@
-"""One way to build the HTTP client every adapter uses, and to attach an API key safely.
+"""The HTTP client every adapter uses, how an API key is attached safely, and JSON fetching.
 
 The key is never a client-wide default header: a client may be shared between providers, so
 the key is added per request, and only when the request goes to the provider's own base URL.
@@ -7,7 +7,13 @@ Redirects are never followed (a redirect could carry the key's request elsewhere
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import httpx
+
+from engines.providers.base import ProviderError
+from engines.providers.errors import error_from_response, error_from_transport
 
 # Reading an answer may pause for a long time (a local server loading a model, a slow first
 # token); connecting should be quick. Local servers get longer to load a model.
@@ -44,3 +50,29 @@ def root_of(base_url: str) -> str:
     """The server root of a base URL (``http://h:1234/v1`` → ``http://h:1234``)."""
     url = httpx.URL(base_url)
     return str(url.copy_with(path="/", query=None, fragment=None)).rstrip("/")
+
+
+async def request_json(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    *,
+    not_json: Callable[[httpx.Response], ProviderError],
+    **options: Any,
+) -> Any:
+    """Send one request whose answer should be JSON, and return that JSON.
+
+    Every failure is a ``ProviderError``: a connection that fails, an HTTP error status, and a
+    success whose body is not JSON (worded by ``not_json``, as each caller says it).
+    ``options`` go to ``client.request`` (headers, params, json, timeout).
+    """
+    try:
+        response = await client.request(method, url, **options)
+    except httpx.TransportError as exc:
+        raise error_from_transport(exc, partial=False) from exc
+    if response.status_code >= 400:
+        raise error_from_response(response.status_code, response.text, response.headers)
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise not_json(response) from exc

@@ -48,7 +48,7 @@ from engines.providers.errors import (
     error_from_stream_payload,
     error_from_transport,
 )
-from engines.providers.http import make_client
+from engines.providers.http import make_client, request_json
 
 DEFAULT_PORT = 11434
 DEFAULT_BASE_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
@@ -223,43 +223,43 @@ class OllamaAdapter:
     # --- what the server knows ----------------------------------------------------------------
 
     async def _request_json(self, method: str, path: str, body: Any = None) -> Any:
-        try:
-            response = await self._client.request(
-                method, self.base_url + path, json=body, timeout=self._meta_timeout
-            )
-        except (httpx.TransportError, httpx.TimeoutException) as exc:
-            raise error_from_transport(exc, partial=False) from exc
-        if response.status_code >= 400:
-            raise error_from_response(response.status_code, response.text, response.headers)
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise ProviderError(
+        def not_json(response: httpx.Response) -> ProviderError:
+            return ProviderError(
                 ProblemKind.SERVER_ERROR,
                 f"Ollama's {path} answered with something that is not JSON.",
                 status=response.status_code,
-            ) from exc
+            )
+
+        return await request_json(
+            self._client,
+            method,
+            self.base_url + path,
+            not_json=not_json,
+            json=body,
+            timeout=self._meta_timeout,
+        )
+
+    async def _get_if_there(self, path: str) -> Any:
+        """GET ``path``; None when the server is older than that endpoint (404)."""
+        try:
+            return await self._request_json("GET", path)
+        except ProviderError as exc:
+            if exc.status != 404:
+                raise
+            return None
 
     async def version(self) -> str | None:
         """The server's version (``/api/version``), asked once; None when it does not say."""
         if self._version is None:
-            try:
-                data = await self._request_json("GET", "/api/version")
-            except ProviderError as exc:
-                if exc.status != 404:
-                    raise
-                data = {}  # older than the endpoint itself
+            data = await self._get_if_there("/api/version")  # None: older than the endpoint
             value = data.get("version") if isinstance(data, dict) else None
             self._version = value if isinstance(value, str) else ""
         return self._version or None
 
     async def loaded_windows(self) -> dict[str, int]:
         """Model → the window it is loaded with, from ``/api/ps`` (v0.10.0+ says it)."""
-        try:
-            data = await self._request_json("GET", "/api/ps")
-        except ProviderError as exc:
-            if exc.status != 404:
-                raise
+        data = await self._get_if_there("/api/ps")
+        if data is None:
             return {}  # a server older than /api/ps cannot say what is loaded
         out: dict[str, int] = {}
         for entry in _entries(data):
@@ -311,35 +311,24 @@ class OllamaAdapter:
         for name, info in zip(names, shown, strict=True):
             if isinstance(info, BaseException) and not isinstance(info, Exception):
                 raise info
-            label = name.removesuffix(":latest")
             if isinstance(info, Exception):
                 # One model Ollama cannot describe does not hide the others; nothing is
                 # decided for it, so the next list asks again.
-                known = self._windows.known(name)
-                window = known or min(WINDOW_UNKNOWN, self._windows.cap)
-                models.append(
-                    ModelInfo(
-                        provider=self.name,
-                        id=name,
-                        label=label,
-                        context=window,
-                        local=True,
-                        ready=False,
-                        loaded=name in loaded,
-                    )
-                )
-                continue
-            if info.capabilities and "completion" not in info.capabilities:
+                ready = False
+                window = self._windows.known(name) or min(WINDOW_UNKNOWN, self._windows.cap)
+            elif info.capabilities and "completion" not in info.capabilities:
                 continue  # an embedding model cannot chat
-            window = self._windows.decide(name, loaded=loaded.get(name), trained=info.trained)
+            else:
+                ready = True
+                window = self._windows.decide(name, loaded=loaded.get(name), trained=info.trained)
             models.append(
                 ModelInfo(
                     provider=self.name,
                     id=name,
-                    label=label,
+                    label=name.removesuffix(":latest"),
                     context=window,
                     local=True,
-                    ready=True,
+                    ready=ready,
                     loaded=name in loaded,
                 )
             )

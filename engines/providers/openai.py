@@ -37,7 +37,7 @@ from engines.providers.errors import (
     error_from_stream_payload,
     error_from_transport,
 )
-from engines.providers.http import join, make_client, root_of, same_origin
+from engines.providers.http import join, make_client, request_json, root_of, same_origin
 from engines.providers.sse import SSEEvent, SSELineTooLongError, iter_sse
 
 log = logging.getLogger("conch.providers.openai")
@@ -419,6 +419,14 @@ def _arguments(slot: _ToolSlot) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_value": value}
 
 
+def _list_not_json(response: httpx.Response) -> ProviderError:
+    return ProviderError(
+        ProblemKind.SERVER_ERROR,
+        "The model list was not JSON: " + describe_body(response.text, response.status_code),
+        status=response.status_code,
+    )
+
+
 async def _read_text(response: httpx.Response) -> str:
     return (await response.aread()).decode("utf-8", errors="replace")
 
@@ -461,21 +469,9 @@ class OpenAIAdapter:
         return headers
 
     async def _get_json(self, url: str) -> Any:
-        try:
-            response = await self._client.get(url, headers=self._headers(url))
-        except httpx.TransportError as exc:
-            raise error_from_transport(exc, partial=False) from exc
-        if response.status_code >= 400:
-            raise error_from_response(response.status_code, response.text, response.headers)
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise ProviderError(
-                ProblemKind.SERVER_ERROR,
-                "The model list was not JSON: "
-                + describe_body(response.text, response.status_code),
-                status=response.status_code,
-            ) from exc
+        return await request_json(
+            self._client, "GET", url, not_json=_list_not_json, headers=self._headers(url)
+        )
 
     # --- models -------------------------------------------------------------------------------
 
