@@ -288,8 +288,13 @@ def test_with_nothing_else_reachable_the_bundled_model_answers(data_dir: Path, h
     settings["bundled_model"] = True
     (data_dir / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
 
+    # Listing follows the window's rule: with nothing else ready, the bundled model starts.
     listed = conch("models", "--json", "--data-dir", str(data_dir), home=home)
-    assert json.loads(listed.stdout) == []  # listing never starts it
+    rows = json.loads(listed.stdout)
+    assert [(r["provider"], r["id"], r["context"]) for r in rows] == [
+        ("local", bundled.MODEL_ID, 8_192)
+    ]
+    assert not (data_dir / bundled.PID_NAME).exists()  # and it stopped again
 
     result = conch("ask", "--data-dir", str(data_dir), "Say hello.", home=home)
     assert result.returncode == 0, result.stderr
