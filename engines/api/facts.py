@@ -74,6 +74,23 @@ _PATTERNS: tuple[tuple[int, re.Pattern[str]], ...] = (
             r"(?![.\w]*\()"
         ),
     ),
+    # phone numbers: a leading +country, (area) or 0, or the US 555-123-4567 shape
+    (
+        _LINK,
+        re.compile(
+            r"(?<![\w+.(])(?:(?:\+\d{1,3}[ -]?|\(\d{2,5}\)[ -]?|0)\d{2,5}[ -]\d{3,8}"
+            r"(?:[ -]\d{2,6})?|\d{3}-\d{3}-\d{4})(?![\w-])"
+        ),
+    ),
+    # references that mix letters and digits: GR-2026-0417, INV-2041, AB12345
+    (
+        _LINK,
+        re.compile(
+            r"(?<![\w/.-])(?=[A-Za-z0-9-]*\d)(?=[A-Za-z0-9-]*[A-Za-z])"
+            r"[A-Za-z0-9]+(?:-[A-Za-z0-9]+)+(?![\w/-])"
+            r"|(?<![\w/.-])[A-Z]{1,5}\d{3,}[A-Z0-9]*(?![\w/-])"
+        ),
+    ),
     # money
     (
         _WHEN,
@@ -133,8 +150,9 @@ _CODE_PATTERNS: tuple[tuple[int, re.Pattern[str]], ...] = (
     (_CODE, re.compile(r"(?<![\w.])[a-z][a-z0-9]+(?:[A-Z][a-z0-9]*)+(?![\w])")),
     (_CODE, re.compile(r"(?<![\w.])[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+){1,}(?![\w])")),
     # plain numbers that carry meaning: 2,000 / 3.14 / 48213
-    (_CODE, re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w,])")),
-    (_CODE, re.compile(r"(?<![\w.,])\d+\.\d+(?![\w.])|(?<![\w.,#])\d{3,}(?![\w.,])")),
+    # (a comma or full stop after one ends the sentence; only a digit after it continues it)
+    (_CODE, re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\w|,\d)")),
+    (_CODE, re.compile(r"(?<![\w.,])\d+\.\d+(?!\w|\.\d)|(?<![\w.,#])\d{3,}(?!\w|[.,]\d)")),
 )
 
 # Names: two or more capitalised words on one line ("Priya Raman", "Bank of America").

@@ -248,6 +248,13 @@ _SCAFFOLD = frozenset(
 )
 
 
+# The markers of ``_frame`` (or a small model's variation on them) coming back in a reply.
+_FRAME_ECHO = re.compile(
+    r"<\s*/?\s*(?:summary|next-part)[\w-]*\s*>|\(none yet\)|write the new summary now",
+    re.IGNORECASE,
+)
+
+
 def _off_topic(summary: str, source: str) -> bool:
     """True when the reply is mostly about something the chat never mentioned.
 
@@ -276,6 +283,8 @@ def judge(reply: str, piece: str, previous: str, answer_tokens: int) -> tuple[st
         return None, "wrote more than it was given"
     if len(text) > 10 * answer_tokens * 4:
         return None, "wrote far more than a summary"
+    if _FRAME_ECHO.search(text):
+        return None, "repeated the request's frame instead of summarising"
     if _off_topic(text, piece + "\n" + previous):
         return None, "wrote about something the chat never mentioned"
     return text, ""
@@ -502,7 +511,10 @@ class ModelSummariser:
         # What the person and the assistant said comes before what tools returned.
         said = scrub(render([m for m in folded if m.role != "tool"]))
         returned = scrub(render([m for m in folded if m.role == "tool"]))
-        result = keep_facts(summary, before + "\n" + said, limit, minor_text=returned)
+        # Only the earlier summary's checked list carries over, not its prose: a fact a model
+        # made up there must not become "kept word for word".
+        _prose, carried = split_kept(before)
+        result = keep_facts(summary, "\n".join([*carried, said]), limit, minor_text=returned)
         result = fit(result, cap_tokens, cap_chars)
         return SummaryResult(text=result, tokens=tokens, model=used)
 

@@ -174,3 +174,22 @@ def test_facts_only_a_tool_returned_give_way_to_what_the_person_said() -> None:
     kept = keep_facts("A trip.", said, limit, minor_text=returned)
     _, items = split_kept(kept)
     assert items == ["2026-11-29", "Priya Raman", "https://example.org/page49"]
+
+
+def test_numbers_ending_a_clause_references_and_phone_numbers_are_facts() -> None:
+    text = (
+        "The ticket is 48213, and the grant is GR-2026-0417. Call 07700 900123 or "
+        "+44 7700 900123 (US office: 555-123-4567). Invoice INV-2041 and order AB12345."
+    )
+    facts = extract_facts(text)
+    for expected in (
+        "48213",
+        "GR-2026-0417",
+        "07700 900123",
+        "+44 7700 900123",
+        "555-123-4567",
+        "INV-2041",
+        "AB12345",
+    ):
+        assert expected in facts
+    assert "2026" not in facts  # the reference stays whole, not a stray year

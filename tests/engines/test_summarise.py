@@ -865,3 +865,27 @@ def test_a_reply_about_something_else_is_not_a_summary() -> None:
         "Decided: order the soil in two loads."
     )
     assert judge(fair, piece, "", 512) == (fair, "")
+
+
+def test_a_reply_that_repeats_the_frame_is_not_a_summary() -> None:
+    piece = "Person: We meet at the library on Saturday with Marta.\n"
+    echo = "Said:\n<Summary-of-the-chat>\n(None yet)\n</Summary-of-the-chat>"
+    text, why = judge(echo, piece, "", 512)
+    assert text is None and "frame" in why
+
+
+async def test_made_up_facts_in_an_earlier_summary_are_not_kept_word_for_word() -> None:
+    previous = "The person met Ben Johnson on 2026-14-30.\n\n" + HEADING + "\n- 48213"
+    folded = [Message(role="user", text="The ticket number is 48213, and we meet on Friday.")]
+    adapter = MemoryAdapter(
+        name="ollama",
+        local=True,
+        default=lambda r: Say("The person has a ticket and meets someone on Friday."),
+    )
+    result = await ModelSummariser({"ollama": adapter}).summarise(
+        folded, previous, model=local_model(context=8_192)
+    )
+    assert result.text is not None
+    _body, kept = split_kept(result.text)
+    assert "48213" in kept
+    assert "Ben Johnson" not in kept and "2026-14-30" not in kept
