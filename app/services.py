@@ -43,7 +43,7 @@ from engines.base import (
 )
 from engines.local import bundled
 from engines.mock import MockEngine, Refuse, demo_chat, echo_reply
-from engines.providers.base import ChatRequest, ProviderError
+from engines.providers.base import ChatRequest, ProviderError, closing_stream
 from engines.resources import read_prompt
 
 log = logging.getLogger("conch.services")
@@ -433,8 +433,12 @@ class AppServices:
         )
         parts: list[str] = []
         try:
-            async with asyncio.timeout(ASK_TIMEOUT):
-                async for event in adapter.stream(request):
+            # aclosing: leaving at Done must close the HTTP stream now, not at garbage collection.
+            async with (
+                asyncio.timeout(ASK_TIMEOUT),
+                closing_stream(adapter.stream(request)) as events,
+            ):
+                async for event in events:
                     if isinstance(event, TextDelta):
                         parts.append(event.text)
                     elif isinstance(event, Done):

@@ -121,6 +121,10 @@ class Sidebar(QWidget):
             | QAbstractItemView.EditTrigger.DoubleClicked
         )
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        # Long titles end in "…" rather than pushing a sideways scroll bar into the sidebar.
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.list.setWordWrap(False)
         self.empty = QLabel("No chats found.", self)
         self.empty.setVisible(False)
         self.undo_bar = UndoBar(self)

@@ -36,7 +36,7 @@ from typing import IO, Any, Literal
 import httpx
 
 from engines.base import Event, ModelInfo, ProblemKind
-from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
+from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError, closing_stream
 from engines.providers.http import LOCAL_TIMEOUT
 from engines.providers.openai import ROWS, OpenAIAdapter
 
@@ -630,8 +630,10 @@ class BundledAdapter:
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
         adapter = await self._adapter()
-        async for event in adapter.stream(request):
-            yield event
+        # Closing this wrapper must close the inner stream (and its HTTP response) at once.
+        async with closing_stream(adapter.stream(request)) as events:
+            async for event in events:
+                yield event
 
     def cheap_models(self) -> tuple[str, ...]:
         return ()

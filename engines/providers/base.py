@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from engines.base import Event, Message, ModelInfo, NextStep, ProblemKind, TurnProblem
+
+T = TypeVar("T")
 
 
 class ChatRequest(BaseModel):
@@ -101,3 +104,19 @@ class ProviderAdapter(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+@contextlib.asynccontextmanager
+async def closing_stream(stream: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
+    """Use an async iterator (an adapter's stream, a response's chunks) and close it on the way
+    out, even when left early (at Done).
+
+    An async generator left suspended keeps its HTTP response open until garbage collection,
+    which under qasync may run outside the event loop, where closing it fails.
+    """
+    try:
+        yield stream
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()

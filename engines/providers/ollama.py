@@ -40,7 +40,7 @@ from engines.local.ollama import (
     total_memory,
 )
 from engines.providers import ndjson
-from engines.providers.base import ChatRequest, ProviderError
+from engines.providers.base import ChatRequest, ProviderError, closing_stream
 from engines.providers.errors import (
     broken_stream,
     describe_body,
@@ -116,10 +116,11 @@ def _trained_window(info: Mapping[str, Any]) -> int | None:
 async def _read_some(response: httpx.Response, limit: int = 64 * 1024) -> str:
     """The start of a body that is not the stream expected (enough to describe it)."""
     data = bytearray()
-    async for chunk in response.aiter_bytes():
-        data += chunk
-        if len(data) >= limit:
-            break
+    async with closing_stream(response.aiter_bytes()) as chunks:
+        async for chunk in chunks:
+            data += chunk
+            if len(data) >= limit:
+                break
     return data[:limit].decode("utf-8", errors="replace")
 
 
@@ -396,27 +397,33 @@ class OllamaAdapter:
                     # Something in front of Ollama (a proxy, a captive portal) answered.
                     page = await _read_some(response)
                     raise broken_stream(describe_body(page, response.status_code), partial=False)
-                async for obj in ndjson.objects(ndjson.lines(response.aiter_bytes())):
-                    if obj.get("error"):
-                        raise self._in_band_error(obj, num_ctx, partial=answered)
-                    message = obj.get("message")
-                    if isinstance(message, Mapping):
-                        thinking = message.get("thinking")
-                        if isinstance(thinking, str) and thinking:
-                            yield ThinkingDelta(text=thinking)
-                        content = message.get("content")
-                        if isinstance(content, str) and content:
-                            answered = True
-                            yield TextDelta(text=content)
-                        for i, raw_call in enumerate(message.get("tool_calls") or ()):
-                            call = _tool_call(raw_call, i)
-                            if call is not None:
+                # Each layer is closed as soon as the answer ends (see closing_stream).
+                async with (
+                    closing_stream(response.aiter_bytes()) as chunks,
+                    closing_stream(ndjson.lines(chunks)) as lines,
+                    closing_stream(ndjson.objects(lines)) as objects,
+                ):
+                    async for obj in objects:
+                        if obj.get("error"):
+                            raise self._in_band_error(obj, num_ctx, partial=answered)
+                        message = obj.get("message")
+                        if isinstance(message, Mapping):
+                            thinking = message.get("thinking")
+                            if isinstance(thinking, str) and thinking:
+                                yield ThinkingDelta(text=thinking)
+                            content = message.get("content")
+                            if isinstance(content, str) and content:
                                 answered = True
-                                yield ToolCall(call=call)
-                    if obj.get("done") is True:
-                        for event in self._finish(obj, body, num_ctx):
-                            yield event
-                        return
+                                yield TextDelta(text=content)
+                            for i, raw_call in enumerate(message.get("tool_calls") or ()):
+                                call = _tool_call(raw_call, i)
+                                if call is not None:
+                                    answered = True
+                                    yield ToolCall(call=call)
+                        if obj.get("done") is True:
+                            for event in self._finish(obj, body, num_ctx):
+                                yield event
+                            return
         except (httpx.TransportError, httpx.TimeoutException) as exc:
             raise error_from_transport(exc, partial=answered) from exc
         except ndjson.NdjsonError as exc:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from engines.providers.base import closing_stream
+
 _EOL = re.compile(r"[\r\n]")
 
 
@@ -35,33 +37,34 @@ async def _lines(response: httpx.Response, max_line: int = MAX_LINE) -> AsyncIte
     # Text of an unfinished line, kept as pieces so a long line costs linear time to read.
     pieces: list[str] = []
     held = 0
-    async for text in response.aiter_text():
-        start = 0
-        if pieces and pieces[-1].endswith("\r"):
-            # The last chunk ended on a CR: that ended the line, with or without an LF now.
-            line = "".join(pieces)[:-1]
-            pieces, held = [], 0
-            yield line
-            if text.startswith("\n"):
-                start = 1
-        while True:
-            found = _EOL.search(text, start)
-            if found is None:
-                break
-            cut = found.start()
-            # A CR at the very end may be the first half of CRLF: wait for more text.
-            if text[cut] == "\r" and cut == len(text) - 1:
-                break
-            pieces.append(text[start:cut])
-            yield "".join(pieces)
-            pieces, held = [], 0
-            start = cut + (2 if text[cut] == "\r" and text[cut + 1 : cut + 2] == "\n" else 1)
-        rest = text[start:]
-        if rest:
-            pieces.append(rest)
-            held += len(rest)
-            if held > max_line:
-                raise SSELineTooLongError(f"a line longer than {max_line:,} characters")
+    async with closing_stream(response.aiter_text()) as texts:
+        async for text in texts:
+            start = 0
+            if pieces and pieces[-1].endswith("\r"):
+                # The last chunk ended on a CR: that ended the line, with or without an LF now.
+                line = "".join(pieces)[:-1]
+                pieces, held = [], 0
+                yield line
+                if text.startswith("\n"):
+                    start = 1
+            while True:
+                found = _EOL.search(text, start)
+                if found is None:
+                    break
+                cut = found.start()
+                # A CR at the very end may be the first half of CRLF: wait for more text.
+                if text[cut] == "\r" and cut == len(text) - 1:
+                    break
+                pieces.append(text[start:cut])
+                yield "".join(pieces)
+                pieces, held = [], 0
+                start = cut + (2 if text[cut] == "\r" and text[cut + 1 : cut + 2] == "\n" else 1)
+            rest = text[start:]
+            if rest:
+                pieces.append(rest)
+                held += len(rest)
+                if held > max_line:
+                    raise SSELineTooLongError(f"a line longer than {max_line:,} characters")
     if pieces:
         yield "".join(pieces).rstrip("\r")
 
@@ -70,23 +73,24 @@ async def iter_sse(response: httpx.Response) -> AsyncGenerator[SSEEvent, None]:
     """The events of an SSE body, in order. A stream cut short yields what was complete."""
     event = ""
     data: list[str] = []
-    async for line in _lines(response):
-        if not line:
-            if data or event:
-                yield SSEEvent(event or "message", "\n".join(data))
-            event, data = "", []
-            continue
-        if line.startswith(":"):
-            continue  # a comment or keep-alive (OpenRouter sends ": OPENROUTER PROCESSING")
-        field, _, value = line.partition(":")
-        if value.startswith(" "):
-            value = value[1:]
-        if field == "data":
-            data.append(value)
-        elif field == "event":
-            event = value
-        elif field == "error":
-            # Old llama-server: "error: {...}" on its own, outside any data field.
-            yield SSEEvent("error", value)
+    async with closing_stream(_lines(response)) as lines:
+        async for line in lines:
+            if not line:
+                if data or event:
+                    yield SSEEvent(event or "message", "\n".join(data))
+                event, data = "", []
+                continue
+            if line.startswith(":"):
+                continue  # a comment or keep-alive (OpenRouter sends ": OPENROUTER PROCESSING")
+            field, _, value = line.partition(":")
+            if value.startswith(" "):
+                value = value[1:]
+            if field == "data":
+                data.append(value)
+            elif field == "event":
+                event = value
+            elif field == "error":
+                # Old llama-server: "error: {...}" on its own, outside any data field.
+                yield SSEEvent("error", value)
     if data:
         yield SSEEvent(event or "message", "\n".join(data))
