@@ -193,6 +193,19 @@ async def tell_and_wait(text: str, quit_after: int | None) -> None:
     await closed.wait()
 
 
+def install_asyncgen_hooks(loop: asyncio.AbstractEventLoop) -> None:
+    """Let the loop finalise async generators, as asyncio's own run_forever does.
+
+    qasync's run_forever skips this (qasync/__init__.py, run_forever), so an async generator
+    left suspended (httpx's body iterators, say) is finalised by the garbage collector outside
+    the loop, where closing it fails with "async generator ignored GeneratorExit".
+    """
+    firstiter = getattr(loop, "_asyncgen_firstiter_hook", None)
+    finalizer = getattr(loop, "_asyncgen_finalizer_hook", None)
+    if firstiter is not None and finalizer is not None:
+        sys.set_asyncgen_hooks(firstiter=firstiter, finalizer=finalizer)
+
+
 def run_gui(args: argparse.Namespace, qt_args: Sequence[str]) -> int:
     import qasync
     from PySide6.QtWidgets import QApplication
@@ -213,8 +226,14 @@ def run_gui(args: argparse.Namespace, qt_args: Sequence[str]) -> int:
     # The window's closed signal ends main(); letting Qt quit on its own would stop the loop
     # before the turns are saved and the engines closed.
     app.setQuitOnLastWindowClosed(False)
+
     # Python 3.11's asyncio.run has no loop_factory; Runner does (qasync README, 3.11+).
-    with asyncio.Runner(loop_factory=lambda: qasync.QEventLoop(app)) as runner:
+    def make_loop() -> asyncio.AbstractEventLoop:
+        loop: asyncio.AbstractEventLoop = qasync.QEventLoop(app)
+        install_asyncgen_hooks(loop)
+        return loop
+
+    with asyncio.Runner(loop_factory=make_loop) as runner:
         return runner.run(main(app, data_dir, mock=args.mock, quit_after=quit_after_ms(args)))
 
 

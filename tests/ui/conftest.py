@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.conversation import Conversation
+from app.main import install_asyncgen_hooks
 from app.memories import LearningRun, MemoryBook
 from app.store import ChatStore
 from engines.base import ModelInfo
@@ -37,6 +39,8 @@ def qloop(qapp: QApplication, qtbot: QtBot) -> Iterator[asyncio.AbstractEventLoo
     problems: list[dict[str, Any]] = []
     loop.set_exception_handler(lambda _loop, context: problems.append(context))
     asyncio.events._set_running_loop(loop)
+    old_hooks = sys.get_asyncgen_hooks()
+    install_asyncgen_hooks(loop)  # as app/main.py does for the real window
     try:
         yield loop
         pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
@@ -49,6 +53,7 @@ def qloop(qapp: QApplication, qtbot: QtBot) -> Iterator[asyncio.AbstractEventLoo
                 problems.append({"message": "task failed", "exception": task.exception()})
         gc.collect()  # "exception was never retrieved" is reported when a task is collected
     finally:
+        sys.set_asyncgen_hooks(*old_hooks)
         asyncio.events._set_running_loop(None)
         loop.close()
     if problems:
