@@ -338,6 +338,12 @@ class ApiSession:
                 topic="summary-failed",
                 text=f"The start of the chat was dropped without a new summary ({why}).",
             )
+        elif summarised and result is not None and result.problem:
+            yield Note(
+                topic="summary-failed",
+                text=f"No model summarised the start of the chat ({result.problem}); "
+                "its facts were kept word for word.",
+            )
         note = await self._persist()
         if note is not None:
             yield note

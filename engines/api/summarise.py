@@ -284,7 +284,10 @@ def judge(reply: str, piece: str, previous: str, answer_tokens: int) -> tuple[st
     if len(text) > 10 * answer_tokens * 4:
         return None, "wrote far more than a summary"
     if _FRAME_ECHO.search(text):
-        return None, "repeated the request's frame instead of summarising"
+        # A small model may wrap its summary in the request's markers: keep what is inside.
+        text = _tidy(_FRAME_ECHO.sub("", text))
+        if len(_WORD.findall(text)) < 3:
+            return None, "repeated the request's frame instead of summarising"
     if _off_topic(text, piece + "\n" + previous):
         return None, "wrote about something the chat never mentioned"
     return text, ""
@@ -479,8 +482,13 @@ class ModelSummariser:
         index = 0
         while pos < len(text):
             if index >= len(candidates):
-                why = "; ".join(problems) or "no model to ask"
-                return SummaryResult(text=None, tokens=tokens, problem=scrub(why))
+                why = scrub("; ".join(problems) or "no model to ask")
+                # No model wrote (all of) it: what was summarised so far plus the facts kept
+                # word for word still beats losing them; with no facts there is no summary.
+                kept = self._with_facts(summary, before, folded, model)
+                if kept == summary:
+                    return SummaryResult(text=None, tokens=tokens, problem=why)
+                return SummaryResult(text=kept, tokens=tokens, model=used, problem=why)
             model_id = candidates[index]
             window = self.window_of(model, model_id)
             plan = self._plan(window, summary, focus)
@@ -506,6 +514,13 @@ class ModelSummariser:
             summary = scrub(reply.text)
             used = model_id
             pos = end
+        result = self._with_facts(summary, before, folded, model)
+        return SummaryResult(text=result, tokens=tokens, model=used)
+
+    def _with_facts(
+        self, summary: str, before: str, folded: Sequence[Message], model: ModelInfo
+    ) -> str:
+        """``summary`` with the folded turns' facts it lacks kept word for word, within the cap."""
         cap_tokens, cap_chars = summary_cap(self.window_of(model, model.id))
         limit = min(FACTS_MAX_CHARS, cap_chars // 3)
         # What the person and the assistant said comes before what tools returned.
@@ -515,8 +530,7 @@ class ModelSummariser:
         # made up there must not become "kept word for word".
         _prose, carried = split_kept(before)
         result = keep_facts(summary, "\n".join([*carried, said]), limit, minor_text=returned)
-        result = fit(result, cap_tokens, cap_chars)
-        return SummaryResult(text=result, tokens=tokens, model=used)
+        return fit(result, cap_tokens, cap_chars) if result else result
 
     async def _ask(
         self,

@@ -701,3 +701,24 @@ async def test_after_learning_a_smaller_window_the_summary_is_sized_for_it(
     assert sum(estimate_message(m) for m in resend.messages) <= b
     # The person's new words survive the shortening (they are not only a marker).
     assert "Now this:" in resend.messages[-1].text
+
+
+class FactsOnlySummariser(FakeSummariser):
+    async def summarise(
+        self, folded: Sequence[Message], previous: str, *, model: ModelInfo, focus: str = ""
+    ) -> SummaryResult:
+        return SummaryResult(
+            text="Kept word for word:\n- 48213", tokens=5, problem="gpt-small refused"
+        )
+
+
+async def test_a_facts_only_summary_is_used_and_health_hears_why(data_dir: Path) -> None:
+    adapter = ScriptedAdapter(default=Answer("ok"))
+    session = make(data_dir, adapter, FactsOnlySummariser())
+    events: list[Event] = []
+    for i in range(8):
+        events += await run(session, 2 * i, f"Ticket 48213, question {i}: " + "q" * 8_000)
+    (first, *_rest) = only(events, Compacted)
+    assert first.summarised and "48213" in first.summary
+    notes = [n for n in only(events, Note) if n.topic == "summary-failed"]
+    assert notes and "kept word for word" in notes[0].text

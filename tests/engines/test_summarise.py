@@ -889,3 +889,14 @@ async def test_made_up_facts_in_an_earlier_summary_are_not_kept_word_for_word() 
     _body, kept = split_kept(result.text)
     assert "48213" in kept
     assert "Ben Johnson" not in kept and "2026-14-30" not in kept
+
+
+async def test_when_every_model_fails_the_facts_are_still_kept_word_for_word() -> None:
+    adapter = MemoryAdapter(name="ollama", local=True, default=lambda r: Say("I'm sorry, no."))
+    result = await ModelSummariser({"ollama": adapter}).summarise(
+        trip_chat(), "", model=local_model(context=8_192)
+    )
+    assert result.text is not None and result.text.startswith(HEADING)
+    assert "refused" in result.problem
+    for fact in ("2026-11-29", "$1,200", "/home/priya/trips/lisbon.md", "Priya Raman"):
+        assert fact in result.text
