@@ -292,6 +292,30 @@ def test_export_writes_every_message(
     assert "**You:**\n\nA table please" in text and "| 1 | 2 |" in text
 
 
+def test_ctrl_k_then_summ_and_enter_summarises_the_start_of_the_chat(
+    qtbot: QtBot, window: MainWindow, scripts: Scripts, services: AppServices
+) -> None:
+    scripts.queue.append([Reply("Noted."), Reply("Fine.")])
+    chat_id = window.new_chat()
+    for text in ("The budget is 2,500 euros.", "We build 24 beds."):
+        send(qtbot, window, text)
+        wait_idle(qtbot, window)
+    assert services.store.latest_compaction(chat_id) is None
+
+    qtbot.keyClick(window, Qt.Key.Key_K, Qt.KeyboardModifier.ControlModifier)
+    palette = window._palette
+    assert palette is not None
+    qtbot.waitUntil(lambda: palette.search.hasFocus() or palette.search.isVisible(), timeout=3000)
+    qtbot.keyClicks(palette.search, "summ")
+    qtbot.keyClick(palette.search, Qt.Key.Key_Return)
+
+    qtbot.waitUntil(lambda: services.store.latest_compaction(chat_id) is not None, timeout=5000)
+    wait_idle(qtbot, window)
+    fold = services.store.latest_compaction(chat_id)
+    assert fold is not None and fold.first_kept_seq == 2  # all but the newest turn
+    assert isinstance(window.chat_view.widget_at(RowKind.DIVIDER), SummaryDivider)
+
+
 def test_the_palette_offers_the_summary_command(window: MainWindow) -> None:
     titles = [c.title for c in window.palette_commands()]
     assert titles[0] == "Summarise the start of this chat"
