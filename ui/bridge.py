@@ -32,6 +32,7 @@ from engines.base import (
     TurnProblem,
     Usage,
 )
+from engines.providers.base import closing_stream
 
 log = logging.getLogger("conch.ui.bridge")
 
@@ -168,14 +169,10 @@ class ConversationBridge(QObject):
     async def _run(self, stream: AsyncIterator[Any]) -> None:
         reason = ""
         try:
-            try:
-                async for event in stream:
+            # Closed now, not at garbage collection, so the conversation's own cleanup runs.
+            async with closing_stream(stream) as events:
+                async for event in events:
                     reason = self._dispatch(event, reason)
-            finally:
-                # Close the generator now (not at garbage collection) so its own cleanup runs.
-                aclose = getattr(stream, "aclose", None)
-                if aclose is not None:
-                    await aclose()
             reason = reason or "stop"
         except asyncio.CancelledError:
             reason = "cancelled"

@@ -23,14 +23,13 @@ import logging
 import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from engines.api.context import budget, estimate_tokens
 from engines.api.facts import HEADING, keep_facts, split_kept
 from engines.api.protocols import SummaryResult
 from engines.api.scrub import scrub
 from engines.base import Event, Message, ModelInfo, TextDelta, ToolCall, Usage
-from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
+from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError, closing_stream
 from engines.resources import read_prompt
 
 log = logging.getLogger("conch.summarise")
@@ -574,8 +573,8 @@ class ModelSummariser:
 async def _collect(stream: AsyncIterator[Event], usage: list[int]) -> tuple[str, bool]:
     """The reply's text (thinking ignored), and whether it called a tool instead."""
     parts: list[str] = []
-    try:
-        async for event in stream:
+    async with closing_stream(stream) as events:
+        async for event in events:
             if isinstance(event, TextDelta):
                 parts.append(event.text)
             elif isinstance(event, ToolCall):
@@ -583,8 +582,4 @@ async def _collect(stream: AsyncIterator[Event], usage: list[int]) -> tuple[str,
             elif isinstance(event, Usage):
                 usage[0] += event.input_tokens
                 usage[1] += event.output_tokens
-    finally:
-        close: Any = getattr(stream, "aclose", None)
-        if close is not None:
-            await close()
     return "".join(parts), False
