@@ -215,8 +215,11 @@ class AppServices:
         catalogue: ModelCatalogue,
         runtime: bundled.BundledRuntime | None = None,
         configs: dict[str, tuple[str, str]] | None = None,
+        startup_problems: Sequence[str] = (),
     ) -> None:
         self.data_dir = data_dir
+        # Sentences about damaged files set aside at start-up (see build_services).
+        self.startup_problems = list(startup_problems)
         self.mock = mock
         self.store = store
         self.memories = memories
@@ -239,9 +242,6 @@ class AppServices:
         self._closed = False
 
     # -- status --
-
-    # Sentences about damaged files set aside at start-up (see build_services).
-    startup_problems: list[str] = []  # noqa: RUF012 - replaced per instance, never mutated
 
     def on_status(self, listener: StatusListener) -> Callable[[], None]:
         """Hear "Starting the local model…" (and "" when it is over)."""
@@ -543,7 +543,7 @@ def build_services(
         setup = build_adapters(settings.settings, keys)
         catalogue = ModelCatalogue(setup.adapters, health=health, probed=setup.probed)
         configs = setup.configs
-    services = AppServices(
+    return AppServices(
         data_dir=data_dir,
         mock=mock,
         store=store,
@@ -553,6 +553,5 @@ def build_services(
         secrets=keys,
         catalogue=catalogue,
         configs=configs,
+        startup_problems=problems,
     )
-    services.startup_problems = problems
-    return services
