@@ -126,14 +126,20 @@ def test_stop_keeps_what_arrived(
     assert window.composer.send_button.isVisibleTo(window)
 
 
+def chat_of_two_turns(qtbot: QtBot, win: MainWindow, scripts: Scripts) -> str:
+    """A new chat with two answered turns (the newest is what a fold keeps)."""
+    scripts.queue.append([Reply("Noted."), Reply("Fine.")])
+    chat_id = win.new_chat()
+    for text in ("The budget is 2,500 euros.", "We build 24 beds."):
+        send(qtbot, win, text)
+        wait_idle(qtbot, win)
+    return chat_id
+
+
 def test_compact_command_folds_with_the_focus_and_shows_the_divider(
     qtbot: QtBot, window: MainWindow, scripts: Scripts, services: AppServices
 ) -> None:
-    scripts.queue.append([Reply("Noted."), Reply("Fine.")])
-    chat_id = window.new_chat()
-    for text in ("The budget is 2,500 euros.", "We build 24 beds."):
-        send(qtbot, window, text)
-        wait_idle(qtbot, window)
+    chat_id = chat_of_two_turns(qtbot, window, scripts)
     send(qtbot, window, "/compact keep the budget numbers")
     qtbot.waitUntil(lambda: services.store.latest_compaction(chat_id) is not None, timeout=5000)
     wait_idle(qtbot, window)
@@ -295,11 +301,7 @@ def test_export_writes_every_message(
 def test_ctrl_k_then_summ_and_enter_summarises_the_start_of_the_chat(
     qtbot: QtBot, window: MainWindow, scripts: Scripts, services: AppServices
 ) -> None:
-    scripts.queue.append([Reply("Noted."), Reply("Fine.")])
-    chat_id = window.new_chat()
-    for text in ("The budget is 2,500 euros.", "We build 24 beds."):
-        send(qtbot, window, text)
-        wait_idle(qtbot, window)
+    chat_id = chat_of_two_turns(qtbot, window, scripts)
     assert services.store.latest_compaction(chat_id) is None
 
     qtbot.keyClick(window, Qt.Key.Key_K, Qt.KeyboardModifier.ControlModifier)
