@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.sqlite import open_database
+from app.sqlite import StorageError, open_database
 from engines.api.scrub import scrub
 from engines.base import Healed, Note, Problem
 
@@ -54,7 +54,20 @@ class HealthLog:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        opened = open_database(path, _SCHEMA, what="health notes")
+        try:
+            opened = open_database(
+                path, _SCHEMA, what="health notes", counted=("notes", "note", "notes")
+            )
+        except (StorageError, sqlite3.Error, OSError) as exc:
+            # Notes are a help, never a reason not to start (a full disk, a read-only folder):
+            # they are kept in memory until Conch closes.
+            opened = open_database(Path(":memory:"), _SCHEMA, what="health notes")
+            opened.problem = (
+                f"{exc} Until then, health notes are kept only while Conch is open."
+                if isinstance(exc, StorageError)
+                else f"Conch could not open its health notes ({exc}); until it can, they are "
+                "kept only while Conch is open."
+            )
         self._db = opened.db
         self.problem = opened.problem
         self._lock = threading.RLock()

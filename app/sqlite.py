@@ -1,69 +1,491 @@
-"""Opening Conch's SQLite files the same way, and what to do when one is damaged.
+"""Opening Conch's SQLite files one way, and what to do when one is damaged or the disk is full.
 
-A file that is not a database, or whose pages are corrupt, is renamed aside (never deleted)
-and a fresh one is started, so Conch still opens; the caller gets a sentence for the person
-saying what happened and where the old file is. A busy or locked file is not damage and is
-raised as it is.
+Damage (a file that is not a database, damaged pages, a truncated file) is found when a file is
+opened (``PRAGMA quick_check`` must answer "ok") or by any later statement. Either way the file
+is renamed aside with a timestamp (never deleted), a fresh one is started, and every row that
+can still be read from the old file is copied into it. At opening, ``Opened.problem`` holds one
+sentence for the person; later, the statement that met the damage raises ``DamagedFileError`` with
+that sentence and the next one runs on the fresh file, so damage never fails every turn.
+
+A full disk raises ``DiskFullError``, whose text says so in plain words, instead of SQLite's "disk
+I/O error". A busy or locked file is neither and is raised as it is.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import logging
+import shutil
 import sqlite3
+import threading
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NoReturn
 
-_DAMAGED = {"SQLITE_NOTADB", "SQLITE_CORRUPT"}
+log = logging.getLogger("conch.sqlite")
+
+# An I/O error with less free space than this is taken for a full disk: SQLite reports a full
+# disk as "disk I/O error" when it cannot grow its shared-memory file, and it cannot say why.
+_NEARLY_FULL = 8 * 1024 * 1024
+_MIN_ROWID, _MAX_ROWID = -(2**63), 2**63 - 1
+_MAX_SKIPS = 10_000  # damaged stretches skipped per table before recovery gives up on it
+
+Params = Sequence[Any] | Mapping[str, Any]
 
 
-@dataclass
-class Opened:
-    db: sqlite3.Connection
-    problem: str = ""  # set when a damaged file was set aside
+class StorageError(Exception):
+    """A file Conch keeps could not be opened or written; the text is for the person."""
 
 
-def _connect(path: Path, schema: str, synchronous: str) -> sqlite3.Connection:
+class DiskFullError(StorageError, sqlite3.OperationalError):
+    """The disk that holds the data folder is full."""
+
+
+class DamagedFileError(StorageError, sqlite3.DatabaseError):
+    """A statement met a damaged file; the text says where the old file was kept."""
+
+
+class _FailedCheck(sqlite3.DatabaseError):
+    """``PRAGMA quick_check`` found damage that no statement had run into yet."""
+
+
+def is_damage(exc: sqlite3.DatabaseError) -> bool:
+    if isinstance(exc, _FailedCheck):
+        return True
+    if isinstance(exc, StorageError):
+        return False
+    name = getattr(exc, "sqlite_errorname", "")
+    if name:
+        return name == "SQLITE_NOTADB" or name.startswith("SQLITE_CORRUPT")
+    text = str(exc).lower()
+    return "not a database" in text or "malformed" in text
+
+
+def is_disk_full(exc: BaseException, folder: Path) -> bool:
+    if isinstance(exc, DiskFullError):
+        return True
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    name = getattr(exc, "sqlite_errorname", "")
+    if name == "SQLITE_FULL":
+        return True
+    if name.startswith("SQLITE_IOERR"):
+        try:
+            return shutil.disk_usage(folder).free < _NEARLY_FULL
+        except OSError:
+            return False
+    return False
+
+
+def _full(what: str, folder: Path, *, opening: bool) -> DiskFullError:
+    doing = f"open your {what}" if opening else f"save to your {what}"
+    again = "start Conch again" if opening else "try again"
+    return DiskFullError(
+        f"The disk that holds {folder} is full, so Conch could not {doing}. "
+        f"Free some space and {again}."
+    )
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _plain_connect(path: Path, synchronous: str) -> sqlite3.Connection:
     db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     try:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={synchronous}")
         db.execute("PRAGMA busy_timeout=3000")
         db.execute("PRAGMA foreign_keys=ON")
-        db.executescript(schema)
-        db.execute("PRAGMA quick_check(1)").fetchone()
     except BaseException:
         db.close()
         raise
     return db
 
 
-def is_damage(exc: sqlite3.DatabaseError) -> bool:
-    name = getattr(exc, "sqlite_errorname", "")
-    if name:
-        return name in _DAMAGED
-    text = str(exc).lower()
-    return "not a database" in text or "malformed" in text
-
-
-def open_database(path: Path, schema: str, *, what: str, synchronous: str = "NORMAL") -> Opened:
-    """Open (or create) ``path`` with ``schema``; set a damaged file aside (see module doc).
-
-    ``what`` names the file for the person: "chat log", "memories", "health notes".
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _connect(path: Path, schema: str, synchronous: str) -> sqlite3.Connection:
+    db = _plain_connect(path, synchronous)
     try:
-        return Opened(_connect(path, schema, synchronous))
-    except sqlite3.DatabaseError as exc:
-        if not is_damage(exc):
-            raise
-        aside = path.with_name(f"{path.name}.broken-{time.strftime('%Y%m%d-%H%M%S')}")
-        path.rename(aside)
-        for suffix in ("-wal", "-shm"):
-            side = path.with_name(path.name + suffix)
-            if side.exists():
-                side.rename(aside.with_name(aside.name + suffix))
-        problem = (
-            f"Your {what} file could not be read ({exc}). Conch kept it as {aside.name} in "
-            f"{path.parent} and started a new one; nothing was deleted."
+        db.executescript(schema)
+        row = db.execute("PRAGMA quick_check(1)").fetchone()
+        if row is None or row[0] != "ok":
+            raise _FailedCheck("some of its pages are damaged")
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+# --- recovery ---------------------------------------------------------------------------------
+
+
+def _open_old(aside: Path) -> sqlite3.Connection | None:
+    """The set-aside file, read-only when SQLite allows it (it then stays exactly as it was)."""
+    for uri in (f"{aside.resolve().as_uri()}?mode=ro", f"{aside.resolve().as_uri()}?mode=rw"):
+        try:
+            db = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+        except sqlite3.Error:
+            continue
+        try:
+            db.execute("PRAGMA cell_size_check=ON")  # find more damage instead of reading it
+            db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.Error:
+            db.close()
+            continue
+        return db
+    return None
+
+
+def _seek_ok(old: sqlite3.Connection, table: str, start: int) -> bool:
+    try:
+        old.execute(
+            f"SELECT rowid FROM {table} WHERE rowid >= ? ORDER BY rowid LIMIT 1", (start,)
+        ).fetchall()
+    except sqlite3.DatabaseError:
+        return False
+    return True
+
+
+def _next_readable(old: sqlite3.Connection, table: str, bad: int) -> int | None:
+    """The lowest rowid above ``bad`` from which the table reads again; None when none does.
+
+    Gallops past the damaged stretch, then narrows back so the rows just after it are kept.
+    """
+    step = 1
+    while True:
+        probe = bad + step
+        if probe > _MAX_ROWID:
+            return None
+        if _seek_ok(old, table, probe):
+            break
+        step *= 2
+    lo, hi = bad, probe  # reading from lo fails, from hi works
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _seek_ok(old, table, mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _readable_rows(old: sqlite3.Connection, table: str, cols: str) -> Iterator[tuple[Any, ...]]:
+    """Every row of ``table`` that SQLite can still read, skipping damaged stretches."""
+    sql = f"SELECT rowid, {cols} FROM {table} WHERE rowid >= ? ORDER BY rowid"
+    start: int | None = _MIN_ROWID
+    skips = 0
+    while start is not None:
+        try:
+            for row in old.execute(sql, (start,)):
+                yield tuple(row[1:])
+                if row[0] >= _MAX_ROWID:
+                    return
+                start = row[0] + 1
+            return
+        except sqlite3.DatabaseError:
+            skips += 1
+            if skips > _MAX_SKIPS:
+                return
+            start = _next_readable(old, table, start)
+
+
+def _copy_readable(aside: Path, fresh: sqlite3.Connection, after: str) -> dict[str, int]:
+    """Copy what can be read from ``aside`` into ``fresh``; rows copied per table."""
+    counts: dict[str, int] = {}
+    old = _open_old(aside)
+    if old is None:
+        return counts
+    tables = [
+        str(r[0])
+        for r in fresh.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "ORDER BY rowid"
         )
-        return Opened(_connect(path, schema, synchronous), problem)
+    ]
+    # Rows whose parent row was lost are still worth keeping; ``after`` gives them one.
+    fresh.execute("PRAGMA foreign_keys=OFF")
+    try:
+        for name in tables:
+            table = _quote(name)
+            try:
+                had = {str(r[1]) for r in old.execute(f"PRAGMA table_info({table})")}
+            except sqlite3.DatabaseError:
+                continue
+            wanted = [str(r[1]) for r in fresh.execute(f"PRAGMA table_info({table})")]
+            cols = [c for c in wanted if c in had]
+            if not cols:
+                continue
+            listed = ", ".join(_quote(c) for c in cols)
+            insert = (
+                f"INSERT OR IGNORE INTO {table} ({listed}) VALUES ({', '.join('?' * len(cols))})"
+            )
+            n = 0
+            fresh.execute("BEGIN")
+            try:
+                for row in _readable_rows(old, table, listed):
+                    n += fresh.execute(insert, row).rowcount
+                fresh.execute("COMMIT")
+            except BaseException:
+                if fresh.in_transaction:
+                    fresh.execute("ROLLBACK")
+                raise
+            counts[name] = n
+        if after and any(counts.values()):
+            fresh.executescript(after)
+    except sqlite3.Error:
+        # A fresh file that cannot take the rows (a full disk): what was copied stays, the
+        # rest is still in the file set aside.
+        log.warning("recovery of %s stopped early", aside.name, exc_info=True)
+    finally:
+        old.close()
+        with contextlib.suppress(sqlite3.Error):
+            fresh.execute("PRAGMA foreign_keys=ON")
+    return counts
+
+
+def _set_aside(path: Path) -> Path:
+    """Rename ``path`` (and its -wal/-shm) to ``<name>.broken-<time>``; return the new name."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = path.with_name(f"{path.name}.broken-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.broken-{stamp}-{n}")
+    path.rename(aside)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            # SQLite finds the set-aside file's recent writes under its own name + "-wal".
+            side.rename(aside.with_name(aside.name + suffix))
+    return aside
+
+
+def _put_back(aside: Path, path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)
+        for suffix in ("-wal", "-shm"):
+            path.with_name(path.name + suffix).unlink(missing_ok=True)
+        for suffix in ("-wal", "-shm"):
+            side = aside.with_name(aside.name + suffix)
+            if side.exists():
+                side.rename(path.with_name(path.name + suffix))
+        aside.rename(path)
+
+
+# --- the connection ---------------------------------------------------------------------------
+
+
+class _Cursor(sqlite3.Cursor):
+    """A cursor whose failures go through its ``Database`` (damage, a full disk)."""
+
+    owner: Database
+
+    def fetchone(self) -> Any:
+        try:
+            return super().fetchone()
+        except sqlite3.Error as exc:
+            self.owner.reraise(exc)
+
+    def fetchmany(self, size: int | None = 1) -> list[Any]:
+        try:
+            return super().fetchmany(size)
+        except sqlite3.Error as exc:
+            self.owner.reraise(exc)
+
+    def fetchall(self) -> list[Any]:
+        try:
+            return super().fetchall()
+        except sqlite3.Error as exc:
+            self.owner.reraise(exc)
+
+    def __next__(self) -> Any:
+        try:
+            return super().__next__()
+        except sqlite3.Error as exc:
+            self.owner.reraise(exc)
+
+
+class Database:
+    """One SQLite file, opened with ``schema``; repairs itself when damage shows up.
+
+    ``what`` names the file for the person ("chat log", "memories", "health notes");
+    ``counted`` is (table, one, many) for the sentence after a recovery ("messages", "message",
+    "messages"); ``after_recovery`` is SQL run on the fresh file once rows were copied into it
+    (to give rows whose parent was lost a parent again).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        schema: str,
+        *,
+        what: str,
+        synchronous: str = "NORMAL",
+        counted: tuple[str, str, str] | None = None,
+        after_recovery: str = "",
+    ) -> None:
+        self.path = path
+        self.what = what
+        self._schema = schema
+        self._synchronous = synchronous
+        self._counted = counted
+        self._after = after_recovery
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection
+        self.problem = self._open()
+
+    # -- opening and repair --
+
+    def _open(self) -> str:
+        folder = self.path.parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            self._conn = _connect(self.path, self._schema, self._synchronous)
+            return ""
+        except sqlite3.DatabaseError as exc:
+            if is_disk_full(exc, folder):
+                raise _full(self.what, folder, opening=True) from exc
+            if not is_damage(exc):
+                raise
+            return self._replace(str(exc))
+        except OSError as exc:
+            if is_disk_full(exc, folder):
+                raise _full(self.what, folder, opening=True) from exc
+            raise
+
+    def _replace(self, detail: str) -> str:
+        """Set the damaged file aside, start a fresh one with what can be read; the sentence."""
+        folder = self.path.parent
+        try:
+            aside = _set_aside(self.path)
+        except OSError as exc:
+            raise StorageError(
+                f"Your {self.what} file is damaged ({detail}) and Conch could not move it aside "
+                f"({exc.strerror or type(exc).__name__}). Move {self.path} to another folder "
+                "and start Conch again."
+            ) from exc
+        try:
+            fresh = _connect(self.path, self._schema, self._synchronous)
+        except (sqlite3.Error, OSError) as exc:
+            _put_back(aside, self.path)
+            if is_disk_full(exc, folder):
+                raise _full(self.what, folder, opening=True) from exc
+            raise StorageError(
+                f"Your {self.what} file is damaged ({detail}) and Conch could not start a new "
+                f"one ({exc}). Check that {folder} is writable and start Conch again."
+            ) from exc
+        counts = _copy_readable(aside, fresh, self._after)
+        self._conn = fresh
+        log.warning(
+            "%s was damaged (%s); set aside as %s, copied %s", self.path, detail, aside, counts
+        )
+        kept = f"Conch kept it as {aside.name} in {folder} and started a new one"
+        n = counts.get(self._counted[0], 0) if self._counted else 0
+        if n and self._counted:
+            noun = self._counted[1] if n == 1 else self._counted[2]
+            return (
+                f"Your {self.what} file was damaged ({detail}). {kept} with the {n:,} {noun} "
+                "it could still read; nothing was deleted."
+            )
+        if any(counts.values()):
+            return (
+                f"Your {self.what} file was damaged ({detail}). {kept} with what it could still "
+                "read; nothing was deleted."
+            )
+        return f"Your {self.what} file could not be read ({detail}). {kept}; nothing was deleted."
+
+    def failure(self, exc: sqlite3.Error) -> Exception:
+        """What to raise for ``exc``: a full disk and damage get their sentence (damage is
+        repaired first, so the next statement runs on a fresh file); anything else as it is."""
+        with self._lock:
+            folder = self.path.parent
+            if isinstance(exc, StorageError):
+                return exc
+            if is_disk_full(exc, folder):
+                return _full(self.what, folder, opening=False)
+            if not isinstance(exc, sqlite3.DatabaseError) or not is_damage(exc):
+                return exc
+            # Closing rolls back a transaction under way; the caller's ROLLBACK is then a no-op.
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+            try:
+                return DamagedFileError(self._replace(str(exc)))
+            except StorageError as failed:
+                # Not set aside: go on with the damaged file, whose undamaged rows still read.
+                try:
+                    self._conn = _plain_connect(self.path, self._synchronous)
+                except sqlite3.Error:
+                    log.exception("could not reopen %s", self.path)
+                return DamagedFileError(str(failed))
+
+    def reraise(self, exc: sqlite3.Error) -> NoReturn:
+        failure = self.failure(exc)
+        if failure is exc:
+            raise exc
+        raise failure from exc
+
+    # -- what the stores call --
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._conn.in_transaction
+
+    def execute(self, sql: str, parameters: Params = ()) -> sqlite3.Cursor:
+        with self._lock:
+            cur = self._conn.cursor(_Cursor)
+            cur.owner = self
+            if not self._conn.in_transaction and sql.strip().upper() == "ROLLBACK":
+                # SQLite already rolled back (a full disk, damage); a second ROLLBACK would
+                # only raise "no transaction is active" over the real error.
+                return cur
+            try:
+                return cur.execute(sql, parameters)
+            except sqlite3.Error as exc:
+                self.reraise(exc)
+
+    def executemany(self, sql: str, rows: Sequence[Params]) -> sqlite3.Cursor:
+        with self._lock:
+            cur = self._conn.cursor(_Cursor)
+            cur.owner = self
+            try:
+                return cur.executemany(sql, rows)
+            except sqlite3.Error as exc:
+                self.reraise(exc)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+@dataclass
+class Opened:
+    db: Database
+    problem: str = ""  # set when a damaged file was set aside
+
+
+def open_database(
+    path: Path,
+    schema: str,
+    *,
+    what: str,
+    synchronous: str = "NORMAL",
+    counted: tuple[str, str, str] | None = None,
+    after_recovery: str = "",
+) -> Opened:
+    """Open (or create) ``path`` with ``schema``; a damaged file is set aside (module doc).
+
+    Raises ``DiskFullError`` or ``StorageError`` (a sentence for the person) when the file cannot be
+    opened at all, and ``sqlite3.Error``/``OSError`` for anything else (a busy file).
+    """
+    db = Database(
+        path,
+        schema,
+        what=what,
+        synchronous=synchronous,
+        counted=counted,
+        after_recovery=after_recovery,
+    )
+    return Opened(db, db.problem)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from app.sqlite import open_database
+from app.sqlite import StorageError, open_database
 from engines.base import Attachment, Picture, TurnProblem
 
 Role = Literal["user", "assistant", "tool"]
@@ -62,9 +62,20 @@ CREATE TABLE IF NOT EXISTS compactions (
 CREATE INDEX IF NOT EXISTS compactions_chat ON compactions(chat_id, id);
 """
 
+# After a damaged chat log was recovered: messages whose chat row was lost get a chat again,
+# so everything the person wrote shows in the sidebar.
+_REPARENT = """
+INSERT OR IGNORE INTO chats (id, title, created, updated)
+SELECT chat_id, 'Recovered chat', MIN(created), MAX(created) FROM messages
+WHERE chat_id NOT IN (SELECT id FROM chats) GROUP BY chat_id;
+INSERT OR IGNORE INTO chats (id, title, created, updated)
+SELECT chat_id, 'Recovered chat', MIN(created), MAX(created) FROM compactions
+WHERE chat_id NOT IN (SELECT id FROM chats) GROUP BY chat_id;
+"""
 
-class StoreError(Exception):
-    """The chat log could not be opened or written; the message says what to do."""
+# The chat log could not be opened or written; the message says what to do. One class for
+# every file Conch keeps, so the window and the CLI catch them all by this name.
+StoreError = StorageError
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +189,16 @@ class ChatStore:
         self.path = path
         try:
             # FULL: a message the window showed as sent survives a power cut or a SIGKILL.
-            opened = open_database(path, _SCHEMA, what="chat log", synchronous="FULL")
+            opened = open_database(
+                path,
+                _SCHEMA,
+                what="chat log",
+                synchronous="FULL",
+                counted=("messages", "message", "messages"),
+                after_recovery=_REPARENT,
+            )
+        except StorageError:
+            raise
         except (sqlite3.DatabaseError, OSError) as exc:
             raise StoreError(
                 f"The chat log at {path} could not be opened ({exc}). "
@@ -317,7 +337,9 @@ class ChatStore:
                     self._db.execute("UPDATE chats SET untrusted = 1 WHERE id = ?", (chat_id,))
                 self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                # A full disk or damage has already rolled back; ROLLBACK would hide why.
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
         return StoredMessage(
             chat_id=chat_id,
