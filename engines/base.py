@@ -31,6 +31,7 @@ class ModelInfo(_Data):
     local: bool = False  # runs on this computer
     ready: bool = True  # reachable and pulled/loaded or keyed
     loaded: bool = False  # already in memory (local servers)
+    status: str = ""  # why it cannot answer now ("stopped", "starting"), for the picker
 
     @property
     def key(self) -> str:
@@ -113,6 +114,7 @@ class ProblemKind(StrEnum):
     SERVER_ERROR = "server-error"
     BROKEN_STREAM = "broken-stream"
     CANCELLED = "cancelled"
+    RUNTIME_STOPPED = "runtime-stopped"  # the bundled model's server process ended
 
 
 HUMAN_TEXT: dict[ProblemKind, str] = {
@@ -128,16 +130,20 @@ HUMAN_TEXT: dict[ProblemKind, str] = {
     ProblemKind.SERVER_ERROR: "The model's server had an internal error.",
     ProblemKind.BROKEN_STREAM: "The answer was cut off before the server finished it.",
     ProblemKind.CANCELLED: "You stopped the answer.",
+    ProblemKind.RUNTIME_STOPPED: "The local model's runtime stopped.",
 }
 
 
 class NextStep(_Data):
     """The one thing the person can do next, shown as a button or a hint."""
 
-    kind: Literal["switch-model", "new-chat", "retry", "open-settings", "wait", "none"]
+    kind: Literal[
+        "switch-model", "new-chat", "retry", "open-settings", "wait", "rebuild-runtime", "none"
+    ]
     label: str
     model: ModelInfo | None = None  # for switch-model
-    text: str = ""  # for new-chat: the message to put in the new chat's box
+    # new-chat: the message to put in the new chat's box; rebuild-runtime: the command to run
+    text: str = ""
     seconds: float | None = None  # for wait
 
 

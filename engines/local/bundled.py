@@ -9,6 +9,14 @@ crash is found by its pidfile and stopped at the next start.
 
 llama-cpp-python answers an oversized *streamed* request with 200 and an empty stream; the
 OpenAI-style adapter's ``local`` row handles that (docs/local_servers.md §C).
+
+A server that ends without being asked to (a signal, an exit) is a *crash*: it is named in words
+("stopped (illegal instruction)"), counted in ``local-model-crashes.json`` with the server's last
+log lines, and the turn it broke ends with a ``runtime-stopped`` problem whose next step fits
+(try again after a one-off; rebuild the runtime after an illegal instruction, or a segmentation
+fault before the first word). A successful answer clears the count; after two crashes in a row
+the runtime is not started again until the person asks (``start_again``). Each start ends with
+a one-token self-test, so a build that cannot run here fails at start, not in the first answer.
 """
 
 from __future__ import annotations
@@ -28,14 +36,24 @@ import subprocess
 import sys
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
 import httpx
 
-from engines.base import Event, ModelInfo, ProblemKind
+from engines.base import (
+    Done,
+    Event,
+    ModelInfo,
+    NextStep,
+    ProblemKind,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    TurnProblem,
+)
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError, closing_stream
 from engines.providers.http import LOCAL_TIMEOUT
 from engines.providers.openai import ROWS, OpenAIAdapter
@@ -50,8 +68,13 @@ MODEL_LABEL = "SmolLM2 135M"
 INSTALL_HINT = "pip install 'conch[local]'"
 LOG_NAME = "local-model.log"
 PID_NAME = "local-model.pid"
+CRASH_NAME = "local-model-crashes.json"
 START_TIMEOUT = 120.0
 STOP_GRACE = 5.0
+HOLD_AFTER = 2  # crashes in a row after which the runtime waits for the person to ask
+LOG_LINES = 20  # the server's last log lines kept with a crash
+CRASH_WAIT = 1.5  # seconds a broken answer waits for the server's end to be reported
+REBUILD_COMMAND = "bash scripts/setup.sh local --rebuild-runtime"
 
 Phase = Literal["stopped", "starting", "ready", "failed"]
 
@@ -66,12 +89,239 @@ class RuntimeState:
     @classmethod
     def of(cls, phase: Phase, why: str = "") -> RuntimeState:
         text = {
-            "stopped": "The local model is stopped",
+            "stopped": f"Stopped: {why}" if why else "The local model is stopped",
             "starting": "Starting the local model…",
             "ready": "Ready",
             "failed": f"Failed: {why}",
         }[phase]
         return cls(phase, text)
+
+
+# --- crashes ------------------------------------------------------------------------------------
+
+When = Literal["start", "first-token", "answer", "idle"]
+
+_WHEN_WORDS: dict[When, str] = {
+    "start": "while starting",
+    "first-token": "before its first word",
+    "answer": "part-way through an answer",
+    "idle": "between answers",
+}
+
+
+def _signal_number(name: str) -> int | None:
+    found = getattr(signal, name, None)
+    return int(found) if found is not None else None
+
+
+_SIGILL = _signal_number("SIGILL")
+_SIGSEGV = _signal_number("SIGSEGV")
+# What a person reads for each way a process can die; SIGKILL from nobody they know of is
+# usually the kernel's out-of-memory killer.
+_SIGNAL_WORDS: dict[int, str] = {
+    number: words
+    for name, words in (
+        ("SIGILL", "stopped (illegal instruction)"),
+        ("SIGSEGV", "crashed (segmentation fault)"),
+        ("SIGKILL", "was killed (often: out of memory)"),
+        ("SIGABRT", "aborted"),
+        ("SIGBUS", "crashed (bus error)"),
+        ("SIGFPE", "crashed (arithmetic error)"),
+        ("SIGTERM", "was stopped by another program"),
+    )
+    if (number := _signal_number(name)) is not None
+}
+
+
+def ending_words(returncode: int) -> str:
+    """How a process ended, in words: "stopped (illegal instruction)", "exited with code 1"."""
+    if returncode < 0:
+        number = -returncode
+        known = _SIGNAL_WORDS.get(number)
+        if known is not None:
+            return known
+        try:
+            return f"stopped ({signal.Signals(number).name})"
+        except ValueError:
+            return f"stopped (signal {number})"
+    return f"exited with code {returncode}"
+
+
+def source_checkout() -> Path | None:
+    """The folder Conch runs from when it is a source checkout with its setup script."""
+    if getattr(sys, "frozen", False):
+        return None
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "scripts" / "setup.sh").is_file() else None
+
+
+def rebuild_hint() -> str:
+    """How this copy of Conch gets a runtime built for this computer."""
+    root = source_checkout()
+    if root is None:
+        return "Reinstall Conch to get a runtime built for this computer."
+    return f"Rebuild it for this computer: in {root}, run {REBUILD_COMMAND}"
+
+
+def rebuild_step() -> NextStep:
+    if source_checkout() is None:
+        return NextStep(kind="rebuild-runtime", label="Reinstall Conch")
+    return NextStep(kind="rebuild-runtime", label="Rebuild the local runtime", text=REBUILD_COMMAND)
+
+
+@dataclass(frozen=True)
+class Crash:
+    """One time the runtime's server ended without being asked to."""
+
+    returncode: int  # negative: killed by that signal
+    when: When
+    count: int  # crashes in a row, this one included
+    log: tuple[str, ...] = ()  # the server's last log lines
+    time: float = 0.0
+
+    @property
+    def words(self) -> str:
+        return ending_words(self.returncode)
+
+    @property
+    def held(self) -> bool:
+        """Crashed too often in a row: not started again until the person asks."""
+        return self.count >= HOLD_AFTER
+
+    @property
+    def needs_rebuild(self) -> bool:
+        """A crash that starting again will not cure: the build does not fit this computer.
+
+        An illegal instruction always means that (the build uses instructions this processor
+        lacks, wherever in the answer they run); a segmentation fault on start or on the first
+        token almost always does.
+        """
+        number = -self.returncode if self.returncode < 0 else None
+        if number is not None and number == _SIGILL:
+            return True
+        return number is not None and number == _SIGSEGV and self.when in ("start", "first-token")
+
+    def sentence(self, *, refused: bool = False) -> str:
+        """What the person reads: what happened, and what Conch does about it."""
+        when = _WHEN_WORDS[self.when]
+        if refused:
+            text = (
+                f"The local model is stopped: its runtime {self.words} {when}, "
+                f"{self.count} times in a row. Conch will not start it again until you ask "
+                "(Settings → Health → Start the local model again)."
+            )
+        else:
+            text = f"The local model's runtime {self.words} {when}."
+            if self.held:
+                text += (
+                    f" That is {self.count} times in a row, so Conch will not start it again "
+                    "until you ask (Settings → Health → Start the local model again)."
+                )
+        if self.needs_rebuild:
+            text += f" {rebuild_hint()}"
+        return text
+
+    def next_step(self) -> NextStep:
+        if self.needs_rebuild:
+            return rebuild_step()
+        if self.held:
+            return NextStep(
+                kind="open-settings", label="Start the local model again in Health", text="health"
+            )
+        return NextStep(kind="retry", label="Try again")
+
+    def detail(self) -> str:
+        """The server's last log lines, for the card's details and Health."""
+        lines = "\n".join(self.log) if self.log else "(the runtime wrote nothing)"
+        return f"The runtime's last log lines:\n{lines}"
+
+    def state_text(self) -> str:
+        return f"its runtime {self.words} {_WHEN_WORDS[self.when]}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "returncode": self.returncode,
+            "when": self.when,
+            "count": self.count,
+            "log": list(self.log),
+            "time": self.time,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Crash | None:
+        if not isinstance(data, dict):
+            return None
+        try:
+            when = data.get("when")
+            log_lines = data.get("log") or []
+            return cls(
+                returncode=int(data["returncode"]),
+                when=when if when in _WHEN_WORDS else "answer",
+                count=max(1, int(data["count"])),
+                log=tuple(str(line) for line in log_lines if isinstance(line, str)),
+                time=float(data.get("time") or 0.0),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+class CrashBook:
+    """The runtime's crashes in a row, in ``<data dir>/local-model-crashes.json``.
+
+    Kept on disk so a runtime that keeps crashing stays stopped when Conch is started again; a
+    damaged file counts as no crash (never a lock-out).
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = Path(data_dir) / CRASH_NAME
+
+    def last(self) -> Crash | None:
+        try:
+            return Crash.from_json(json.loads(self.path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            return None
+
+    def record(self, returncode: int, when: When, log_lines: tuple[str, ...]) -> Crash:
+        before = self.last()
+        crash = Crash(
+            returncode=returncode,
+            when=when,
+            count=(before.count if before is not None else 0) + 1,
+            log=log_lines,
+            time=time.time(),
+        )
+        tmp = self.path.with_suffix(".tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(crash.to_json()), encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError:
+            log.warning("bundled model: could not record the crash in %s", self.path)
+        return crash
+
+    def clear(self) -> None:
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+
+class RuntimeCrashError(ProviderError):
+    """The runtime's server crashed (or is held stopped after crashes); the problem says so."""
+
+    def __init__(self, crash: Crash, *, refused: bool = False, partial: bool = False) -> None:
+        super().__init__(ProblemKind.RUNTIME_STOPPED, crash.detail(), partial=partial)
+        self.crash = crash
+        self.refused = refused
+
+    def to_problem(
+        self, next_step: NextStep | None = None, *, partial: bool = False
+    ) -> TurnProblem:
+        return TurnProblem.of(
+            self.kind,
+            self.detail,
+            next_step or self.crash.next_step(),
+            partial=partial or self.partial,
+            message=self.crash.sentence(refused=self.refused),
+        )
 
 
 # --- what is installed ------------------------------------------------------------------------
@@ -285,7 +535,9 @@ def _stop_all() -> None:
 class BundledRuntime:
     """Starts, watches and stops the bundled model's server.
 
-    ``on_state`` is called with every ``RuntimeState`` change (on the caller's thread).
+    ``on_state`` is called with every ``RuntimeState`` change (on the caller's thread), and so
+    is every listener added with ``watch``. ``server`` replaces the command that runs the
+    server (``python -m llama_cpp.server``); the runtime's own arguments follow it.
     """
 
     def __init__(
@@ -296,6 +548,7 @@ class BundledRuntime:
         n_ctx: int = WINDOW,
         start_timeout: float = START_TIMEOUT,
         python: str | None = None,
+        server: Sequence[str] | None = None,
         model_path: Path | None = None,
         find: Finder = importlib.util.find_spec,
     ) -> None:
@@ -304,6 +557,7 @@ class BundledRuntime:
         self.start_timeout = start_timeout
         # A frozen build has no interpreter to run `-m`; the packager passes one in.
         self.python = python or sys.executable
+        self.server = tuple(server) if server else (self.python, "-m", "llama_cpp.server")
         self._find = find
         self._model_path = model_path
         self._on_state = on_state
@@ -313,6 +567,12 @@ class BundledRuntime:
         self._port: int | None = None
         self._lock = asyncio.Lock()
         self._stop_asked = False
+        self._listeners: list[Callable[[RuntimeState], None]] = []
+        self.crashes = CrashBook(self.data_dir)
+        # The crash that ended the latest server (cleared when one starts), with its pid so a
+        # second request broken by the same crash hears of it too.
+        self._crash: tuple[int, Crash] | None = None
+        self._refused = False  # the latest start was refused: it crashed too often in a row
 
     # --- what others read -----------------------------------------------------------------
 
@@ -348,11 +608,41 @@ class BundledRuntime:
             return None if self._model_path.is_file() else f"No model file at {self._model_path}"
         return missing(self._find)
 
+    @property
+    def crash(self) -> Crash | None:
+        """The crash that stopped the runtime, while it is stopped because of one."""
+        if self._state.phase == "ready" or self._crash is None:
+            return None
+        return self._crash[1]
+
+    @property
+    def refused(self) -> bool:
+        """Whether the latest start was refused because the runtime crashed too often."""
+        return self._refused
+
+    @property
+    def held(self) -> bool:
+        """Crashed too often in a row: ``start`` refuses until ``start_again``."""
+        crash = self.crashes.last()
+        return crash is not None and crash.held
+
+    def watch(self, listener: Callable[[RuntimeState], None]) -> Callable[[], None]:
+        """Hear every state change; returns a function that stops listening."""
+        self._listeners.append(listener)
+
+        def stop() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+
+        return stop
+
     def _set(self, state: RuntimeState) -> None:
         self._state = state
-        if self._on_state is not None:
+        for listener in [self._on_state, *self._listeners]:
+            if listener is None:
+                continue
             try:
-                self._on_state(state)
+                listener(state)
             except Exception:  # a UI callback must never take the runtime down
                 log.exception("bundled model: state callback failed")
 
@@ -365,7 +655,18 @@ class BundledRuntime:
             if self._state.phase == "ready" and self.running():
                 return self._state
             if self._proc is not None:  # it died since it was ready: clear up, start again
+                code = self._proc.poll()
+                if code is not None and not self._stop_asked:
+                    self._crashed(self._proc.pid, code, "idle")
                 await self._terminate()
+            held = self.crashes.last()
+            if held is not None and held.held:
+                self._refused = True
+                self._crash = (0, held)
+                self._set(RuntimeState.of("stopped", held.state_text()))
+                return self._state
+            self._refused = False
+            self._crash = None
             self._stop_asked = False
             self._set(RuntimeState.of("starting"))
             self._stop_stale()
@@ -385,11 +686,63 @@ class BundledRuntime:
                 raise
             if self._stop_asked:
                 self._set(RuntimeState.of("stopped"))
+            elif (crash := self._start_crash()) is not None:
+                self._set(RuntimeState.of("stopped", crash.state_text()))
             elif why:
                 self._set(RuntimeState.of("failed", why))
             else:
                 self._set(RuntimeState.of("ready"))
             return self._state
+
+    def _start_crash(self) -> Crash | None:
+        # A method, not the attribute: mypy would take it for the None set before launching.
+        return self._crash[1] if self._crash is not None else None
+
+    async def start_again(self) -> RuntimeState:
+        """The person asked: forget the crashes in a row and start."""
+        self.crashes.clear()
+        self._crash = None
+        return await self.start()
+
+    def answered(self) -> None:
+        """A whole answer came back: the runtime works, so earlier crashes no longer count."""
+        if self._crash is None and self.crashes.path.exists():
+            self.crashes.clear()
+
+    def _crashed(self, pid: int, returncode: int, when: When) -> Crash:
+        crash = self.crashes.record(returncode, when, self._log_lines())
+        self._crash = (pid, crash)
+        log.warning(
+            "bundled model: the runtime %s %s (%s in a row)",
+            crash.words,
+            _WHEN_WORDS[when],
+            crash.count,
+        )
+        return crash
+
+    async def ended(self, pid: int | None, when: When) -> Crash | None:
+        """After a request to server ``pid`` broke: the crash, if that server has ended.
+
+        Waits briefly for the end to be reported; None when the server is still running or
+        was asked to stop.
+        """
+        if pid is None:
+            return None
+        if self._crash is not None and self._crash[0] == pid:
+            return self._crash[1]
+        proc = self._proc
+        if proc is None or proc.pid != pid or self._stop_asked:
+            return None
+        if not await _exited(proc, CRASH_WAIT) or self._stop_asked:
+            return None
+        if self._crash is not None and self._crash[0] == pid:  # another request got there first
+            return self._crash[1]
+        assert proc.returncode is not None
+        crash = self._crashed(pid, proc.returncode, when)
+        if self._proc is proc:
+            self._forget()
+        self._set(RuntimeState.of("stopped", crash.state_text()))
+        return crash
 
     def _args(self, model: Path, port: int) -> list[str]:
         # Leave one core free, and 4 is plenty for a 135M model: with every core busy
@@ -398,9 +751,7 @@ class BundledRuntime:
         # two; a 2,663-token prompt took 26 s with one thread and 61 s with two).
         threads = str(max(1, min(4, thread_count() - 1)))
         return [
-            self.python,
-            "-m",
-            "llama_cpp.server",
+            *self.server,
             "--model",
             str(model),
             "--model_alias",
@@ -415,6 +766,10 @@ class BundledRuntime:
             threads,
             "--n_threads_batch",
             threads,
+            # By default a new request cuts off the one streaming (learning would end the
+            # answer the person is reading); with False it waits its turn.
+            "--interrupt_requests",
+            "False",
             # The chat template comes from the GGUF (SmolLM2 ships ChatML); no --chat_format.
         ]
 
@@ -461,16 +816,11 @@ class BundledRuntime:
                     return "stopped"
                 code = proc.poll()
                 if code is not None:
-                    tail = self._log_tail()
-                    await self._reap()
-                    if "address already in use" in tail.lower():
-                        return "port"
-                    last = tail.strip().splitlines()[-1] if tail.strip() else f"exit code {code}"
-                    return f"the local model stopped while starting ({last[-200:]})"
+                    return await self._died_starting(proc, code)
                 try:
                     response = await client.get(url)
                     if response.status_code == 200:
-                        return ""
+                        return await self._self_test(client, proc, port, deadline)
                 except httpx.HTTPError:
                     pass
                 if time.monotonic() > deadline:
@@ -479,6 +829,48 @@ class BundledRuntime:
                         f"the local model did not start within {round(self.start_timeout)} seconds"
                     )
                 await asyncio.sleep(0.25)
+
+    async def _died_starting(self, proc: subprocess.Popen[bytes], code: int) -> str:
+        tail = self._log_tail()
+        if code < 0:  # a signal: a crash, counted (a plain exit is a failure with a reason)
+            crash = self._crashed(proc.pid, code, "start")
+            await self._reap()
+            return f"the local model {crash.state_text()}"
+        await self._reap()
+        if "address already in use" in tail.lower():
+            return "port"
+        last = tail.strip().splitlines()[-1] if tail.strip() else f"exit code {code}"
+        return f"the local model stopped while starting ({last[-200:]})"
+
+    async def _self_test(
+        self, client: httpx.AsyncClient, proc: subprocess.Popen[bytes], port: int, deadline: float
+    ) -> str:
+        """One token, not streamed, before the runtime is called ready: a build that dies on
+        its first token (an instruction this processor lacks) dies here, not in an answer."""
+        url = f"http://127.0.0.1:{port}/v1/chat/completions"
+        body = {
+            "model": MODEL_ID,
+            "messages": [{"role": "user", "content": "Hi"}],
+            "max_tokens": 1,
+            "temperature": 0,
+        }
+        seconds = max(5.0, deadline - time.monotonic())
+        try:
+            response = await client.post(url, json=body, timeout=seconds)
+        except httpx.HTTPError as exc:
+            if await _exited(proc, CRASH_WAIT) and proc.returncode is not None:
+                return await self._died_starting(proc, proc.returncode)
+            await self._terminate()
+            return f"the local model did not pass its first test ({type(exc).__name__})"
+        if response.status_code != 200:
+            await self._terminate()
+            said = " ".join(response.text.split())[:200]
+            return f"the local model did not pass its first test ({response.status_code}: {said})"
+        return ""
+
+    def _log_lines(self, count: int = LOG_LINES) -> tuple[str, ...]:
+        lines = [line.rstrip() for line in self._log_tail(16_000).splitlines() if line.strip()]
+        return tuple(line[-300:] for line in lines[-count:])
 
     def _log_tail(self, size: int = 4_000) -> str:
         try:
@@ -584,7 +976,10 @@ class BundledAdapter:
     """The OpenAI-style ``local`` row, pointed at wherever the runtime is listening.
 
     Starts the runtime on first use if nobody has yet, and follows it to a new port after a
-    restart. The window is the one the server was started with, whatever it reports.
+    restart. The window is the one the server was started with, whatever it reports. A request
+    broken by the server's crash raises ``RuntimeCrashError``; while the runtime is stopped after
+    a crash, listing does not start it again (only an answer the person asks for does) and
+    ``status`` says "stopped", so the model never shows as ready.
     """
 
     name = ROWS["local"].name
@@ -611,6 +1006,9 @@ class BundledAdapter:
             await self.runtime.start()
         base = self.runtime.base_url
         if base is None:
+            crash = self.runtime.crash
+            if crash is not None:
+                raise RuntimeCrashError(crash, refused=self.runtime.refused)
             raise ProviderError(ProblemKind.UNREACHABLE, self.runtime.state.text)
         if self._inner is None or self._inner.base_url != base:
             self._inner = OpenAIAdapter(
@@ -621,7 +1019,34 @@ class BundledAdapter:
             )
         return self._inner
 
+    def status(self) -> str:
+        """Why the model cannot answer now ("stopped", "starting"); "" when it can."""
+        phase = self.runtime.state.phase
+        if phase == "ready" and self.runtime.running():
+            return ""
+        return "starting" if phase == "starting" else "stopped"
+
+    def watch(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Hear when ``status`` may have changed; returns a function that stops listening."""
+        return self.runtime.watch(lambda _state: listener())
+
+    async def start_again(self) -> None:
+        """The person asked to start the runtime again after crashes."""
+        await self.runtime.start_again()
+
     async def list_models(self) -> list[ModelInfo]:
+        if self.runtime.base_url is None and self.runtime.crash is not None:
+            # Stopped by a crash: list the model (the picker shows it stopped) but do not
+            # start the runtime for a list; an answer the person asks for does that.
+            return [
+                ModelInfo(
+                    provider=self.name,
+                    id=MODEL_ID,
+                    label=MODEL_LABEL,
+                    context=self.runtime.n_ctx,
+                    local=True,
+                )
+            ]
         models = await (await self._adapter()).list_models()
         return [
             m.model_copy(update={"label": MODEL_LABEL, "loaded": True}) if m.id == MODEL_ID else m
@@ -630,10 +1055,24 @@ class BundledAdapter:
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
         adapter = await self._adapter()
-        # Closing this wrapper must close the inner stream (and its HTTP response) at once.
-        async with closing_stream(adapter.stream(request)) as events:
-            async for event in events:
-                yield event
+        pid = self.runtime.pid
+        began = False
+        try:
+            # Closing this wrapper must close the inner stream (and its HTTP response) at once.
+            async with closing_stream(adapter.stream(request)) as events:
+                async for event in events:
+                    if isinstance(event, TextDelta | ThinkingDelta | ToolCall):
+                        began = True
+                    elif isinstance(event, Done):
+                        self.runtime.answered()
+                    yield event
+        except ProviderError as exc:
+            if exc.too_long:
+                raise
+            crash = await self.runtime.ended(pid, "answer" if began else "first-token")
+            if crash is None:
+                raise
+            raise RuntimeCrashError(crash, partial=exc.partial or began) from exc
 
     def cheap_models(self) -> tuple[str, ...]:
         return ()
