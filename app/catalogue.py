@@ -5,6 +5,12 @@ Providers are asked concurrently; one that cannot be reached is noted (Health, t
 "ready" when its server answered and it is pulled/loaded or keyed (the adapter says so). The
 catalogue is also the engine's ``ModelDirectory``: a too-long card offers the ready model that
 reads clearly more.
+
+An adapter whose models can stop answering between lists (the bundled model's runtime after a
+crash) may offer ``status() -> str`` — why its models cannot answer now ("stopped"), "" when
+they can — and ``watch(listener) -> stop`` to say when that changed. While ``status`` is not
+empty its models are listed not ready, carrying the status for the picker. ``start_again``
+asks such an adapter to start its runtime again, when the person says so.
 """
 
 from __future__ import annotations
@@ -33,6 +39,19 @@ def split_key(key: str) -> tuple[str, str]:
     """("provider", "model-id") from "provider/model-id" (ids may hold slashes themselves)."""
     provider, _, model_id = key.partition("/")
     return provider, model_id
+
+
+def status_of(adapter: ProviderAdapter) -> str:
+    """Why ``adapter``'s models cannot answer now (see the module doc); "" when they can."""
+    status = getattr(adapter, "status", None)
+    if not callable(status):
+        return ""
+    try:
+        said = status()
+    except Exception:  # a status is a hint; it must never break the list
+        log.exception("%s: status failed", adapter.name)
+        return ""
+    return said if isinstance(said, str) else ""
 
 
 def with_window(model: ModelInfo, local: bool) -> ModelInfo:
@@ -70,7 +89,10 @@ class ModelCatalogue:
         self._listeners: list[Callable[[list[ModelInfo]], None]] = []
         self._lock = asyncio.Lock()
         self._retired: list[ProviderAdapter] = []  # replaced adapters, closed at the end
+        self._unwatch: dict[str, Callable[[], None]] = {}
         self.refreshed = False
+        for adapter in self._adapters.values():
+            self._watch(adapter)
 
     # --- providers ----------------------------------------------------------------------------
 
@@ -95,8 +117,18 @@ class ModelCatalogue:
             self.probed.add(adapter.name)
         else:
             self.probed.discard(adapter.name)
-        if old is not None and old is not adapter:
-            self._retired.append(old)
+        if old is not adapter:
+            if old is not None:
+                self._retired.append(old)
+            self._watch(adapter)
+
+    def _watch(self, adapter: ProviderAdapter) -> None:
+        stop = self._unwatch.pop(adapter.name, None)
+        if stop is not None:
+            stop()
+        watch = getattr(adapter, "watch", None)
+        if callable(watch):
+            self._unwatch[adapter.name] = watch(self._changed)
 
     async def add_provider(
         self, adapter: ProviderAdapter, *, probed: bool = False
@@ -107,6 +139,9 @@ class ModelCatalogue:
 
     def remove_provider(self, name: str) -> list[ModelInfo]:
         adapter = self._adapters.pop(name, None)
+        stop = self._unwatch.pop(name, None)
+        if stop is not None:
+            stop()
         self._models.pop(name, None)
         self.unreachable.pop(name, None)
         self.problems.pop(name, None)
@@ -174,7 +209,22 @@ class ModelCatalogue:
 
     def models(self) -> list[ModelInfo]:
         """Every model, in provider order, ready or not."""
-        return [m for name in self._adapters for m in self._models.get(name, ())]
+        return [m for name in self._adapters for m in self._listed(name)]
+
+    def _listed(self, name: str) -> list[ModelInfo]:
+        models = self._models.get(name, [])
+        said = status_of(self._adapters[name])
+        if not said:
+            return list(models)
+        return [m.model_copy(update={"ready": False, "status": said}) for m in models]
+
+    async def start_again(self, provider: str) -> list[ModelInfo]:
+        """Start ``provider``'s runtime again after it stopped (the person asked), and list."""
+        adapter = self._adapters.get(provider)
+        again = getattr(adapter, "start_again", None)
+        if callable(again):
+            await again()
+        return await self.refresh()
 
     def ready_models(self) -> Sequence[ModelInfo]:
         return [m for m in self.models() if m.ready]
@@ -182,7 +232,9 @@ class ModelCatalogue:
     def find(self, key: str) -> ModelInfo | None:
         """The model with this "provider/model-id" key, if a provider listed it."""
         provider, model_id = split_key(key)
-        return next((m for m in self._models.get(provider, ()) if m.id == model_id), None)
+        if provider not in self._adapters:
+            return None
+        return next((m for m in self._listed(provider) if m.id == model_id), None)
 
     def resolve(self, text: str) -> ModelInfo | None:
         """A model named by key, or by its bare id or label when only one model has it."""
@@ -212,6 +264,9 @@ class ModelCatalogue:
                 log.exception("catalogue listener failed")
 
     async def aclose(self) -> None:
+        for stop in self._unwatch.values():
+            stop()
+        self._unwatch.clear()
         for adapter in [*self._adapters.values(), *self._retired]:
             with contextlib.suppress(Exception):
                 await adapter.aclose()
