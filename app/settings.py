@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -91,6 +92,35 @@ def parse_settings(text: str | bytes) -> tuple[Settings, list[str]]:
         return Settings(), list(_FIELDS)
 
 
+_FIELD_AT = re.compile(r'"(' + "|".join(re.escape(n) for n in _FIELDS) + r')"\s*:\s*')
+
+
+def salvage_fields(raw: bytes) -> dict[str, Any]:
+    """The fields that can still be read from text that is not JSON (cut short, scribbled on).
+
+    Each known field name followed by a colon and a value that decodes and is valid by itself
+    is kept; the first such value of a field wins.
+    """
+    text = raw.decode("utf-8", errors="replace")
+    decoder = json.JSONDecoder()
+    found: dict[str, Any] = {}
+    for match in _FIELD_AT.finditer(text):
+        name = match.group(1)
+        if name in found:
+            continue
+        try:
+            value, _end = decoder.raw_decode(text, match.end())
+            Settings.model_validate({name: value})
+        except (ValidationError, RecursionError, ValueError, TypeError):
+            continue
+        found[name] = value
+    return found
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
 def write_atomically(path: Path, data: bytes) -> None:
     """Temp file in the same folder, fsync, rename over, fsync the folder: all or nothing."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,7 +164,13 @@ class SettingsStore:
         return self._settings
 
     def load(self) -> Settings:
-        """Read the file. A missing file gives defaults; a damaged one is kept aside."""
+        """Read the file. A missing file gives defaults; a damaged one is kept aside.
+
+        Every field that can still be read is kept, the rest fall back to defaults, and the
+        repaired settings are written so the next start is quiet. The bundled model is the one
+        default not used after damage: the person may have turned it off, so it stays off
+        until they turn it on, unless the file still says what they chose.
+        """
         self.problem = None
         try:
             size = self.path.stat().st_size
@@ -142,42 +178,54 @@ class SettingsStore:
             self._settings = Settings()
             return self._settings
         except OSError as exc:
-            return self._unopenable(exc)
+            return self._repair({}, f"could not be opened ({_why(exc)})")
+        if size > _MAX_BYTES:
+            return self._repair({}, "could not be read (it is far too large)")
         try:
-            if size > _MAX_BYTES:
-                raise SettingsError("the file is far too large")
             raw = self.path.read_bytes()
+        except OSError as exc:
+            return self._repair({}, f"could not be opened ({_why(exc)})")
+        try:
             settings, bad = parse_settings(raw)
         except SettingsError:
-            self._settings = Settings()
-            kept = self._move_aside()
-            self.problem = "Your settings file could not be read; Conch started with defaults" + (
-                f" and kept the old file as {kept.name}." if kept else "."
-            )
+            return self._repair(salvage_fields(raw), "could not be read", salvaged=True)
+        if not bad:
+            self._settings = settings
             return self._settings
-        except OSError as exc:
-            return self._unopenable(exc)
+        # Valid JSON with some bad values: fields the file left out keep their defaults, as
+        # they did before; only the bad ones are reset.
+        good = {n: getattr(settings, n) for n in _FIELDS if n not in bad}
+        return self._repair(good, f"had settings that could not be read ({', '.join(bad)})")
+
+    def _repair(
+        self, good: Mapping[str, Any], what_happened: str, *, salvaged: bool = False
+    ) -> Settings:
+        """Settings from the ``good`` fields of a damaged file, which is kept aside."""
+        values = dict(good)
+        bundled_reset = "bundled_model" not in values
+        if bundled_reset:
+            values["bundled_model"] = False
+        settings = Settings.model_validate(values)
         self._settings = settings
-        if bad:
-            kept = self._move_aside()
-            names = ", ".join(bad)
-            self.problem = (
-                f"Some settings could not be read ({names}); Conch used their defaults"
-                + (f" and kept the old file as {kept.name}." if kept else ".")
-            )
-            # Write the repaired settings so the next start is quiet.
+        kept = self._move_aside()
+        actor = f"Conch kept it as {kept.name} and" if kept else "Conch"
+        if not good:
+            done = "started with defaults."
+        elif salvaged:
+            names = ", ".join(n for n in _FIELDS if n in good)
+            done = f"used what it could still read ({names}) with defaults for the rest."
+        else:
+            done = "used defaults for those."
+        sentence = f"Your settings file {what_happened}; {actor} {done}"
+        if bundled_reset:
+            sentence += " The bundled model stays off until you turn it on in Settings."
+        self.problem = sentence
+        if kept is not None:
+            # The damaged file is safe beside it: write the repaired one so the next start is
+            # quiet and the bundled model stays off.
             with contextlib.suppress(SettingsError):
                 self._write(settings)
-        return self._settings
-
-    def _unopenable(self, exc: OSError) -> Settings:
-        """Defaults, and a sentence saying why the file could not be opened."""
-        self._settings = Settings()
-        self.problem = (
-            "Your settings file could not be opened "
-            f"({exc.strerror or type(exc).__name__}); Conch started with defaults."
-        )
-        return self._settings
+        return settings
 
     def _move_aside(self) -> Path | None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -244,5 +292,6 @@ __all__ = [
     "SettingsError",
     "SettingsStore",
     "parse_settings",
+    "salvage_fields",
     "write_atomically",
 ]
