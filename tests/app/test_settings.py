@@ -51,19 +51,89 @@ def test_a_bad_value_is_refused_and_nothing_changes(data_dir: Path) -> None:
     assert not (data_dir / "settings.json").exists()
 
 
-def test_a_corrupt_file_is_kept_aside_and_defaults_used(data_dir: Path) -> None:
+def test_a_corrupt_file_is_kept_aside_and_its_readable_fields_kept(data_dir: Path) -> None:
     path = data_dir / "settings.json"
-    path.write_text('{"theme": "dark", "remember_automa', encoding="utf-8")
+    cut_short = '{"theme": "dark", "remember_automa'
+    path.write_text(cut_short, encoding="utf-8")
     store = SettingsStore.in_dir(data_dir)
-    assert store.settings == Settings()
+    assert store.settings.theme == "dark"
+    assert store.settings.remember_automatically is True  # cut off: its default
     assert store.problem is not None
     assert "could not be read" in store.problem
     kept = list(data_dir.glob("settings.json.broken-*"))
     assert len(kept) == 1
     assert kept[0].name in store.problem
     # The old bytes are kept exactly: nothing is lost.
-    assert kept[0].read_text(encoding="utf-8") == '{"theme": "dark", "remember_automa'
-    assert not path.exists()
+    assert kept[0].read_text(encoding="utf-8") == cut_short
+    # The repaired settings were written, so the next start is quiet and the same.
+    again = SettingsStore.in_dir(data_dir)
+    assert again.problem is None
+    assert again.settings == store.settings
+
+
+def test_a_damaged_file_keeps_the_server_addresses_and_the_bundled_model_choice(
+    data_dir: Path,
+) -> None:
+    path = data_dir / "settings.json"
+    saved = SettingsStore.in_dir(data_dir)
+    saved.update(
+        ollama_url="http://10.0.0.5:11434",
+        llamacpp_url="http://127.0.0.1:8081",
+        base_urls={"openai": "https://gateway.example/v1"},
+        bundled_model=False,
+        theme="dark",
+    )
+    text = path.read_text(encoding="utf-8")
+    # A crash mid-write elsewhere, a sync tool, a bad sector: the end of the file is garbage.
+    path.write_bytes(text[: len(text) * 3 // 4].encode() + b"\x00\xff\x13 garbage")
+    store = SettingsStore.in_dir(data_dir)
+    assert store.problem is not None
+    assert store.settings.ollama_url == "http://10.0.0.5:11434"
+    assert store.settings.llamacpp_url == "http://127.0.0.1:8081"
+    assert store.settings.base_urls == {"openai": "https://gateway.example/v1"}
+    assert store.settings.bundled_model is False
+    assert "ollama_url" in store.problem
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    [
+        b"\x00" * 512,  # a file of zeros after a power cut
+        b'{"theme": "dark", "bundled_model": tr',  # cut short inside the value
+        b'{"theme": "dark", "bundled_model": "yes please"}',  # a value that is not a choice
+    ],
+)
+def test_damage_never_turns_the_bundled_model_on(data_dir: Path, damaged: bytes) -> None:
+    path = data_dir / "settings.json"
+    SettingsStore.in_dir(data_dir).update(bundled_model=False)
+    path.write_bytes(damaged)
+    store = SettingsStore.in_dir(data_dir)
+    assert store.settings.bundled_model is False
+    assert store.problem is not None
+    assert "bundled model stays off until you turn it on in Settings" in store.problem
+    # Written back: the next start does not turn it on either, and says nothing more.
+    again = SettingsStore.in_dir(data_dir)
+    assert again.settings.bundled_model is False and again.problem is None
+
+
+def test_a_damaged_file_that_still_says_bundled_model_on_keeps_it_on(data_dir: Path) -> None:
+    (data_dir / "settings.json").write_bytes(b'{"bundled_model": true, "theme": "da')
+    store = SettingsStore.in_dir(data_dir)
+    assert store.settings.bundled_model is True
+    assert store.problem is not None and "bundled model" not in store.problem
+
+
+def test_an_unopenable_file_is_kept_aside_and_the_bundled_model_stays_off(
+    data_dir: Path,
+) -> None:
+    path = data_dir / "settings.json"
+    path.mkdir()  # something that cannot be read as a file
+    (path / "inside").write_text("kept")
+    store = SettingsStore.in_dir(data_dir)
+    assert store.settings.bundled_model is False
+    assert store.problem is not None and "could not be opened" in store.problem
+    kept = list(data_dir.glob("settings.json.broken-*"))
+    assert len(kept) == 1 and (kept[0] / "inside").read_text() == "kept"
 
 
 def test_one_bad_field_keeps_the_others(data_dir: Path) -> None:
@@ -85,7 +155,8 @@ def test_one_bad_field_keeps_the_others(data_dir: Path) -> None:
 def test_unreadable_files_never_crash(data_dir: Path, raw: bytes) -> None:
     (data_dir / "settings.json").write_bytes(raw)
     store = SettingsStore.in_dir(data_dir)
-    assert store.settings == Settings()
+    # Defaults, except the bundled model: nothing says the person wanted it started.
+    assert store.settings == Settings(bundled_model=False)
     assert store.problem is not None
 
 
