@@ -269,6 +269,8 @@ class Conversation:
                 self.health.add("too-long", p.message, model=model.name)
             elif p.kind is ProblemKind.UNREACHABLE:
                 self.health.add("unreachable", p.detail or p.message, model=model.name)
+            elif p.kind is ProblemKind.RUNTIME_STOPPED:  # with the runtime's last log lines
+                self.health.add("local-model", f"{p.message}\n\n{p.detail}", model=model.name)
 
     def _start_learning(self, before_seq: int) -> None:
         if self.learner is None:
