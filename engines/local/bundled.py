@@ -73,6 +73,7 @@ START_TIMEOUT = 120.0
 STOP_GRACE = 5.0
 HOLD_AFTER = 2  # crashes in a row after which the runtime waits for the person to ask
 LOG_LINES = 20  # the server's last log lines kept with a crash
+DETAIL_CHARS = 1_500  # of those, what a problem's details carry
 CRASH_WAIT = 1.5  # seconds a broken answer waits for the server's end to be reported
 REBUILD_COMMAND = "bash scripts/setup.sh local --rebuild-runtime"
 
@@ -231,8 +232,16 @@ class Crash:
         return NextStep(kind="retry", label="Try again")
 
     def detail(self) -> str:
-        """The server's last log lines, for the card's details and Health."""
-        lines = "\n".join(self.log) if self.log else "(the runtime wrote nothing)"
+        """The server's last log lines, for the card's details and Health (the newest kept
+        when they are long: a Health note holds about 2,000 characters)."""
+        kept: list[str] = []
+        size = 0
+        for line in reversed(self.log):
+            size += len(line) + 1
+            if kept and size > DETAIL_CHARS:
+                break
+            kept.append(line)
+        lines = "\n".join(reversed(kept)) if kept else "(the runtime wrote nothing)"
         return f"The runtime's last log lines:\n{lines}"
 
     def state_text(self) -> str:
