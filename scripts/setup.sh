@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Shared set-up for both front-door commands: Qt's system libraries (when missing and we may
-# install them), a project virtualenv in .venv, and Conch installed into it with the extras asked.
-# Usage: scripts/setup.sh EXTRAS   (e.g. "local" or "dev,local")
+# install them), a project virtualenv in .venv, the bundled model's portable runtime, and Conch
+# installed into the venv with the extras asked.
+# Usage: scripts/setup.sh EXTRAS [--rebuild-runtime]   (EXTRAS e.g. "local" or "dev,local")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-local}"
+rebuild=0
+[ "${2:-}" = "--rebuild-runtime" ] && rebuild=1
 
 # What Qt's offscreen and X11 (xcb) platforms load; Wayland sessions use the same core set.
 qt_libs=(libegl1 libgl1 libopengl0 libxkbcommon0 libxkbcommon-x11-0 libfontconfig1 libglib2.0-0
@@ -19,7 +22,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   sudo_cmd=""
   [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null \
-    || echo "setup: could not install ${missing[*]}; Qt may fail to start" >&2
+    || echo "setup: could not install ${missing[*]}; 'conch' will name what is missing" >&2
 fi
 
 python=${PYTHON:-python3}
@@ -27,6 +30,11 @@ if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-# llama-cpp-python builds from source; LLaVA is not needed and halves the build time.
-export CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}"
+
+case ",$extras," in
+  *,local,*) bash scripts/build_runtime.sh $([ "$rebuild" = 1 ] && echo --rebuild) ;;
+esac
+# The runtime is already in the venv (built above with portable flags); should pip still decide
+# to build llama-cpp-python, the same portable flags apply and its wheel cache is not consulted.
+export CMAKE_ARGS="$(bash scripts/build_runtime.sh --print-cmake-args)"
 .venv/bin/python -m pip install -q -e ".[${extras}]"
