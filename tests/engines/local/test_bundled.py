@@ -369,3 +369,38 @@ async def test_a_crashed_server_is_started_again_on_next_use(runtime: BundledRun
         await adapter.aclose()
     assert events[-1].kind == "done"
     assert runtime.pid not in (None, first)
+
+
+@pytest.mark.bundled
+@needs_bundled
+async def test_a_second_request_waits_instead_of_cutting_the_first_short(
+    runtime: BundledRuntime,
+) -> None:
+    # llama-cpp-python's default ends a streaming answer (with a done marker, so it looks
+    # whole) when another request arrives: learning would cut off the answer being read.
+    assert (await runtime.start()).phase == "ready"
+    adapter = bundled_adapter(runtime)
+    long = ask("Count from one to two hundred in words.", max_tokens=200).model_copy(
+        update={"extra": {"logit_bias": {"2": -100.0, "0": -100.0}}}  # no end-of-turn token
+    )
+    began = asyncio.Event()
+
+    async def first() -> list[Any]:
+        events: list[Any] = []
+        async for event in adapter.stream(long):
+            events.append(event)
+            if isinstance(event, TextDelta):
+                began.set()
+        return events
+
+    try:
+        reading = asyncio.ensure_future(first())
+        async with asyncio.timeout(300):  # a hang guard only
+            await began.wait()
+            second = [e async for e in adapter.stream(ask("Say hi.", max_tokens=4))]
+            events = await reading
+    finally:
+        await adapter.aclose()
+    assert second[-1].kind == "done"
+    assert events[-1].kind == "done"
+    assert events[-1].stop_reason == "length"  # it ran to its full length
