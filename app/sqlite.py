@@ -131,6 +131,9 @@ def _open_old(aside: Path) -> sqlite3.Connection | None:
             continue
         try:
             db.execute("PRAGMA cell_size_check=ON")  # find more damage instead of reading it
+            # A file cut short says it has more pages than it has; SQLite then refuses to read
+            # any of it unless the schema is "writable" (nothing is written: read-only).
+            db.execute("PRAGMA writable_schema=ON")
             db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
         except sqlite3.Error:
             db.close()
@@ -263,6 +266,16 @@ def _set_aside(path: Path) -> Path:
     return aside
 
 
+def _drop_empty_log(aside: Path) -> None:
+    """Remove an empty -wal (no data in it) and its -shm (an index SQLite rebuilds) beside the
+    set-aside file, so only files that hold something are left there."""
+    wal = aside.with_name(aside.name + "-wal")
+    with contextlib.suppress(OSError):
+        if wal.stat().st_size == 0:
+            wal.unlink()
+            aside.with_name(aside.name + "-shm").unlink(missing_ok=True)
+
+
 def _put_back(aside: Path, path: Path) -> None:
     with contextlib.suppress(OSError):
         path.unlink(missing_ok=True)
@@ -378,6 +391,7 @@ class Database:
                 f"one ({exc}). Check that {folder} is writable and start Conch again."
             ) from exc
         counts = _copy_readable(aside, fresh, self._after)
+        _drop_empty_log(aside)
         self._conn = fresh
         log.warning(
             "%s was damaged (%s); set aside as %s, copied %s", self.path, detail, aside, counts
