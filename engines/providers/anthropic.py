@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -30,12 +31,21 @@ from engines.base import (
     Usage,
 )
 from engines.providers.base import ChatRequest, ProviderError
+from engines.providers.deadlines import (
+    Clock,
+    Deadlines,
+    Pace,
+    StreamDeadlineError,
+    deadlines_for,
+)
 from engines.providers.errors import (
     broken_stream,
     describe_body,
+    error_from_redirect,
     error_from_response,
     error_from_stream_payload,
     error_from_transport,
+    is_redirect,
 )
 from engines.providers.http import join, make_client, request_json, same_origin
 from engines.providers.sse import SSELineTooLongError, iter_sse
@@ -137,6 +147,8 @@ class _Answer:
     stop_reason: str | None = None
     stopped: bool = False
     partial: bool = False
+    # Events that moved the answer on (a ping or the opening message_start does not).
+    moved: int = 0
     input_tokens: int = 0
     cache_read: int = 0
     cache_write: int = 0
@@ -200,11 +212,15 @@ class AnthropicAdapter:
         base_url: str | None = None,
         client: httpx.AsyncClient | None = None,
         timeout: httpx.Timeout | float | None = None,
+        deadlines: Deadlines | None = None,
+        clock: Clock = time.monotonic,
     ) -> None:
         self.base_url = (base_url or BASE_URL).rstrip("/")
         self._key = api_key or None
         self._own_client = client is None
         self._client = client if client is not None else make_client(local=False, timeout=timeout)
+        self._deadlines = deadlines  # None: sized for each request (deadlines_for)
+        self._clock = clock
 
     def _headers(self, url: str, *, streaming: bool = False) -> dict[str, str]:
         headers = {
@@ -280,14 +296,17 @@ class AnthropicAdapter:
         url = join(self.base_url, "v1/messages")
         answer = _Answer()
         log.debug("anthropic: streaming %s", request.model)
+        pace = Pace(self._deadlines or deadlines_for(request.max_output_tokens), self._clock)
         try:
             async with self._client.stream(
                 "POST", url, json=self._payload(request), headers=self._headers(url, streaming=True)
             ) as response:
+                if is_redirect(response.status_code):
+                    raise error_from_redirect(response)
                 if response.status_code >= 400:
                     body = (await response.aread()).decode("utf-8", errors="replace")
                     raise error_from_response(response.status_code, body, response.headers)
-                async with aclosing(iter_sse(response)) as events:
+                async with aclosing(iter_sse(response, pace)) as events:
                     async for sse in events:
                         data = sse.data.strip()
                         if not data:
@@ -301,12 +320,17 @@ class AnthropicAdapter:
                             ) from exc
                         if not isinstance(obj, dict):
                             continue
+                        before = answer.moved
                         for event in self._read(sse.event, obj, data, answer):
                             yield event
+                        if answer.moved != before:
+                            pace.progress()
                         if answer.stopped:
                             break
         except httpx.TransportError as exc:
             raise error_from_transport(exc, partial=answer.partial) from exc
+        except StreamDeadlineError as exc:
+            raise exc.to_error(partial=answer.partial) from exc
         except SSELineTooLongError as exc:
             raise broken_stream(
                 f"Anthropic sent {exc}; Conch stopped reading it.", partial=answer.partial
@@ -326,6 +350,8 @@ class AnthropicAdapter:
             error = error_from_stream_payload(obj, raw)
             error.partial = answer.partial
             raise error
+        if kind in ("content_block_stop", "message_delta", "message_stop"):
+            answer.moved += 1
         if kind == "message_start":
             message = obj.get("message")
             if isinstance(message, dict):
@@ -337,6 +363,7 @@ class AnthropicAdapter:
                 answer.blocks[index] = dict(block)
                 if block.get("type") == "tool_use":
                     answer.json_parts[index] = []
+                    answer.moved += 1  # the tool's name; an empty text block is no news yet
         elif kind == "content_block_delta":
             yield from self._read_delta(obj, answer)
         elif kind == "content_block_stop":
@@ -366,6 +393,8 @@ class AnthropicAdapter:
             return
         block = answer.blocks.setdefault(index, {"type": "text", "text": ""})
         kind = delta.get("type")
+        if any(isinstance(v, str | dict) and v for k, v in delta.items() if k != "type"):
+            answer.moved += 1  # an empty delta keeps a connection alive but says nothing
         if kind == "text_delta" and isinstance(delta.get("text"), str):
             block["text"] = block.get("text", "") + delta["text"]
             if delta["text"]:

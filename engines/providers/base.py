@@ -28,7 +28,11 @@ class ChatRequest(BaseModel):
 
 
 class ProviderError(Exception):
-    """A request failed. ``too_long`` plus ``window`` let the session heal the refusal."""
+    """A request failed. ``too_long`` plus ``window`` let the session heal the refusal.
+
+    ``message`` replaces the kind's usual sentence when the failure has a clearer one of its
+    own (a redirect, a deadline); ``next_step`` replaces the kind's usual next step.
+    """
 
     def __init__(
         self,
@@ -40,6 +44,8 @@ class ProviderError(Exception):
         window: int | None = None,
         retry_after: float | None = None,
         partial: bool = False,
+        message: str | None = None,
+        next_step: NextStep | None = None,
     ) -> None:
         super().__init__(detail or kind.value)
         self.kind = ProblemKind.TOO_LONG if too_long else kind
@@ -49,14 +55,22 @@ class ProviderError(Exception):
         self.window = window
         self.retry_after = retry_after
         self.partial = partial
+        self.message = message
+        self.next_step = next_step
 
     def to_problem(
         self, next_step: NextStep | None = None, *, partial: bool = False
     ) -> TurnProblem:
-        step = next_step
+        step = next_step or self.next_step
         if step is None:
             step = default_next_step(self.kind, self.retry_after)
-        return TurnProblem.of(self.kind, self.detail, step, partial=partial or self.partial)
+        return TurnProblem.of(
+            self.kind,
+            self.detail,
+            step,
+            partial=partial or self.partial,
+            message=self.message,
+        )
 
 
 def default_next_step(kind: ProblemKind, retry_after: float | None = None) -> NextStep | None:

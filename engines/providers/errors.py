@@ -19,7 +19,7 @@ import httpx
 
 from engines.api.scrub import scrub
 from engines.api.too_long import is_too_long, window_in
-from engines.base import ProblemKind
+from engines.base import NextStep, ProblemKind
 from engines.providers.base import ProviderError
 
 _DETAIL_LIMIT = 400
@@ -215,3 +215,44 @@ def error_from_transport(
 def broken_stream(detail: str, *, partial: bool) -> ProviderError:
     """A stream that ended without its done marker: a failure, never an answer."""
     return ProviderError(ProblemKind.BROKEN_STREAM, detail, partial=partial)
+
+
+def is_redirect(status: int) -> bool:
+    return 300 <= status < 400
+
+
+def _shown_url(url: httpx.URL) -> str:
+    """A URL fit to show: no credentials, no query (either may carry a token)."""
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    port = f":{url.port}" if url.port is not None else ""
+    path = url.path if url.path not in ("", "/") else ""
+    return scrub(_clip(f"{url.scheme}://{host}{port}{path}", 200))
+
+
+def error_from_redirect(response: httpx.Response) -> ProviderError:
+    """A 3xx reply. Redirects are never followed (see ``engines.providers.http``), and one means
+    the address in Settings is not the API itself: say where the server pointed instead."""
+    asked = response.request.url
+    server = _shown_url(asked.copy_with(path="/", query=None, fragment=None))
+    location = response.headers.get("location", "").strip()
+    try:
+        target = _shown_url(asked.join(location)) if location else ""
+    except (httpx.InvalidURL, TypeError, ValueError):
+        target = ""
+    if target:
+        sentence = (
+            f"The server at {server} answered with a redirect to {target}; check the server "
+            "address in Settings."
+        )
+    else:
+        sentence = (
+            f"The server at {server} answered with a redirect (HTTP {response.status_code}) "
+            "without saying where to; check the server address in Settings."
+        )
+    return ProviderError(
+        ProblemKind.UNREACHABLE,
+        sentence,
+        status=response.status_code,
+        message=sentence,
+        next_step=NextStep(kind="open-settings", label="Check the server address in Settings"),
+    )

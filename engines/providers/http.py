@@ -2,7 +2,8 @@
 
 The key is never a client-wide default header: a client may be shared between providers, so
 the key is added per request, and only when the request goes to the provider's own base URL.
-Redirects are never followed (a redirect could carry the key's request elsewhere).
+Redirects are never followed (a redirect could carry the key's request elsewhere); one is
+reported as a problem with the address (``error_from_redirect``).
 """
 
 from __future__ import annotations
@@ -13,12 +14,19 @@ from typing import Any
 import httpx
 
 from engines.providers.base import ProviderError
-from engines.providers.errors import error_from_response, error_from_transport
+from engines.providers.deadlines import FIRST_EVENT
+from engines.providers.errors import (
+    error_from_redirect,
+    error_from_response,
+    error_from_transport,
+    is_redirect,
+)
 
 # Reading an answer may pause for a long time (a local server loading a model, a slow first
-# token); connecting should be quick. Local servers get longer to load a model.
+# token); connecting should be quick. Local servers get longer to load a model: as long as
+# the first word of an answer may take (bytes that are not an answer are timed there).
 API_TIMEOUT = httpx.Timeout(connect=10.0, read=120.0, write=30.0, pool=10.0)
-LOCAL_TIMEOUT = httpx.Timeout(connect=5.0, read=600.0, write=60.0, pool=10.0)
+LOCAL_TIMEOUT = httpx.Timeout(connect=5.0, read=FIRST_EVENT, write=60.0, pool=10.0)
 
 
 def make_client(*, local: bool, timeout: httpx.Timeout | float | None = None) -> httpx.AsyncClient:
@@ -70,6 +78,8 @@ async def request_json(
         response = await client.request(method, url, **options)
     except httpx.TransportError as exc:
         raise error_from_transport(exc, partial=False) from exc
+    if is_redirect(response.status_code):
+        raise error_from_redirect(response)
     if response.status_code >= 400:
         raise error_from_response(response.status_code, response.text, response.headers)
     try:

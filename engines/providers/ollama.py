@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -41,12 +42,23 @@ from engines.local.ollama import (
 )
 from engines.providers import ndjson
 from engines.providers.base import ChatRequest, ProviderError, closing_stream
+from engines.providers.deadlines import (
+    FIRST_EVENT,
+    Clock,
+    Deadlines,
+    Pace,
+    StreamDeadlineError,
+    deadlines_for,
+    paced,
+)
 from engines.providers.errors import (
     broken_stream,
     describe_body,
+    error_from_redirect,
     error_from_response,
     error_from_stream_payload,
     error_from_transport,
+    is_redirect,
 )
 from engines.providers.http import make_client, request_json
 
@@ -208,8 +220,10 @@ class OllamaAdapter:
         *,
         client: httpx.AsyncClient | None = None,
         memory: int | Callable[[], int | None] | None = total_memory,
-        read_timeout: float = 600.0,
+        read_timeout: float = FIRST_EVENT,
         meta_timeout: float = 30.0,
+        deadlines: Deadlines | None = None,
+        clock: Clock = time.monotonic,
     ) -> None:
         self.base_url = (base_url or ollama_base_url()).rstrip("/")
         self._owns_client = client is None
@@ -220,6 +234,8 @@ class OllamaAdapter:
         self._windows = ContextFor(self, memory=memory)
         self._shown: dict[str, ShownModel] = {}
         self._version: str | None = None
+        self._deadlines = deadlines  # None: sized for each request (deadlines_for)
+        self._clock = clock
 
     # --- what the server knows ----------------------------------------------------------------
 
@@ -383,10 +399,13 @@ class OllamaAdapter:
             version = None  # a server that hides its version is treated as an old one
         body = self._body(request, num_ctx, no_truncate=supports_no_truncate(version))
         answered = False  # answer text or a tool call arrived: a failure now is partial
+        pace = Pace(self._deadlines or deadlines_for(request.max_output_tokens), self._clock)
         try:
             async with self._client.stream(
                 "POST", self.base_url + "/api/chat", json=body, timeout=self._chat_timeout
             ) as response:
+                if is_redirect(response.status_code):
+                    raise error_from_redirect(response)
                 if response.status_code >= 400:
                     raw = (await response.aread()).decode("utf-8", errors="replace")
                     err = error_from_response(response.status_code, raw, response.headers)
@@ -399,7 +418,7 @@ class OllamaAdapter:
                     raise broken_stream(describe_body(page, response.status_code), partial=False)
                 # Each layer is closed as soon as the answer ends (see closing_stream).
                 async with (
-                    closing_stream(response.aiter_bytes()) as chunks,
+                    closing_stream(paced(response.aiter_bytes(), pace)) as chunks,
                     closing_stream(ndjson.lines(chunks)) as lines,
                     closing_stream(ndjson.objects(lines)) as objects,
                 ):
@@ -410,15 +429,18 @@ class OllamaAdapter:
                         if isinstance(message, Mapping):
                             thinking = message.get("thinking")
                             if isinstance(thinking, str) and thinking:
+                                pace.progress()
                                 yield ThinkingDelta(text=thinking)
                             content = message.get("content")
                             if isinstance(content, str) and content:
                                 answered = True
+                                pace.progress()
                                 yield TextDelta(text=content)
                             for i, raw_call in enumerate(message.get("tool_calls") or ()):
                                 call = _tool_call(raw_call, i)
                                 if call is not None:
                                     answered = True
+                                    pace.progress()
                                     yield ToolCall(call=call)
                         if obj.get("done") is True:
                             for event in self._finish(obj, body, num_ctx):
@@ -426,6 +448,8 @@ class OllamaAdapter:
                             return
         except (httpx.TransportError, httpx.TimeoutException) as exc:
             raise error_from_transport(exc, partial=answered) from exc
+        except StreamDeadlineError as exc:
+            raise exc.to_error(partial=answered) from exc
         except ndjson.NdjsonError as exc:
             raise broken_stream(
                 f"Ollama sent a line that is not part of an answer ({exc.why}): "

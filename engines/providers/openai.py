@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -30,12 +31,21 @@ from engines.base import (
     Usage,
 )
 from engines.providers.base import ChatRequest, ProviderError
+from engines.providers.deadlines import (
+    Clock,
+    Deadlines,
+    Pace,
+    StreamDeadlineError,
+    deadlines_for,
+)
 from engines.providers.errors import (
     broken_stream,
     describe_body,
+    error_from_redirect,
     error_from_response,
     error_from_stream_payload,
     error_from_transport,
+    is_redirect,
 )
 from engines.providers.http import join, make_client, request_json, root_of, same_origin
 from engines.providers.sse import SSEEvent, SSELineTooLongError, iter_sse
@@ -286,6 +296,7 @@ class _Stream:
     finish_reason: str | None = None
     done_marker: bool = False
     partial: bool = False  # answer text (or thinking) has been shown
+    shown: int = 0  # pieces of text or thinking shown
     chunks: int = 0
     tools: dict[int, _ToolSlot] = field(default_factory=dict)
     usage: Usage | None = None
@@ -293,6 +304,15 @@ class _Stream:
     @property
     def finished(self) -> bool:
         return self.done_marker or self.finish_reason is not None
+
+    def mark(self) -> tuple[object, ...]:
+        """Changes whenever the answer moves on; an empty delta or a repeat leaves it alone."""
+        tool_chars = sum(len(t.id) + len(t.name) + len(t.arguments) for t in self.tools.values())
+        return (self.shown, tool_chars, self.usage, self.finish_reason, self.done_marker)
+
+    def _show(self) -> None:
+        self.partial = True
+        self.shown += 1
 
     @property
     def answered(self) -> bool:
@@ -320,12 +340,12 @@ class _Stream:
         for name in self.thinking_fields:
             thought = delta.get(name)
             if isinstance(thought, str) and thought:
-                self.partial = True
+                self._show()
                 yield ThinkingDelta(text=thought)
                 break
         content = delta.get("content")
         if isinstance(content, str) and content:
-            self.partial = True
+            self._show()
             yield TextDelta(text=content)
         elif isinstance(content, list):
             # Mistral's reasoning models stream typed parts: text, and thinking parts.
@@ -341,7 +361,7 @@ class _Stream:
             return
         kind = part.get("type")
         if kind == "text" and isinstance(part.get("text"), str) and part["text"]:
-            self.partial = True
+            self._show()
             yield TextDelta(text=part["text"])
         elif kind == "thinking":
             inner = part.get("thinking")
@@ -349,7 +369,7 @@ class _Stream:
             for piece in pieces:
                 text = piece.get("text") if isinstance(piece, dict) else None
                 if isinstance(text, str) and text:
-                    self.partial = True
+                    self._show()
                     yield ThinkingDelta(text=text)
 
     def _read_tool_call(self, position: int, call: Any) -> None:
@@ -443,6 +463,8 @@ class OpenAIAdapter:
         client: httpx.AsyncClient | None = None,
         window_override: int | None = None,
         timeout: httpx.Timeout | float | None = None,
+        deadlines: Deadlines | None = None,
+        clock: Clock = time.monotonic,
     ) -> None:
         self.row = row
         self.name = row.name
@@ -458,6 +480,8 @@ class OpenAIAdapter:
             client if client is not None else make_client(local=row.local, timeout=timeout)
         )
         self._window_override = window_override
+        self._deadlines = deadlines  # None: sized for each request (deadlines_for)
+        self._clock = clock
 
     # --- requests -----------------------------------------------------------------------------
 
@@ -654,10 +678,13 @@ class OpenAIAdapter:
         payload = self._payload(request, stream=True, max_tokens=request.max_output_tokens)
         state = _Stream(self.row.thinking_fields)
         log.debug("%s: streaming %s from %s", self.name, request.model, url)
+        pace = Pace(self._deadlines or deadlines_for(request.max_output_tokens), self._clock)
         try:
             async with self._client.stream(
                 "POST", url, json=payload, headers=self._headers(url, streaming=True)
             ) as response:
+                if is_redirect(response.status_code):
+                    raise error_from_redirect(response)
                 if response.status_code >= 400:
                     body = await _read_text(response)
                     raise error_from_response(response.status_code, body, response.headers)
@@ -668,14 +695,19 @@ class OpenAIAdapter:
                     for event in self._whole_answer(whole, state):
                         yield event
                     return
-                async with aclosing(iter_sse(response)) as events:
+                async with aclosing(iter_sse(response, pace)) as events:
                     async for sse in events:
+                        before = state.mark()
                         for event in self._read_event(sse, state):
                             yield event
+                        if state.mark() != before:
+                            pace.progress()
                         if state.done_marker:
                             break
         except httpx.TransportError as exc:  # includes timeouts
             raise error_from_transport(exc, partial=state.partial) from exc
+        except StreamDeadlineError as exc:
+            raise exc.to_error(partial=state.partial) from exc
         except SSELineTooLongError as exc:
             raise broken_stream(
                 f"{self.label} sent {exc}; Conch stopped reading it.", partial=state.partial

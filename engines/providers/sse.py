@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import httpx
 
 from engines.providers.base import closing_stream
+from engines.providers.deadlines import Pace, paced
 
 _EOL = re.compile(r"[\r\n]")
 
@@ -33,11 +34,14 @@ class SSELineTooLongError(ValueError):
     """One line grew past ``MAX_LINE`` characters before it ended."""
 
 
-async def _lines(response: httpx.Response, max_line: int = MAX_LINE) -> AsyncIterator[str]:
+async def _lines(
+    response: httpx.Response, max_line: int = MAX_LINE, pace: Pace | None = None
+) -> AsyncIterator[str]:
     # Text of an unfinished line, kept as pieces so a long line costs linear time to read.
     pieces: list[str] = []
     held = 0
-    async with closing_stream(response.aiter_text()) as texts:
+    chunks = response.aiter_text()
+    async with closing_stream(paced(chunks, pace) if pace else chunks) as texts:
         async for text in texts:
             start = 0
             if pieces and pieces[-1].endswith("\r"):
@@ -69,11 +73,17 @@ async def _lines(response: httpx.Response, max_line: int = MAX_LINE) -> AsyncIte
         yield "".join(pieces).rstrip("\r")
 
 
-async def iter_sse(response: httpx.Response) -> AsyncGenerator[SSEEvent, None]:
-    """The events of an SSE body, in order. A stream cut short yields what was complete."""
+async def iter_sse(
+    response: httpx.Response, pace: Pace | None = None
+) -> AsyncGenerator[SSEEvent, None]:
+    """The events of an SSE body, in order. A stream cut short yields what was complete.
+
+    With ``pace``, reading raises ``StreamDeadlineError`` once the answer's deadlines pass;
+    comments and blank lines are read but never count as progress.
+    """
     event = ""
     data: list[str] = []
-    async with closing_stream(_lines(response)) as lines:
+    async with closing_stream(_lines(response, pace=pace)) as lines:
         async for line in lines:
             if not line:
                 if data or event:
