@@ -113,7 +113,9 @@ class HealthLog:
         if isinstance(event, Note):
             return self.add(event.topic, event.text, model=model)
         p = event.problem
-        return self.add(p.kind.value, f"{p.message} {p.detail}".strip(), model=model)
+        # A problem whose own sentence is its detail (a redirect, a deadline) says it once.
+        text = p.message if p.detail in p.message else f"{p.message} {p.detail}"
+        return self.add(p.kind.value, text.strip(), model=model)
 
     def notes(self, limit: int | None = None, topic: str | None = None) -> list[HealthNote]:
         """Notes, newest first."""
