@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from engines.base import ModelInfo
+from engines.local.gate import GatedAdapter, gated
 from engines.providers.base import ProviderAdapter, ProviderError
 
 log = logging.getLogger("conch.catalogue")
@@ -79,7 +80,7 @@ class ModelCatalogue:
     ) -> None:
         self._adapters: dict[str, ProviderAdapter] = {}
         for adapter in adapters:
-            self._adapters[adapter.name] = adapter
+            self._adapters[adapter.name] = gated(adapter)
         self.health = health
         self.probed: set[str] = set(probed)
         self.timeout = timeout
@@ -112,6 +113,9 @@ class ModelCatalogue:
         """Put ``adapter`` in place of the provider of that name (closed later, not now:
         a turn may still be streaming through it). Call ``refresh`` after."""
         old = self._adapters.get(adapter.name)
+        # A server on this computer takes one piece of work at a time (engines/local/gate.py).
+        same = isinstance(old, GatedAdapter) and old.inner is adapter
+        adapter = old if same and old is not None else gated(adapter)
         self._adapters[adapter.name] = adapter
         if probed:
             self.probed.add(adapter.name)
