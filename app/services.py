@@ -286,6 +286,9 @@ class AppServices:
         state = await self.runtime.start()
         if state.phase != "ready":
             self.health.add("local-model", state.text)
+            if self.runtime.crash is not None and self.catalogue.adapter(BUNDLED) is None:
+                # Stopped by a crash: listed as "stopped" (never ready) until it starts again.
+                await self.catalogue.add_provider(bundled.bundled_adapter(self.runtime))
             return False
         await self.catalogue.add_provider(bundled.bundled_adapter(self.runtime))
         return True

@@ -3,26 +3,39 @@
 Healed "too long" refusals, summaries that failed, servers that could not be reached: each note
 shows when it happened, which model, and (when known) the window involved. Reading the notes
 never changes them; "Clear" empties the log after the person asks for it.
+
+When the bundled model's runtime has crashed, a panel above the notes says how (the sentence
+the chat showed), gives the command that rebuilds the runtime when the crash calls for it, shows
+the runtime's last log lines, and offers "Start the local model again": after two crashes in a
+row Conch starts it only when the person asks here.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QShowEvent
+from PySide6.QtGui import QFontDatabase, QShowEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QPlainTextEdit,
     QPushButton,
     QVBoxLayout,
     QWidget,
 )
 
 from app.health import HealthLog, HealthNote
+from engines.local.bundled import CrashBook
 from ui.row_list import RowList
+
+log = logging.getLogger("conch.ui.health")
+
+StartLocal = Callable[[], Awaitable[object]]
 
 TOPIC_WORDS: dict[str, str] = {
     "healed": "Healed",
@@ -33,6 +46,7 @@ TOPIC_WORDS: dict[str, str] = {
     "window-learned": "Window learned",
     "learning": "Learning",
     "provider": "Provider",
+    "local-model": "Local model",
     "other": "Note",
 }
 SHOWN = 500  # the newest notes; the log keeps more
@@ -97,14 +111,136 @@ class HealthRow(QFrame):
         layout.addWidget(self.text)
 
 
-class HealthPage(QWidget):
-    """The list of health notes, refreshed each time the page is shown."""
+class LocalModelPanel(QFrame):
+    """The bundled runtime's latest crash: what happened, how to fix it, its log, a restart.
 
-    def __init__(self, health: HealthLog, parent: QWidget | None = None) -> None:
+    ``crashes`` is read each time the page is shown; ``start_local`` starts the model (the
+    services' ``start_bundled``), called only when the person presses the button.
+    """
+
+    def __init__(
+        self,
+        crashes: CrashBook,
+        start_local: StartLocal | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("LocalModelPanel")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self._crashes = crashes
+        self._start_local = start_local
+        self._task: asyncio.Task[None] | None = None
+
+        self.title = QLabel("Local model")
+        self.title.setObjectName("HealthTopic")
+        self.sentence = QLabel()
+        self.sentence.setObjectName("HealthText")
+        self.sentence.setWordWrap(True)
+        self.sentence.setTextFormat(Qt.TextFormat.PlainText)
+        self.sentence.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.command = QLabel()
+        self.command.setObjectName("RuntimeCommand")
+        self.command.setTextFormat(Qt.TextFormat.PlainText)
+        self.command.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextSelectableByMouse
+            | Qt.TextInteractionFlag.TextSelectableByKeyboard
+        )
+        self.command.setAccessibleName("The command that rebuilds the local runtime")
+        fixed = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        self.command.setFont(fixed)
+        self.log = QPlainTextEdit()
+        self.log.setObjectName("RuntimeLog")
+        self.log.setReadOnly(True)
+        self.log.setFont(fixed)
+        self.log.setAccessibleName("The local runtime's last log lines")
+        self.log.setMaximumHeight(160)
+        self.log.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.start_button = QPushButton("Start the local model again")
+        self.start_button.setObjectName("StartLocalModelButton")
+        self.start_button.setEnabled(start_local is not None)
+        self.result = QLabel()
+        self.result.setProperty("role", "caption")
+        self.result.setWordWrap(True)
+
+        buttons = QHBoxLayout()
+        buttons.setContentsMargins(0, 0, 0, 0)
+        buttons.addWidget(self.start_button)
+        buttons.addWidget(self.result, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(16, 12, 16, 12)
+        layout.setSpacing(8)
+        layout.addWidget(self.title)
+        layout.addWidget(self.sentence)
+        layout.addWidget(self.command)
+        layout.addWidget(self.log)
+        layout.addLayout(buttons)
+        self.start_button.clicked.connect(self.start_again)
+        self.refresh()
+
+    def refresh(self) -> None:
+        crash = self._crashes.last()
+        self.setVisible(crash is not None)
+        if crash is None:
+            return
+        self.sentence.setText(crash.sentence(refused=crash.held))
+        step = crash.next_step()
+        self.command.setText(step.text if step.kind == "rebuild-runtime" else "")
+        self.command.setVisible(bool(self.command.text()))
+        self.log.setPlainText("\n".join(crash.log) or "(the runtime wrote nothing)")
+        busy = self._task is not None and not self._task.done()
+        self.start_button.setEnabled(self._start_local is not None and not busy)
+
+    def start_again(self) -> asyncio.Task[None] | None:
+        """The person asked: forget the crashes in a row and start the local model."""
+        if self._start_local is None or (self._task is not None and not self._task.done()):
+            return None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.result.setText("Starting the local model needs the app's event loop.")
+            return None
+        self._crashes.clear()
+        self.start_button.setEnabled(False)
+        self.result.setText("Starting the local model…")
+        self._task = loop.create_task(self._start(self._start_local))
+        return self._task
+
+    async def _start(self, start: StartLocal) -> None:
+        started: object = False
+        try:
+            started = await start()
+        except Exception:  # the page must survive whatever starting does
+            log.exception("starting the local model failed")
+        if self._crashes.last() is not None:
+            said = "The local model stopped again; see above."
+        elif started is False:
+            said = "The local model did not start; the notes below say why."
+        else:
+            said = "The local model is running again."
+        self.result.setText(said)
+        self.refresh()
+        self.start_button.setEnabled(self._start_local is not None)
+
+
+class HealthPage(QWidget):
+    """The list of health notes, refreshed each time the page is shown, under the local
+    model's panel (shown only after a crash of its runtime)."""
+
+    def __init__(
+        self,
+        health: HealthLog,
+        parent: QWidget | None = None,
+        *,
+        crashes: CrashBook | None = None,
+        start_local: StartLocal | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("HealthPage")
         self._health = health
         self._rows: list[HealthRow] = []
+        self.local_model = (
+            LocalModelPanel(crashes, start_local, self) if crashes is not None else None
+        )
 
         title = QLabel("Health")
         title.setObjectName("SettingsPageTitle")
@@ -140,6 +276,8 @@ class HealthPage(QWidget):
         layout.setSpacing(12)
         layout.addWidget(title)
         layout.addWidget(hint)
+        if self.local_model is not None:
+            layout.addWidget(self.local_model)
         layout.addLayout(bar)
         layout.addWidget(self.row_list, 1)
 
@@ -153,6 +291,8 @@ class HealthPage(QWidget):
     def refresh(self) -> None:
         notes = sorted(self._health.notes(limit=SHOWN), key=lambda n: n.time, reverse=True)
         self._show(notes)
+        if self.local_model is not None:
+            self.local_model.refresh()
 
     def clear(self) -> None:
         self._health.clear()
@@ -171,4 +311,12 @@ class HealthPage(QWidget):
         super().showEvent(event)
 
 
-__all__ = ["TOPIC_WORDS", "HealthPage", "HealthRow", "note_meta", "note_time", "topic_text"]
+__all__ = [
+    "TOPIC_WORDS",
+    "HealthPage",
+    "HealthRow",
+    "LocalModelPanel",
+    "note_meta",
+    "note_time",
+    "topic_text",
+]

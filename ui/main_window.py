@@ -455,7 +455,9 @@ class MainWindow(QMainWindow):
         elif step.kind in ("retry", "wait"):
             self._resend(asked)
         elif step.kind == "open-settings":
-            self.show_settings("providers")
+            self.show_settings(step.text or "providers")  # text: the page, when one is named
+        elif step.kind == "rebuild-runtime":
+            self.show_settings("health")  # the command, the runtime's log, "Start again"
 
     def _asked_before(self, seq: int) -> StoredMessage | None:
         store = self.services.store

@@ -2,7 +2,9 @@
 
 Each entry shows the model's window in the short form people read ("8K", "32K", "200K") and, for
 a model on this computer, whether it is already loaded. While the bundled model is starting,
-the picker says so ("Starting the local model…") with its progress.
+the picker says so ("Starting the local model…") with its progress. A model that cannot answer
+for a reason its provider names (the bundled runtime "stopped" after a crash) is listed with
+that word and cannot be chosen; it never shows as ready.
 """
 
 from __future__ import annotations
@@ -52,17 +54,24 @@ def provider_name(provider: str) -> str:
 
 def entry_text(model: ModelInfo) -> str:
     parts = [model.name, window_label(model.context)]
-    if model.local:
+    if not model.ready and model.status:
+        parts.append(model.status)
+    elif model.local:
         parts.append("loaded" if model.loaded else "not loaded")
     return "  ·  ".join(parts)
 
 
+def shown(model: ModelInfo) -> bool:
+    """Ready models, and those whose provider says why they are not ("stopped")."""
+    return model.ready or bool(model.status)
+
+
 def ordered(models: Sequence[ModelInfo]) -> list[tuple[str, list[ModelInfo]]]:
-    """Ready models grouped by provider: local providers first, each group in listed order."""
+    """Shown models grouped by provider: local providers first, each group in listed order."""
     groups: dict[str, list[ModelInfo]] = {}
     local: dict[str, bool] = {}
     for m in models:
-        if not m.ready:
+        if not shown(m):
             continue
         groups.setdefault(m.provider, []).append(m)
         local[m.provider] = local.get(m.provider, False) or m.local
@@ -130,12 +139,17 @@ class ModelPicker(QWidget):
                 item = QStandardItem(entry_text(m))
                 item.setData(m.key, KEY_ROLE)
                 item.setToolTip(f"{m.name} reads about {m.context:,} tokens at once")
-                item.setData(
-                    f"{m.name}, {window_label(m.context)}", Qt.ItemDataRole.AccessibleTextRole
-                )
+                spoken = f"{m.name}, {window_label(m.context)}"
+                if not m.ready:
+                    # Seen, not chosen: it cannot answer now (Settings → Health says why).
+                    item.setFlags(Qt.ItemFlag.NoItemFlags)
+                    item.setToolTip(f"{m.name} is {m.status}; Settings → Health says why")
+                    spoken += f", {m.status}"
+                item.setData(spoken, Qt.ItemDataRole.AccessibleTextRole)
                 self._items.appendRow(item)
-                self._models[m.key] = m
-        if not self._models:
+                if m.ready:
+                    self._models[m.key] = m
+        if not self._models and not self._items.rowCount():
             empty = QStandardItem("No model is ready")
             empty.setFlags(Qt.ItemFlag.NoItemFlags)
             self._items.appendRow(empty)

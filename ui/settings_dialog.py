@@ -43,8 +43,9 @@ from app.memories import MemoryBook
 from app.secrets import SecretStore, SessionSecrets
 from app.settings import Settings, SettingsError, SettingsStore
 from engines.base import HUMAN_TEXT, ModelInfo
+from engines.local.bundled import CrashBook
 from engines.providers.base import ProviderError
-from ui.health_page import HealthPage
+from ui.health_page import HealthPage, StartLocal
 from ui.icons import ON_ACCENT, icon
 from ui.memories_page import ChatTitle, MemoriesPage
 from ui.settings_sync import listen_to_settings, save_remember, set_checked_quietly
@@ -264,6 +265,8 @@ class SettingsDialog(QDialog):
         chat_title: ChatTitle | None = None,
         tester: ProviderTester | None = None,
         test_timeout: float = TEST_TIMEOUT,
+        crashes: CrashBook | None = None,
+        start_local: StartLocal | None = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -287,7 +290,7 @@ class SettingsDialog(QDialog):
         self._page_index: dict[str, int] = {}
 
         self.memories_page = MemoriesPage(memories, settings, chat_title)
-        self.health_page = HealthPage(health)
+        self.health_page = HealthPage(health, crashes=crashes, start_local=start_local)
         pages: dict[str, QWidget] = {
             "providers": self._providers_page(),
             "memory": self._memory_page(),
@@ -332,6 +335,8 @@ class SettingsDialog(QDialog):
             health=services.health,
             theme=theme,
             chat_title=chat_title,
+            crashes=None if services.mock else CrashBook(services.data_dir),
+            start_local=services.start_bundled,
             parent=parent,
         )
 
