@@ -102,7 +102,9 @@ class ProviderAdapter(Protocol):
     ``stream`` yields ``TextDelta``, ``ThinkingDelta``, ``ToolCall``, ``Usage``, ``AssistantRaw``
     and finally ``Done``; any failure raises ``ProviderError`` (too-long refusals with
     ``too_long=True`` and the window the body names). A stream that ends without the protocol's
-    done marker raises ``ProviderError(BROKEN_STREAM)``.
+    done marker raises ``ProviderError(BROKEN_STREAM)``; one that stops moving on (only
+    keep-alives arrive) or outlasts its whole-answer deadline raises ``ProviderError(TIMEOUT)``
+    (``engines.providers.deadlines``); a redirect raises ``ProviderError(UNREACHABLE)``.
     """
 
     name: str  # short provider name: "ollama", "openai", "local", "anthropic", ...
