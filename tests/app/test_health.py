@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 
 from app.health import KEEP, HealthLog
+from app.services import build_services
 from engines.base import Healed, Note, Problem, ProblemKind, TurnProblem
 
 
@@ -68,3 +69,18 @@ def test_the_log_keeps_only_the_newest(data_dir: Path) -> None:
     assert len(notes) <= KEEP + 100
     assert notes[0].text == f"note {KEEP + 149}"
     log.close()
+
+
+async def test_health_notes_that_cannot_be_opened_never_stop_conch(data_dir: Path) -> None:
+    (data_dir / HealthLog.FILE_NAME).mkdir()  # something SQLite cannot open as a file
+    services = build_services(data_dir, mock=True, seed_demo_chat=False)
+    try:
+        (problem,) = services.startup_problems
+        assert problem.startswith("Conch could not open its health notes")
+        assert "kept only while Conch is open" in problem
+        # Notes still work for this session; the chat log is untouched.
+        assert services.health.add("healed", "sent again shorter") is not None
+        assert [n.text for n in services.health.notes(topic="healed")] == ["sent again shorter"]
+        assert services.store.create_chat("still works").title == "still works"
+    finally:
+        await services.aclose()
