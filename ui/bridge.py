@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, Signal
 from shiboken6 import Shiboken
 
 from app.conversation import Conversation, LearningDone, MessageSaved
+from app.sqlite import StorageError
 from engines.base import (
     Attachment,
     Compacted,
@@ -181,13 +182,17 @@ class ConversationBridge(QObject):
         except Exception as exc:
             log.exception("a turn failed outside the engine")
             reason = "error"
+            # A full disk or a damaged file has its own sentence saying what to do.
+            told = isinstance(exc, StorageError)
             self._emit(
                 self.problem,
                 TurnProblem.of(
                     ProblemKind.BROKEN_STREAM,
-                    detail=type(exc).__name__,
+                    detail="" if told else type(exc).__name__,
                     partial=bool(self._text),
-                    message="Something went wrong while saving this chat; nothing was lost.",
+                    message=str(exc)
+                    if told
+                    else "Something went wrong while saving this chat; nothing was lost.",
                 ),
             )
         finally:
