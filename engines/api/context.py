@@ -59,6 +59,25 @@ def budget(window: int, system_tokens: int = 0, tools_tokens: int = 0) -> int:
     return max(0, min(TRANSCRIPT_CAP, room))
 
 
+TURN_ROOM = 256  # tokens of transcript a window must leave beside the system prompt and tools
+WINDOW_MIN = 1_024  # no window a refusal names is believed below this
+
+
+def smallest_window(system_tokens: int = 0, tools_tokens: int = 0, room: int = TURN_ROOM) -> int:
+    """The smallest plausible window: at least 1,024 and with ``room`` tokens of budget left
+    beside the system prompt and tools (a window that cannot hold one turn is not believed)."""
+    lo = WINDOW_MIN
+    # Past this the budget certainly has the room (0.9W - 16,384 - system - tools >= room).
+    hi = max(lo, -(-10 * (room + ANSWER_MAX + max(0, system_tokens) + max(0, tools_tokens)) // 9))
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if budget(mid, system_tokens, tools_tokens) >= room:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def _json(value: Any) -> str:
     # Sorted keys and fixed separators: the same message always gives the same figure.
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)

@@ -6,13 +6,23 @@ in front of the first kept person message, and streams the answer. A "too long" 
 any answer text heals itself once: everything but the current turn is folded, the turn is
 shortened harder and sent again. Between folds every request starts with the same bytes, so
 providers' prompt caches keep working.
+
+The chat log is the source of truth. Before each turn the transcript is checked against it (the
+turns it keeps, their words and answers, the summary against the log's latest fold) and rebuilt
+from the log where they disagree: after a failed save, another process on the same chat, or a
+damaged file. A window a refusal named is believed only down to a plausible floor, and after a
+restart only as a hint for healing the next refusal: a bogus refusal never locks a chat.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import json
+import math
+import threading
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,12 +30,14 @@ from typing import Any
 
 from engines.api import transcript as tfile
 from engines.api.context import (
+    TURN_ROOM,
     Ledger,
     answer_reserve,
     budget,
     estimate_message,
     estimate_tokens,
     shorten_turn,
+    smallest_window,
     update_factor,
 )
 from engines.api.protocols import ModelDirectory, Summariser, SummaryResult
@@ -59,7 +71,22 @@ UNKNOWN_WINDOW_API = 128_000
 UNKNOWN_WINDOW_LOCAL = 8_192
 HEALED_TEXT = "Folded the chat and shortened the message after a too-long refusal."
 
+WINDOW_HINT_MAX_AGE = 30 * 24 * 3600.0  # seconds a learned window is remembered as a hint
+HEAD = 64  # characters of a logged message the transcript must hold to count as having it
+
 HistoryLoader = Callable[[], Sequence[tuple[int, Message]]]
+Fold = tuple[int, str]  # the chat log's latest fold: (first kept seq, summary)
+FoldLoader = Callable[[], Fold | None]
+
+
+def _same_start(kept: str, logged: str) -> bool:
+    """Whether a kept person message is the logged one (maybe shortened, maybe with later
+    messages joined on)."""
+    head = logged[:HEAD]
+    if kept.startswith(head):
+        return True
+    cut = kept.find("\n\n[… ")
+    return cut >= 0 and logged.startswith(kept[:cut])
 
 
 def summary_block(summary: str) -> str:
@@ -110,8 +137,11 @@ class ApiSession:
     """The transcript-keeping engine for one chat (implements ``ContextEngine``).
 
     ``data_dir`` None keeps the transcript in memory only (benchmarks). ``history`` gives the
-    chat log as (seq, message) pairs, to rebuild the transcript when its file is missing or
-    had to be set aside.
+    chat log as (seq, message) pairs (the person's messages and complete answers) and
+    ``latest_fold`` the log's latest fold as (first kept seq, summary), or None when there was
+    none. The chat log is the source of truth: before each turn the transcript is checked
+    against it and rebuilt from it where they disagree (a failed save, another process
+    writing the same chat, a damaged or hand-edited file).
     """
 
     def __init__(
@@ -123,6 +153,7 @@ class ApiSession:
         summariser: Summariser | None = None,
         directory: ModelDirectory | None = None,
         history: HistoryLoader | None = None,
+        latest_fold: FoldLoader | None = None,
     ) -> None:
         self.chat_id = tfile.check_chat_id(chat_id)
         self.data_dir = data_dir
@@ -130,19 +161,24 @@ class ApiSession:
         self.summariser = summariser
         self.directory = directory
         self.history = history
+        self.latest_fold = latest_fold
         self._messages: list[Message] = []
         self._ledger = Ledger()
         self._seqs: list[int] = []
+        self._joined: list[int] = []  # seqs of person messages joined onto the one before
         self._summary = ""
         self._summary_tokens = 0
         self._factor = 1.0
-        self._windows: dict[str, int] = {}
+        self._windows: dict[str, int] = {}  # learned from a refusal in this session: applied
+        self._hints: dict[str, int] = {}  # learned in an earlier session: used only to heal
+        self._learned_at: dict[str, float] = {}
         self._loaded = False
-        self._rebuild = False  # the file was missing or set aside: rebuild from the chat log
         self._writable = data_dir is not None
+        self._disk: tfile.Signature | None = None  # the file version this session last saw
         self._notes: list[Note] = []
         self._last_model: ModelInfo | None = None
         self._lock = asyncio.Lock()
+        self._io_lock = threading.Lock()  # saves run in worker threads
         self._save_generation = 0
         self._saved_generation = 0
         self._pending_summary_tokens = 0  # summarising spent this turn, not yet reported
@@ -167,31 +203,42 @@ class ApiSession:
         return tuple(self._seqs)
 
     def learned_window(self, model: ModelInfo) -> int | None:
+        """The window a refusal named for ``model`` (this session's, else a remembered hint)."""
         self._ensure_loaded()
-        return self._windows.get(model.key)
+        return self._windows.get(model.key, self._hints.get(model.key))
 
     def window_for(self, model: ModelInfo) -> int:
         """The window to budget against: the model's, or a smaller one a refusal named."""
+        return self._window(model, 0, 0)
+
+    def _window(self, model: ModelInfo, system_tokens: int, tools_tokens: int) -> int:
         self._ensure_loaded()
         window = model.context
         if window <= 0:
             window = UNKNOWN_WINDOW_LOCAL if model.local else UNKNOWN_WINDOW_API
         learned = self._windows.get(model.key)
-        return min(window, learned) if learned else window
+        if not learned:
+            return window
+        # A learned window is a hint, never a wall: never below what the system prompt, the
+        # tools and one turn need.
+        return min(window, max(learned, smallest_window(system_tokens, tools_tokens)))
 
     def _ensure_loaded(self) -> None:
         if self._loaded:
             return
         self._loaded = True
-        if self.data_dir is None:
-            self._rebuild = True
+        self._read_file()
+
+    def _read_file(self) -> None:
+        """Read the transcript file into memory (at the start, or after another process
+        changed it)."""
+        if self.data_dir is None or not self._writable:
             return
         try:
             loaded = tfile.load_transcript(self.data_dir, self.chat_id)
         except tfile.TranscriptError as exc:
             # The broken file could not be moved aside: never overwrite it.
             self._writable = False
-            self._rebuild = True
             self._notes.append(
                 Note(
                     topic="transcript-recovered",
@@ -203,13 +250,23 @@ class ApiSession:
         t = loaded.transcript
         if loaded.recovered:
             self._notes.append(Note(topic="transcript-recovered", text=loaded.note))
-        self._rebuild = not loaded.existed or loaded.recovered
+        self._disk = loaded.signature
         self._summary = t.summary
-        self._factor = t.factor
-        self._windows = dict(t.windows)
-        self._set_messages(t.messages, t.seqs)
+        self._factor = max(self._factor, t.factor)
+        # Windows learned in an earlier session are hints only: the server may have been
+        # fixed, or the refusal was bogus. One refusal in this session makes them count again.
+        now = time.time()
+        for key, tokens in t.windows.items():
+            learned_at = t.windows_learned.get(key, now)
+            if key in self._windows or now - learned_at > WINDOW_HINT_MAX_AGE:
+                continue
+            self._hints[key] = tokens
+            self._learned_at[key] = learned_at
+        self._set_messages(t.messages, t.seqs, t.joined)
 
-    def _set_messages(self, messages: Sequence[Message], seqs: Sequence[int]) -> None:
+    def _set_messages(
+        self, messages: Sequence[Message], seqs: Sequence[int], joined: Sequence[int] = ()
+    ) -> None:
         self._messages = list(messages)
         self._ledger = Ledger(self._messages)
         users = self._ledger.turns
@@ -217,30 +274,138 @@ class ApiSession:
         # An older file has no seqs: its turns get -1 (unknown), which a retry never matches
         # and a Compacted never names.
         self._seqs = [-1] * (users - len(known)) + known
+        first = next((s for s in self._seqs if s >= 0), None)
+        self._joined = [j for j in joined if first is not None and j > first]
         unanswered = self._messages and self._messages[-1].role == "user" and self._seqs
-        self._unanswered = [self._seqs[-1]] if unanswered else []
+        last = self._seqs[-1] if self._seqs else -1
+        self._unanswered = [last, *(j for j in self._joined if j > last)] if unanswered else []
         self._summary_tokens = estimate_tokens(summary_block(self._summary))
 
-    def _rebuild_from_history(self, before_seq: int) -> None:
-        self._rebuild = False
-        if self.history is None or self._messages:
+    # -- agreeing with the chat log -----------------------------------------------------------
+
+    def _catch_up(self, cutoff: int | None) -> None:
+        """Make the transcript agree with the chat log before a turn (before ``cutoff``) or a
+        fold: take another process's newer file, then rebuild from the log what disagrees."""
+        self._sync_with_disk()
+        if self.history is None:
             return
         try:
-            rows = sorted(((s, m) for s, m in self.history() if s < before_seq), key=lambda r: r[0])
+            rows = sorted(self.history(), key=lambda r: r[0])
+            fold = self.latest_fold() if self.latest_fold is not None else None
         except Exception as exc:  # the chat log is the app's; its failure must not end the turn
             self._notes.append(Note(topic="other", text=f"Could not read the chat log: {exc}"))
             return
-        messages = [m for _, m in rows]
-        seqs = [s for s, m in rows if m.role == "user"]
-        self._set_messages(messages, seqs)
+        limit = cutoff if cutoff is not None else math.inf
+        why = self._disagreement(rows, fold, limit)
+        if why is None:
+            return
+        had = bool(self._messages or self._summary)
+        self._rebuild_from(rows, fold, limit)
+        if had:
+            self._notes.append(
+                Note(
+                    topic="transcript-recovered",
+                    text=f"The model's copy of this chat did not match the chat log ({why}), "
+                    "so Conch rebuilt it from the log. Nothing was lost.",
+                )
+            )
+
+    def _sync_with_disk(self) -> None:
+        if self.data_dir is None or not self._writable or not self._loaded:
+            return
+        if tfile.file_signature(self.data_dir, self.chat_id) != self._disk:
+            # Another process saved (or removed) the file since this session last saw it.
+            self._read_file()
+
+    def _disagreement(
+        self, rows: Sequence[tuple[int, Message]], fold: Fold | None, limit: float
+    ) -> str | None:
+        """Why the transcript disagrees with the chat log before ``limit`` (None: it agrees)."""
+        if self._messages and self._messages[0].role != "user":
+            return "it starts with the model's words"
+        if any(s < 0 for s in self._seqs):
+            return "it does not say where its turns are in the log"
+        folds_known = self.latest_fold is not None
+        if folds_known and self._summary != (fold[1] if fold else ""):
+            return "its summary is not the log's" if fold else "the log has no summary for it"
+        users = {s: m for s, m in rows if m.role == "user" and s < limit}
+        mine = sorted(s for s in (*self._seqs, *self._joined) if s < limit)
+        # Where the model's word-for-word memory must start: the log's latest fold, or, with
+        # no record of folds, wherever the transcript starts.
+        start = mine[0] if mine else -1
+        if folds_known:
+            start = fold[0] if fold else -1
+        expected = [s for s in users if s >= start]
+        if mine != expected:
+            if set(mine) - set(users):
+                return "it holds messages the log does not have"
+            return "it misses messages the log has"
+        # Each kept turn: the person's words as logged, and every logged answer.
+        answers = [(s, m.text[:HEAD]) for s, m in rows if m.role == "assistant" and s < limit]
+        answer_seqs = [s for s, _ in answers]
+        starts = self._ledger.turn_starts
+        for k, seq in enumerate(self._seqs):
+            if seq >= limit:
+                break
+            end = starts[k + 1] if k + 1 < len(starts) else len(self._messages)
+            turn = self._messages[starts[k] : end]
+            if not _same_start(turn[0].text, users[seq].text):
+                return "a message differs from the log"
+            until = self._seqs[k + 1] if k + 1 < len(self._seqs) else math.inf
+            said = "\n".join(m.text for m in turn if m.role == "assistant")
+            i = bisect.bisect_right(answer_seqs, seq)
+            while i < len(answers) and answers[i][0] < until:
+                if answers[i][1] not in said:
+                    return "it misses an answer the log has"
+                i += 1
+        return None
+
+    def _rebuild_from(
+        self, rows: Sequence[tuple[int, Message]], fold: Fold | None, limit: float
+    ) -> None:
+        """The transcript the chat log implies: from the latest fold on, with its summary."""
+        start = fold[0] if fold else -1
+        messages: list[Message] = []
+        seqs: list[int] = []
+        joined: list[int] = []
+        for seq, m in rows:
+            if not start <= seq < limit or (not messages and m.role != "user"):
+                continue
+            last = messages[-1] if messages else None
+            if last is not None and m.role == last.role == "user":
+                # As in a live turn: a message after an unanswered one joins it.
+                messages[-1] = last.model_copy(
+                    update={
+                        "text": f"{last.text}\n\n{m.text}" if last.text else m.text,
+                        "pictures": last.pictures + m.pictures,
+                    }
+                )
+                joined.append(seq)
+            elif last is not None and m.role == last.role == "assistant":
+                # Two answers in a row (two processes) would break strict chat templates.
+                messages[-1] = last.model_copy(
+                    update={
+                        "text": "\n\n".join(t for t in (last.text, m.text) if t),
+                        "thinking": "\n\n".join(t for t in (last.thinking, m.thinking) if t),
+                    }
+                )
+            else:
+                messages.append(m)
+                if m.role == "user":
+                    seqs.append(seq)
+        self._summary = fold[1] if fold else ""
+        self._set_messages(messages, seqs, joined)
 
     def _snapshot(self) -> tfile.TranscriptFile:
+        windows = {**self._hints, **self._windows}
         return tfile.TranscriptFile(
             messages=list(self._messages),
             summary=self._summary,
             seqs=list(self._seqs),
+            joined=list(self._joined),
             factor=self._factor,
-            windows=dict(self._windows),
+            windows=windows,
+            windows_learned={k: self._learned_at[k] for k in windows if k in self._learned_at},
         )
 
     async def _persist(self) -> Note | None:
@@ -252,17 +417,22 @@ class ApiSession:
         generation = self._save_generation
         data_dir = self.data_dir
 
-        def write() -> None:
-            # A save that finished after a newer one must not win.
-            if generation < self._saved_generation:
-                return
-            tfile.write_bytes(data_dir, self.chat_id, data)
-            self._saved_generation = generation
+        def write() -> tfile.Saved | None:
+            with self._io_lock:
+                # A save that finished after a newer one must not win.
+                if generation < self._saved_generation:
+                    return None
+                saved = tfile.save_if_unchanged(data_dir, self.chat_id, data, self._disk)
+                self._saved_generation = generation
+                if saved.written or saved.problem:
+                    # Not written and no problem: another process saved first. The file is
+                    # left as it is; the next turn reads it and rebuilds what it misses.
+                    self._disk = saved.signature
+                return saved
 
-        try:
-            await asyncio.to_thread(write)
-        except tfile.TranscriptError as exc:
-            return Note(topic="other", text=str(exc))
+        saved = await asyncio.to_thread(write)
+        if saved is not None and saved.problem:
+            return Note(topic="other", text=saved.problem)
         return None
 
     # -- budgeting ----------------------------------------------------------------------------
@@ -296,7 +466,8 @@ class ApiSession:
     def context_usage(self, model: ModelInfo, system: str = "") -> tuple[int, int]:
         self._ensure_loaded()
         used = int(self._ledger.tokens * self._factor) + self._summary_tokens
-        return used, self._budget(self.window_for(model), system, ())
+        window = self._window(model, estimate_tokens(system), 0)
+        return used, self._budget(window, system, ())
 
     # -- folding ------------------------------------------------------------------------------
 
@@ -331,6 +502,8 @@ class ApiSession:
         del self._messages[:drop]
         self._ledger.drop_front(drop)
         del self._seqs[:dropped_turns]
+        if self._seqs:
+            self._joined = [j for j in self._joined if j > self._seqs[0]]
         self._pending_summary_tokens += result.tokens if result is not None else 0
         if self.summariser is not None and not summarised:
             why = result.problem if result is not None and result.problem else "no summary"
@@ -390,6 +563,7 @@ class ApiSession:
             del self._messages[start:]
             self._seqs.pop()
             self._unanswered = []
+        self._joined = [j for j in self._joined if j < turn.seq]
         person = Message(role="user", text=text, pictures=turn.pictures)
         if self._messages and self._messages[-1].role == "user" and self._seqs:
             # The last message went unanswered (failed or stopped). Two person messages in a
@@ -405,6 +579,7 @@ class ApiSession:
             self._ledger.pop_back(1)
             self._ledger.append(person)
             self._unanswered.append(turn.seq)
+            self._joined.append(turn.seq)
             return person
         self._messages.append(person)
         self._ledger.append(person)
@@ -477,8 +652,7 @@ class ApiSession:
 
     async def _turn(self, turn: TurnInput) -> AsyncGenerator[Event, None]:
         self._ensure_loaded()
-        if self._rebuild:
-            self._rebuild_from_history(turn.seq)
+        self._catch_up(turn.seq)
         while self._notes:
             yield self._notes.pop(0)
         model = turn.model
@@ -511,11 +685,12 @@ class ApiSession:
             )
             return
 
-        window = self.window_for(model)
+        window = self._window(model, estimate_tokens(turn.system), _tools_tokens(turn.tools))
         b = self._budget(window, turn.system, turn.tools)
         turn_tokens = estimate_message(person)
         if b <= 0:
-            yield self._too_long(turn, window, turn_tokens, detail="no room left in the window")
+            async for ev in self._try_anyway(turn, adapter, window, turn_tokens):
+                yield ev
             return
         plan = self._ledger.plan(b, self._factor, self._reserved())
         if plan.drop:
@@ -542,19 +717,72 @@ class ApiSession:
         async for ev in self._finish(turn, out, window, turn_tokens):
             yield ev
 
+    async def _try_anyway(
+        self, turn: TurnInput, adapter: ProviderAdapter, window: int, turn_tokens: int
+    ) -> AsyncGenerator[Event, None]:
+        """Nothing fits by the estimate, which may be wrong (a miscounted prompt, a window
+        listed too small): send this turn alone, shortened, once, and let the provider say.
+
+        The transcript is left as it is (no fold for a request that will likely be refused).
+        """
+        start = self._current_turn_start()
+        messages = shorten_turn(self._messages[start:], TURN_ROOM)
+        request = ChatRequest(
+            model=turn.model.id,
+            system=turn.system,
+            messages=messages,
+            tools=turn.tools,
+            max_output_tokens=answer_reserve(window),
+            window=window,
+        )
+        sent = (
+            estimate_tokens(turn.system)
+            + _tools_tokens(turn.tools)
+            + sum(estimate_message(m) for m in messages)
+        )
+        out = _Attempt()
+        async with contextlib.aclosing(self._attempt(adapter, request, sent, out)) as events:
+            async for ev in events:
+                yield ev
+        if out.error is not None and out.error.too_long and not out.began:
+            detail = out.error.detail or "no room left in the window"
+            yield self._too_long(turn, window, turn_tokens, detail=detail)
+            return
+        async for ev in self._finish(turn, out, window, turn_tokens):
+            yield ev
+
+    def _learn_window(self, turn: TurnInput, named: int | None) -> Note | None:
+        """Remember the window a refusal named (or, naming none, the one an earlier session
+        learned), never below what the system prompt, tools and one turn need."""
+        model = turn.model
+        learned = named if named is not None and named > 0 else self._hints.get(model.key)
+        if learned is None:
+            return None
+        floor = smallest_window(estimate_tokens(turn.system), _tools_tokens(turn.tools))
+        plausible = max(learned, floor)
+        old = self._windows.get(model.key)
+        if old is not None and plausible >= old:
+            return None
+        self._windows[model.key] = plausible
+        self._hints.pop(model.key, None)
+        self._learned_at[model.key] = time.time()
+        if plausible > learned:
+            text = (
+                f"{model.name} said it reads at most {learned:,} tokens at once, too few to be "
+                f"right; Conch assumes {plausible:,} for now."
+            )
+        else:
+            text = f"{model.name} reads at most {plausible:,} tokens at once."
+        return Note(topic="window-learned", text=text)
+
     async def _heal(
         self, turn: TurnInput, adapter: ProviderAdapter, err: ProviderError, turn_tokens: int
     ) -> AsyncGenerator[Event, None]:
         model = turn.model
-        if err.window is not None and err.window > 0:
-            old = self._windows.get(model.key)
-            if old is None or err.window < old:
-                self._windows[model.key] = err.window
-                yield Note(
-                    topic="window-learned",
-                    text=f"{model.name} reads at most {err.window:,} tokens at once.",
-                )
-        window = self.window_for(model)
+        learned = self._learn_window(turn, err.window)
+        if learned is not None:
+            yield learned
+        window = self._window(model, estimate_tokens(turn.system), _tools_tokens(turn.tools))
         b = self._budget(window, turn.system, turn.tools)
         if b <= 0:
             yield self._too_long(turn, window, turn_tokens, detail=err.detail)
@@ -671,6 +899,7 @@ class ApiSession:
 
     async def _compact(self, focus: str, model: ModelInfo | None) -> AsyncGenerator[Event, None]:
         self._ensure_loaded()
+        self._catch_up(None)
         while self._notes:
             yield self._notes.pop(0)
         chat_model = model or self._last_model
