@@ -80,7 +80,10 @@ def build_system_prompt(model: ModelInfo, memories: MemoryBook) -> str:
 
 
 def history_messages(messages: Sequence[StoredMessage]) -> list[tuple[int, Message]]:
-    """The chat log as (seq, Message) pairs, for an engine rebuilding its transcript."""
+    """The chat log as (seq, Message) pairs, for an engine checking or rebuilding its transcript.
+
+    Only complete answers count: a stopped or failed one never entered the model's view.
+    """
     out: list[tuple[int, Message]] = []
     for m in messages:
         if m.role == "user":
@@ -89,11 +92,17 @@ def history_messages(messages: Sequence[StoredMessage]) -> list[tuple[int, Messa
                 (m.seq, Message(role="user", text=text, pictures=m.pictures, untrusted=False))
             )
         elif m.role == "assistant":
-            if m.text or m.thinking:
+            if (m.text or m.thinking) and not m.partial and m.problem is None:
                 out.append((m.seq, Message(role="assistant", text=m.text, thinking=m.thinking)))
         else:
             out.append((m.seq, Message(role="tool", text=m.text, untrusted=True)))
     return out
+
+
+def latest_fold(store: ChatStore, chat_id: str) -> tuple[int, str] | None:
+    """The chat log's latest fold as (first kept seq, summary), for the engine's check."""
+    fold = store.latest_compaction(chat_id)
+    return (fold.first_kept_seq, fold.summary) if fold is not None else None
 
 
 # --- mock mode --------------------------------------------------------------------------------
@@ -379,6 +388,7 @@ class AppServices:
                 summariser=ModelSummariser(self.catalogue.live_adapters, self._window_of),
                 directory=self.catalogue,
                 history=lambda: history_messages(self.store.messages(chat_id)),
+                latest_fold=lambda: latest_fold(self.store, chat_id),
             )
         conv = Conversation(
             chat_id,
