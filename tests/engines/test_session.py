@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import time
 from collections.abc import Sequence
@@ -10,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from engines.api.context import answer_reserve, budget, estimate_message, estimate_tokens
+from engines.api import transcript as tfile
+from engines.api.context import (
+    answer_reserve,
+    budget,
+    estimate_message,
+    estimate_tokens,
+    smallest_window,
+)
 from engines.api.protocols import SummaryResult
 from engines.api.session import ApiSession, summary_block
 from engines.api.transcript import load_transcript, transcript_path
@@ -391,12 +399,13 @@ async def test_a_too_long_refusal_heals_quietly_with_one_resend(data_dir: Path) 
     assert resend.messages[0].text.startswith("<earlier-in-this-chat>")
     b = budget(8_192, estimate_tokens(SYSTEM))
     assert sum(estimate_message(m) for m in resend.messages) <= b / 2
-    # the learned window is remembered, also across a restart
+    # the learned window holds for the rest of the session ...
     assert session.window_for(WIDE) == 8_192
-    assert load_transcript(data_dir, CHAT).transcript.windows == {"openai/gpt-wide": 8_192}
-    assert make(data_dir, adapter).window_for(WIDE) == 8_192
     await run(session, 14, "and then")
     assert adapter.requests[-1].window == 8_192
+    # ... and is remembered, as a hint only, across a restart (see the tests below)
+    assert load_transcript(data_dir, CHAT).transcript.windows == {"openai/gpt-wide": 8_192}
+    assert make(data_dir, adapter).learned_window(WIDE) == 8_192
 
 
 async def test_a_refusal_naming_no_window_still_heals_by_cutting_deeper(data_dir: Path) -> None:
@@ -590,19 +599,36 @@ async def test_an_unknown_or_negative_window_uses_the_default(data_dir: Path, co
     assert adapter.requests[-1].window == 8_192
 
 
-async def test_a_system_prompt_bigger_than_the_window_is_a_too_long_problem(
+async def test_a_system_prompt_bigger_than_the_window_is_tried_once_then_a_too_long_problem(
     data_dir: Path,
 ) -> None:
-    adapter = ScriptedAdapter()
+    adapter = ScriptedAdapter(steps=[Answer("ok"), Raise(too_long(None))])
     wide_model = ModelInfo(provider="ollama", id="wide", context=65_536, local=True)
     session = make(data_dir, adapter, directory=Directory([wide_model]))
-    events = await run(session, 0, "hello", system="s" * 40_000)
-    assert adapter.requests == []  # nothing is sent that cannot fit
+    await run(session, 0, "an earlier question", system="short")
+    events = await run(session, 2, "hello", system="s" * 40_000)
+    # By the estimate nothing fits, but the estimate may be wrong: one try, this turn alone.
+    assert len(adapter.requests) == 2
+    assert [m.text for m in adapter.requests[-1].messages] == ["hello"]
     problem = ending(events)
     assert isinstance(problem, Problem) and problem.problem.kind is ProblemKind.TOO_LONG
     assert problem.problem.next_step is not None
     assert problem.problem.next_step.model == wide_model
-    assert load_transcript(data_dir, CHAT).transcript.messages[0].text == "hello"
+    # nothing was folded for the try: the model's memory is as it was, plus the new message
+    saved = load_transcript(data_dir, CHAT).transcript
+    assert [m.text for m in saved.messages] == ["an earlier question", "ok", "hello"]
+    assert saved.summary == ""
+
+
+async def test_a_turn_that_cannot_fit_by_the_estimate_is_answered_if_the_server_takes_it(
+    data_dir: Path,
+) -> None:
+    adapter = ScriptedAdapter(steps=[Answer("It fitted after all.")])
+    session = make(data_dir, adapter)
+    events = await run(session, 0, "hello", system="s" * 40_000)
+    assert text_of(events) == "It fitted after all."
+    assert isinstance(ending(events), Done)
+    assert len(adapter.requests) == 1
 
 
 async def test_an_empty_message_is_refused_without_sending(data_dir: Path) -> None:
@@ -722,3 +748,412 @@ async def test_a_facts_only_summary_is_used_and_health_hears_why(data_dir: Path)
     assert first.summarised and "48213" in first.summary
     notes = [n for n in only(events, Note) if n.topic == "summary-failed"]
     assert notes and "kept word for word" in notes[0].text
+
+
+# --- learned windows are hints, never walls ----------------------------------------------------
+
+
+async def test_a_refusal_naming_an_absurdly_small_window_is_not_believed(data_dir: Path) -> None:
+    adapter = ScriptedAdapter(
+        steps=[Answer("first answer"), Raise(too_long(100)), Answer("healed")],
+        default=Answer("fine"),
+    )
+    session = make(data_dir, adapter, FakeSummariser())
+    await run(session, 0, "first question", WIDE)
+    events = await run(session, 2, "second question", WIDE)
+    assert text_of(events) == "healed"
+    (note,) = [n for n in only(events, Note) if n.topic == "window-learned"]
+    assert "100 tokens" in note.text and "too few to be right" in note.text
+    floor = smallest_window(estimate_tokens(SYSTEM))
+    assert floor >= 1_024
+    assert session.learned_window(WIDE) == floor
+    assert adapter.requests[-1].window == floor
+    # the next turn is sent (not refused for "no room left in the window")
+    events = await run(session, 4, "third question", WIDE)
+    assert text_of(events) == "fine"
+    assert len(adapter.requests) == 4
+
+
+async def test_a_bogus_window_saved_before_a_restart_does_not_lock_the_chat(
+    data_dir: Path,
+) -> None:
+    # What an earlier session saved after a refusal naming "100 tokens".
+    path = transcript_path(data_dir, CHAT)
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "messages": [{"role": "user", "text": "hi"}, {"role": "assistant", "text": "yo"}],
+                "seqs": [0],
+                "windows": {WIDE.key: 100},
+            }
+        )
+    )
+    adapter = ScriptedAdapter(steps=[Answer("Back to normal.")])
+    session = make(data_dir, adapter)
+    events = await run(session, 2, "are you fixed?", WIDE)
+    assert text_of(events) == "Back to normal."
+    (request,) = adapter.requests
+    assert request.window == WIDE.context  # the listing, not the remembered 100
+    assert [m.text for m in request.messages] == ["hi", "yo", "are you fixed?"]
+
+
+async def test_a_remembered_window_heals_a_refusal_that_names_none(data_dir: Path) -> None:
+    adapter = ScriptedAdapter(default=Answer("ok"))
+    session = make(data_dir, adapter, FakeSummariser())
+    for i in range(3):
+        await run(session, 2 * i, f"Question {i}: " + "q" * 4_000, WIDE)
+    adapter.add([Raise(too_long(8_192)), Answer("healed")])
+    await run(session, 6, "next", WIDE)
+    assert session.window_for(WIDE) == 8_192
+
+    again = make(data_dir, adapter, FakeSummariser())  # a restart
+    assert again.learned_window(WIDE) == 8_192
+    assert again.window_for(WIDE) == WIDE.context  # a hint only
+    adapter.add([Raise(too_long(None)), Answer("healed with the hint")])
+    events = await run(again, 8, "after the restart " + "z" * 3_000, WIDE)
+    assert text_of(events) == "healed with the hint"
+    refused, resent = adapter.requests[-2:]
+    assert refused.window == WIDE.context
+    assert resent.window == 8_192
+    assert again.window_for(WIDE) == 8_192  # confirmed again
+
+
+@pytest.mark.parametrize(("days", "kept"), [(2, 8_192), (45, None)])
+async def test_a_window_learned_long_ago_is_forgotten(
+    data_dir: Path, days: int, kept: int | None
+) -> None:
+    path = transcript_path(data_dir, CHAT)
+    path.parent.mkdir(parents=True)
+    learned = time.time() - days * 86_400
+    path.write_text(
+        json.dumps({"windows": {WIDE.key: 8_192}, "windows_learned": {WIDE.key: learned}})
+    )
+    assert make(data_dir, ScriptedAdapter()).learned_window(WIDE) == kept
+
+
+# --- the chat log is the source of truth --------------------------------------------------------
+
+
+class ChatLog:
+    """What the app's chat log tells the engine: (seq, message) rows and its latest fold.
+
+    ``send`` does what ``Conversation`` does around a turn: the person's message is logged
+    first, then a complete answer, and a fold the turn reports; a failed or stopped answer
+    takes a seq but is not one the model saw.
+    """
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, Message]] = []
+        self.fold: tuple[int, str] | None = None
+        self.next_seq = 0
+
+    def history(self) -> list[tuple[int, Message]]:
+        return list(self.rows)
+
+    def latest_fold(self) -> tuple[int, str] | None:
+        return self.fold
+
+    def session(
+        self, data_dir: Path, adapter: ScriptedAdapter, summariser: FakeSummariser | None = None
+    ) -> ApiSession:
+        return ApiSession(
+            chat_id=CHAT,
+            data_dir=data_dir,
+            adapters={adapter.name: adapter},
+            summariser=summariser,
+            history=self.history,
+            latest_fold=self.latest_fold,
+        )
+
+    async def send(self, session: ApiSession, text: str, model: ModelInfo = GPT) -> list[Event]:
+        seq = self.next_seq
+        self.rows.append((seq, Message(role="user", text=text)))
+        self.next_seq += 1
+        events = await run(session, seq, text, model)
+        for e in only(events, Compacted):
+            self.fold = (e.first_kept_seq, e.summary)
+        answer = text_of(events)
+        if answer or only(events, Problem):
+            if isinstance(ending(events), Done):
+                self.rows.append((self.next_seq, Message(role="assistant", text=answer)))
+            self.next_seq += 1
+        return events
+
+    def texts_since_fold(self, before: int) -> list[str]:
+        start = self.fold[0] if self.fold else 0
+        return [m.text for s, m in self.rows if start <= s < before]
+
+
+def recovered(events: list[Event]) -> list[Note]:
+    return [n for n in only(events, Note) if n.topic == "transcript-recovered"]
+
+
+def sent_text(request: ChatRequest) -> str:
+    return "\n".join(m.text for m in request.messages)
+
+
+async def test_a_long_chat_that_agrees_with_its_log_is_never_rebuilt(data_dir: Path) -> None:
+    log = ChatLog()
+    adapter = ScriptedAdapter(default=Answer("a" * 1_600))
+    session = log.session(data_dir, adapter, FakeSummariser())
+    all_events = [await log.send(session, f"Question {i}: " + "q" * 1_200) for i in range(24)]
+    session = log.session(data_dir, adapter, FakeSummariser())  # a restart
+    all_events += [await log.send(session, f"Later {i}: " + "q" * 1_200) for i in range(6)]
+    assert len([c for events in all_events for c in only(events, Compacted)]) >= 2
+    assert not [n for events in all_events for n in recovered(events)]
+    folds = {i for i, events in enumerate(all_events) if only(events, Compacted)}
+    for i in range(1, 30):
+        if i not in folds:  # rebuilding would break the providers' prompt caches
+            assert wire(adapter.requests[i]).startswith(wire(adapter.requests[i - 1]))
+
+
+async def test_two_sessions_on_one_chat_each_see_every_answered_turn(data_dir: Path) -> None:
+    log = ChatLog()
+    adapter = ScriptedAdapter(default=Answer("b" * 1_200))
+    window = ModelInfo(provider="openai", id="w", context=4_096)
+    ask = log.session(data_dir, adapter, FakeSummariser())  # `conch ask`
+    app = log.session(data_dir, adapter, FakeSummariser())  # the window
+    for i in range(12):
+        session, who = ((app, "the window"), (ask, "conch ask"))[i % 2]
+        before = log.next_seq
+        events = await log.send(session, f"Round {i} from {who}.", window)
+        assert isinstance(ending(events), Done)
+        sent = sent_text(adapter.requests[-1])
+        for text in log.texts_since_fold(before):
+            assert text in sent, f"round {i}: the model did not see {text[:30]!r}"
+    # the file on disk agrees with the log too: a third session rebuilds nothing
+    third = log.session(data_dir, adapter, FakeSummariser())
+    events = await log.send(third, "And a third process?", window)
+    assert not recovered(events)
+    assert all(t in sent_text(adapter.requests[-1]) for t in log.texts_since_fold(log.next_seq))
+
+
+class FullDisk:
+    """Makes transcript saves fail with "No space left on device" while ``full``."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.full = False
+        real = tfile._replace
+
+        def replace(path: Path, data: bytes) -> None:
+            if self.full:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            real(path, data)
+
+        monkeypatch.setattr(tfile, "_replace", replace)
+
+
+async def test_turns_answered_while_saves_failed_stay_in_the_models_view(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    disk = FullDisk(monkeypatch)
+    log = ChatLog()
+    adapter = ScriptedAdapter(default=Answer("noted"))
+    session = log.session(data_dir, adapter)
+    await log.send(session, "one")
+    await log.send(session, "two")
+    disk.full = True
+    for word in ("three", "four", "five"):
+        events = await log.send(session, word)
+        assert text_of(events) == "noted"  # the chat goes on ...
+        assert any("No space left" in n.text for n in only(events, Note))  # ... and says why
+    # the out-of-date file was removed, so nothing can trust it later
+    assert not transcript_path(data_dir, CHAT).exists()
+    disk.full = False
+    again = log.session(data_dir, adapter)  # space returned; Conch restarted
+    events = await log.send(again, "six")
+    assert not recovered(events)  # a missing file is rebuilt quietly
+    sent = adapter.requests[-1].messages
+    assert [m.text for m in sent if m.role == "user"] == [
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+    ]
+    assert [m.text for m in load_transcript(data_dir, CHAT).transcript.messages][-2:] == [
+        "six",
+        "noted",
+    ]
+
+
+@pytest.mark.parametrize("left", ["turns-ago", "before-the-last-answer"])
+async def test_a_stale_transcript_left_behind_is_rebuilt_not_trusted(
+    data_dir: Path, left: str
+) -> None:
+    log = ChatLog()
+    adapter = ScriptedAdapter(default=Answer("noted"))
+    session = log.session(data_dir, adapter)
+    await log.send(session, "one")
+    await log.send(session, "two")
+    path = transcript_path(data_dir, CHAT)
+    stale = path.read_bytes()
+    for word in ("three", "four", "five"):
+        await log.send(session, word)
+    if left == "before-the-last-answer":
+        t = load_transcript(data_dir, CHAT).transcript
+        stale = tfile.encode(t.model_copy(update={"messages": t.messages[:-1]}))
+    path.write_bytes(stale)  # the file as a failed save (a read-only folder) left it
+    again = log.session(data_dir, adapter)
+    events = await log.send(again, "six")
+    (note,) = recovered(events)
+    assert "did not match the chat log" in note.text and "Nothing was lost" in note.text
+    sent = adapter.requests[-1].messages
+    assert [m.text for m in sent] == [
+        *("one", "noted", "two", "noted", "three", "noted"),
+        *("four", "noted", "five", "noted", "six"),  # "six" is not glued onto "five"
+    ]
+
+
+def write_transcript(data_dir: Path, **fields: object) -> None:
+    path = transcript_path(data_dir, CHAT)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"version": 1, **fields}))
+
+
+def user(text: str) -> dict[str, str]:
+    return {"role": "user", "text": text}
+
+
+def said(text: str) -> dict[str, str]:
+    return {"role": "assistant", "text": text}
+
+
+LOGGED = [
+    (0, Message(role="user", text="What is the capital of Peru?")),
+    (1, Message(role="assistant", text="Lima.")),
+    (2, Message(role="user", text="And of Chile?")),
+    (3, Message(role="assistant", text="Santiago.")),
+]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        # the first message is the model's
+        {"messages": [said("stray"), user(LOGGED[0][1].text), said("Lima.")], "seqs": [0]},
+        # seqs past the chat log
+        {
+            "messages": [user("What is the capital of Peru?"), said("Lima."), user("x"), said("y")],
+            "seqs": [0, 40],
+        },
+        # a summary no fold in the chat log backs
+        {
+            "messages": [user("And of Chile?"), said("Santiago.")],
+            "seqs": [2],
+            "summary": "The person asked about Bolivia.",
+        },
+        # a message that is not the logged one
+        {
+            "messages": [user("Something else entirely"), said("Lima."), user("And of Chile?")],
+            "seqs": [0, 2],
+        },
+        # an answer the log has is missing
+        {"messages": [user("What is the capital of Peru?"), said("Lima.")], "seqs": [0]},
+    ],
+    ids=[
+        "starts-with-the-model",
+        "seqs-past-the-log",
+        "summary-without-fold",
+        "other-words",
+        "missing-answer",
+    ],
+)
+async def test_a_transcript_that_disagrees_with_the_log_is_rebuilt(
+    data_dir: Path, fields: dict[str, object]
+) -> None:
+    write_transcript(data_dir, **fields)
+    log = ChatLog()
+    log.rows = list(LOGGED)
+    log.next_seq = 4
+    adapter = ScriptedAdapter()
+    events = await log.send(log.session(data_dir, adapter), "And of Argentina?")
+    assert len(recovered(events)) == 1
+    (request,) = adapter.requests
+    assert [m.text for m in request.messages] == [
+        "What is the capital of Peru?",
+        "Lima.",
+        "And of Chile?",
+        "Santiago.",
+        "And of Argentina?",
+    ]
+    assert load_transcript(data_dir, CHAT).transcript.seqs == [0, 2, 4]
+
+
+async def test_a_summary_the_logs_fold_backs_is_kept(data_dir: Path) -> None:
+    write_transcript(
+        data_dir,
+        messages=[user("And of Chile?"), said("Santiago.")],
+        seqs=[2],
+        summary="The person asked about Peru (Lima).",
+    )
+    log = ChatLog()
+    log.rows = list(LOGGED)
+    log.next_seq = 4
+    log.fold = (2, "The person asked about Peru (Lima).")
+    adapter = ScriptedAdapter()
+    events = await log.send(log.session(data_dir, adapter), "And of Argentina?")
+    assert not recovered(events)
+    (request,) = adapter.requests
+    assert request.messages[0].text == summary_block(log.fold[1]) + "And of Chile?"
+    assert len(request.messages) == 3
+
+
+async def test_a_log_fold_the_transcript_missed_is_taken_from_the_log(data_dir: Path) -> None:
+    # Another process folded the chat; this transcript is from before.
+    write_transcript(data_dir, messages=[user(LOGGED[0][1].text), said("Lima.")], seqs=[0])
+    log = ChatLog()
+    log.rows = list(LOGGED)
+    log.next_seq = 4
+    log.fold = (2, "Peru: Lima.")
+    adapter = ScriptedAdapter()
+    events = await log.send(log.session(data_dir, adapter), "And of Argentina?")
+    assert len(recovered(events)) == 1
+    (request,) = adapter.requests
+    assert [m.text for m in request.messages] == [
+        summary_block("Peru: Lima.") + "And of Chile?",
+        "Santiago.",
+        "And of Argentina?",
+    ]
+
+
+async def test_messages_joined_after_a_failure_survive_a_restart_without_a_rebuild(
+    data_dir: Path,
+) -> None:
+    log = ChatLog()
+    adapter = ScriptedAdapter(steps=[Raise(ProviderError(ProblemKind.TIMEOUT)), Answer("both")])
+    session = log.session(data_dir, adapter)
+    await log.send(session, "are you there?")
+    await log.send(session, "hello?")
+    again = log.session(data_dir, adapter)
+    events = await log.send(again, "thanks")
+    assert not recovered(events)
+    assert [m.text for m in adapter.requests[-1].messages] == [
+        "are you there?\n\nhello?",
+        "both",
+        "thanks",
+    ]
+
+
+async def test_a_rebuild_joins_like_a_live_turn(data_dir: Path) -> None:
+    log = ChatLog()
+    log.rows = [
+        (0, Message(role="user", text="are you there?")),
+        # seq 1: a failed answer, not part of what the model saw
+        (2, Message(role="user", text="hello?")),
+        (3, Message(role="assistant", text="Yes.")),
+        (4, Message(role="assistant", text="Still here.")),  # two processes answered
+    ]
+    log.next_seq = 5
+    adapter = ScriptedAdapter()
+    await log.send(log.session(data_dir, adapter), "good")
+    assert [m.text for m in adapter.requests[-1].messages] == [
+        "are you there?\n\nhello?",
+        "Yes.\n\nStill here.",
+        "good",
+    ]
+    again = log.session(data_dir, adapter)
+    assert not recovered(await log.send(again, "and now?"))

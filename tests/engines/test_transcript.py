@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import subprocess
+import sys
 import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engines.api import transcript
 from engines.api.transcript import (
     TranscriptError,
     TranscriptFile,
+    encode,
     load_transcript,
+    save_if_unchanged,
     save_transcript,
     transcript_path,
 )
 from engines.base import Message, ToolCallData
 
 CHAT = "3f2b6c1e-chat"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_raw(data_dir: Path, data: bytes, chat_id: str = CHAT) -> Path:
@@ -233,3 +242,131 @@ def test_save_creates_the_folder_and_writes_utf8(data_dir: Path) -> None:
     raw = transcript_path(data_dir, CHAT).read_bytes()
     assert "naïve ☕" in raw.decode("utf-8")
     assert os.path.isdir(data_dir / "api-sessions")
+
+
+# --- several writers ---------------------------------------------------------------------------
+
+
+def test_the_new_fields_round_trip_and_older_readers_ignore_them(data_dir: Path) -> None:
+    t = TranscriptFile(
+        messages=[Message(role="user", text="a\n\nb")],
+        seqs=[4],
+        joined=[6],
+        windows={"a/b": 8192},
+        windows_learned={"a/b": 1_700_000_000.5},
+    )
+    save_transcript(data_dir, CHAT, t)
+    assert load_transcript(data_dir, CHAT).transcript == t
+    write_raw(data_dir, json.dumps({"joined": [3, -1, "x", True], "windows_learned": 5}).encode())
+    loaded = load_transcript(data_dir, CHAT).transcript
+    assert (loaded.joined, loaded.windows_learned) == ([3], {})
+
+
+def _process(code: str, *args: str) -> subprocess.Popen[str]:
+    """A Python process running ``code`` with the repository importable (use it in ``with``)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _tell(proc: subprocess.Popen[str], line: str) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+
+
+def _hear(proc: subprocess.Popen[str]) -> str:
+    # No deadline of its own: a child that hangs is caught by the run's timeout.
+    assert proc.stdout is not None
+    return proc.stdout.readline().strip()
+
+
+def test_the_sweep_leaves_a_live_writers_temp_file_alone(data_dir: Path) -> None:
+    path = save_transcript(data_dir, CHAT, TranscriptFile(summary="whole"))
+    with _process("pass") as dead:
+        pass
+    with _process("import sys; sys.stdin.read()") as live:
+        folder = path.parent
+        writing = folder / f".{path.name}.{live.pid}.k2j4x.tmp"  # another process mid-write
+        killed = folder / f".{path.name}.{dead.pid}.p9a8b.tmp"  # its writer was killed
+        old = folder / f".{path.name}.zz81qwe.tmp"  # an older Conch's, from days ago
+        for tmp in (writing, killed, old):
+            tmp.write_bytes(b'{"half": ')
+        days_ago = time.time() - 2 * 86_400
+        os.utime(old, (days_ago, days_ago))
+        loaded = load_transcript(data_dir, CHAT)
+        assert loaded.transcript.summary == "whole"
+        assert writing.exists()
+        assert not old.exists()
+        # Windows cannot ask whether a process lives without ending it: age alone counts there.
+        assert killed.exists() == (os.name != "posix")
+        _tell(live, "")
+
+
+HOLD_LOCK = """
+import sys
+from pathlib import Path
+from engines.api import transcript as t
+path = t.transcript_path(Path(sys.argv[1]), sys.argv[2])
+with t.chat_lock(path) as held:
+    print("LOCKED" if held else "NOT LOCKED", flush=True)
+    if sys.stdin.readline().strip() == "write":
+        t._replace(path, t.encode(t.TranscriptFile(summary="written by the other process")))
+print("RELEASED", flush=True)
+"""
+
+
+def test_a_save_never_overwrites_what_another_process_saved_meanwhile(data_dir: Path) -> None:
+    save_transcript(data_dir, CHAT, TranscriptFile(summary="first"))
+    seen = load_transcript(data_dir, CHAT).signature
+    with _process(HOLD_LOCK, str(data_dir), CHAT) as other, ThreadPoolExecutor(1) as pool:
+        assert _hear(other) == "LOCKED"
+        # Started while the other process holds the lock: it checks only once that is over.
+        saving = pool.submit(
+            save_if_unchanged, data_dir, CHAT, encode(TranscriptFile(summary="mine")), seen
+        )
+        _tell(other, "write")
+        assert _hear(other) == "RELEASED"
+        saved = saving.result(timeout=60)
+    assert not saved.written and not saved.problem
+    assert load_transcript(data_dir, CHAT).transcript.summary == "written by the other process"
+    # With the version it has now seen, the save goes through.
+    now = load_transcript(data_dir, CHAT).signature
+    again = save_if_unchanged(data_dir, CHAT, encode(TranscriptFile(summary="mine")), now)
+    assert again.written and again.signature == load_transcript(data_dir, CHAT).signature
+
+
+def test_a_lock_held_too_long_is_a_clear_problem_not_a_hang(data_dir: Path) -> None:
+    save_transcript(data_dir, CHAT, TranscriptFile(summary="first"))
+    seen = load_transcript(data_dir, CHAT).signature
+    with _process(HOLD_LOCK, str(data_dir), CHAT) as other:
+        assert _hear(other) == "LOCKED"
+        saved = save_if_unchanged(
+            data_dir, CHAT, encode(TranscriptFile(summary="mine")), seen, wait=0.05
+        )
+        _tell(other, "release")
+        assert _hear(other) == "RELEASED"
+    assert not saved.written
+    assert "another Conch process kept it locked" in saved.problem
+    assert load_transcript(data_dir, CHAT).transcript.summary == "first"
+
+
+def test_a_failed_save_removes_the_out_of_date_file(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save_transcript(data_dir, CHAT, TranscriptFile(summary="old"))
+    seen = load_transcript(data_dir, CHAT).signature
+
+    def full(path: Path, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(transcript, "_replace", full)
+    saved = save_if_unchanged(data_dir, CHAT, encode(TranscriptFile(summary="new")), seen)
+    assert not saved.written and saved.cleared and saved.signature is None
+    assert "No space left on device" in saved.problem
+    # the next start finds no transcript and rebuilds it from the chat log
+    assert not transcript_path(data_dir, CHAT).exists()
