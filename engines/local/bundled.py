@@ -578,9 +578,10 @@ class BundledRuntime:
         self._stop_asked = False
         self._listeners: list[Callable[[RuntimeState], None]] = []
         self.crashes = CrashBook(self.data_dir)
-        # The crash that ended the latest server (cleared when one starts), with its pid so a
-        # second request broken by the same crash hears of it too.
-        self._crash: tuple[int, Crash] | None = None
+        # The crash that keeps the runtime stopped (cleared when a server starts), and each
+        # recent crash by server pid, so every request broken by one crash hears of it.
+        self._crash: Crash | None = None
+        self._ended: dict[int, Crash] = {}
         self._refused = False  # the latest start was refused: it crashed too often in a row
 
     # --- what others read -----------------------------------------------------------------
@@ -620,9 +621,9 @@ class BundledRuntime:
     @property
     def crash(self) -> Crash | None:
         """The crash that stopped the runtime, while it is stopped because of one."""
-        if self._state.phase == "ready" or self._crash is None:
+        if self._state.phase == "ready":
             return None
-        return self._crash[1]
+        return self._crash
 
     @property
     def refused(self) -> bool:
@@ -671,7 +672,7 @@ class BundledRuntime:
             held = self.crashes.last()
             if held is not None and held.held:
                 self._refused = True
-                self._crash = (0, held)
+                self._crash = held
                 self._set(RuntimeState.of("stopped", held.state_text()))
                 return self._state
             self._refused = False
@@ -705,7 +706,7 @@ class BundledRuntime:
 
     def _start_crash(self) -> Crash | None:
         # A method, not the attribute: mypy would take it for the None set before launching.
-        return self._crash[1] if self._crash is not None else None
+        return self._crash
 
     async def start_again(self) -> RuntimeState:
         """The person asked: forget the crashes in a row and start."""
@@ -720,7 +721,10 @@ class BundledRuntime:
 
     def _crashed(self, pid: int, returncode: int, when: When) -> Crash:
         crash = self.crashes.record(returncode, when, self._log_lines())
-        self._crash = (pid, crash)
+        self._crash = crash
+        self._ended[pid] = crash
+        while len(self._ended) > 4:  # only the last few servers can still have requests
+            del self._ended[next(iter(self._ended))]
         log.warning(
             "bundled model: the runtime %s %s (%s in a row)",
             crash.words,
@@ -737,15 +741,15 @@ class BundledRuntime:
         """
         if pid is None:
             return None
-        if self._crash is not None and self._crash[0] == pid:
-            return self._crash[1]
+        if pid in self._ended:
+            return self._ended[pid]
         proc = self._proc
         if proc is None or proc.pid != pid or self._stop_asked:
             return None
         if not await _exited(proc, CRASH_WAIT) or self._stop_asked:
             return None
-        if self._crash is not None and self._crash[0] == pid:  # another request got there first
-            return self._crash[1]
+        if pid in self._ended:  # another request got there first
+            return self._ended[pid]
         assert proc.returncode is not None
         crash = self._crashed(pid, proc.returncode, when)
         if self._proc is proc:

@@ -8,6 +8,7 @@ real llama.cpp runtime is in ``tests/integration/test_bundled_crash.py``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import sys
@@ -170,6 +171,19 @@ async def test_a_one_off_kill_mid_answer_offers_a_retry_that_works_and_clears_th
     assert error is None and text == "Red, green and blue."
     assert runtime.pid not in (None, first)
     assert not (data_dir / CRASH_NAME).exists()  # a whole answer: the runtime works again
+
+
+async def test_two_answers_broken_by_one_crash_both_say_so_and_it_counts_once(
+    data_dir: Path, stopped_after: list[BundledRuntime]
+) -> None:
+    runtime = fake_runtime(data_dir, "first-SIGKILL")
+    stopped_after.append(runtime)
+    assert (await runtime.start()).phase == "ready"
+    results = await asyncio.gather(answer(runtime), answer(runtime))
+    errors = [error for _text, error in results]
+    assert all(isinstance(e, RuntimeCrashError) for e in errors), errors
+    crash = CrashBook(data_dir).last()
+    assert crash is not None and crash.count == 1
 
 
 async def test_an_exit_mid_answer_is_named_with_its_code(
