@@ -244,8 +244,11 @@ class Crash:
         lines = "\n".join(reversed(kept)) if kept else "(the runtime wrote nothing)"
         return f"The runtime's last log lines:\n{lines}"
 
-    def state_text(self) -> str:
-        return f"its runtime {self.words} {_WHEN_WORDS[self.when]}"
+    def state_text(self, *, refused: bool = False) -> str:
+        text = f"its runtime {self.words} {_WHEN_WORDS[self.when]}"
+        if refused:
+            text += f", {self.count} times in a row; start it again in Settings → Health"
+        return text
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -673,7 +676,7 @@ class BundledRuntime:
             if held is not None and held.held:
                 self._refused = True
                 self._crash = held
-                self._set(RuntimeState.of("stopped", held.state_text()))
+                self._set(RuntimeState.of("stopped", held.state_text(refused=True)))
                 return self._state
             self._refused = False
             self._crash = None

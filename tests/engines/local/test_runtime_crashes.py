@@ -254,7 +254,12 @@ async def test_two_crashes_in_a_row_hold_the_runtime_until_the_person_asks(
         )
         again = fake_runtime(data_dir, "answer-SIGSEGV")
         stopped_after.append(again)
-        assert (await again.start()).phase == "stopped"
+        refused = await again.start()
+        assert refused.phase == "stopped"
+        assert refused.text == (
+            "Stopped: its runtime crashed (segmentation fault) part-way through an answer, "
+            "2 times in a row; start it again in Settings → Health"
+        )
         assert again.held and again.pid is None
         assert len(starts(data_dir)) == 2
 
