@@ -1,143 +1,509 @@
-""" "Too long" in every provider's words, and the window a refusal names.
+""" "Too long" in any provider's words, and the window a refusal names.
 
-Provider-agnostic on purpose: OpenRouter and other routers pass the upstream company's words
-through, and local servers copy OpenAI's. Both functions read plain text (a JSON body, an SSE
-error line, an exception message) and never raise.
+A grammar, not a list of phrases. A refusal is "too long" when it says the *input* (prompt,
+messages, context, the tokens of the request) is *beyond a limit* (exceeds, longer than, too
+many, must be <= ...), and the limit is not only the output cap, a rate, a byte size, an image
+or money. Wordings nobody has collected yet are recognised as long as they keep that shape.
 
-An output-only limit ("max_tokens is too large") is not "too long": shortening the transcript
-would not help, so the session must not try to heal it.
+The body is read as structure first: JSON (also JSON inside a JSON string, as OpenRouter's
+``metadata.raw`` and every proxy that wraps an upstream error do), SSE ``data:`` lines, or plain
+text. Each text leaf is one *unit*; a rate-limit or billing word vetoes only its own unit.
+
+``window_in`` reads the number the limit names: a number after the relation or bound to a limit
+noun ("maximum context length is N", "limit: N", "[1, N]", "n_ctx (N)"), never a number on the
+subject side ("request (9412 tokens) exceeds ...", "... by 540451 tokens", "N + M > W").
+
+Both functions read untrusted text of any size and never raise.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 # Statuses whose body never means "the prompt is too long": keys, payment, missing models and
 # rate limits (OpenAI's 429 "Request too large ... tokens per min" is a rate limit, not a window).
 _NEVER_STATUSES = frozenset({401, 402, 403, 404, 407, 408, 429})
 
-# Each phrase names an input/context overflow in some provider's words. Matched on lower-case
-# text with runs of whitespace folded, so wrapped or escaped bodies still match.
-_TOO_LONG = re.compile(
-    "|".join(
-        [
-            # OpenAI, Azure, Groq, DeepSeek, llama-cpp-python, OpenRouter (codes and words)
-            r"context_length_exceeded",
-            r"maximum context length is",
-            r"reduce the length of the messages",
-            # Anthropic (and Bedrock's wording of it)
-            r"prompt is too long",
-            r"input is too long",
-            r"exceed context limit",
-            # Google Gemini
-            r"input token count[^.]{0,40}exceeds the maximum number of tokens",
-            r"exceeds the maximum number of tokens allowed",
-            # Mistral
-            r"too large for model with \d+ maximum context length",
-            # xAI
-            r"maximum prompt length is",
-            # Together / Hugging Face TGI
-            r"`?inputs`? tokens \+ `?max_new_tokens`? must be",
-            r"`?inputs`? must have less than \d+ tokens",
-            # llama.cpp llama-server (new and old wordings) and servers built on it
-            r"exceed_context_size_error",
-            r"exceeds (?:the )?(?:available )?context size",
-            # llama-cpp-python's inner message
-            r"exceed context window of",
-            # LM Studio (llama.cpp and MLX engines)
-            r"trying to keep the first \d+ tokens when context the overflows",
-            r"cannot truncate prompt with n_keep",
-            r"context size has been exceeded",
-            r"context length of only \d+ tokens",
-            r"tokens to keep from the initial prompt is greater than the context length",
-            r"input length \d+ exceeds context length",
-            # Ollama
-            r"input length exceeds (?:the )?(?:maximum )?context length",
-            r"prompt is longer than the context length",
-            # Cohere
-            r"too many tokens: total number of tokens in the prompt",
-            # Zhipu (code 1261 and its words)
-            r"prompt exceeds max length",
-            r"\"code\"\s*:\s*\"?1261\b",
-            r"prompt\s*超长",
-            # Generic wordings seen across routers and servers
-            r"context length exceeded",
-            r"context window (?:exceeded|is exceeded|overflow)",
-            r"exceeds? (?:the )?(?:model'?s? )?context (?:window|length|limit|size)",
-            r"input (?:is )?too long for (?:the )?(?:requested )?model",
-            r"too many input tokens",
-            r"prompt exceeds maximum context length",
-            r"prompt size exceeds the context window",
-            r"too long to fit into the model",
-            r"input prompt \(\d+ tokens\) is too long",
-            # Cerebras wording after Groq's: "Current length is N while limit is M"
-            r"current length is \d+ while limit is",
-        ]
-    )
-)
-
-# Words that make a body about something else even when it mentions lengths and limits.
-_NOT_TOO_LONG = re.compile(
-    "|".join(
-        [
-            # vLLM 0.10.2-0.17: prompt fits, but prompt + max_tokens does not: an output limit
-            r"'max_tokens' or 'max_completion_tokens' is too large",
-            r"max_tokens=\d+ cannot be greater than max_model_len",
-            # OpenAI / Anthropic output caps
-            r"max_tokens is too large",
-            r"maximum allowed number of output tokens",
-            r"supports at most \d+ completion tokens",
-            # rate limits counted in tokens
-            r"tokens per min",
-            r"tokens per day",
-            r"\(tpm\)",
-            r"rate limit",
-        ]
-    )
-)
-
-# Patterns for the window a refusal names, most specific first. Group 1 is the window.
-_NUM = r"(\d{1,3}(?:[,_]\d{3})+|\d+)"
-_WINDOW = [
-    re.compile(p)
-    for p in (
-        r"\"n_ctx\"\s*:\s*" + _NUM,  # llama-server JSON
-        r"maximum context length is " + _NUM,  # OpenAI and its imitators, vLLM, OpenRouter
-        r"prompt is too long:? \d+ tokens > " + _NUM,  # Anthropic
-        r"exceed context limit: \d+ \+ \d+ > " + _NUM,  # Anthropic input + max_tokens
-        r"exceeds the maximum number of tokens allowed \(" + _NUM,  # Google
-        r"exceeds (?:the )?(?:available )?context size \(" + _NUM,  # llama-server
-        r"context window of " + _NUM,  # llama-cpp-python
-        r"context length of only " + _NUM,  # LM Studio
-        r"n_ctx \(" + _NUM + r"\)",  # LM Studio 0.4
-        r"n_ctx: " + _NUM,  # LM Studio "n_keep: N >= n_ctx: M"
-        r"input length \d+ exceeds context length " + _NUM,  # old LM Studio
-        r"while limit is " + _NUM,  # Cerebras
-        r"\(context length " + _NUM + r"\)",  # vLLM multimodal wording
-        r"too long and exceeds limit of " + _NUM,  # vLLM scheduler
-        r"maximum prompt length is " + _NUM,  # xAI
-        r"too large for model with " + _NUM + r" maximum context length",  # Mistral
-        r"max_new_tokens`? must be <= " + _NUM,  # TGI / Together
-        r"must have less than " + _NUM + r" tokens",  # TGI
-        r"cannot exceed " + _NUM,  # Cohere
-        r"\d+ tokens > " + _NUM + r" maximum",  # generic "N tokens > M maximum"
-        r"context (?:window|length|size) (?:is|of) " + _NUM,  # generic
-        r"\"context_length\"\s*:\s*" + _NUM,  # routers that attach the model's window
-    )
-]
+# Error bodies are short; past these sizes only the head and tail can hold the words.
+_HEAD_CHARS = 60_000
+_TAIL_CHARS = 20_000
+_UNIT_HEAD = 8_000  # a longer leaf is a stack trace or echoed content
+_UNIT_TAIL = 2_000
+_MAX_UNITS = 200
+_MAX_NESTING = 4  # JSON inside a string inside JSON, and so on
+_JSON_ATTEMPTS = 6
 
 # A window outside this range is a misread (a byte count, a year, an id), not a window.
 _MIN_WINDOW = 16
 _MAX_WINDOW = 100_000_000
 
-_SPACE = re.compile(r"\s+")
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
 
 
-def _normalise(body: str) -> str:
-    # Bodies arrive escaped inside JSON strings (OpenRouter's metadata.raw); unescape the
-    # common cases so phrases and numbers read the same either way.
-    text = body.replace('\\"', '"').replace("\\n", " ").replace("\\u0027", "'").lower()
-    return _SPACE.sub(" ", text)
+# --- vocabulary -------------------------------------------------------------------------------
+# The topic a noun gives the phrase it heads. The nearest topic word before a relation is its
+# subject; an input noun joined by "and"/"+"/"or" still makes it the input ("input length and
+# max_tokens exceed context limit").
+_INPUT, _OUTPUT, _MEDIA, _BYTES, _RATE, _MONEY, _OTHER = (
+    "input",
+    "output",
+    "media",
+    "bytes",
+    "rate",
+    "money",
+    "other",
+)
+_NOT_INPUT = frozenset({_OUTPUT, _MEDIA, _BYTES, _RATE, _MONEY, _OTHER})
+_TOPIC_WORDS = {
+    _INPUT: "prompt prompts input inputs message messages context contexts conversation "
+    "conversations history query queries question questions text texts prefill chat document "
+    "documents sequence sequences seq ctx window windows string strings",
+    # "maxtokens" stands for every output-cap identifier (max_tokens, maxOutputTokens, ...).
+    _OUTPUT: "completion completions output outputs generation generate generated response "
+    "responses reply answer prediction predict sample maxtokens",
+    _MEDIA: "image images img pixel pixels dimension dimensions video videos audio frame frames "
+    "photo photos picture pictures file files attachment attachments pdf pages",
+    _BYTES: "byte bytes kb mb gb kib mib gib megabytes kilobytes payload body entity",
+    _RATE: "tpm rpm tpd rpd rate rates throttle throttled throttling requests concurrent "
+    "concurrency pending queue busy minute minutes hour hours day days month monthly daily",
+    _MONEY: "credit credits balance billing afford quota payment funds insufficient spend budget",
+    _OTHER: "tool tools function functions memory vram ram gpu cpu stop choices temperature "
+    "logprobs seed retries attempts connections threads truncate value values integer "
+    "parameter param argument",
+}
+_TOPIC = {word: topic for topic, words in _TOPIC_WORDS.items() for word in words.split()}
+
+# Measure words: on their own they say "the tokens of the request" (weakly input).
+_WEAK_INPUT = _words("length lengths token tokens len long")
+_CONJUNCTIONS = _words("and + or & plus with")
+_BOUNDARIES = _words(". ; ! ? 。 ； however") | {"\n"}
+
+# Phrases that make a whole unit a rate limit, a time-window quota or a money problem.
+_RATE_PHRASES = re.compile(
+    r"rate[ -]?limit|per (?:min(?:ute)?|sec(?:ond)?|hour|day|month)\b|\b(?:tpm|rpm|tpd|rpd)\b"
+    r"|throttl|too many requests|please wait|try again in \d|retry (?:in|after) \d"
+    r"|\bmonthly\b|\bdaily\b|server busy|速率|频率|并发"
+)
+_MONEY_PHRASES = re.compile(
+    r"\bcredits?\b|\bbalance\b|\bbilling\b|\bafford\b|\bquota\b|\bpayment\b|insufficient"
+    r"|\bfunds\b|余额|欠费|配额"
+)
+
+# Relations that put the subject beyond a limit.
+_BEYOND = _words("exceed exceeds exceeded exceeding overflow overflows overflowed overflowing")
+_BEYOND |= _words("surpass surpasses surpassed beyond > >= ≥")
+_COMPARATORS = _words("> >= ≥")
+_TOO = _words("long large big many much lengthy high")
+_LENGTH_WORDS = _words("long longer lengthy")
+_MORE = _words("longer greater larger bigger more higher")
+_LESSER = _words("less smaller lower fewer shorter other rather no")
+_MODAL = _words("must should cannot can't can may shall need needs")
+_AT_MOST = _words("<= < ≤ less smaller fewer under within lower")
+_CJK_BEYOND = _words("超过 超出 超长 过长 超限 太长")
+_LIMIT_NOUNS = _words(
+    "max maximum limit limits context window allowed supported supports support capacity "
+    "range ctx only upper configured"
+)
+_SHORTEN = _words("reduce shorten decrease trim cut lower compress shrink split")
+_GROW = _words("increase increasing raise larger bigger longer extend expand")
+
+# Chinese: subject then relation, or relation then limit noun.
+_CJK_SUBJECT = re.compile(
+    r"(输入|上下文|提示词?|对话|文本|prompt|token)[^，。,.;；]{0,12}?(超过|超出|超长|过长|超限|太长|大于)"
+)
+_CJK_LIMIT = re.compile(r"(超过|超出)[^，。,.;；]{0,8}?(最大|上限|限制|长度|上下文|窗口)")
+
+# A number right after these is what was sent; right after _LIMIT_CUES it is the limit.
+_REQUEST_CUES = _words(
+    "requested request requests resulted contains contain containing has have had got given "
+    "received actual current used using provided sent estimated about approximately approx "
+    "least ~ by total count prompt input inputs keep first quested required needs need"
+)
+_LIMIT_CUES = _words(
+    "maximum max limit limits allowed allow window ctx capacity most upto up exceed exceeds "
+    "exceeded exceeding than <= < ≤ > >= only supports supported len"
+)
+# "length"/"size"/"context" cue a limit only after one of these ("context length", "max size").
+_LIMIT_QUALIFIERS = _words(
+    "context max maximum model seq sequence allowed available configured ctx prompt input token"
+)
+# A number followed by one of these counts something other than tokens.
+_NON_TOKEN_UNITS = _words(
+    "bytes byte kb mb gb kib mib gib pixels pixel px characters character chars char items item "
+    "elements seconds second ms s % images files requests messages"
+)
+_COUNT_LIMIT_WORDS = _words("string array characters chars items")  # "maximum length 128" items
+_SUBJECT_OPERATORS = _words("+ > >= ≥ exceeds exceed exceeded too must")
+_OPERAND_STOPS = _words("( : , [ = { ;")
+_SCALE = {"k": 1_000, "m": 1_000_000}
+_WINDOW_KEYS = (
+    "n ctx",
+    "n ctx slot",
+    "n ctx per seq",
+    "context length",
+    "context window",
+    "max context length",
+    "max model len",
+    "max seq len",
+    "context size",
+    "num ctx",
+    "max input tokens",
+    "max prompt tokens",
+    "input token limit",
+)
+
+# --- tokens -----------------------------------------------------------------------------------
+
+# The output-cap parameters written as identifiers (max_tokens, maxOutputTokens, num_predict).
+# Prose "max tokens supported is 226" is a limit on the prompt, so only identifiers count.
+_OUTPUT_PARAM = re.compile(
+    r"\b(?:max_?(?:new_?|completion_?|output_?)?tokens?(?:_?to_?sample)?|num_?predict"
+    r"|max(?:New|Completion|Output)?Tokens)\b",
+    re.IGNORECASE,
+)
+# A quoted key after "{" or "," in Python-repr or escaped JSON ({'message': ...). The key is a
+# field name, not a subject; "Invalid 'tools': array too long" keeps its subject.
+_QUOTED_KEY = re.compile(r"([{,]\s*)(['\"])[\w$.\-]{1,40}\2\s*:")
+_STATUS_TAG = re.compile(r"<\d{3}>")  # DashScope's "<400> InternalError"
+_ERROR_CLASS = re.compile(r"\b([A-Z][A-Za-z]*(?:Error|Exception|Warning))\b")  # a label
+_CAMEL = re.compile(r"([a-z])([A-Z])")
+_UNDERSCORE = re.compile(r"(?<=[A-Za-z])_|_(?=[A-Za-z])")
+_DIGIT_WORD = re.compile(r"(?<=\d)(?=[A-Za-z\u4e00-\u9fff])|(?<=[A-Za-z\u4e00-\u9fff])(?=\d)")
+_SPACES = re.compile(r"[ \t\r\f\v]+")
+_TOKEN = re.compile(
+    r"\d{1,3}(?:[,_]\d{3})+(?!\d)|\d+(?:\.\d+)?|[a-z]+(?:'[a-z]+)?|[\u3400-\u9fff]+"
+    r"|>=|<=|\n|[^\s\w]"
+)
+
+
+def _normalise(text: str) -> str:
+    """Lower-case words with identifiers split ("context_length_exceeded" reads as words,
+    "4104tokens" as "4104 tokens") and escapes undone, however many times the body was wrapped."""
+    text = text.replace("\\n", "\n").replace("\\r", " ").replace("\\t", " ")
+    text = text.replace("\\u0027", "'").replace("\\'", "'").replace('\\"', '"').replace("\\", " ")
+    text = _OUTPUT_PARAM.sub(" maxtokens ", text)
+    text = _QUOTED_KEY.sub(r"\1 ; ", text)
+    text = _STATUS_TAG.sub(" ", text)
+    text = _ERROR_CLASS.sub(r"\1 ;", text)
+    text = _CAMEL.sub(r"\1 \2", text)
+    text = _UNDERSCORE.sub(" ", text)
+    text = _DIGIT_WORD.sub(" ", text)
+    for quote in '`"“”«»':
+        text = text.replace(quote, " ")
+    text = text.replace("’", "'").replace("‘", "'")
+    return _SPACES.sub(" ", text.lower())
+
+
+def _tokens(text: str) -> list[str]:
+    return [m.group(0) for m in _TOKEN.finditer(text)]
+
+
+def _number(token: str) -> int | None:
+    if not token[:1].isdigit() or "." in token:
+        return None
+    return int(token.replace(",", "").replace("_", ""))
+
+
+def _at(tokens: list[str], i: int) -> str:
+    return tokens[i] if 0 <= i < len(tokens) else ""
+
+
+# --- structure --------------------------------------------------------------------------------
+
+
+def _parse_json(text: str) -> tuple[str, Any, str] | None:
+    """The first JSON object (or array of objects) in ``text`` with the text around it."""
+    start = -1
+    for _ in range(_JSON_ATTEMPTS):
+        brace, bracket = text.find("{", start + 1), text.find("[", start + 1)
+        opens = [i for i in (brace, bracket) if i >= 0]
+        if not opens:
+            return None
+        start = min(opens)
+        try:
+            parsed, end = json.JSONDecoder().raw_decode(text, start)
+        except (ValueError, RecursionError):
+            continue
+        if (isinstance(parsed, dict) and parsed) or (
+            isinstance(parsed, list) and any(isinstance(item, dict) for item in parsed)
+        ):
+            return text[:start], parsed, text[end:]
+    return None
+
+
+def _leaves(value: Any, key: str, depth: int, out: list[tuple[str, Any]]) -> None:
+    """(key, scalar) pairs of parsed JSON; a string holding JSON is opened as well."""
+    stack: list[tuple[str, Any]] = [(key, value)]
+    while stack and len(out) < _MAX_UNITS:
+        k, v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend((str(kk), vv) for kk, vv in reversed(list(v.items())))
+        elif isinstance(v, list):
+            stack.extend((k, vv) for vv in reversed(v))
+        elif isinstance(v, str):
+            inner = _parse_json(v) if depth < _MAX_NESTING else None
+            if inner is None:
+                out.append((k, v))
+                continue
+            before, parsed, after = inner
+            out.append((k, before))
+            _leaves(parsed, k, depth + 1, out)
+            out.append((k, after))
+        elif isinstance(v, int) and not isinstance(v, bool):
+            out.append((k, v))
+
+
+def _sse_payloads(body: str) -> str:
+    """An SSE stream carries the error JSON after ``data:``; drop the framing around it."""
+    if "data:" not in body:
+        return body
+    kept = []
+    for line in body.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("data:"):
+            kept.append(stripped[5:].strip())
+        elif not stripped.startswith(("event:", "id:", "retry:")):
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def _units(body: str) -> tuple[list[str], dict[str, int]]:
+    """The text units of a body, and its numeric JSON fields by key ("n ctx": 8192)."""
+    if len(body) > _HEAD_CHARS + _TAIL_CHARS:
+        body = body[:_HEAD_CHARS] + "\n" + body[-_TAIL_CHARS:]
+    rest = _sse_payloads(body)
+    leaves: list[tuple[str, Any]] = []
+    while rest.strip() and len(leaves) < _MAX_UNITS:  # several documents: NDJSON, logs
+        found = _parse_json(rest)
+        if found is None:
+            leaves.append(("", rest))
+            break
+        before, parsed, rest = found
+        leaves.append(("", before))
+        _leaves(parsed, "", 0, leaves)
+    units: list[str] = []
+    numbers: dict[str, int] = {}
+    for key, value in leaves:
+        if isinstance(value, int):
+            numbers.setdefault(_normalise(key).strip(), value)
+        elif value.strip() and key.lower() not in _words("input inputs prompt messages content"):
+            # Those keys echo what the user sent, not what the server says about it.
+            if len(value) > _UNIT_HEAD + _UNIT_TAIL:
+                value = value[:_UNIT_HEAD] + "\n" + value[-_UNIT_TAIL:]
+            units.append(value)
+    return units, numbers
+
+
+# --- grammar: topics --------------------------------------------------------------------------
+
+
+def _topic(tokens: list[str], i: int) -> str | None:
+    word, following = tokens[i], _at(tokens, i + 1)
+    if word == "request" and following == "body":
+        return _BYTES
+    if word == "input" and following == "request":
+        return None  # Bedrock's "Malformed input request" is the request, not the prompt
+    if word == "per":
+        return _RATE if _TOPIC.get(following) == _RATE else None
+    return _TOPIC.get(word)
+
+
+def _phrase_topic(tokens: list[str], lo: int, hi: int, backwards: bool) -> tuple[str | None, bool]:
+    """(head topic, measure word seen) of tokens[lo:hi]; backwards starts next to ``hi``."""
+    order = range(hi - 1, lo - 1, -1) if backwards else range(lo, hi)
+    head: str | None = None
+    weak = joined = False
+    for i in order:
+        weak = weak or tokens[i] in _WEAK_INPUT
+        topic = _topic(tokens, i)
+        if topic is None:
+            joined = joined or (head is not None and tokens[i] in _CONJUNCTIONS)
+        elif head is None:
+            head = topic
+            if not backwards:
+                break
+        elif joined and topic == _INPUT:
+            return _INPUT, weak
+        else:
+            joined = False
+    return head, weak
+
+
+def _clause_start(tokens: list[str], i: int, reach: int) -> int:
+    lo = i
+    while lo > 0 and i - lo < reach and tokens[lo - 1] not in _BOUNDARIES:
+        lo -= 1
+    return lo
+
+
+def _clause_end(tokens: list[str], i: int, reach: int) -> int:
+    hi, stop = i, min(len(tokens), i + reach)
+    while hi < stop and tokens[hi] not in _BOUNDARIES and tokens[hi] != ",":
+        hi += 1
+    return hi
+
+
+# --- grammar: relations -----------------------------------------------------------------------
+
+
+def _relation_at(tokens: list[str], i: int) -> tuple[int, bool] | None:
+    """(length in tokens, speaks of length) of a "beyond a limit" relation at ``i``."""
+    word, following = tokens[i], _at(tokens, i + 1)
+    ahead = tokens[i + 1 : i + 5]
+    if word in _BEYOND:
+        return (1, False) if word not in _COMPARATORS or _is_comparison(tokens, i) else None
+    if word == "too" and following in _TOO:
+        return 2, following in _LENGTH_WORDS
+    if word in _CJK_BEYOND:
+        return 1, True
+    if following == "than" and word not in _LESSER:
+        # "longer than", "greater than", even "gather than max context"
+        if word in _MORE or any(t in _LIMIT_NOUNS for t in tokens[i + 2 : i + 6]):
+            return 2, word in _LENGTH_WORDS
+        return None
+    if word in ("above", "over") and any(t in _LIMIT_NOUNS for t in ahead[:3]):
+        return 1, False
+    if word in _MODAL and _modal_at_most(tokens, i):
+        return 1, False
+    if (word, following) == ("not", "enough") or (word, following) in (("run", "out"),):
+        return 2, False
+    if word in ("ran", "runs", "running") and ahead[:2] == ["out", "of"]:
+        return 3, False
+    if word == "out" and following == "of" and _at(tokens, i + 2) in ("range", "bounds"):
+        return 3, False
+    if word in ("but", "while", "whereas") and _contrast_limit(tokens, i):
+        return 1, False
+    if word == "reached" and any(t in ("limit", "maximum", "max") for t in tokens[i + 1 : i + 6]):
+        return 1, False
+    if word == "is" and ahead[:2] == ["not", "less"]:
+        return 3, False  # Bedrock: "N is not less or equal to M"
+    return None
+
+
+def _is_comparison(tokens: list[str], i: int) -> bool:
+    """``>`` between two quantities, not an arrow or markup."""
+    left, right = _at(tokens, i - 1), _at(tokens, i + 1)
+    return (_number(left) is not None or left == ")" or left.isalpha()) and (
+        _number(right) is not None or right.isalpha()
+    )
+
+
+def _modal_at_most(tokens: list[str], i: int) -> bool:
+    """ "must be <= N", "must have less than N", "cannot exceed", "should be [1, N]"."""
+    window = tokens[i + 1 : i + 6]
+    if tokens[i] in ("cannot", "can't") or window[:1] == ["not"]:
+        return any(t in ("exceed", "be", "greater", "more") for t in window[:3])
+    for j, word in enumerate(window[:4]):
+        if word in _AT_MOST or word == "[" or (word == "at" and _at(window, j + 1) == "most"):
+            return True
+    return False
+
+
+def _contrast_limit(tokens: list[str], i: int) -> bool:
+    """ "is 1251952 but model only supports up to 1048576", "is 42328 while limit is 40000"."""
+    if not any(_number(t) is not None for t in tokens[max(0, i - 6) : i]):
+        return False
+    after = tokens[i + 1 : i + 8]
+    return any(t in _LIMIT_NOUNS or t == "set" for t in after) and not any(
+        t in ("afford", "provided") for t in after
+    )
+
+
+def _operand_bounds(tokens: list[str], start: int, end: int, lo: int, hi: int) -> tuple[int, int]:
+    """A comparison's operands are short: "219898 tokens > 200000 maximum", "n_keep (15028) >=
+    n_ctx (7424)"; "(64000 > 64001 - 24235)" names no topic at all."""
+    left = start
+    if left > lo and tokens[left - 1] == ")":
+        while left > lo and tokens[left - 1] != "(":
+            left -= 1
+        left = max(lo, left - 1)
+    for _ in range(3):
+        if left <= lo or tokens[left - 1] in _OPERAND_STOPS:
+            break
+        left -= 1
+    right = end
+    for _ in range(4):
+        if right >= hi or tokens[right] in _OPERAND_STOPS:
+            break
+        right += 1
+    return left, right
+
+
+def _relation_topic(tokens: list[str], start: int, end: int, length_ish: bool) -> str | None:
+    """What the relation at tokens[start:end] puts beyond a limit, or None when unknown."""
+    lo, hi = _clause_start(tokens, start, 16), _clause_end(tokens, end, 10)
+    if tokens[start] in _COMPARATORS:
+        lo, hi = _operand_bounds(tokens, start, end, lo, hi)
+    subject, weak_subject = _phrase_topic(tokens, lo, start, backwards=True)
+    if subject is not None:
+        return subject
+    limit, weak_limit = _phrase_topic(tokens, end, hi, backwards=False)
+    if limit is not None and limit != _OUTPUT:
+        return limit
+    return _INPUT if weak_subject or weak_limit or length_ish else None
+
+
+def _asks_for_less(tokens: list[str]) -> bool:
+    """ "Please reduce the length of the messages", "provide a shorter input", "try increasing
+    the context size": the server asks for less input or a bigger window."""
+    for i, word in enumerate(tokens):
+        if word in _SHORTEN:
+            for following in tokens[i + 1 : i + 6]:
+                topic = _TOPIC.get(following)
+                if topic == _INPUT and following not in ("window", "string", "strings"):
+                    return True
+                if topic in _NOT_INPUT:
+                    break
+        if word == "shorter" and any(_TOPIC.get(t) == _INPUT for t in tokens[i + 1 : i + 3]):
+            return True
+        if word in _GROW and any(t in ("context", "ctx") for t in tokens[i + 1 : i + 4]):
+            return True
+    return False
+
+
+def _sent_more_than_limit(tokens: list[str]) -> bool:
+    """A named limit and a larger amount sent ("maximum prompt length is 131072 but the request
+    contains 136973 tokens"), or a named limit then "However," (OpenAI's wording)."""
+    limit: int | None = None
+    sent: list[int] = []
+    for i, word in enumerate(tokens):
+        value = _number(word)
+        if value is None:
+            continue
+        if limit is None and _names_limit(tokens, i):
+            limit = value
+            if "however" in tokens[i + 1 : i + 5]:
+                return True
+        elif _names_amount_sent(tokens, i):
+            sent.append(value)
+    return limit is not None and any(value > limit for value in sent)
+
+
+def _names_amount_sent(tokens: list[str], i: int) -> bool:
+    for j in range(i - 1, max(-1, i - 4), -1):
+        if tokens[j] in ("requested", "resulted", "contains", "containing", "has", "got"):
+            return True
+        if _number(tokens[j]) is not None or tokens[j] in _BOUNDARIES:
+            return False
+    return False
+
+
+def _unit_too_long(text: str) -> bool:
+    norm = _normalise(text)
+    if _RATE_PHRASES.search(norm) or _MONEY_PHRASES.search(norm):
+        return False
+    tokens = _tokens(norm)
+    for i in range(len(tokens)):
+        found = _relation_at(tokens, i)
+        if found and _relation_topic(tokens, i, i + found[0], found[1]) == _INPUT:
+            return True
+    if _CJK_SUBJECT.search(norm) or _CJK_LIMIT.search(norm):
+        return True
+    return _asks_for_less(tokens) or _sent_more_than_limit(tokens)
 
 
 def is_too_long(body: str, status: int | None = None) -> bool:
@@ -147,12 +513,92 @@ def is_too_long(body: str, status: int | None = None) -> bool:
             return False
         if status is not None and status in _NEVER_STATUSES:
             return False
-        text = _normalise(body)
-        if _NOT_TOO_LONG.search(text):
-            return False
-        return _TOO_LONG.search(text) is not None
+        units, numbers = _units(body)
+        prompt, ctx = numbers.get("n prompt tokens"), numbers.get("n ctx")
+        if prompt is not None and ctx is not None and prompt > ctx > 0:
+            return True  # llama-server names both counts
+        return any(_unit_too_long(unit) for unit in units)
     except Exception:  # a classifier must never take a turn down with it
         return False
+
+
+# --- the window -------------------------------------------------------------------------------
+
+
+def _plausible(value: int | None) -> bool:
+    return value is not None and _MIN_WINDOW <= value <= _MAX_WINDOW
+
+
+def _on_subject_side(tokens: list[str], i: int) -> bool:
+    """A number the relation is about: "9412 tokens) exceeds", "199759 + 8192 > 200000"."""
+    j = i + 1
+    while _at(tokens, j) in ("tokens", "token", ")", "]", "k", "m"):
+        j += 1
+    following = _at(tokens, j)
+    if following == "-":
+        return _number(_at(tokens, j + 1)) is not None  # "64001 - 24235"
+    if following in ("is", "are"):
+        return _at(tokens, j + 1) in _MORE | {"too", "over"}
+    if following == ",":
+        return _at(tokens, j + 1) == "too"  # "Prompt contains 65673 tokens, too large"
+    return following in _SUBJECT_OPERATORS
+
+
+def _names_limit(tokens: list[str], i: int) -> bool:
+    """Whether the number at ``tokens[i]`` is named as the limit."""
+    following = _at(tokens, i + 1)
+    if _on_subject_side(tokens, i) or following in _NON_TOKEN_UNITS:
+        return False
+    lo = _clause_start(tokens, i, 14)
+    if any(t in _COUNT_LIMIT_WORDS for t in tokens[lo:i]):
+        return False  # "string with maximum length 1048576" counts characters
+    if following in ("maximum", "max") and _at(tokens, i - 1) in (">", ">=", "with", "of", ""):
+        return True  # "> 200000 maximum", "model with 32768 maximum context length"
+    cue = None
+    for j in range(i - 1, max(lo, i - 9) - 1, -1):
+        word = tokens[j]
+        if _number(word) is not None or word == ",":
+            break
+        if word in _LIMIT_CUES or (
+            word in ("length", "size", "context", "len")
+            and any(t in _LIMIT_QUALIFIERS for t in tokens[max(0, j - 2) : j])
+        ):
+            cue = j
+            break
+        if word in _REQUEST_CUES:
+            return False
+    if cue is None:
+        return False
+    if _at(tokens, i - 1) == "(" and tokens[cue] in ("limit", "limits") and following != "tokens":
+        return False  # MiniMax "context window exceeds limit (2013)": a code, not a size
+    head, _ = _phrase_topic(tokens, _clause_start(tokens, cue, 30), cue + 1, backwards=True)
+    return head not in _NOT_INPUT
+
+
+def _range_limit(tokens: list[str]) -> int | None:
+    """ "Range of input length should be [1, 30720]"."""
+    for i in range(len(tokens) - 4):
+        if tokens[i] != "[" or tokens[i + 2] != "," or tokens[i + 4] != "]":
+            continue
+        low, high = _number(tokens[i + 1]), _number(tokens[i + 3])
+        output = any(_TOPIC.get(t) == _OUTPUT for t in tokens[max(0, i - 8) : i])
+        if low is not None and high is not None and low < high and _plausible(high) and not output:
+            return high
+    return None
+
+
+def _limit_in_unit(text: str) -> int | None:
+    norm = _normalise(text)
+    if _RATE_PHRASES.search(norm) or _MONEY_PHRASES.search(norm):
+        return None
+    tokens = _tokens(norm)
+    for i, word in enumerate(tokens):
+        value = _number(word)
+        if value is not None:
+            value *= _SCALE.get(_at(tokens, i + 1), 1)  # "128k"
+            if _plausible(value) and _names_limit(tokens, i):
+                return value
+    return _range_limit(tokens)
 
 
 def window_in(body: str) -> int | None:
@@ -164,13 +610,16 @@ def window_in(body: str) -> int | None:
     try:
         if not isinstance(body, str) or not body:
             return None
-        text = _normalise(body)
-        for pattern in _WINDOW:
-            for match in pattern.finditer(text):
-                digits = re.sub(r"[,_]", "", match.group(1))
-                value = int(digits)
-                if _MIN_WINDOW <= value <= _MAX_WINDOW:
-                    return value
+        units, numbers = _units(body)
+        for key in _WINDOW_KEYS:
+            if _plausible(numbers.get(key)):
+                return numbers[key]
+        # The unit that says "too long" names the window; another may hold unrelated numbers.
+        ordered = sorted(units, key=lambda unit: not _unit_too_long(unit))
+        for unit in ordered:
+            found = _limit_in_unit(unit)
+            if found is not None:
+                return found
         return None
     except Exception:  # see is_too_long
         return None
