@@ -4,74 +4,41 @@
 long chat folds, learns and heals the same way), prints the answer to stdout as it streams and
 notes (a fold, a healed refusal, memories learned) to stderr. Exit codes: 0 answered, 1 the
 turn failed or no model could answer (one line on stderr says why), 2 the command was wrong,
-130 interrupted.
+128 + the signal's number when stopped by Ctrl+C (130), SIGTERM (143) or SIGHUP (129) -- what
+had arrived of the answer is saved, as when Stop is pressed in the window.
+
+The command line itself (shared with the window) is in app/arguments.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
+import os
+import signal
+import sqlite3
 import sys
-from collections.abc import Sequence
-from pathlib import Path
-from typing import TextIO
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, BinaryIO, TextIO
 
-import platformdirs
-
+from app.arguments import parse_arguments
+from app.conversation import MessageSaved
+from app.data_dir import DataDirError, prepare_data_dir
 from app.memories import LearningRun
 from app.services import AppServices, ServicesError, build_services
+from app.store import StoreError
 from engines.api.transcript import TranscriptError, check_chat_id
 from engines.base import Compacted, Healed, ModelInfo, Note, Problem, TextDelta, TurnProblem
 
-SUBCOMMANDS = ("models", "ask")
-OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
-
-
-def default_data_dir() -> Path:
-    return Path(platformdirs.user_data_dir("Conch", appauthor=False))
-
-
-def wants_cli(argv: Sequence[str]) -> bool:
-    """Whether the arguments name a subcommand (else the window starts)."""
-    return any(a in SUBCOMMANDS for a in argv if not a.startswith("-"))
-
-
-def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
-    default = argparse.SUPPRESS if suppress else None
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=default,
-        help="where Conch keeps chats, memories and settings (nothing is written elsewhere)",
-    )
-    parser.add_argument(
-        "--mock",
-        action="store_true",
-        default=argparse.SUPPRESS if suppress else False,
-        help="use the scripted mock engine instead of real models",
-    )
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="conch", description="Chat with local models and model APIs."
-    )
-    _common(parser, suppress=False)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    models = sub.add_parser("models", help="list the models that are ready")
-    _common(models, suppress=True)
-    models.add_argument("--json", action="store_true", help="print a JSON array")
-    models.add_argument("--all", action="store_true", help="include models that are not ready")
-
-    ask = sub.add_parser("ask", help="send one message and print the answer")
-    _common(ask, suppress=True)
-    ask.add_argument("--model", metavar="PROVIDER/MODEL", help="the model to ask")
-    ask.add_argument("--chat", metavar="ID", help="continue (or start) the chat with this id")
-    ask.add_argument("text", metavar="TEXT", help="the message; - reads it from stdin")
-    return parser
+OK, FAILED, USAGE = 0, 1, 2
+# Ctrl+C, a polite kill and a closed terminal all stop a turn the same way.
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
 
 
 def _one_line(text: str) -> str:
@@ -102,7 +69,7 @@ def _model_row(m: ModelInfo) -> dict[str, object]:
     }
 
 
-async def run_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+async def run_models(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     services = build_services(args.data_dir, mock=args.mock)
     for problem in services.startup_problems:
         print(f"conch: {problem}", file=err)
@@ -132,7 +99,7 @@ async def run_models(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         await services.aclose()
 
 
-def _print_table(models: Sequence[ModelInfo], out: TextIO) -> None:
+def _print_table(models: Sequence[ModelInfo], out: Output) -> None:
     rows = [("PROVIDER", "MODEL", "WINDOW", "WHERE")]
     for m in models:
         where = "this computer" if m.local else "API"
@@ -155,32 +122,107 @@ def _learning_line(run: LearningRun) -> str:
     return f"Conch learned {things} from this chat (Undo in the window)."
 
 
-async def run_ask(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
-    text = stdin.read() if args.text == "-" else args.text
-    if not text.strip():
-        err.write("conch ask: there is nothing to send (the message is empty).\n")
-        return USAGE
-    if args.chat is not None:
-        try:
-            check_chat_id(args.chat)
-        except TranscriptError:
-            err.write(
-                f"conch ask: {args.chat!r} is not a usable chat id "
-                "(letters, digits, '.', '_' and '-', up to 128).\n"
-            )
-            return USAGE
+def as_text(raw: str | bytes) -> tuple[str, bool]:
+    """``raw`` as text that can be saved and sent, and whether anything had to be replaced.
 
+    Bytes that are not UTF-8 (piped from a binary file, say, or in an argument, where Python
+    keeps them as lone surrogates) become U+FFFD: SQLite and the model APIs take only valid
+    text, and a message that cannot be saved would be lost.
+    """
+    if isinstance(raw, bytes):
+        try:
+            return raw.decode("utf-8"), False
+        except UnicodeDecodeError:
+            return raw.decode("utf-8", errors="replace"), True
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            data = raw.encode("utf-8", errors="surrogateescape")
+        except UnicodeEncodeError:
+            data = raw.encode("utf-8", errors="replace")
+        return data.decode("utf-8", errors="replace"), True
+    return raw, False
+
+
+def read_message(text: str, stdin: TextIO | BinaryIO, err: TextIO) -> str:
+    """The message to send: ``text``, or all of stdin for ``-`` (as bytes when it can, so an
+    undecodable byte is replaced rather than fatal)."""
+    raw: str | bytes
+    if text == "-":
+        buffer = getattr(stdin, "buffer", None)
+        raw = buffer.read() if buffer is not None else stdin.read()
+    else:
+        raw = text
+    message, replaced = as_text(raw)
+    if replaced:
+        err.write(
+            "conch ask: part of the message was not UTF-8 text; it is sent with "
+            "\N{REPLACEMENT CHARACTER} in its place.\n"
+        )
+    return message
+
+
+class Output:
+    """stdout for the answer. A character this terminal cannot show is printed as '?' (noted
+    once at the end) and a reader that went away stops the printing, never the turn: the
+    whole answer is saved in the chat either way."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.replaced = False
+        self.gone = False
+
+    def write(self, text: str) -> None:
+        if self.gone or not text:
+            return
+        try:
+            try:
+                self.stream.write(text)
+            except UnicodeEncodeError:
+                encoding = getattr(self.stream, "encoding", None) or "ascii"
+                self.stream.write(text.encode(encoding, "replace").decode(encoding))
+                self.replaced = True
+            self.stream.flush()
+        except (BrokenPipeError, ValueError):  # a closed pipe, or a closed stream
+            self.gone = True
+            self._silence()
+
+    def _silence(self) -> None:
+        """Point the closed stdout at /dev/null so the flush at exit does not fail again."""
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+
+
+@dataclass
+class Progress:
+    """How far ``conch ask`` got, for the sentence said when it is stopped."""
+
+    chat_id: str = ""
+    sent: bool = False  # the person's message is saved in the chat
+
+
+async def run_ask(
+    args: argparse.Namespace, text: str, out: Output, err: TextIO, progress: Progress
+) -> int:
     services = build_services(args.data_dir, mock=args.mock)
     for problem in services.startup_problems:
         print(f"conch: {problem}", file=err)
     try:
-        return await _ask(services, args, text, out, err)
+        return await _ask(services, args, text, out, err, progress)
     finally:
         await services.aclose()
 
 
 async def _ask(
-    services: AppServices, args: argparse.Namespace, text: str, out: TextIO, err: TextIO
+    services: AppServices,
+    args: argparse.Namespace,
+    text: str,
+    out: Output,
+    err: TextIO,
+    progress: Progress,
 ) -> int:
     await services.refresh_models()
     model: ModelInfo | None = None
@@ -195,18 +237,37 @@ async def _ask(
 
     store = services.store
     chat = store.get_chat(args.chat) if args.chat else None
+    created = chat is None
     if chat is None:
         chat = store.create_chat(chat_id=args.chat)
-        if not args.chat:
-            err.write(f"New chat: {chat.id}\n")
-    if chat.deleted_at is not None:
+    elif chat.deleted_at is not None:
         store.restore_chat(chat.id)
+    progress.chat_id = chat.id
+    try:
+        announce = created and not args.chat  # a chat named on the command line is known
+        return await _turn(services, chat.id, model, text, out, err, progress, announce=announce)
+    finally:
+        # Whatever stopped the command before the message was saved, no empty chat is left.
+        if created and store.message_count(chat.id) == 0:
+            store.delete_chat(chat.id)
 
+
+async def _turn(
+    services: AppServices,
+    chat_id: str,
+    model: ModelInfo | None,
+    text: str,
+    out: Output,
+    err: TextIO,
+    progress: Progress,
+    *,
+    announce: bool,
+) -> int:
     def learned(run: LearningRun) -> None:
         err.write(_learning_line(run) + "\n")
 
     try:
-        conv = services.conversation(chat.id, model=model, on_learning=learned)
+        conv = services.conversation(chat_id, model=model, on_learning=learned)
     except ServicesError as exc:
         err.write(f"conch ask: {exc}\n")
         return FAILED
@@ -214,19 +275,22 @@ async def _ask(
     problem: TurnProblem | None = None
     ended_with_newline = True
     wrote = False
+    stripped = text.strip()
+    if stripped == "/compact" or stripped.startswith("/compact "):
+        events = conv.compact(stripped.removeprefix("/compact").strip())
+    else:
+        events = conv.turn(text)
     try:
-        stripped = text.strip()
-        if stripped == "/compact" or stripped.startswith("/compact "):
-            events = conv.compact(stripped.removeprefix("/compact").strip())
-        else:
-            events = conv.turn(text)
         async for event in events:
             if isinstance(event, TextDelta):
                 out.write(event.text)
-                out.flush()
                 wrote = wrote or bool(event.text)
                 if event.text:
                     ended_with_newline = event.text.endswith("\n")
+            elif isinstance(event, MessageSaved) and event.role == "user":
+                progress.sent = True
+                if announce:
+                    err.write(f"New chat: {chat_id}\n")
             elif isinstance(event, Compacted):
                 line = f"Earlier messages are summarised for {event.model}."
                 if not event.summarised:
@@ -244,8 +308,17 @@ async def _ask(
     finally:
         if wrote and not ended_with_newline:
             out.write("\n")
-            out.flush()
+        # Closed here, whatever stopped the loop above, so the answer is saved while the chat
+        # log is still open (not later by the garbage collector).
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
         await conv.aclose()  # lets a learning run that started finish
+    if out.replaced:
+        err.write(
+            "conch ask: this terminal cannot show some characters of the answer (printed as "
+            f"'?'); the whole answer is saved in chat {chat_id}.\n"
+        )
     if problem is not None:
         err.write(_problem_line(problem) + "\n")
         return FAILED
@@ -255,35 +328,123 @@ async def _ask(
 # --- entry ------------------------------------------------------------------------------------
 
 
+def _stopped_line(signum: int, progress: Progress | None) -> str:
+    name = "Ctrl+C" if signum == getattr(signal, "SIGINT", None) else signal.Signals(signum).name
+    if progress is not None and progress.sent:
+        return (
+            f"conch: stopped by {name}; your message and what had arrived of the answer are "
+            f"saved in chat {progress.chat_id}."
+        )
+    return f"conch: stopped by {name}."
+
+
+async def until_signalled(
+    work: Coroutine[Any, Any, int], err: TextIO, progress: Progress | None = None
+) -> int:
+    """Run ``work``; a stop signal cancels it the way Stop does in the window (the turn saves
+    what arrived) and the exit code is 128 + the signal's number. A second signal stops at
+    once, the default way."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    received: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        if received:
+            loop.remove_signal_handler(signum)
+            signal.raise_signal(signum)
+            return
+        received.append(signum)
+        task.cancel()
+
+    installed: list[int] = []
+    for signum in STOP_SIGNALS:
+        try:
+            loop.add_signal_handler(signum, on_signal, signum)
+        except (NotImplementedError, RuntimeError, ValueError):
+            continue  # Windows, or not the main thread: Ctrl+C still raises KeyboardInterrupt
+        installed.append(signum)
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if not received:
+            raise
+        task.uncancel()
+        err.write(_stopped_line(received[0], progress) + "\n")
+        return 128 + received[0]
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+
+
+def run_command(
+    args: argparse.Namespace,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    stdin: TextIO | BinaryIO | None = None,
+) -> int:
+    """Run ``conch models`` or ``conch ask`` from parsed arguments; returns the exit code."""
+    out = Output(stdout or sys.stdout)
+    err = stderr or sys.stderr
+    # Library warnings (a missing keyring, say) are for the log, not the answer's terminal.
+    logging.getLogger("conch").setLevel(logging.ERROR)
+    progress: Progress | None = None
+    try:
+        if args.command == "ask":
+            if args.chat is not None:
+                try:
+                    check_chat_id(args.chat)
+                except TranscriptError:
+                    err.write(
+                        f"conch ask: {args.chat!r} is not a usable chat id "
+                        "(letters, digits, '.', '_' and '-', up to 128).\n"
+                    )
+                    return USAGE
+            text = read_message(args.text, stdin or sys.stdin, err)
+            if not text.strip():
+                err.write("conch ask: there is nothing to send (the message is empty).\n")
+                return USAGE
+        args.data_dir = prepare_data_dir(args.data_dir)
+        if args.command == "models":
+            return asyncio.run(until_signalled(run_models(args, out, err), err))
+        progress = Progress()
+        return asyncio.run(until_signalled(run_ask(args, text, out, err, progress), err, progress))
+    except KeyboardInterrupt:  # before the loop started (or where it cannot take signals)
+        err.write("\nconch: stopped.\n")
+        return 128 + signal.SIGINT
+    except (DataDirError, StoreError) as exc:
+        err.write(f"conch: {exc}\n")
+        return FAILED
+    except sqlite3.Error as exc:
+        err.write(
+            f"conch: the chat log in {args.data_dir} could not be written ({exc}); check that "
+            "the disk has room and the folder is writable.\n"
+        )
+        return FAILED
+    except OSError as exc:
+        err.write(f"conch: {exc.strerror or exc}.\n")
+        return FAILED
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
-    stdin: TextIO | None = None,
+    stdin: TextIO | BinaryIO | None = None,
 ) -> int:
-    """Run a ``conch`` subcommand; returns the exit code. ``argv`` excludes the program name."""
-    out = stdout or sys.stdout
+    """``python -m app.cli``: a command is required (``conch`` alone opens the window, through
+    app/main.py). ``argv`` excludes the program name."""
     err = stderr or sys.stderr
-    args_in = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = build_parser().parse_args(args_in)
+        args = parse_arguments(sys.argv[1:] if argv is None else argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else USAGE
-    if args.data_dir is None:
-        args.data_dir = default_data_dir()
-    # Library warnings (a missing keyring, say) are for the log, not the answer's terminal.
-    logging.getLogger("conch").setLevel(logging.ERROR)
-    try:
-        if args.command == "models":
-            return asyncio.run(run_models(args, out, err))
-        return asyncio.run(run_ask(args, out, err, stdin or sys.stdin))
-    except KeyboardInterrupt:
-        err.write("\nconch: stopped.\n")
-        return INTERRUPTED
-    except OSError as exc:
-        err.write(f"conch: {exc.strerror or exc}\n")
-        return FAILED
+    if args.command is None:
+        err.write("conch: name a command (models or ask); `conch` alone opens the window.\n")
+        return USAGE
+    return run_command(args, stdout=stdout, stderr=err, stdin=stdin)
 
 
 if __name__ == "__main__":

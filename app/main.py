@@ -1,4 +1,4 @@
-"""``conch``: the one composition root. Subcommands go to app/cli.py; otherwise the window.
+"""``conch``: the one composition root. Commands go to app/cli.py; otherwise the window.
 
 The window runs on a qasync loop, so every turn is an asyncio task on the Qt event loop. The
 loop is started the way qasync's README shows for Python 3.11+ (``asyncio.Runner`` with a
@@ -9,6 +9,9 @@ Any qasync workaround belongs in this module and nowhere else.
 
 Nothing is written outside the data dir (``--data-dir``, default the platform's user data
 folder for "Conch"): chats, memories, settings, health notes and the log all live there.
+
+SIGTERM, SIGHUP and Ctrl+C close the window the normal way, so a turn under way keeps what
+had arrived, as it does when the window is closed by hand.
 """
 
 from __future__ import annotations
@@ -18,12 +21,16 @@ import asyncio
 import logging
 import logging.handlers
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import platformdirs
+from app.arguments import build_parser as build_parser  # the window's options live there
+from app.arguments import parse_arguments
+from app.data_dir import DataDirError, prepare_data_dir
+from app.qt_libraries import check_qt_libraries, install_sentence, library_named_in
 
 if TYPE_CHECKING:
     from PySide6.QtCore import QMessageLogContext, QtMsgType
@@ -33,35 +40,6 @@ log = logging.getLogger("conch.main")
 
 QUIT_AFTER_ENV = "CONCH_QUIT_AFTER_MS"  # CI smoke runs: close the window after this many ms
 SHUTDOWN_SECONDS = 10.0  # longest the window waits for turns and engines to close
-
-
-def default_data_dir() -> Path:
-    return Path(platformdirs.user_data_dir("Conch", appauthor=False))
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="conch",
-        description="Chat with local models and model APIs. "
-        "Subcommands: 'conch models', 'conch ask TEXT' (see 'conch ask --help').",
-    )
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=None,
-        help="where Conch keeps chats, memories and settings (nothing is written elsewhere)",
-    )
-    parser.add_argument(
-        "--mock", action="store_true", help="use the scripted mock engine with a demo chat"
-    )
-    parser.add_argument(
-        "--quit-after",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="close the window after this many seconds (for smoke tests)",
-    )
-    return parser
 
 
 def quit_after_ms(args: argparse.Namespace, environ: dict[str, str] | None = None) -> int | None:
@@ -126,7 +104,39 @@ def route_qt_messages() -> None:
 # --- the window -------------------------------------------------------------------------------
 
 
-async def main(app: QApplication, data_dir: Path, *, mock: bool, quit_after: int | None) -> int:
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+def on_stop_signals(
+    loop: asyncio.AbstractEventLoop, stop: Callable[[], object]
+) -> Callable[[], None]:
+    """Call ``stop`` on the loop when a stop signal arrives; returns the undo. A signal after
+    the undo has its default effect (a second SIGTERM during a slow shutdown ends it)."""
+    installed: list[int] = []
+    for signum in STOP_SIGNALS:
+        try:
+            loop.add_signal_handler(signum, stop)
+        except (NotImplementedError, RuntimeError, ValueError):
+            continue  # Windows has no such signals on its loops
+        installed.append(signum)
+
+    def undo() -> None:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+
+    return undo
+
+
+async def main(
+    app: QApplication,
+    data_dir: Path,
+    *,
+    mock: bool,
+    quit_after: int | None,
+    data_problem: str = "",
+) -> int:
     """Build the services and the window, run until the window closes, then close it all."""
     from PySide6.QtCore import QTimer
 
@@ -137,6 +147,9 @@ async def main(app: QApplication, data_dir: Path, *, mock: bool, quit_after: int
     from ui.theme import ThemeManager
 
     app.setWindowIcon(app_icon())
+    if data_problem:
+        await tell_and_wait(data_problem, quit_after)
+        return 1
     try:
         services = build_services(data_dir, mock=mock)
     except StoreError as exc:
@@ -157,9 +170,13 @@ async def main(app: QApplication, data_dir: Path, *, mock: bool, quit_after: int
     watching = loop.create_task(services.watch_servers(), name="watch-servers")
     if quit_after is not None:
         QTimer.singleShot(quit_after, window.close)
+    # Through the loop's own signal handling (qasync's loop is asyncio's selector loop on
+    # Unix), so the close runs as an ordinary callback, never inside a signal handler.
+    ignore_signals = on_stop_signals(loop, window.close)
     try:
         await closing.wait()
     finally:
+        ignore_signals()
         starting.cancel()
         tidying.cancel()
         watching.cancel()
@@ -206,20 +223,38 @@ def install_asyncgen_hooks(loop: asyncio.AbstractEventLoop) -> None:
         sys.set_asyncgen_hooks(firstiter=firstiter, finalizer=finalizer)
 
 
-def run_gui(args: argparse.Namespace, qt_args: Sequence[str]) -> int:
-    import qasync
-    from PySide6.QtWidgets import QApplication
-
-    data_dir: Path = args.data_dir or default_data_dir()
-    try:
-        data_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        print(f"conch: cannot use {data_dir} as the data folder ({exc.strerror}).", file=sys.stderr)
+def run_gui(args: argparse.Namespace) -> int:
+    # Qt aborts with a generic message when a system library is missing: name it first.
+    missing = check_qt_libraries(os.environ, args.qt_args)
+    if missing:
+        print(f"conch: {missing}", file=sys.stderr)
         return 1
-    configure_logging(data_dir)
+    try:
+        import qasync
+        from PySide6.QtWidgets import QApplication
+    except ImportError as exc:
+        library = library_named_in(str(exc))
+        if library is None:
+            raise
+        print(f"conch: {install_sentence([library])}", file=sys.stderr)
+        return 1
+
+    data_dir: Path = args.data_dir
+    data_problem = ""
+    try:
+        prepare_data_dir(data_dir)
+    except DataDirError as exc:
+        data_problem = str(exc)  # said on stderr and in a message box
+        print(f"conch: {data_problem}", file=sys.stderr)
+    else:
+        configure_logging(data_dir)
     route_qt_messages()
     existing = QApplication.instance()
-    app = existing if isinstance(existing, QApplication) else QApplication([sys.argv[0], *qt_args])
+    app = (
+        existing
+        if isinstance(existing, QApplication)
+        else QApplication([sys.argv[0], *args.qt_args])
+    )
     app.setApplicationName("Conch")
     app.setApplicationDisplayName("Conch")
     app.setDesktopFileName("conch")
@@ -234,23 +269,28 @@ def run_gui(args: argparse.Namespace, qt_args: Sequence[str]) -> int:
         return loop
 
     with asyncio.Runner(loop_factory=make_loop) as runner:
-        return runner.run(main(app, data_dir, mock=args.mock, quit_after=quit_after_ms(args)))
+        return runner.run(
+            main(
+                app,
+                data_dir,
+                mock=args.mock,
+                quit_after=quit_after_ms(args),
+                data_problem=data_problem,
+            )
+        )
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    """The ``conch`` console script."""
-    from app import cli
+    """The ``conch`` console script: the window, or a command (app/cli.py)."""
+    try:
+        args = parse_arguments(sys.argv[1:] if argv is None else argv)
+    except SystemExit as exc:  # --help, or a wrong command line (argparse said why)
+        return exc.code if isinstance(exc.code, int) else 2
+    if args.command is not None:
+        from app import cli
 
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    if cli.wants_cli(arguments):
-        return cli.main(arguments)
-    parser = build_parser()
-    args, qt_args = parser.parse_known_args(arguments)
-    # Qt's own options use one dash (-platform offscreen); a mistyped flag of ours is an error.
-    unknown = [a for a in qt_args if a.startswith("--")]
-    if unknown:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    return run_gui(args, qt_args)
+        return cli.run_command(args)
+    return run_gui(args)
 
 
 if __name__ == "__main__":
