@@ -1,0 +1,101 @@
+"""SIGTERM and SIGHUP close the real window the normal way: a turn under way keeps what arrived.
+
+The window is started by app/main.py's ``main`` on this test's qasync loop; the signal is sent
+to this process once the engine has written the first words and waits for more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from app.main import main
+from app.store import ChatStore
+from engines.base import Done, Event, ProblemKind, TextDelta, TurnInput
+from ui.main_window import MainWindow
+
+# The offscreen platform cannot resize windows to their hints; it says so at WARNING.
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
+
+HANG_MS = 60_000  # a hang guard only: every wait here is for an event
+
+
+class HangingEngine:
+    """Writes the first words of an answer, then waits for more that never come."""
+
+    def __init__(self) -> None:
+        self.waiting = asyncio.Event()
+
+    async def turn(self, turn: TurnInput) -> AsyncIterator[Event]:
+        yield TextDelta(text="The first ")
+        yield TextDelta(text="words")
+        self.waiting.set()
+        await asyncio.Event().wait()
+        yield Done()
+
+    async def aclose(self) -> None:
+        return None
+
+
+def the_window(app: QApplication) -> MainWindow | None:
+    return next(
+        (w for w in app.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()), None
+    )
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_closes_the_window_and_keeps_the_answer_so_far(
+    signum: int, qtbot: QtBot, qapp: QApplication, data_dir: Path
+) -> None:
+    running = asyncio.get_running_loop().create_task(
+        main(qapp, data_dir, mock=True, quit_after=None)
+    )
+    qtbot.waitUntil(lambda: the_window(qapp) is not None, timeout=HANG_MS)
+    window = the_window(qapp)
+    assert window is not None
+    services = window.services
+    qtbot.waitUntil(lambda: services.default_model() is not None, timeout=HANG_MS)
+
+    engine = HangingEngine()
+    make = services.conversation
+
+    def conversation(chat_id: str, **kwargs: Any) -> Any:
+        conv = make(chat_id, **kwargs)
+        conv.engine = engine
+        return conv
+
+    services.conversation = conversation  # type: ignore[method-assign]
+    chat_id = window.new_chat()
+    window.composer.edit.setFocus()
+    qtbot.keyClicks(window.composer.edit, "Tell me about larch")
+    qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return)
+    qtbot.waitUntil(engine.waiting.is_set, timeout=HANG_MS)
+
+    # Without the window's handler the signal would end the test run itself.
+    assert signal.getsignal(signum) not in (signal.SIG_DFL, signal.SIG_IGN, None)
+    os.kill(os.getpid(), signum)
+    qtbot.waitUntil(running.done, timeout=HANG_MS)
+    assert running.result() == 0
+    assert signal.getsignal(signum) == signal.SIG_DFL  # the handler went with the window
+
+    store = ChatStore.in_dir(data_dir)
+    try:
+        messages = store.messages(chat_id)
+    finally:
+        store.close()
+    assert [(m.role, m.text) for m in messages] == [
+        ("user", "Tell me about larch"),
+        ("assistant", "The first words"),
+    ]
+    assert messages[1].partial
+    assert messages[1].problem is not None
+    assert messages[1].problem.kind is ProblemKind.CANCELLED
