@@ -203,8 +203,8 @@ def _tokens(text: str) -> list[str]:
 
 
 def _number(token: str) -> int | None:
-    if not token[:1].isdigit() or "." in token:
-        return None
+    if not token[:1].isdigit() or "." in token or len(token) > 15:
+        return None  # a window has at most nine digits; ids and hashes are longer
     return int(token.replace(",", "").replace("_", ""))
 
 
