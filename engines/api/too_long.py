@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from typing import Any
 
 # Statuses whose body never means "the prompt is too long": keys, payment, missing models and
@@ -33,6 +34,7 @@ _UNIT_HEAD = 8_000  # a longer leaf is a stack trace or echoed content
 _UNIT_TAIL = 2_000
 _MAX_UNITS = 200
 _MAX_NESTING = 4  # JSON inside a string inside JSON, and so on
+_CACHED_UNITS = 64  # is_too_long and window_in read the same units one after the other
 _JSON_ATTEMPTS = 6
 
 # A window outside this range is a misread (a byte count, a year, an id), not a window.
@@ -492,11 +494,19 @@ def _names_amount_sent(tokens: list[str], i: int) -> bool:
     return False
 
 
-def _unit_too_long(text: str) -> bool:
+@lru_cache(maxsize=_CACHED_UNITS)
+def _read(text: str) -> tuple[str, list[str], bool]:
+    """A unit's normalised text, its tokens, and whether a rate or money word vetoes it."""
     norm = _normalise(text)
-    if _RATE_PHRASES.search(norm) or _MONEY_PHRASES.search(norm):
+    vetoed = _RATE_PHRASES.search(norm) is not None or _MONEY_PHRASES.search(norm) is not None
+    return norm, _tokens(norm), vetoed
+
+
+@lru_cache(maxsize=_CACHED_UNITS)
+def _unit_too_long(text: str) -> bool:
+    norm, tokens, vetoed = _read(text)
+    if vetoed:
         return False
-    tokens = _tokens(norm)
     for i in range(len(tokens)):
         found = _relation_at(tokens, i)
         if found and _relation_topic(tokens, i, i + found[0], found[1]) == _INPUT:
@@ -588,10 +598,9 @@ def _range_limit(tokens: list[str]) -> int | None:
 
 
 def _limit_in_unit(text: str) -> int | None:
-    norm = _normalise(text)
-    if _RATE_PHRASES.search(norm) or _MONEY_PHRASES.search(norm):
+    _, tokens, vetoed = _read(text)
+    if vetoed:
         return None
-    tokens = _tokens(norm)
     for i, word in enumerate(tokens):
         value = _number(word)
         if value is not None:
