@@ -1090,6 +1090,13 @@ class BundledAdapter:
                 raise
             raise RuntimeCrashError(crash, partial=exc.partial or began) from exc
 
+    async def count_tokens(self, request: ChatRequest) -> int | None:
+        """The request's tokens by the runtime's own tokenizer; None while it is not running
+        (a count never starts it: the answer that follows does)."""
+        if self.runtime.base_url is None:
+            return None
+        return await (await self._adapter()).count_tokens(request)
+
     def cheap_models(self) -> tuple[str, ...]:
         return ()
 

@@ -120,6 +120,20 @@ class GatedAdapter:
     async def aclose(self) -> None:
         await self.inner.aclose()
 
+    async def count_tokens(self, request: ChatRequest) -> int | None:
+        """Count through the gate like any request: llama-cpp-python cuts a streaming answer
+        short when another request (even a count) arrives."""
+        count = getattr(self.inner, "count_tokens", None)
+        if count is None:
+            return None
+        if in_background():
+            async with self.gate.background():
+                counted: int | None = await count(request)
+                return counted
+        async with self.gate.foreground():
+            counted = await count(request)
+            return counted
+
     def __getattr__(self, name: str) -> object:
         # Adapter-specific extras (the bundled runtime, Ollama's context_for) stay reachable.
         return getattr(self.inner, name)

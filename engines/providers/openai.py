@@ -49,6 +49,13 @@ from engines.providers.errors import (
 )
 from engines.providers.http import join, make_client, request_json, root_of, same_origin
 from engines.providers.sse import SSEEvent, SSELineTooLongError, iter_sse
+from engines.providers.tokens import (
+    TokenizerKind,
+    TokenizerMissingError,
+    count_text,
+    framing_tokens,
+    request_text,
+)
 
 log = logging.getLogger("conch.providers.openai")
 
@@ -76,6 +83,9 @@ class ProviderRow:
     cheap: tuple[str, ...] = ()  # cheapest first, then the small one (summaries)
     alt_base_urls: tuple[str, ...] = ()  # also tried when the first is unreachable
     thinking_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
+    # Tokenizer endpoints to count a request with, tried in order (engines.providers.tokens):
+    # only for servers that may stream no usage, so the estimate still gets corrected.
+    tokenizers: tuple[TokenizerKind, ...] = ()
 
     @property
     def default_window(self) -> int:
@@ -172,6 +182,8 @@ ROWS: dict[str, ProviderRow] = {
             local=True,
             window_source="llamacpp",
             alt_base_urls=("http://127.0.0.1:9931/v1",),
+            # A llama-cpp-python server is often set up here too: it has no /tokenize.
+            tokenizers=("llama-server", "llama-cpp-python"),
         ),
         ProviderRow(
             "vllm",
@@ -189,6 +201,7 @@ ROWS: dict[str, ProviderRow] = {
             local=True,
             window_source="given",
             include_usage=False,  # llama-cpp-python never streams usage
+            tokenizers=("llama-cpp-python",),
         ),
     )
 }
@@ -482,6 +495,8 @@ class OpenAIAdapter:
         self._window_override = window_override
         self._deadlines = deadlines  # None: sized for each request (deadlines_for)
         self._clock = clock
+        # (base URL, the tokenizer endpoint that answered there, or None when none did)
+        self._tokenizer_at: tuple[str, TokenizerKind | None] | None = None
 
     # --- requests -----------------------------------------------------------------------------
 
@@ -791,6 +806,35 @@ class OpenAIAdapter:
             return None
         error = error_from_response(response.status_code, response.text, response.headers)
         return error if error.too_long else None
+
+    # --- counting ---------------------------------------------------------------------------
+
+    async def count_tokens(self, request: ChatRequest) -> int | None:
+        """The request's input tokens by the server's own tokenizer, its chat template allowed
+        for; None when this row counts by usage, the server has no tokenizer endpoint Conch
+        knows, or the count failed (a count is a help, never a reason to fail a turn)."""
+        kinds = self.row.tokenizers
+        if self._tokenizer_at is not None and self._tokenizer_at[0] == self.base_url:
+            known = self._tokenizer_at[1]
+            kinds = (known,) if known is not None else ()
+        if not kinds:
+            return None
+        text = request_text(request)
+        root = root_of(self.base_url)
+        for kind in kinds:
+            try:
+                counted = await count_text(
+                    self._client, root, kind, text, model=request.model, headers=self._headers(root)
+                )
+            except TokenizerMissingError:
+                continue
+            except ProviderError as exc:
+                log.debug("%s: could not count tokens: %s", self.name, exc.detail)
+                return None
+            self._tokenizer_at = (self.base_url, kind)
+            return counted + framing_tokens(request)
+        self._tokenizer_at = (self.base_url, None)  # none here: do not ask on every turn
+        return None
 
     async def aclose(self) -> None:
         if self._own_client:
