@@ -8,6 +8,11 @@ oversized *streamed* request with an empty 200 stream and refuses only non-strea
 A window, when set, is enforced: the server counts about four characters per token of the
 messages and refuses in its flavour's words. Faults: "no-done", "malformed", "disconnect",
 "html", "429", "500", "502", "503", "slow", "not-found", "sse-error-line".
+
+The local and llamacpp flavours also tokenize on request like their servers
+(``/extras/tokenize/count`` and ``/tokenize``), by the same count the window is enforced with;
+``digit_tokens`` makes that count spend a token per digit, as real tokenizers do, so a table of
+numbers is several times what Conch's estimate says.
 """
 
 from __future__ import annotations
@@ -65,19 +70,31 @@ class Script:
     cached_tokens: int = 5
 
 
-def estimate(messages: Any) -> int:
-    """About four characters per token over every text the request carries."""
-    chars = 0
+def _texts(messages: Any) -> list[str]:
+    texts: list[str] = []
     if isinstance(messages, list):
         for message in messages:
             content = message.get("content") if isinstance(message, dict) else None
             if isinstance(content, str):
-                chars += len(content)
+                texts.append(content)
             elif isinstance(content, list):
                 for part in content:
                     if isinstance(part, dict) and isinstance(part.get("text"), str):
-                        chars += len(part["text"])
-    return chars // 4
+                        texts.append(part["text"])
+    return texts
+
+
+def estimate(messages: Any) -> int:
+    """About four characters per token over every text the request carries."""
+    return sum(len(text) for text in _texts(messages)) // 4
+
+
+def count_tokens(text: str, *, digit_tokens: bool = False) -> int:
+    """The fake tokenizer: four characters a token, or with ``digit_tokens`` one per digit."""
+    if not digit_tokens:
+        return len(text) // 4
+    digits = sum(c.isdigit() for c in text)
+    return (len(text) - digits) // 4 + digits
 
 
 def too_long_reply(flavour: str, window: int, tokens: int) -> tuple[int, str]:
@@ -265,6 +282,9 @@ class OpenAIStyleServer(LoopbackServer):
         self.slow_seconds = 2.0
         self.lmstudio_rest = "v1"  # "v1", "v0" or "none": which LM Studio REST list exists
         self.props = True  # llama-server answers /props
+        self.tokenizer = True  # local and llamacpp answer their tokenizer endpoint
+        self.digit_tokens = False  # the fake tokenizer spends a token per digit
+        self.tokenizer_fault: str | None = None  # "500" or "no-count" for the next counts
 
     @property
     def base_url(self) -> str:
@@ -296,7 +316,35 @@ class OpenAIStyleServer(LoopbackServer):
             return Reply.json(self._model_list())
         elif request.method == "POST" and path.endswith("/chat/completions"):
             return self._chat(request)
+        elif request.method == "POST" and path in ("/extras/tokenize/count", "/tokenize"):
+            wanted = "local" if path == "/extras/tokenize/count" else "llamacpp"
+            if self.flavour == wanted and self.tokenizer:
+                return self._tokenize(request)
         return super().handle(request)
+
+    def count(self, text: str) -> int:
+        return count_tokens(text, digit_tokens=self.digit_tokens)
+
+    def _tokenize(self, request: Recorded) -> Reply:
+        if self._unauthorised(request):
+            return self._auth_reply()
+        if self.tokenizer_fault == "500":
+            return Reply.json({"error": {"message": "tokenizer failed"}}, status=500)
+        body = request.json or {}
+        if self.flavour == "local":  # llama-cpp-python: the count, BOS included
+            if self.tokenizer_fault == "no-count":
+                return Reply.json({"tokens": "many"})
+            return Reply.json({"count": self.count(str(body.get("input", ""))) + 1})
+        # llama-server: the tokens themselves (their ids do not matter here)
+        tokens = self.count(str(body.get("content", ""))) + (1 if body.get("add_special") else 0)
+        if self.tokenizer_fault == "no-count":
+            return Reply.json({"count": tokens})
+        return Reply.json({"tokens": list(range(tokens))})
+
+    @property
+    def count_requests(self) -> list[Recorded]:
+        with self.lock:
+            return [r for r in self.requests if r.path in ("/extras/tokenize/count", "/tokenize")]
 
     def _unauthorised(self, request: Recorded) -> bool:
         if self.api_key is None:
@@ -417,6 +465,8 @@ class OpenAIStyleServer(LoopbackServer):
                 status=404,
             )
         tokens = estimate(body.get("messages"))
+        if self.digit_tokens:
+            tokens = self.count("".join(_texts(body.get("messages"))))
         if self.window is not None and tokens > self.window:
             if self.flavour == "local" and streaming:
                 # llama-cpp-python: the check runs after the 200 and the stream just ends.
