@@ -54,6 +54,7 @@ from engines.base import (
     ToolCall,
     TurnProblem,
 )
+from engines.local.gate import in_background
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError, closing_stream
 from engines.providers.http import LOCAL_TIMEOUT
 from engines.providers.openai import ROWS, OpenAIAdapter
@@ -994,8 +995,8 @@ class BundledAdapter:
     Starts the runtime on first use if nobody has yet, and follows it to a new port after a
     restart. The window is the one the server was started with, whatever it reports. A request
     broken by the server's crash raises ``RuntimeCrashError``; while the runtime is stopped after
-    a crash, listing does not start it again (only an answer the person asks for does) and
-    ``status`` says "stopped", so the model never shows as ready.
+    a crash, listing and background work do not start it again (only an answer the person
+    asks for does) and ``status`` says "stopped", so the model never shows as ready.
     """
 
     name = ROWS["local"].name
@@ -1070,6 +1071,11 @@ class BundledAdapter:
         ]
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
+        crash = self.runtime.crash
+        if crash is not None and in_background():
+            # Only the person's own request starts a crashed runtime again; learning and
+            # other background work wait for that (nothing is marked read).
+            raise RuntimeCrashError(crash, refused=self.runtime.refused)
         adapter = await self._adapter()
         pid = self.runtime.pid
         began = False

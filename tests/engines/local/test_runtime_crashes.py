@@ -30,6 +30,7 @@ from engines.local.bundled import (
     bundled_adapter,
     ending_words,
 )
+from engines.local.gate import background
 from engines.providers.base import ChatRequest, ProviderError
 
 FAKE = Path(__file__).with_name("fake_runtime.py")
@@ -184,6 +185,23 @@ async def test_two_answers_broken_by_one_crash_both_say_so_and_it_counts_once(
     assert all(isinstance(e, RuntimeCrashError) for e in errors), errors
     crash = CrashBook(data_dir).last()
     assert crash is not None and crash.count == 1
+
+
+async def test_background_work_never_starts_a_crashed_runtime_again(
+    data_dir: Path, stopped_after: list[BundledRuntime]
+) -> None:
+    runtime = fake_runtime(data_dir, "answer-SIGKILL-once")
+    stopped_after.append(runtime)
+    assert (await runtime.start()).phase == "ready"
+    _, error = await answer(runtime)
+    assert isinstance(error, RuntimeCrashError)
+    with background():  # learning, a title, a prepared summary
+        _, error = await answer(runtime)
+    assert isinstance(error, RuntimeCrashError)
+    assert len(starts(data_dir)) == 1 and runtime.state.phase == "stopped"
+    text, error = await answer(runtime)  # the person's own "Try again" does start it
+    assert error is None and text == "Red, green and blue."
+    assert len(starts(data_dir)) == 2
 
 
 async def test_an_exit_mid_answer_is_named_with_its_code(
