@@ -157,8 +157,8 @@ def read_message(text: str, stdin: TextIO | BinaryIO, err: TextIO) -> str:
     message, replaced = as_text(raw)
     if replaced:
         err.write(
-            "conch ask: part of the message was not UTF-8 text; it is sent with "
-            "\N{REPLACEMENT CHARACTER} in its place.\n"
+            "conch ask: part of the message is not UTF-8 text; those bytes are sent as "
+            "\N{REPLACEMENT CHARACTER}.\n"
         )
     return message
 
@@ -184,7 +184,7 @@ class Output:
                 self.stream.write(text.encode(encoding, "replace").decode(encoding))
                 self.replaced = True
             self.stream.flush()
-        except (BrokenPipeError, ValueError):  # a closed pipe, or a closed stream
+        except (OSError, ValueError):  # a closed pipe or terminal, or a closed stream
             self.gone = True
             self._silence()
 
@@ -329,7 +329,7 @@ async def _turn(
 
 
 def _stopped_line(signum: int, progress: Progress | None) -> str:
-    name = "Ctrl+C" if signum == getattr(signal, "SIGINT", None) else signal.Signals(signum).name
+    name = signal.Signals(signum).name
     if progress is not None and progress.sent:
         return (
             f"conch: stopped by {name}; your message and what had arrived of the answer are "
@@ -370,7 +370,8 @@ async def until_signalled(
         if not received:
             raise
         task.uncancel()
-        err.write(_stopped_line(received[0], progress) + "\n")
+        with contextlib.suppress(OSError, ValueError):  # the terminal may be gone (SIGHUP)
+            err.write(_stopped_line(received[0], progress) + "\n")
         return 128 + received[0]
     finally:
         for signum in installed:
@@ -389,7 +390,6 @@ def run_command(
     err = stderr or sys.stderr
     # Library warnings (a missing keyring, say) are for the log, not the answer's terminal.
     logging.getLogger("conch").setLevel(logging.ERROR)
-    progress: Progress | None = None
     try:
         if args.command == "ask":
             if args.chat is not None:
@@ -423,7 +423,8 @@ def run_command(
         )
         return FAILED
     except OSError as exc:
-        err.write(f"conch: {exc.strerror or exc}.\n")
+        with contextlib.suppress(OSError, ValueError):  # stderr itself may be what failed
+            err.write(f"conch: {exc.strerror or exc}.\n")
         return FAILED
 
 

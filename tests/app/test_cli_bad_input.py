@@ -321,7 +321,7 @@ def read_until(stream: int, wanted: bytes) -> bytes:
     return got
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_mid_answer_saves_what_arrived(
     signum: int, hanging: HangingServer, home: Path, data_dir: Path
 ) -> None:
