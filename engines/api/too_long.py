@@ -62,20 +62,23 @@ _INPUT, _OUTPUT, _MEDIA, _BYTES, _RATE, _MONEY, _OTHER = (
 _NOT_INPUT = frozenset({_OUTPUT, _MEDIA, _BYTES, _RATE, _MONEY, _OTHER})
 _TOPIC_WORDS = {
     _INPUT: "prompt prompts input inputs message messages context contexts conversation "
-    "conversations history query queries question questions text texts prefill chat document "
-    "documents sequence sequences seq ctx window windows string strings",
+    "conversations history query queries question questions text texts prefill chat ctx "
+    "window windows string strings",
     # "maxtokens" stands for every output-cap identifier (max_tokens, maxOutputTokens, ...).
     _OUTPUT: "completion completions output outputs generation generate generated response "
     "responses reply answer prediction predict sample maxtokens",
     _MEDIA: "image images img pixel pixels dimension dimensions video videos audio frame frames "
-    "photo photos picture pictures file files attachment attachments pdf pages",
+    "photo photos picture pictures file files attachment attachments pdf pages document "
+    "documents",
     _BYTES: "byte bytes kb mb gb kib mib gib megabytes kilobytes payload body entity",
     _RATE: "tpm rpm tpd rpd rate rates throttle throttled throttling requests concurrent "
     "concurrency pending queue busy minute minutes hour hours day days month monthly daily",
     _MONEY: "credit credits balance billing afford quota payment funds insufficient spend budget",
     _OTHER: "tool tools function functions memory vram ram gpu cpu stop choices temperature "
     "logprobs seed retries attempts connections threads truncate value values integer "
-    "parameter param argument",
+    "parameter param argument uri url header headers cookie name username password title path "
+    "filename key took take takes taking waited wait waiting idle lasted timed timeout duration "
+    "time seconds",
 }
 _TOPIC = {word: topic for topic, words in _TOPIC_WORDS.items() for word in words.split()}
 
@@ -119,6 +122,7 @@ _CJK_SUBJECT = re.compile(
 )
 _CJK_LIMIT = re.compile(r"(超过|超出)[^，。,.;；]{0,8}?(最大|上限|限制|长度|上下文|窗口)")
 
+_CJK_LIMIT_CUE = re.compile(r"最大|上限|限制|不超过|最多")
 # A number right after these is what was sent; right after _LIMIT_CUES it is the limit.
 _REQUEST_CUES = _words(
     "requested request requests resulted contains contain containing has have had got given "
@@ -138,9 +142,16 @@ _NON_TOKEN_UNITS = _words(
     "bytes byte kb mb gb kib mib gib pixels pixel px characters character chars char items item "
     "elements seconds second ms s % images files requests messages"
 )
+_MAXIMA = _words("maximum max limit allowed only most upto")
+_MINIMA = _words("minimum min least multiple small smaller set default")
 _COUNT_LIMIT_WORDS = _words("string array characters chars items")  # "maximum length 128" items
 _SUBJECT_OPERATORS = _words("+ > >= ≥ exceeds exceed exceeded too must")
 _OPERAND_STOPS = _words("( : , [ = { ;")
+# Words that leave a phrase without a subject of its own: "the request is too long".
+_PLAIN_WORDS = _words(
+    "the a an is are was were be been being it its this that your my request error errors "
+    "exception warning failed invalid bad"
+)
 _SCALE = {"k": 1_000, "m": 1_000_000}
 _WINDOW_KEYS = (
     "n ctx",
@@ -172,6 +183,7 @@ _OUTPUT_PARAM = re.compile(
 _QUOTED_KEY = re.compile(r"([{,]\s*)(['\"])[\w$.\-]{1,40}\2\s*:")
 _STATUS_TAG = re.compile(r"<\d{3}>")  # DashScope's "<400> InternalError"
 _ERROR_CLASS = re.compile(r"\b([A-Z][A-Za-z]*(?:Error|Exception|Warning))\b")  # a label
+_POSSESSIVE = re.compile(r"(?<=[A-Za-z])'s\b")  # "the model's context length"
 _CAMEL = re.compile(r"([a-z])([A-Z])")
 _UNDERSCORE = re.compile(r"(?<=[A-Za-z])_|_(?=[A-Za-z])")
 _DIGIT_WORD = re.compile(r"(?<=\d)(?=[A-Za-z\u4e00-\u9fff])|(?<=[A-Za-z\u4e00-\u9fff])(?=\d)")
@@ -196,7 +208,7 @@ def _normalise(text: str) -> str:
     text = _DIGIT_WORD.sub(" ", text)
     for quote in '`"“”«»':
         text = text.replace(quote, " ")
-    text = text.replace("’", "'").replace("‘", "'")
+    text = _POSSESSIVE.sub("", text.replace("’", "'").replace("‘", "'"))
     return _SPACES.sub(" ", text.lower())
 
 
@@ -363,10 +375,14 @@ def _relation_at(tokens: list[str], i: int) -> tuple[int, bool] | None:
     if word in _CJK_BEYOND:
         return 1, True
     if following == "than" and word not in _LESSER:
+        if _at(tokens, i - 1) == "be" and _at(tokens, i - 2) in _MODAL:
+            return None  # "n_ctx must be greater than 0" asks for a minimum
         # "longer than", "greater than", even "gather than max context"
         if word in _MORE or any(t in _LIMIT_NOUNS for t in tokens[i + 2 : i + 6]):
             return 2, word in _LENGTH_WORDS
         return None
+    if word == "full" and any(t in ("context", "window") for t in tokens[max(0, i - 3) : i]):
+        return 1, False  # "context window full"
     if word in ("above", "over") and any(t in _LIMIT_NOUNS for t in ahead[:3]):
         return 1, False
     if word in _MODAL and _modal_at_most(tokens, i):
@@ -379,8 +395,12 @@ def _relation_at(tokens: list[str], i: int) -> tuple[int, bool] | None:
         return 3, False
     if word in ("but", "while", "whereas") and _contrast_limit(tokens, i):
         return 1, False
-    if word == "reached" and any(t in ("limit", "maximum", "max") for t in tokens[i + 1 : i + 6]):
-        return 1, False
+    if word == "reached" and any(
+        t in ("limit", "maximum", "max") for t in tokens[max(0, i - 3) : i + 6]
+    ):
+        return 1, False  # "token limit reached", "has reached its maximum length"
+    if word == "fit" and _at(tokens, i - 1) in ("not", "cannot", "can't", "doesn't", "won't"):
+        return 1, False  # "does not fit in the context window"
     if word == "is" and ahead[:2] == ["not", "less"]:
         return 3, False  # Bedrock: "N is not less or equal to M"
     return None
@@ -444,9 +464,22 @@ def _relation_topic(tokens: list[str], start: int, end: int, length_ish: bool) -
     if subject is not None:
         return subject
     limit, weak_limit = _phrase_topic(tokens, end, hi, backwards=False)
-    if limit is not None and limit != _OUTPUT:
+    if limit is not None:
         return limit
-    return _INPUT if weak_subject or weak_limit or length_ish else None
+    if weak_subject or weak_limit:
+        return _INPUT
+    return _INPUT if length_ish and _bare_subject(tokens, lo, start) else None
+
+
+def _bare_subject(tokens: list[str], lo: int, start: int) -> bool:
+    """Whether "too long" has no subject but the request itself ("Request too long", "It is
+    too long"); "Title too long" is about some other field."""
+    for i in range(start - 1, lo - 1, -1):
+        word = tokens[i]
+        if word in _PLAIN_WORDS or not word.isalpha():
+            continue
+        return word in _WEAK_INPUT
+    return True
 
 
 def _asks_for_less(tokens: list[str]) -> bool:
@@ -489,6 +522,8 @@ def _names_amount_sent(tokens: list[str], i: int) -> bool:
     for j in range(i - 1, max(-1, i - 4), -1):
         if tokens[j] in ("requested", "resulted", "contains", "containing", "has", "got"):
             return True
+        if tokens[j] in ("is", "was") and _TOPIC.get(_at(tokens, j - 1)) == _INPUT:
+            return True  # "the prompt is 9000 tokens"
         if _number(tokens[j]) is not None or tokens[j] in _BOUNDARIES:
             return False
     return False
@@ -507,13 +542,33 @@ def _unit_too_long(text: str) -> bool:
     norm, tokens, vetoed = _read(text)
     if vetoed:
         return False
+    topics = set()
     for i in range(len(tokens)):
         found = _relation_at(tokens, i)
-        if found and _relation_topic(tokens, i, i + found[0], found[1]) == _INPUT:
-            return True
-    if _CJK_SUBJECT.search(norm) or _CJK_LIMIT.search(norm):
+        if found:
+            topics.add(_relation_topic(tokens, i, i + found[0], found[1]))
+    if _INPUT in topics or _CJK_SUBJECT.search(norm) or _CJK_LIMIT.search(norm):
         return True
-    return _asks_for_less(tokens) or _sent_more_than_limit(tokens)
+    if _asks_for_less(tokens) or _sent_more_than_limit(tokens):
+        return True
+    # An error that only states the input's limit ("the max length of the question is 4800")
+    # means the input went past it, unless it is about something else that was too big.
+    return not topics & _NOT_INPUT and _states_input_limit(tokens)
+
+
+def _states_input_limit(tokens: list[str]) -> bool:
+    """ "The max length of the current question is 4800": a maximum, of the input, stated."""
+    for i, word in enumerate(tokens):
+        if _number(word) is None or not _names_limit(tokens, i):
+            continue
+        clause = set(tokens[_clause_start(tokens, i, 10) : i])
+        if (
+            clause & _MAXIMA
+            and not clause & _MINIMA
+            and any(_TOPIC.get(t) == _INPUT for t in clause - _words("string strings window"))
+        ):
+            return True
+    return False
 
 
 def is_too_long(body: str, status: int | None = None) -> bool:
@@ -548,7 +603,7 @@ def _on_subject_side(tokens: list[str], i: int) -> bool:
     if following == "-":
         return _number(_at(tokens, j + 1)) is not None  # "64001 - 24235"
     if following in ("is", "are"):
-        return _at(tokens, j + 1) in _MORE | {"too", "over"}
+        return _at(tokens, j + 1) in _MORE | {"too", "over", "above", "beyond"}
     if following == ",":
         return _at(tokens, j + 1) == "too"  # "Prompt contains 65673 tokens, too large"
     return following in _SUBJECT_OPERATORS
@@ -559,11 +614,15 @@ def _names_limit(tokens: list[str], i: int) -> bool:
     following = _at(tokens, i + 1)
     if _on_subject_side(tokens, i) or following in _NON_TOKEN_UNITS:
         return False
+    if _TOPIC.get(following) == _OUTPUT:
+        return False  # "supports at most 4096 completion tokens"
     lo = _clause_start(tokens, i, 14)
     if any(t in _COUNT_LIMIT_WORDS for t in tokens[lo:i]):
         return False  # "string with maximum length 1048576" counts characters
     if following in ("maximum", "max") and _at(tokens, i - 1) in (">", ">=", "with", "of", ""):
         return True  # "> 200000 maximum", "model with 32768 maximum context length"
+    if _CJK_LIMIT_CUE.search(_at(tokens, i - 1)[-8:]):
+        return True  # "最大上下文长度 32768", "最大为8192"
     cue = None
     for j in range(i - 1, max(lo, i - 9) - 1, -1):
         word = tokens[j]
@@ -575,8 +634,8 @@ def _names_limit(tokens: list[str], i: int) -> bool:
         ):
             cue = j
             break
-        if word in _REQUEST_CUES:
-            return False
+        if word in _REQUEST_CUES and not (word == "current" and _at(tokens, j + 1) in _TOPIC):
+            return False  # "current length is N" is sent; "the current question" is not
     if cue is None:
         return False
     if _at(tokens, i - 1) == "(" and tokens[cue] in ("limit", "limits") and following != "tokens":
