@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,22 @@ class HangingEngine:
         return None
 
 
+@pytest.fixture
+def restore_app(qapp: QApplication) -> Iterator[QApplication]:
+    """main() themes the whole application; put it back for the next test."""
+    sheet, palette, style, icon = (
+        qapp.styleSheet(),
+        qapp.palette(),
+        qapp.style().name(),
+        qapp.windowIcon(),
+    )
+    yield qapp
+    qapp.setStyleSheet(sheet)
+    qapp.setPalette(palette)
+    qapp.setStyle(style)
+    qapp.setWindowIcon(icon)
+
+
 def the_window(app: QApplication) -> MainWindow | None:
     return next(
         (w for w in app.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()), None
@@ -54,8 +70,9 @@ def the_window(app: QApplication) -> MainWindow | None:
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_a_stop_signal_closes_the_window_and_keeps_the_answer_so_far(
-    signum: int, qtbot: QtBot, qapp: QApplication, data_dir: Path
+    signum: int, qtbot: QtBot, restore_app: QApplication, data_dir: Path
 ) -> None:
+    qapp = restore_app
     running = asyncio.get_running_loop().create_task(
         main(qapp, data_dir, mock=True, quit_after=None)
     )
