@@ -116,11 +116,16 @@ _LIMIT_NOUNS = _words(
 _SHORTEN = _words("reduce shorten decrease trim cut lower compress shrink split")
 _GROW = _words("increase increasing raise larger bigger longer extend expand")
 
-# Chinese: subject then relation, or relation then limit noun.
-_CJK_SUBJECT = re.compile(
-    r"(输入|上下文|提示词?|对话|文本|prompt|token)[^，。,.;；]{0,12}?(超过|超出|超长|过长|超限|太长|大于)"
+# Chinese, the same grammar on characters: what stands before 超过/超长/... is the subject,
+# what follows is the limit.
+_CJK_RELATION = re.compile(r"超过|超出|超长|过长|超限|太长|大于")
+_CJK_CLAUSE_END = re.compile(r"[，。,.;；!?！？\n]")
+_CJK_INPUT = re.compile(
+    r"输入|上下文|提示|对话|文本|内容|消息|问题|长度|(?<![a-z])(?:prompt|tokens?)(?![a-z])"
 )
-_CJK_LIMIT = re.compile(r"(超过|超出)[^，。,.;；]{0,8}?(最大|上限|限制|长度|上下文|窗口)")
+_CJK_NOT_INPUT = re.compile(
+    r"输出|生成|回复|图片|图像|文件|余额|额度|配额|频率|速率|并发|次数|maxtokens"
+)
 
 _CJK_LIMIT_CUE = re.compile(r"最大|上限|限制|不超过|最多")
 # A number right after these is what was sent; right after _LIMIT_CUES it is the limit.
@@ -547,13 +552,29 @@ def _unit_too_long(text: str) -> bool:
         found = _relation_at(tokens, i)
         if found:
             topics.add(_relation_topic(tokens, i, i + found[0], found[1]))
-    if _INPUT in topics or _CJK_SUBJECT.search(norm) or _CJK_LIMIT.search(norm):
+    if _INPUT in topics or _cjk_too_long(norm):
         return True
     if _asks_for_less(tokens) or _sent_more_than_limit(tokens):
         return True
     # An error that only states the input's limit ("the max length of the question is 4800")
     # means the input went past it, unless it is about something else that was too big.
     return not topics & _NOT_INPUT and _states_input_limit(tokens)
+
+
+def _cjk_too_long(norm: str) -> bool:
+    """ "输入长度超过限制", "上下文长度超出", "超过最大长度", "prompt 超长"."""
+    for match in _CJK_RELATION.finditer(norm):
+        before = _CJK_CLAUSE_END.split(norm[max(0, match.start() - 16) : match.start()])[-1]
+        after = _CJK_CLAUSE_END.split(norm[match.end() : match.end() + 12])[0]
+        if _CJK_NOT_INPUT.search(before):
+            continue
+        if _CJK_INPUT.search(before) or (
+            not before.strip() and _CJK_INPUT.search(after) and not _CJK_NOT_INPUT.search(after)
+        ):
+            return True
+        if re.search(r"最大|上限|限制|窗口", after) and not _CJK_NOT_INPUT.search(after):
+            return _CJK_INPUT.search(before + after) is not None
+    return False
 
 
 def _states_input_limit(tokens: list[str]) -> bool:
