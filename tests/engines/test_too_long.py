@@ -118,3 +118,44 @@ def test_a_status_that_is_never_too_long_wins_over_the_words() -> None:
     for status in (401, 402, 403, 404, 429):
         assert not is_too_long(body, status)
     assert not is_too_long("", 400)
+
+
+@pytest.mark.parametrize(
+    ("body", "window"),
+    [
+        ("Prompt (9000 tokens) does not fit in the context window (8192 tokens)", 8192),
+        ("context length of 9000 is above the limit of 8192", 8192),
+        ("Your prompt is over the limit of 8192 tokens", 8192),
+        (
+            "The number of input tokens (9000) is greater than the model's context window (8192)",
+            8192,
+        ),
+        ("Input is 9000 tokens; the model supports only 8192", 8192),
+        ("Token limit reached", None),
+        ("PROMPT_TOO_LONG", None),
+        ("上下文长度超过限制，最大为8192", 8192),
+        ("输入内容过长，请缩短后重试", None),
+    ],
+)
+def test_wordings_nobody_collected_are_read_by_their_shape(body: str, window: int | None) -> None:
+    assert is_too_long(body)
+    assert window_in(body) == window
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "The operation took too long",
+        "414 Request-URI Too Long",
+        "Stop sequence too long",
+        "n_ctx must be greater than 0",
+        "The document exceeds the maximum of 100 pages",
+        "Number of images (12) exceeds the maximum of 10",
+        "Your account has exceeded its monthly budget",
+        "Invalid 'tools': array too long. Expected an array with maximum length 128.",
+        "输出长度超过限制",
+        "请求频率超过限制",
+    ],
+)
+def test_other_things_beyond_a_limit_are_not_too_long(body: str) -> None:
+    assert not is_too_long(body)
