@@ -46,21 +46,31 @@ class Calibrated:
 
 
 def needs_calibration(
-    transcript: int, budget: int, factor: float, fold: int, last: Calibrated | None
+    transcript: int,
+    budget: int,
+    factor: float,
+    fold: int,
+    last: Calibrated | None,
+    *,
+    worst: float = FACTOR_CAP,
 ) -> bool:
     """Whether to count the next request before sending it.
 
     ``transcript`` is the uncorrected estimate of what the budget must hold (the kept messages
     and the summary block), ``budget`` the session's budget for it, ``factor`` the chat's
     current factor, ``fold`` the current fold and ``last`` the last successful count.
+    ``worst`` is what text not yet counted is assumed to cost per estimated token (the bench
+    compares it with the chat's own factor).
     """
     near = NEAR_BUDGET * max(0, budget)
+    f = max(1.0, factor)
+    w = max(f, worst)
     if last is None or last.fold != fold:
         # Once per fold; a tiny transcript only when even its worst case may come near.
-        return transcript >= MIN_SAMPLE or transcript * FACTOR_CAP >= near
+        return transcript >= MIN_SAMPLE or transcript * w >= near
     counted = min(transcript, last.transcript)
     unknown = transcript - counted
-    return counted * max(1.0, factor) + unknown * FACTOR_CAP >= near
+    return counted * f + unknown * w >= near
 
 
 async def count_request(adapter: object, request: ChatRequest) -> int | None:
