@@ -34,6 +34,8 @@ _UNIT_HEAD = 8_000  # a longer leaf is a stack trace or echoed content
 _UNIT_TAIL = 2_000
 _MAX_UNITS = 200
 _MAX_NESTING = 4  # JSON inside a string inside JSON, and so on
+# Keys whose strings echo what the user sent (pydantic's "input"), not what the server says.
+_ECHO_KEYS = frozenset({"input", "inputs", "prompt", "messages", "content"})
 _CACHED_UNITS = 64  # is_too_long and window_in read the same units one after the other
 _JSON_ATTEMPTS = 6
 
@@ -186,6 +188,7 @@ _OUTPUT_PARAM = re.compile(
 # A quoted key after "{" or "," in Python-repr or escaped JSON ({'message': ...). The key is a
 # field name, not a subject; "Invalid 'tools': array too long" keeps its subject.
 _QUOTED_KEY = re.compile(r"([{,]\s*)(['\"])[\w$.\-]{1,40}\2\s*:")
+_UNICODE_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
 _STATUS_TAG = re.compile(r"<\d{3}>")  # DashScope's "<400> InternalError"
 _ERROR_CLASS = re.compile(r"\b([A-Z][A-Za-z]*(?:Error|Exception|Warning))\b")  # a label
 _POSSESSIVE = re.compile(r"(?<=[A-Za-z])'s\b")  # "the model's context length"
@@ -202,6 +205,7 @@ _TOKEN = re.compile(
 def _normalise(text: str) -> str:
     """Lower-case words with identifiers split ("context_length_exceeded" reads as words,
     "4104tokens" as "4104 tokens") and escapes undone, however many times the body was wrapped."""
+    text = _UNICODE_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)  # Go's \u003e is ">"
     text = text.replace("\\n", "\n").replace("\\r", " ").replace("\\t", " ")
     text = text.replace("\\u0027", "'").replace("\\'", "'").replace('\\"', '"').replace("\\", " ")
     text = _OUTPUT_PARAM.sub(" maxtokens ", text)
@@ -309,8 +313,7 @@ def _units(body: str) -> tuple[list[str], dict[str, int]]:
     for key, value in leaves:
         if isinstance(value, int):
             numbers.setdefault(_normalise(key).strip(), value)
-        elif value.strip() and key.lower() not in _words("input inputs prompt messages content"):
-            # Those keys echo what the user sent, not what the server says about it.
+        elif value.strip() and key.lower() not in _ECHO_KEYS:
             if len(value) > _UNIT_HEAD + _UNIT_TAIL:
                 value = value[:_UNIT_HEAD] + "\n" + value[-_UNIT_TAIL:]
             units.append(value)
@@ -640,8 +643,8 @@ def _names_limit(tokens: list[str], i: int) -> bool:
     lo = _clause_start(tokens, i, 14)
     if any(t in _COUNT_LIMIT_WORDS for t in tokens[lo:i]):
         return False  # "string with maximum length 1048576" counts characters
-    if following in ("maximum", "max") and _at(tokens, i - 1) in (">", ">=", "with", "of", ""):
-        return True  # "> 200000 maximum", "model with 32768 maximum context length"
+    if following in ("maximum", "max") and _at(tokens, i - 1) not in _REQUEST_CUES:
+        return True  # "> 200000 maximum", "with 32768 maximum context length", "8192 max"
     if _CJK_LIMIT_CUE.search(_at(tokens, i - 1)[-8:]):
         return True  # "最大上下文长度 32768", "最大为8192"
     cue = None
