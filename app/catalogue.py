@@ -1,7 +1,10 @@
 """The model catalogue: every model every configured provider offers, and which are ready.
 
 Providers are asked concurrently; one that cannot be reached is noted (Health, topic
-"unreachable") and skipped, so a stopped LM Studio never delays Ollama's list. A model is
+"unreachable") and skipped, so a stopped LM Studio never delays Ollama's list. The note is
+written once per change of state, not on every look: the Health file remembers which servers
+are down, so a server that stays down across many ``conch ask`` calls (each a new process) is
+noted once, and once more ("reachable") when it answers again. A model is
 "ready" when its server answered and it is pulled/loaded or keyed (the adapter says so). The
 catalogue is also the engine's ``ModelDirectory``: a too-long card offers the ready model that
 reads clearly more.
@@ -20,6 +23,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from engines.base import ModelInfo
 from engines.local.gate import GatedAdapter, gated
@@ -34,6 +38,27 @@ LIST_TIMEOUT = 15.0  # seconds one provider may take to list its models
 
 class HealthNotes(Protocol):
     def add(self, topic: str, text: str, model: str = "", window: int | None = None) -> Any: ...
+
+    def mark_unreachable(self, server: str) -> bool: ...
+
+    def mark_reachable(self, server: str) -> bool: ...
+
+
+def server_key(adapter: ProviderAdapter) -> str:
+    """Which server a provider is, for remembering it was down: its name and address (without
+    any user, password or query, which may hold a secret). A new address is a new server."""
+    inner = getattr(adapter, "inner", adapter)
+    base = getattr(inner, "base_url", None)
+    if not isinstance(base, str) or not base:
+        return adapter.name
+    try:
+        parts = urlsplit(base)
+        where = f"{parts.scheme}://{parts.hostname or ''}"
+        if parts.port is not None:
+            where += f":{parts.port}"
+    except ValueError:
+        return adapter.name
+    return f"{adapter.name} {where}{parts.path.rstrip('/')}"
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -179,6 +204,7 @@ class ModelCatalogue:
                 self._models[name] = [with_window(m, adapter.local) for m in result]
                 if was_unreachable:
                     log.info("%s is reachable again", adapter.label)
+                self._reachable(adapter)
             self.refreshed = True
         self._changed()
         return self.models()
@@ -200,7 +226,12 @@ class ModelCatalogue:
             first = name not in self.unreachable
             self.unreachable[name] = why
             self.problems.pop(name, None)
-            if first and name not in self.probed and self.health is not None:
+            if (
+                first
+                and name not in self.probed
+                and self.health is not None
+                and self.health.mark_unreachable(server_key(adapter))
+            ):
                 self.health.add("unreachable", f"{adapter.label} could not be reached: {why}")
         else:
             first = self.problems.get(name) != why
@@ -208,6 +239,12 @@ class ModelCatalogue:
             self.unreachable.pop(name, None)
             if first and self.health is not None:
                 self.health.add("provider", f"{adapter.label} did not list its models: {why}")
+
+    def _reachable(self, adapter: ProviderAdapter) -> None:
+        if adapter.name in self.probed or self.health is None:
+            return
+        if self.health.mark_reachable(server_key(adapter)):
+            self.health.add("reachable", f"{adapter.label} is reachable again.")
 
     # --- reading ------------------------------------------------------------------------------
 

@@ -4,6 +4,9 @@ reach, a summary that failed), shown in Settings → Health.
 A table in its own SQLite file, ``<data_dir>/health.sqlite3``: appends from the window and a
 ``conch ask`` at the same time are safe. Every text is scrubbed of secrets before it is stored,
 and the log keeps only the newest ``KEEP`` notes.
+
+The same file remembers which servers were last found unreachable, so a server that stays down
+is noted once, not again by every ``conch ask`` (each a new process) or every look.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ CREATE TABLE IF NOT EXISTS notes (
     text TEXT NOT NULL,
     model TEXT NOT NULL DEFAULT '',
     window INTEGER
+);
+CREATE TABLE IF NOT EXISTS unreachable_servers (
+    server TEXT PRIMARY KEY,
+    since REAL NOT NULL
 );
 """
 
@@ -116,6 +123,30 @@ class HealthLog:
         # A problem whose own sentence is its detail (a redirect, a deadline) says it once.
         text = p.message if p.detail in p.message else f"{p.message} {p.detail}"
         return self.add(p.kind.value, text.strip(), model=model)
+
+    def mark_unreachable(self, server: str) -> bool:
+        """Remember ``server`` as unreachable; True when it was not already (by this or any
+        other Conch on the data dir): the moment to write a note."""
+        try:
+            with self._lock:
+                cur = self._db.execute(
+                    "INSERT OR IGNORE INTO unreachable_servers (server, since) VALUES (?, ?)",
+                    (server, time.time()),
+                )
+                return cur.rowcount > 0
+        except (sqlite3.Error, StorageError):
+            return True  # unsure: a note too many beats a server going down unheard
+
+    def mark_reachable(self, server: str) -> bool:
+        """Forget that ``server`` was unreachable; True when it had been."""
+        try:
+            with self._lock:
+                cur = self._db.execute(
+                    "DELETE FROM unreachable_servers WHERE server = ?", (server,)
+                )
+                return cur.rowcount > 0
+        except (sqlite3.Error, StorageError):
+            return False
 
     def notes(self, limit: int | None = None, topic: str | None = None) -> list[HealthNote]:
         """Notes, newest first."""
