@@ -314,6 +314,11 @@ class AnthropicAdapter:
                         try:
                             obj = json.loads(data)
                         except (ValueError, RecursionError) as exc:
+                            if sse.event == "error":
+                                # A gateway's error event in plain words is still the error.
+                                error = error_from_stream_payload({}, data)
+                                error.partial = answer.partial
+                                raise error from exc
                             raise broken_stream(
                                 "Anthropic sent a line that is not JSON: " + describe_body(data),
                                 partial=answer.partial,

@@ -163,14 +163,34 @@ def _names_missing_model(body: str) -> bool:
     return "model_not_found" in lowered or _MODEL_MISSING.search(lowered) is not None
 
 
+def is_error_payload(payload: Any) -> bool:
+    """Whether one parsed stream event or line is an error rather than a piece of the answer.
+
+    Shapes seen inside 200 streams: ``{"error": …}`` (OpenAI, OpenRouter, LiteLLM, vLLM,
+    llama-server, Ollama), a flat ``{"object": "error", "message": …}`` (older vLLM) and
+    ``{"type": "error", "error": …}`` (Anthropic).
+    """
+    if not isinstance(payload, dict):
+        return False
+    return bool(payload.get("error")) or payload.get("object") == "error"
+
+
+def _status_code(value: Any) -> int | None:
+    # LiteLLM sends the status as a string ("400"), OpenRouter and vLLM as a number.
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, int) and not isinstance(value, bool) and 400 <= value <= 599:
+        return value
+    return None
+
+
 def error_from_stream_payload(payload: Any, raw: str) -> ProviderError:
     """An error that arrived inside a 200 stream (``data: {"error": …}`` or an NDJSON line)."""
     status: int | None = None
     if isinstance(payload, dict):
         err = payload.get("error")
         code = err.get("code") if isinstance(err, dict) else payload.get("code")
-        if isinstance(code, int) and 400 <= code <= 599:
-            status = code
+        status = _status_code(code)
     detail = describe_body(raw)
     if is_too_long(raw, status):
         return ProviderError(

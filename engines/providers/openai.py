@@ -45,6 +45,7 @@ from engines.providers.errors import (
     error_from_response,
     error_from_stream_payload,
     error_from_transport,
+    is_error_payload,
     is_redirect,
 )
 from engines.providers.http import join, make_client, request_json, root_of, same_origin
@@ -460,6 +461,23 @@ def _list_not_json(response: httpx.Response) -> ProviderError:
     )
 
 
+def _error_line(body: str) -> tuple[dict[str, Any], str] | None:
+    """The first error object on a line of its own (``data:`` framing allowed), and its text."""
+    for line in body.splitlines():
+        text = line.strip()
+        if text.startswith("data:"):
+            text = text[5:].strip()
+        if not text.startswith("{"):
+            continue
+        try:
+            obj = json.loads(text)
+        except (ValueError, RecursionError):
+            continue
+        if is_error_payload(obj):
+            return obj, text
+    return None
+
+
 async def _read_text(response: httpx.Response) -> str:
     return (await response.aread()).decode("utf-8", errors="replace")
 
@@ -758,9 +776,18 @@ class OpenAIAdapter:
             ) from exc
         if not isinstance(obj, dict):
             raise broken_stream(f"{self.label} sent an unexpected line.", partial=state.partial)
-        if sse.event == "error" or obj.get("error"):
+        if sse.event == "error" or is_error_payload(obj):
+            # Raised as soon as it is read: before any answer text, the session heals it.
             raise self._stream_error(obj, data, state)
         yield from state.feed(obj)
+        if state.finish_reason == "error":
+            # OpenRouter's and vLLM's mark for an answer that failed; the error object that
+            # usually comes with it was missing.
+            raise ProviderError(
+                ProblemKind.SERVER_ERROR,
+                f"{self.label} ended the answer with an error without saying which.",
+                partial=state.partial,
+            )
 
     def _stream_error(self, obj: dict[str, Any], raw: str, state: _Stream) -> ProviderError:
         error = error_from_stream_payload(obj, raw)
@@ -771,13 +798,18 @@ class OpenAIAdapter:
         try:
             obj = json.loads(body)
         except (ValueError, RecursionError) as exc:
+            # A gateway that labelled its stream as something else, or wrote NDJSON: an error
+            # line in it is still the refusal.
+            found = _error_line(body)
+            if found is not None:
+                raise self._stream_error(found[0], found[1], state) from exc
             raise broken_stream(
                 f"{self.label} answered with something other than a stream: {describe_body(body)}",
                 partial=False,
             ) from exc
         if not isinstance(obj, dict):
             raise broken_stream(f"{self.label} sent an unexpected answer.", partial=False)
-        if obj.get("error"):
+        if is_error_payload(obj):
             raise self._stream_error(obj, body, state)
         yield from state.feed(obj)
         if not state.finished:
