@@ -2,8 +2,10 @@
 
 The scripted answer can think (a thinking block with a signature), include a redacted thinking
 block, write text and call a tool, and reports usage with cache reads and writes. A window,
-when set, is enforced with Anthropic's own refusal words. Faults: "overloaded" (an error event
-mid-stream), "no-stop" (no message_stop), "529", "disconnect".
+when set, is enforced with Anthropic's own refusal words: a 400, or with ``in_stream_shape``
+an ``error`` event inside a 200 stream after ``message_start`` ("json": Anthropic's error
+object; "text": the words alone, as a gateway may send them). Faults: "overloaded" (an error
+event mid-stream), "no-stop" (no message_stop), "529", "disconnect".
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class AnthropicServer(LoopbackServer):
         self.api_key = api_key
         self.page_size = page_size
         self.fault: str | None = None
+        self.in_stream_shape: str | None = None  # "json" or "text": refuse inside the stream
 
     @property
     def base_url(self) -> str:
@@ -139,21 +142,27 @@ class AnthropicServer(LoopbackServer):
             )
         tokens = _estimate(body)
         if self.window is not None and tokens > self.window:
-            return Reply.json(
-                {
-                    "type": "error",
-                    "error": {
-                        "type": "invalid_request_error",
-                        "message": f"prompt is too long: {tokens} tokens > {self.window} maximum",
-                    },
-                    "request_id": "req_fake",
+            refusal = {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": f"prompt is too long: {tokens} tokens > {self.window} maximum",
                 },
-                status=400,
-            )
+                "request_id": "req_fake",
+            }
+            if self.in_stream_shape is not None:
+                return Reply.stream(self._refused_in_stream(body, refusal))
+            return Reply.json(refusal, status=400)
         reply = Reply.stream(self._events(body))
         if self.fault == "disconnect":
             reply.cut_after = 4
         return reply
+
+    def _refused_in_stream(self, body: dict[str, Any], refusal: dict[str, Any]) -> list[str]:
+        started = self._events(body)[:2]  # message_start and a ping, then the refusal
+        if self.in_stream_shape == "text":
+            return [*started, f"event: error\ndata: {refusal['error']['message']}\n\n"]
+        return [*started, f"event: error\ndata: {json.dumps(refusal)}\n\n"]
 
     def _events(self, body: dict[str, Any]) -> list[str]:
         script = self.script

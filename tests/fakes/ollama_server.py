@@ -10,7 +10,8 @@ and copies Ollama's context behaviour (docs/local_servers.md A4-A7):
   (counted in ``reloads``, so tests can assert Conch never causes one);
 - a prompt over the window is cut silently (whole messages from the front, system messages
   and the last message kept) and still answered with 200, unless ``truncate: false`` is sent
-  to a server of v0.12.6 or later, which refuses with 400.
+  to a server of v0.12.6 or later, which refuses with 400 (or, with ``refuse_in_stream``, with
+  200 and one ``{"error": …}`` line, as a server that had begun streaming does).
 
 Use it with ``running_ollama(...)``::
 
@@ -151,6 +152,7 @@ class FakeOllama:
         self.faults: deque[Fault] = deque()  # one per chat request, used first
         self.slow_start_seconds = 2.0
         self.mid_stream_error = RUNNER_ERROR
+        self.refuse_in_stream = False  # a refusal is a 200 NDJSON stream ending in an error line
         self.missing_paths: set[str] = set()  # answer 404, as a server older than them does
         self.requests: list[RecordedRequest] = []
         self.outcomes: list[ChatOutcome] = []
@@ -358,6 +360,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _line(self, obj: Any) -> None:
         self._chunk(json.dumps(obj).encode() + b"\n")
 
+    def _stream_error(self, message: str) -> None:
+        """A 200 NDJSON stream whose only line is the error."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self._line({"error": message})
+        self._chunk(b"")
+
     # --- routes -------------------------------------------------------------------------------
 
     def do_GET(self) -> None:
@@ -506,7 +517,10 @@ class _Handler(BaseHTTPRequestHandler):
                         refused=True,
                     )
                 )
-            self._send_error(400, fake.refusal)
+            if fake.refuse_in_stream and body.get("stream") is not False:
+                self._stream_error(fake.refusal)
+            else:
+                self._send_error(400, fake.refusal)
             return
         outcome.model = model.key
         with fake._lock:

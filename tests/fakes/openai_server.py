@@ -6,8 +6,10 @@ llamacpp (llama-server) and local (the bundled llama-cpp-python server, which an
 oversized *streamed* request with an empty 200 stream and refuses only non-streamed ones).
 
 A window, when set, is enforced: the server counts about four characters per token of the
-messages and refuses in its flavour's words. Faults: "no-done", "malformed", "disconnect",
-"html", "429", "500", "502", "503", "slow", "not-found", "sse-error-line".
+messages and refuses in its flavour's words; with ``in_stream_shape`` a streamed request is
+refused inside a 200 stream instead, the way gateways that already sent their status do
+(``IN_STREAM_SHAPES``). Faults: "no-done", "malformed", "disconnect", "html", "429", "500",
+"502", "503", "slow", "not-found", "sse-error-line".
 
 The local and llamacpp flavours also tokenize on request like their servers
 (``/extras/tokenize/count`` and ``/tokenize``), by the same count the window is enforced with;
@@ -247,6 +249,90 @@ def too_long_reply(flavour: str, window: int, tokens: int) -> tuple[int, str]:
     return status, json.dumps(body)
 
 
+# Shapes of a too-long refusal sent inside a 200 stream, before any answer text.
+IN_STREAM_SHAPES = (
+    "openrouter",  # data: {"error": …, "choices": [… "finish_reason": "error"]}, upstream in raw
+    "litellm",  # data: {"error": {…, "code": "400"}}, LiteLLM's proxy wording
+    "vllm",  # data: {"error": {"object": "error", …}} then [DONE]
+    "vllm-flat",  # data: {"object": "error", …} then [DONE]
+    "llamacpp",  # data: {"error": {… "n_ctx": W}} (llama-server before it answered 400)
+    "event-error",  # event: error + data: {"error": …}
+    "mislabelled",  # the openrouter stream sent as text/plain
+)
+
+
+def in_stream_refusal(shape: str, window: int, tokens: int) -> list[str]:
+    """The pieces of a 200 stream that refuses a prompt over ``window`` in ``shape``."""
+    openai_words = (
+        f"This model's maximum context length is {window} tokens. However, your messages "
+        f"resulted in {tokens} tokens. Please reduce the length of the messages."
+    )
+    start = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
+    }
+    pieces = [f"data: {json.dumps(start)}\n\n"]
+    if shape in ("openrouter", "mislabelled"):
+        upstream = {"error": {"message": openai_words, "type": "invalid_request_error"}}
+        error: dict[str, Any] = {
+            "id": "gen-fake",
+            "object": "chat.completion.chunk",
+            "provider": "Upstream",
+            "error": {
+                "code": 400,
+                "message": "Provider returned error",
+                "metadata": {"raw": json.dumps(upstream), "provider_name": "Upstream"},
+            },
+            "choices": [
+                {"index": 0, "delta": {"content": ""}, "finish_reason": "error"},
+            ],
+        }
+        return [": OPENROUTER PROCESSING\n\n", *pieces, f"data: {json.dumps(error)}\n\n"]
+    if shape == "litellm":
+        message = (
+            "litellm.ContextWindowExceededError: litellm.BadRequestError: "
+            f"ContextWindowExceededError: OpenAIException - {openai_words}\n"
+            "model=fake-model. context_window_fallbacks=None. fallbacks=None."
+        )
+        error = {"error": {"message": message, "type": None, "param": None, "code": "400"}}
+        return [*pieces, f"data: {json.dumps(error)}\n\n"]
+    if shape in ("vllm", "vllm-flat"):
+        flat = {
+            "object": "error",
+            "message": f"The decoder prompt (length {tokens}) is longer than the maximum model "
+            f"length of {window}. Make sure that `max_model_len` is no smaller than the number "
+            "of text tokens.",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
+        error = flat if shape == "vllm-flat" else {"error": flat}
+        return [*pieces, f"data: {json.dumps(error)}\n\n", "data: [DONE]\n\n"]
+    if shape == "llamacpp":
+        error = {
+            "error": {
+                "code": 400,
+                "message": f"request ({tokens} tokens) exceeds the available context size "
+                f"({window} tokens), try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": tokens,
+                "n_ctx": window,
+            }
+        }
+        return [f"data: {json.dumps(error)}\n\n"]
+    if shape == "event-error":
+        error = {
+            "error": {
+                "message": openai_words,
+                "type": "invalid_request_error",
+                "code": "context_length_exceeded",
+            }
+        }
+        return [*pieces, f"event: error\ndata: {json.dumps(error)}\n\n"]
+    raise ValueError(f"unknown in-stream shape {shape!r}")
+
+
 _HTML_PAGE = (
     "<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head><body>"
     "<center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center>"
@@ -277,6 +363,9 @@ class OpenAIStyleServer(LoopbackServer):
         self.api_key = api_key
         self.fault: str | None = None
         self.stream_error: dict[str, Any] | None = None  # sent as data: after the first chunk
+        # A streamed request over the window is refused inside a 200 stream in this shape
+        # (IN_STREAM_SHAPES) instead of with the flavour's error status.
+        self.in_stream_shape: str | None = None
         self.refusal: tuple[int, str] | None = None  # (status, body) for every chat request
         self.retry_after = "7"
         self.slow_seconds = 2.0
@@ -471,6 +560,10 @@ class OpenAIStyleServer(LoopbackServer):
             if self.flavour == "local" and streaming:
                 # llama-cpp-python: the check runs after the 200 and the stream just ends.
                 return Reply.stream([])
+            if self.in_stream_shape is not None and streaming:
+                pieces = in_stream_refusal(self.in_stream_shape, self.window, tokens)
+                kind = "text/plain" if self.in_stream_shape == "mislabelled" else None
+                return Reply.stream(pieces, kind or "text/event-stream")
             status, text = too_long_reply(self.flavour, self.window, tokens)
             return Reply.text(text, status, "application/json")
         if not streaming:
