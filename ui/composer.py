@@ -168,6 +168,7 @@ class Composer(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("Composer")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         self._busy = False
         self._pictures: list[Picture] = []
         self._attachments: list[Attachment] = []

@@ -111,6 +111,7 @@ class MainWindow(QMainWindow):
 
         top = QWidget(self)
         top.setObjectName("ChatHeader")
+        top.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         top_layout = QHBoxLayout(top)
         top_layout.setContentsMargins(10, 6, 10, 6)
         top_layout.addWidget(self.title_label, 1)

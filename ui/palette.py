@@ -199,8 +199,7 @@ class CommandPalette(QFrame):
         self.list.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self.list.setUniformItemSizes(True)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        # The list's own minimum height would leave a gap under a single match.
-        self.list.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Ignored)
+        self.list.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.hint = QLabel("↑↓ to choose · Enter to run · Esc to close", self.card)
         self.hint.setObjectName("PaletteHint")
         self.empty = QLabel("No command matches.", self.card)
@@ -217,6 +216,7 @@ class CommandPalette(QFrame):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(self.card)
+        self._layouts = (inner, outer)
         self.resize(560, 360)
 
         self.search.textChanged.connect(self._refilter)
@@ -320,22 +320,30 @@ class CommandPalette(QFrame):
         self._fit_height()
 
     def _fit_height(self) -> None:
-        """As tall as the matches need (up to ``MAX_ROWS``), so the popup hugs its list."""
-        top = self.search.sizeHint().height() + self.hint.sizeHint().height()
+        """As tall as the matches need (up to ``MAX_ROWS``), so the popup hugs its list.
+
+        The list gets exactly the rows' height and everything else its own: an earlier version
+        sized the popup but let the layout share it out, so the hint line took the spare room
+        and the list showed four and a half rows over a blank band.
+        """
+        self.ensurePolished()  # the stylesheet's paddings count in every size below
         if self._shown:
             rows = min(len(self._shown), MAX_ROWS)
             row = max(self.list.sizeHintForRow(0), 1)
-            # Room for the list's frame and the stylesheet's padding (8 px above and below).
-            body = rows * row + 2 * self.list.frameWidth() + 20
+            margins = self.list.contentsMargins()  # the frame and the stylesheet's padding
+            body = rows * row + margins.top() + margins.bottom()
             fits = len(self._shown) <= MAX_ROWS
             self.list.setVerticalScrollBarPolicy(
                 Qt.ScrollBarPolicy.ScrollBarAlwaysOff
                 if fits
                 else Qt.ScrollBarPolicy.ScrollBarAsNeeded
             )
-        else:
-            body = self.empty.sizeHint().height()
-        self.resize(self.width(), top + body + 2)
+            self.list.setFixedHeight(body)
+        # A window's layout keeps its old minimum height until it runs again: run both now.
+        for layout in self._layouts:
+            layout.invalidate()
+            layout.activate()
+        self.resize(self.width(), self._layouts[0].sizeHint().height())
 
     def _move(self, delta: int) -> None:
         count = len(self._shown)

@@ -17,9 +17,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QCloseEvent, QHideEvent
+from PySide6.QtCore import QEvent, QPointF, Qt, Signal
+from PySide6.QtGui import QCloseEvent, QHideEvent, QHoverEvent
 from PySide6.QtWidgets import (
+    QApplication,
     QButtonGroup,
     QCheckBox,
     QDialog,
@@ -662,6 +663,14 @@ class SettingsDialog(QDialog):
 
     def hideEvent(self, event: QHideEvent) -> None:
         self.cancel_tests()  # a hidden dialog has no one to show the result to
+        # The pointer leaves with the window, but no "leave" arrives for a hidden widget: the
+        # row it was over would still look pointed at (a second chosen row) when Settings
+        # opens again with the pointer elsewhere.
+        viewport = self.nav.viewport()
+        outside = QPointF(-1, -1)
+        QApplication.sendEvent(
+            viewport, QHoverEvent(QEvent.Type.HoverLeave, outside, outside, outside)
+        )
         super().hideEvent(event)
 
     def done(self, result: int) -> None:

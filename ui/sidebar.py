@@ -6,7 +6,16 @@ puts the chat back exactly as it was. Search looks at titles and at message text
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, QSignalBlocker, Qt, QTimer, Signal
+from PySide6.QtCore import (
+    QModelIndex,
+    QPersistentModelIndex,
+    QPoint,
+    QRect,
+    QSignalBlocker,
+    Qt,
+    QTimer,
+    Signal,
+)
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -17,6 +26,8 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QMenu,
     QPushButton,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -41,6 +52,9 @@ class UndoBar(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("UndoBar")
+        # A plain QWidget paints no stylesheet background without this: the bar would be there
+        # (and clickable) but invisible.
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         self.label = QLabel(self)
         self.label.setWordWrap(True)
         self.button = QPushButton("Undo", self)
@@ -78,6 +92,27 @@ class UndoBar(QWidget):
             self.undo_clicked.emit(chat_id)
 
 
+class TitleDelegate(QStyledItemDelegate):
+    """Renames a chat in an edit box as tall as its text.
+
+    Qt puts the editor over the row's text area, which the stylesheet's padding leaves shorter
+    than a line edit (its own padding and frame included): the title would be cut in half.
+    """
+
+    def updateEditorGeometry(
+        self,
+        editor: QWidget,
+        option: QStyleOptionViewItem,
+        index: QModelIndex | QPersistentModelIndex,
+    ) -> None:
+        rect = QRect(option.rect)  # the whole row, not just its text
+        need = editor.minimumSizeHint().height()
+        if rect.height() < need:
+            rect.setTop(rect.center().y() - need // 2)
+            rect.setHeight(need)
+        editor.setGeometry(rect)
+
+
 class Sidebar(QWidget):
     """The chats, newest first.
 
@@ -100,6 +135,7 @@ class Sidebar(QWidget):
     def __init__(self, store: ChatStore, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("Sidebar")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         self._store = store
         self._current = ""
 
@@ -125,6 +161,7 @@ class Sidebar(QWidget):
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setWordWrap(False)
+        self.list.setItemDelegate(TitleDelegate(self.list))
         self.empty = QLabel("No chats found.", self)
         self.empty.setVisible(False)
         self.undo_bar = UndoBar(self)
