@@ -112,7 +112,7 @@ def _connect(path: Path, schema: str, synchronous: str) -> sqlite3.Connection:
         db.executescript(schema)
         row = db.execute("PRAGMA quick_check(1)").fetchone()
         if row is None or row[0] != "ok":
-            raise _FailedCheck("some of its pages are damaged")
+            raise _FailedCheck("SQLite's check found damaged pages")
     except BaseException:
         db.close()
         raise
