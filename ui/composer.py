@@ -19,6 +19,7 @@ from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMimeData, QSize, Qt,
 from PySide6.QtGui import QImage, QKeyEvent
 from PySide6.QtWidgets import (
     QFileDialog,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
@@ -30,9 +31,11 @@ from PySide6.QtWidgets import (
 
 from engines.base import Attachment, Picture
 from ui.context_meter import ContextMeter
-from ui.icons import ON_ACCENT, icon
+from ui.icons import MUTED, ON_ACCENT, icon
 
 PASTE_LIMIT = 100_000  # characters; a longer paste becomes an attachment
+EDIT_MIN_HEIGHT = 56  # px: two lines and a little room
+EDIT_MAX_HEIGHT = 200  # px: past this the box scrolls
 MAX_TEXT_FILE = 8 * 1024 * 1024
 MAX_PICTURE = 20 * 1024 * 1024
 PICTURE_TYPES = {
@@ -43,6 +46,7 @@ PICTURE_TYPES = {
     ".webp": "image/webp",
 }
 COMPACT_HINT = "/compact [what to keep] — summarise the start of this chat now"
+OTHER_COMMAND_HINT = "Only /compact is a command; anything else is sent as a message."
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,25 @@ class ComposerEdit(QPlainTextEdit):
         self.setAccessibleName("Message")
         self.setPlaceholderText("Message — Enter sends, Shift+Enter for a new line")
         self.setTabChangesFocus(True)
+        self.setMinimumHeight(EDIT_MIN_HEIGHT)
+        self.setMaximumHeight(EDIT_MAX_HEIGHT)
+        self._lines = 1
+        self.document().contentsChanged.connect(self._grow)
+
+    def sizeHint(self) -> QSize:
+        # As tall as the text, from EDIT_MIN_HEIGHT up to EDIT_MAX_HEIGHT. Not the scroll
+        # area's default of 192 px: once a wrapping hint line shows above the box, the layout
+        # asks for that and the composer stayed a quarter of the window tall.
+        frame = self.height() - self.viewport().height() if self.isVisible() else 12
+        text = self._lines * self.fontMetrics().lineSpacing() + 2 * self.document().documentMargin()
+        wanted = int(text) + frame
+        return QSize(super().sizeHint().width(), max(EDIT_MIN_HEIGHT, min(EDIT_MAX_HEIGHT, wanted)))
+
+    def _grow(self) -> None:
+        lines = max(1, int(self.document().size().height()))
+        if lines != self._lines:
+            self._lines = lines
+            self.updateGeometry()
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         key = event.key()
@@ -153,6 +176,31 @@ class ComposerEdit(QPlainTextEdit):
         self.insertPlainText(text)
 
 
+class AttachmentChip(QFrame):
+    """One attachment above the box: what it is (the app's own icon), its name, and ✕."""
+
+    def __init__(self, kind: str, label: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("AttachmentChip")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self.kind = kind  # "picture" or "file": the icon's name
+        self.icon = QLabel(self)
+        size = self.fontMetrics().height()
+        self.icon.setPixmap(icon(kind, role=MUTED).pixmap(QSize(size, size)))
+        self.label = QLabel(label, self)
+        self.remove_button = QToolButton(self)
+        self.remove_button.setIcon(icon("close", role=MUTED))
+        self.remove_button.setAutoRaise(True)
+        self.remove_button.setToolTip("Remove")
+        self.remove_button.setAccessibleName(f"Remove attachment {label}")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(8, 2, 2, 2)
+        layout.setSpacing(6)
+        layout.addWidget(self.icon)
+        layout.addWidget(self.label)
+        layout.addWidget(self.remove_button)
+
+
 class Composer(QWidget):
     """The text box with Send/Stop, Attach, attachment chips, the /compact hint and the meter.
 
@@ -175,8 +223,6 @@ class Composer(QWidget):
         self.file_dialog_factory: Callable[[QWidget], QFileDialog] = self._default_dialog
 
         self.edit = ComposerEdit(self)
-        self.edit.setMinimumHeight(56)
-        self.edit.setMaximumHeight(200)
 
         self.hint = QLabel(self)
         self.hint.setObjectName("ComposerHint")
@@ -186,8 +232,10 @@ class Composer(QWidget):
         self.chips = QWidget(self)
         self._chips_layout = QHBoxLayout(self.chips)
         self._chips_layout.setContentsMargins(0, 0, 0, 0)
+        self._chips_layout.setSpacing(4)
         self._chips_layout.addStretch(1)
         self.chips.setVisible(False)
+        self.chip_list: list[AttachmentChip] = []
 
         self.attach_button = QToolButton(self)
         self.attach_button.setObjectName("AttachButton")
@@ -205,6 +253,10 @@ class Composer(QWidget):
         self.stop_button.setAccessibleName("Stop the answer")
         self.stop_button.setToolTip("Stop the answer, keeping what arrived (Esc)")
         self.stop_button.setVisible(False)
+        for button in (self.send_button, self.stop_button):
+            # Reachable with Tab, but a click leaves the focus in the box: the button is about
+            # to hide, and typing should go on where it was.
+            button.setFocusPolicy(Qt.FocusPolicy.TabFocus)
         self.meter = ContextMeter(self)
         self.meter_label = QLabel(self)
         self.meter_label.setObjectName("ContextMeterLabel")
@@ -236,9 +288,6 @@ class Composer(QWidget):
         self.stop_button.clicked.connect(self._stop)
         self.attach_button.clicked.connect(self.choose_files)
 
-    def sizeHint(self) -> QSize:
-        return QSize(480, 120)
-
     # --- state ----------------------------------------------------------------------------
 
     @property
@@ -248,10 +297,13 @@ class Composer(QWidget):
     def set_busy(self, busy: bool) -> None:
         """While an answer streams: Stop instead of Send; typing stays possible."""
         self._busy = busy
+        # The button that hides may hold the focus (reached with Tab): give it to the box.
+        leaving = self.send_button if busy else self.stop_button
+        keep_typing = leaving.hasFocus()
         self.stop_button.setVisible(busy)
         self.send_button.setVisible(not busy)
-        if not busy:
-            self.stop_button.clearFocus()
+        if keep_typing:
+            self.edit.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def text(self) -> str:
         return self.edit.toPlainText()
@@ -267,10 +319,12 @@ class Composer(QWidget):
         return tuple(self._attachments)
 
     def clear(self) -> None:
+        """Empty the box, its attachments and any hint about them (a new draft starts)."""
         self.edit.clear()
         self._pictures.clear()
         self._attachments.clear()
         self._redraw_chips()
+        self.show_hint("")
 
     def restore(self, submission: Submission) -> None:
         """Put back what could not be sent."""
@@ -387,6 +441,8 @@ class Composer(QWidget):
             if 0 <= i < len(self._attachments):
                 del self._attachments[i]
         self._redraw_chips()
+        if not self._is_command_hint():
+            self.show_hint("")  # it spoke of what was attached (or could not be)
 
     def _long_paste(self, text: str) -> None:
         self.add_text("Pasted text", text)
@@ -399,38 +455,38 @@ class Composer(QWidget):
         self.add_picture(picture_from_image(image))
 
     def _redraw_chips(self) -> None:
-        layout = self._chips_layout
-        while layout.count() > 1:  # keep the trailing stretch
-            item = layout.takeAt(0)
-            widget = item.widget() if item is not None else None
-            if widget is not None:
-                widget.deleteLater()
-        labels = [f"🖼 {p.name}" for p in self._pictures]
-        labels += [
-            f"📄 {a.name} ({_size(len(a.text.encode('utf-8', 'replace')))})"
+        for chip in self.chip_list:
+            self._chips_layout.removeWidget(chip)
+            chip.deleteLater()
+        self.chip_list = []
+        shown = [("picture", p.name) for p in self._pictures]
+        shown += [
+            ("file", f"{a.name} ({_size(len(a.text.encode('utf-8', 'replace')))})")
             for a in self._attachments
         ]
-        for i, label in enumerate(labels):
-            chip = QToolButton(self.chips)
-            chip.setText(f"{label}  ✕")
-            chip.setAccessibleName(f"Remove attachment {label}")
-            chip.setToolTip("Remove")
-            chip.setAutoRaise(True)
-            chip.clicked.connect(lambda _checked=False, n=i: self.remove_attachment(n))
-            layout.insertWidget(layout.count() - 1, chip)
-        self.chips.setVisible(bool(labels))
+        for i, (kind, label) in enumerate(shown):
+            chip = AttachmentChip(kind, label, self.chips)
+            chip.remove_button.clicked.connect(
+                lambda _checked=False, n=i: self.remove_attachment(n)
+            )
+            self._chips_layout.insertWidget(self._chips_layout.count() - 1, chip)
+            self.chip_list.append(chip)
+        self.chips.setVisible(bool(shown))
 
     # --- the /compact hint ----------------------------------------------------------------
+
+    def _is_command_hint(self) -> bool:
+        return self.hint.text() in (COMPACT_HINT, OTHER_COMMAND_HINT)
 
     def _update_hint(self) -> None:
         # Only the first line matters; never copy a huge document on every keystroke.
         first = self.edit.document().firstBlock().text()[:200]
         if not first.startswith("/"):
-            if self.hint.text() == COMPACT_HINT or self.hint.text().startswith("Only /compact"):
+            if self._is_command_hint():
                 self.show_hint("")
             return
         word = first.split(" ", 1)[0].lower()
         if "/compact".startswith(word) or word == "/compact":
             self.show_hint(COMPACT_HINT)
         else:
-            self.show_hint("Only /compact is a command; anything else is sent as a message.")
+            self.show_hint(OTHER_COMMAND_HINT)

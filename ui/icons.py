@@ -60,6 +60,8 @@ ICON_NAMES: tuple[str, ...] = (
     "export",
     "providers",
     "appearance",
+    "file",
+    "picture",
 )
 
 

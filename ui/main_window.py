@@ -123,7 +123,11 @@ class MainWindow(QMainWindow):
         right_layout.setSpacing(0)
         right_layout.addWidget(top)
         right_layout.addWidget(self.chat_view, 1)
-        right_layout.addWidget(self.composer)
+        holder = QWidget(self)  # room around the composer's rounded box
+        holder_layout = QVBoxLayout(holder)
+        holder_layout.setContentsMargins(12, 4, 12, 12)
+        holder_layout.addWidget(self.composer)
+        right_layout.addWidget(holder)
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
         self.splitter.addWidget(self.sidebar)
