@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import base64
 import time
+import unicodedata
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QMimeData, Qt
+from PySide6.QtCore import QEvent, QMimeData, Qt
 from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QApplication, QLabel, QToolButton, QVBoxLayout, QWidget
 from pytestqt.qtbot import QtBot
 
 from ui.composer import COMPACT_HINT, PASTE_LIMIT, Composer, Submission, parse_compact
@@ -160,3 +162,147 @@ def test_restore_puts_back_what_could_not_be_sent(composer: Composer) -> None:
     assert composer.text() == "hello"
     composer.restore(Submission(text="/compact x", compact_focus="x"))
     assert composer.text() == "/compact x"
+
+
+# --- what stays and what goes with a draft ---------------------------------------------------
+
+
+def in_a_window(qtbot: QtBot) -> tuple[QWidget, Composer]:
+    """The composer under a chat-sized area, as in the main window."""
+    window = QWidget()
+    qtbot.addWidget(window)
+    window.resize(800, 700)
+    layout = QVBoxLayout(window)
+    layout.addWidget(QWidget(window), 1)  # the chat takes what is left
+    composer = Composer(window)
+    layout.addWidget(composer)
+    window.show()
+    qtbot.waitExposed(window, timeout=10_000)
+    relayout()
+    return window, composer
+
+
+def relayout() -> None:
+    """Run the layouts that changes asked for (Qt posts those requests as events).
+
+    Each round settles one level (the box, the composer, the window) and may post the next.
+    """
+    for _level in range(4):
+        QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+
+
+def long_paste(composer: Composer, text: str) -> None:
+    mime = QMimeData()
+    mime.setText(text)
+    composer.edit.insertFromMimeData(mime)
+
+
+def test_a_long_paste_hint_and_tall_box_go_with_the_draft(qtbot: QtBot) -> None:
+    window, composer = in_a_window(qtbot)
+    box_height = composer.edit.height()
+
+    long_paste(composer, "a log line\n" * (PASTE_LIMIT // 10))
+    relayout()
+    assert composer.hint.isVisibleTo(window) and "attached" in composer.hint.text()
+    # The hint and the chip add their own lines; the box itself does not grow.
+    assert composer.edit.height() == box_height
+
+    qtbot.keyClicks(composer.edit, "What went wrong?")
+    with qtbot.waitSignal(composer.submitted, timeout=10_000):
+        qtbot.keyClick(composer.edit, Qt.Key.Key_Return)
+    relayout()
+    assert not composer.hint.isVisibleTo(window)
+    assert not composer.chips.isVisibleTo(window)
+    assert composer.edit.height() == box_height
+
+    # A later short paste says nothing; a new chat (clear) starts without the old hint.
+    mime = QMimeData()
+    mime.setText("short")
+    composer.edit.insertFromMimeData(mime)
+    assert not composer.hint.isVisibleTo(window)
+    long_paste(composer, "x" * (PASTE_LIMIT + 1))
+    assert composer.hint.isVisibleTo(window)
+    composer.clear()
+    assert not composer.hint.isVisibleTo(window)
+
+
+def test_removing_the_pasted_file_removes_its_hint(qtbot: QtBot) -> None:
+    window, composer = in_a_window(qtbot)
+    long_paste(composer, "y" * (PASTE_LIMIT + 1))
+    assert composer.hint.isVisibleTo(window)
+    composer.remove_attachment(0)
+    assert composer.attachments() == ()
+    assert not composer.hint.isVisibleTo(window)
+
+
+def test_the_box_grows_with_its_lines_up_to_a_limit(qtbot: QtBot) -> None:
+    _window, composer = in_a_window(qtbot)
+    one_line = composer.edit.height()
+    composer.set_text("\n".join(f"line {n}" for n in range(6)))
+    relayout()
+    six_lines = composer.edit.height()
+    assert six_lines > one_line
+    composer.set_text("\n".join(f"line {n}" for n in range(200)))
+    relayout()
+    assert six_lines < composer.edit.height() <= 200
+
+
+def test_clicking_stop_leaves_the_focus_in_the_box(qtbot: QtBot) -> None:
+    window, composer = in_a_window(qtbot)
+    window.activateWindow()
+    composer.edit.setFocus()
+    qtbot.waitUntil(composer.edit.hasFocus, timeout=10_000)
+    composer.set_busy(True)
+    with qtbot.waitSignal(composer.stop_requested, timeout=10_000):
+        qtbot.mouseClick(composer.stop_button, Qt.MouseButton.LeftButton)
+    composer.set_busy(False)  # the answer stopped
+    assert composer.edit.hasFocus()
+    qtbot.keyClicks(composer.edit, "and one more thing")
+    assert composer.text() == "and one more thing"
+
+    # The same for Send: the box keeps the focus while the answer streams.
+    with qtbot.waitSignal(composer.submitted, timeout=10_000):
+        qtbot.mouseClick(composer.send_button, Qt.MouseButton.LeftButton)
+    composer.set_busy(True)
+    assert composer.edit.hasFocus()
+
+
+def _emoji(text: str) -> list[str]:
+    """Characters many desktops have no font for (pictographs, outside the basic plane)."""
+    return [ch for ch in text if ord(ch) > 0xFFFF or unicodedata.category(ch) == "So"]
+
+
+def test_attachment_chips_draw_the_apps_icons_not_emoji(
+    qtbot: QtBot, composer: Composer, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.md"
+    notes.write_text("larch\n", encoding="utf-8")
+    picture = tmp_path / "bed.png"
+    image = QImage(4, 4, QImage.Format.Format_RGB32)
+    image.fill(0x00FF00)
+    assert image.save(str(picture))
+    assert composer.add_file(notes) == "" and composer.add_file(picture) == ""
+
+    words = [w.text() for w in composer.chips.findChildren(QLabel)]
+    words += [w.text() for w in composer.chips.findChildren(QToolButton)]
+    assert any("notes.md" in w for w in words) and any("bed.png" in w for w in words)
+    assert not [w for w in words if _emoji(w)]
+    chips = composer.chips.layout()
+    assert chips is not None
+    items = [chips.itemAt(i) for i in range(chips.count())]  # what the row holds now
+    shown = [item.widget() for item in items if item is not None]
+    drawn = [
+        label.pixmap()
+        for chip in shown
+        if chip is not None
+        for label in chip.findChildren(QLabel)
+        if not label.pixmap().isNull()
+    ]
+    assert len(drawn) == 2  # one icon per chip, from the app's own set
+    for pix in drawn:
+        ink = pix.toImage()
+        assert any(
+            ink.pixelColor(x, y).alpha() > 0
+            for x in range(ink.width())
+            for y in range(ink.height())
+        )
