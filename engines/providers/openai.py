@@ -63,7 +63,9 @@ log = logging.getLogger("conch.providers.openai")
 API_WINDOW = 128_000  # DESIGN: unknown window of a model API
 LOCAL_WINDOW = 8_192  # DESIGN: unknown window of a server on this computer
 
-WindowSource = Literal["models", "lmstudio", "llamacpp", "given"]
+# Where a row's windows come from: its /models list, LM Studio's REST lists, llama-server's
+# /props, Gemini's native list beside its OpenAI-style one, or the caller (the bundled server).
+WindowSource = Literal["models", "lmstudio", "llamacpp", "gemini", "given"]
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,7 @@ ROWS: dict[str, ProviderRow] = {
             "Google Gemini",
             "https://generativelanguage.googleapis.com/v1beta/openai",
             needs_key=True,
+            window_source="gemini",  # the OpenAI-style list names no window; the native one does
             cheap=("gemini-2.5-flash-lite", "gemini-2.0-flash-lite"),
         ),
         ProviderRow(
@@ -206,6 +209,20 @@ ROWS: dict[str, ProviderRow] = {
         ),
     )
 }
+
+# Fields that name a window in a /models entry whatever the row, read when the row's own
+# fields name none: GitHub Copilot's input limit, LiteLLM's max_input_tokens (top level or in
+# model_info), Gemini's inputTokenLimit as a proxy passes it on, and llama-server's loaded
+# n_ctx (llama-swap lists it too; n_ctx_train is only the trained ceiling). Each is an upper
+# bound: a window a refusal names wins when smaller.
+_ANY_ROW_WINDOW_FIELDS = (
+    "capabilities.limits.max_prompt_tokens",
+    "max_input_tokens",
+    "model_info.max_input_tokens",
+    "inputTokenLimit",
+    "meta.n_ctx",
+)
+_GEMINI_PAGES = 10  # pages of 1,000 models: far more than Gemini lists
 
 # Model ids that cannot chat (OpenAI and local servers list them next to chat models).
 _NOT_CHAT = ("embed", "tts", "whisper", "dall-e", "moderation", "transcribe", "gpt-image")
@@ -513,6 +530,8 @@ class OpenAIAdapter:
         self._window_override = window_override
         self._deadlines = deadlines  # None: sized for each request (deadlines_for)
         self._clock = clock
+        # Addresses without a LiteLLM-style model/info list (asked once each).
+        self._no_info: set[str] = set()
         # (base URL, the tokenizer endpoint that answered there, or None when none did)
         self._tokenizer_at: tuple[str, TokenizerKind | None] | None = None
 
@@ -560,17 +579,30 @@ class OpenAIAdapter:
         entries = listed.get("data") if isinstance(listed, dict) else listed
         if not isinstance(entries, list):
             entries = []
+        chat_entries = [
+            entry
+            for entry in entries
+            if isinstance(entry, dict)
+            and isinstance(entry.get("id"), str)
+            and _is_chat_model(entry["id"])
+        ]
         server_window: int | None = None
         if source == "llamacpp":
             server_window = await self._llamacpp_window(base)
+        listed_windows = [self._entry_window(entry) for entry in chat_entries]
+        elsewhere: dict[str, int] = {}
+        if chat_entries and not (self._window_override or server_window or any(listed_windows)):
+            elsewhere = await self._windows_elsewhere(base)
         models: list[ModelInfo] = []
-        for entry in entries:
-            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
-                continue
+        for entry, listed_window in zip(chat_entries, listed_windows, strict=True):
             model_id = entry["id"]
-            if not _is_chat_model(model_id):
-                continue
-            window = self._window_override or server_window or self._entry_window(entry)
+            window = (
+                self._window_override
+                or server_window
+                or listed_window
+                or elsewhere.get(model_id)
+                or elsewhere.get(model_id.removeprefix("models/"))
+            )
             if window is None and source == "llamacpp":
                 # n_ctx_train is the trained ceiling, never more than what is really loaded.
                 trained = _positive_int(_dig(entry, "meta.n_ctx_train"))
@@ -590,9 +622,81 @@ class OpenAIAdapter:
         return models
 
     def _entry_window(self, entry: dict[str, Any]) -> int | None:
-        found = [_positive_int(_dig(entry, path)) for path in self.row.window_fields]
-        windows = [w for w in found if w]
-        return min(windows) if windows else None
+        for paths in (self.row.window_fields, _ANY_ROW_WINDOW_FIELDS):
+            found = [_positive_int(_dig(entry, path)) for path in paths]
+            windows = [w for w in found if w]
+            if windows:
+                return min(windows)
+        return None
+
+    async def _windows_elsewhere(self, base: str) -> dict[str, int]:
+        """Windows from a second list, when the /models list named none (model id → window).
+
+        Gemini's native list, for the Google row; a LiteLLM proxy's ``model/info``, for a row
+        set to an address of the person's own (a company's own API has no such list). A list
+        that cannot be read only leaves the windows unknown.
+        """
+        source = self.row.window_source
+        if source == "gemini":
+            return await self._gemini_windows(base)
+        stock = (self.row.base_url, *self.row.alt_base_urls)
+        if source in ("models", "llamacpp") and base not in stock and base not in self._no_info:
+            return await self._litellm_windows(base)
+        return {}
+
+    async def _litellm_windows(self, base: str) -> dict[str, int]:
+        """LiteLLM's ``model/info``: each model group's ``model_info.max_input_tokens``; the
+        smallest of a group's deployments, since any of them may answer."""
+        try:
+            listed = await self._get_json(join(base, "model/info"))
+        except ProviderError as exc:
+            if exc.status in (401, 403, 404, 405):
+                self._no_info.add(base)  # no such list here: not asked again on every refresh
+            return {}
+        entries = listed.get("data") if isinstance(listed, dict) else None
+        windows: dict[str, int] = {}
+        for entry in entries if isinstance(entries, list) else []:
+            name = entry.get("model_name") if isinstance(entry, dict) else None
+            window = _positive_int(_dig(entry, "model_info.max_input_tokens"))
+            if isinstance(name, str) and window:
+                windows[name] = min(window, windows.get(name, window))
+        return windows
+
+    async def _gemini_windows(self, base: str) -> dict[str, int]:
+        """``inputTokenLimit`` from Gemini's native model list (``…/v1beta/models``), beside the
+        OpenAI-style one at ``…/v1beta/openai``; keyed by name without ``models/``."""
+        if not base.endswith("/openai"):
+            return {}  # an address of the person's own: no native list known beside it
+        url = join(base.removesuffix("/openai"), "models")
+        headers = {"accept": "application/json"}
+        if self._key and same_origin(url, self.base_url):
+            headers["x-goog-api-key"] = self._key  # the native API takes the key this way
+        windows: dict[str, int] = {}
+        page: str | None = None
+        for _ in range(_GEMINI_PAGES):
+            params = {"pageSize": "1000", **({"pageToken": page} if page else {})}
+            try:
+                listed = await request_json(
+                    self._client,
+                    "GET",
+                    url,
+                    not_json=_list_not_json,
+                    params=params,
+                    headers=headers,
+                )
+            except ProviderError:
+                break
+            entries = listed.get("models") if isinstance(listed, dict) else None
+            for entry in entries if isinstance(entries, list) else []:
+                name = entry.get("name") if isinstance(entry, dict) else None
+                window = _positive_int(_dig(entry, "inputTokenLimit"))
+                if isinstance(name, str) and window:
+                    windows[name.removeprefix("models/")] = window
+            token = listed.get("nextPageToken") if isinstance(listed, dict) else None
+            if not isinstance(token, str) or not token:
+                break
+            page = token
+        return windows
 
     async def _llamacpp_window(self, base: str) -> int | None:
         try:
