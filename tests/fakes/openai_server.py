@@ -371,6 +371,15 @@ class OpenAIStyleServer(LoopbackServer):
         self.slow_seconds = 2.0
         self.lmstudio_rest = "v1"  # "v1", "v0" or "none": which LM Studio REST list exists
         self.props = True  # llama-server answers /props
+        self.meta_n_ctx = (
+            True  # llama-server's /v1/models meta names the loaded n_ctx (newer builds)
+        )
+        # What stands in front of (or replaces) the flavour's own list: "copilot" (GitHub
+        # Copilot's capabilities.limits in each entry) or "litellm" (a LiteLLM proxy: a bare
+        # /v1/models, windows in /model/info and /v1/model/info as model_info.max_input_tokens).
+        self.gateway: str | None = None
+        self.native_page_size = 50  # Gemini's native list: models per page
+        self.native_list = True  # False: Gemini's native list refuses the key
         self.tokenizer = True  # local and llamacpp answer their tokenizer endpoint
         self.digit_tokens = False  # the fake tokenizer spends a token per digit
         self.tokenizer_fault: str | None = None  # "500" or "no-count" for the next counts
@@ -399,6 +408,12 @@ class OpenAIStyleServer(LoopbackServer):
                 return Reply.json(
                     {"default_generation_settings": {"n_ctx": window}, "total_slots": 1}
                 )
+        elif request.method == "GET" and path == "/v1beta/models" and self.flavour == "google":
+            return self._gemini_native(request)
+        elif request.method == "GET" and path.endswith("/model/info") and self.gateway == "litellm":
+            if self._unauthorised(request):
+                return self._auth_reply()
+            return Reply.json(self._litellm_info())
         elif request.method == "GET" and path.endswith("/models"):
             if self._unauthorised(request):
                 return self._auth_reply()
@@ -453,12 +468,86 @@ class OpenAIStyleServer(LoopbackServer):
             status=401,
         )
 
+    def _gemini_native(self, request: Recorded) -> Reply:
+        """Gemini's own list: ``inputTokenLimit`` per model, paged, the key in x-goog-api-key."""
+        wrong_key = (
+            self.api_key is not None and request.headers.get("x-goog-api-key") != self.api_key
+        )
+        if wrong_key or not self.native_list:
+            return Reply.json(
+                {"error": {"code": 403, "message": "Method doesn't allow unregistered callers"}},
+                status=403,
+            )
+        params = dict(part.split("=", 1) for part in request.query.split("&") if "=" in part)
+        start = int(params.get("pageToken") or 0)
+        size = min(int(params.get("pageSize") or 50), self.native_page_size)
+        page = self.models[start : start + size]
+        listed: dict[str, Any] = {
+            "models": [
+                {
+                    "name": f"models/{model.id}",
+                    "displayName": model.name or model.id,
+                    "inputTokenLimit": model.window,
+                    "outputTokenLimit": 8192,
+                    "supportedGenerationMethods": ["generateContent", "countTokens"],
+                }
+                for model in page
+            ]
+        }
+        if start + size < len(self.models):
+            listed["nextPageToken"] = str(start + size)
+        return Reply.json(listed)
+
+    def _litellm_info(self) -> Any:
+        """One entry per deployment; several may share a model group's name."""
+        return {
+            "data": [
+                {
+                    "model_name": model.id,
+                    "litellm_params": {"model": f"openai/{model.id}"},
+                    "model_info": {
+                        "id": f"deployment-{position}",
+                        "max_tokens": 4096,
+                        "max_input_tokens": model.window,
+                        "max_output_tokens": 4096,
+                        "mode": "chat",
+                    },
+                }
+                for position, model in enumerate(self.models)
+            ]
+        }
+
     def _model_list(self) -> Any:
         entries: list[dict[str, Any]] = []
         for model in self.models:
             entry: dict[str, Any] = {"id": model.id, "object": "model", "owned_by": "fake"}
             flavour = self.flavour
-            if flavour == "openrouter":
+            if self.gateway == "litellm":
+                if any(e["id"] == model.id for e in entries):
+                    continue  # LiteLLM lists a model group once, however many deployments
+                entry["owned_by"] = "openai"
+            elif self.gateway == "copilot":
+                entry.update(
+                    {
+                        "name": model.name or model.id,
+                        "vendor": "Azure OpenAI",
+                        "version": model.id,
+                        "model_picker_enabled": True,
+                        "capabilities": {
+                            "family": model.id,
+                            "type": "chat",
+                            "object": "model_capabilities",
+                            "tokenizer": "o200k_base",
+                            "limits": {
+                                "max_context_window_tokens": model.trained or model.window,
+                                "max_prompt_tokens": model.window,
+                                "max_output_tokens": 4096,
+                            },
+                            "supports": {"streaming": True, "tool_calls": True},
+                        },
+                    }
+                )
+            elif flavour == "openrouter":
                 entry["name"] = model.name or model.id
                 entry["context_length"] = model.trained or model.window
                 entry["top_provider"] = {
@@ -480,6 +569,8 @@ class OpenAIStyleServer(LoopbackServer):
             elif flavour == "llamacpp":
                 entry["owned_by"] = "llamacpp"
                 entry["meta"] = {"n_ctx_train": model.trained, "n_vocab": 32000}
+                if self.meta_n_ctx and model.window is not None:
+                    entry["meta"]["n_ctx"] = model.window  # the loaded window, all slots
             elif flavour == "google":
                 entry["id"] = f"models/{model.id}"
             entries.append(entry)
