@@ -139,9 +139,9 @@ class ApiSession:
     ``data_dir`` None keeps the transcript in memory only (benchmarks). ``history`` gives the
     chat log as (seq, message) pairs (the person's messages and complete answers) and
     ``latest_fold`` the log's latest fold as (first kept seq, summary), or None when there was
-    none. The chat log is the source of truth: before each turn the transcript is checked
-    against it and rebuilt from it where they disagree (a failed save, another process
-    writing the same chat, a damaged or hand-edited file).
+    none; both are called from a worker thread. The chat log is the source of truth: before
+    each turn the transcript is checked against it and rebuilt from it where they disagree (a
+    failed save, another process writing the same chat, a damaged or hand-edited file).
     """
 
     def __init__(
@@ -283,20 +283,26 @@ class ApiSession:
 
     # -- agreeing with the chat log -----------------------------------------------------------
 
-    def _catch_up(self, cutoff: int | None) -> None:
+    async def _catch_up(self, cutoff: int | None) -> None:
         """Make the transcript agree with the chat log before a turn (before ``cutoff``) or a
         fold: take another process's newer file, then rebuild from the log what disagrees."""
         self._sync_with_disk()
-        if self.history is None:
+        history = self.history
+        if history is None:
             return
-        try:
-            rows = sorted(self.history(), key=lambda r: r[0])
+        limit = cutoff if cutoff is not None else math.inf
+
+        def check() -> tuple[list[tuple[int, Message]], Fold | None, str | None]:
+            rows = sorted(history(), key=lambda r: r[0])
             fold = self.latest_fold() if self.latest_fold is not None else None
+            return rows, fold, self._disagreement(rows, fold, limit)
+
+        try:
+            # A long chat log takes a while to read: off the event loop (the window's).
+            rows, fold, why = await asyncio.to_thread(check)
         except Exception as exc:  # the chat log is the app's; its failure must not end the turn
             self._notes.append(Note(topic="other", text=f"Could not read the chat log: {exc}"))
             return
-        limit = cutoff if cutoff is not None else math.inf
-        why = self._disagreement(rows, fold, limit)
         if why is None:
             return
         had = bool(self._messages or self._summary)
@@ -652,7 +658,7 @@ class ApiSession:
 
     async def _turn(self, turn: TurnInput) -> AsyncGenerator[Event, None]:
         self._ensure_loaded()
-        self._catch_up(turn.seq)
+        await self._catch_up(turn.seq)
         while self._notes:
             yield self._notes.pop(0)
         model = turn.model
@@ -899,7 +905,7 @@ class ApiSession:
 
     async def _compact(self, focus: str, model: ModelInfo | None) -> AsyncGenerator[Event, None]:
         self._ensure_loaded()
-        self._catch_up(None)
+        await self._catch_up(None)
         while self._notes:
             yield self._notes.pop(0)
         chat_model = model or self._last_model
