@@ -262,7 +262,7 @@ def write_bytes(data_dir: Path, chat_id: str, data: bytes) -> Path:
         try:
             _replace(path, data)
         except OSError as exc:
-            raise TranscriptError(_save_problem(path, exc)) from exc
+            raise TranscriptError(_save_problem(path, exc.strerror or str(exc))) from exc
     return path
 
 
@@ -298,14 +298,13 @@ def save_if_unchanged(
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        return Saved(False, expected, problem=_save_problem(path, exc))
+        return Saved(False, expected, problem=_save_problem(path, exc.strerror or str(exc)))
     with _WRITE_LOCK, chat_lock(path, wait) as held:
         if not held:
             return Saved(
                 False,
                 expected,
-                problem=f"Could not save the transcript {path.name}: another Conch process "
-                "kept it locked; the chat log still has every message.",
+                problem=_save_problem(path, "another Conch process kept it locked"),
             )
         current = _signature(path)
         if current != expected:
@@ -317,7 +316,7 @@ def save_if_unchanged(
             return Saved(
                 False,
                 None if cleared else current,
-                problem=_save_problem(path, exc),
+                problem=_save_problem(path, exc.strerror or str(exc)),
                 cleared=cleared,
             )
         return Saved(True, _signature(path))
@@ -330,8 +329,11 @@ def _signature(path: Path) -> Signature | None:
         return None
 
 
-def _save_problem(path: Path, exc: OSError) -> str:
-    return f"Could not save the transcript {path.name}: {exc.strerror or exc}"
+def _save_problem(path: Path, why: str) -> str:
+    return (
+        f"Could not save the model's copy of this chat ({path.name}): {why}. Nothing is lost: "
+        "the chat log has every message, and Conch rebuilds the copy from it."
+    )
 
 
 def _clear_stale(path: Path, current: Signature | None) -> bool:
