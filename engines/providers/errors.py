@@ -68,8 +68,12 @@ def _message_in(data: Any) -> str:
         return err
     if isinstance(err, dict):
         inner = _message_in(err)
-        if inner:
-            return inner
+        upstream = _upstream_message(err)
+        if inner and upstream and upstream not in inner:
+            # OpenRouter's "Provider returned error" says nothing; the upstream's words do.
+            return f"{inner}: {upstream}"
+        if inner or upstream:
+            return inner or upstream
     for key in ("message", "detail", "msg", "error_message"):
         value = data.get(key)
         if isinstance(value, str) and value:
@@ -79,6 +83,18 @@ def _message_in(data: Any) -> str:
             if inner:
                 return inner
     return ""
+
+
+def _upstream_message(err: dict[str, Any]) -> str:
+    """The message of an upstream body a gateway wrapped in ``metadata.raw`` (OpenRouter)."""
+    metadata = err.get("metadata")
+    raw = metadata.get("raw") if isinstance(metadata, dict) else None
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except (ValueError, RecursionError):
+            return "" if looks_like_html(raw) else raw.strip()
+    return _message_in(raw) if isinstance(raw, (dict, list)) else ""
 
 
 def describe_body(body: str, status: int | None = None) -> str:
