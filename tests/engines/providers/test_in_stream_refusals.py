@@ -70,6 +70,19 @@ async def test_a_gateway_refusal_inside_a_200_stream_is_too_long_with_its_window
     assert len(server.chat_requests) == 1  # read from the stream, not found by asking again
 
 
+async def test_openrouter_says_what_the_upstream_said_not_only_that_it_failed(
+    openai_server: StartServer, loopback_client: httpx.AsyncClient
+) -> None:
+    server = openai_server("openrouter", window=1_000)
+    server.in_stream_shape = "openrouter"
+    adapter = OpenAIAdapter(
+        ROWS["openrouter"], base_url=server.base_url, client=loopback_client, api_key="k"
+    )
+    error, _ = await failure(adapter.stream(ask()))
+    assert error.detail.startswith("Provider returned error: ")
+    assert "maximum context length is 1000 tokens" in error.detail
+
+
 async def test_another_gateway_error_keeps_its_own_kind(
     openai_server: StartServer, loopback_client: httpx.AsyncClient
 ) -> None:
