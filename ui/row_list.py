@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 
 class RowList(QScrollArea):
@@ -29,9 +29,21 @@ class RowList(QScrollArea):
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setWidget(self.host)
+        self._place: int | None = None
+        self.verticalScrollBar().rangeChanged.connect(self._keep_place)
 
     def clear(self, rows: Iterable[QWidget]) -> None:
-        """Delete the rows shown and empty the column (``empty`` is kept for ``fill``)."""
+        """Delete the rows shown and empty the column (``empty`` is kept for ``fill``).
+
+        The column stays where it was: a redraw after Keep or Discard must not move the list
+        under the pointer.
+        """
+        self._place = self.verticalScrollBar().value()
+        focused = QApplication.focusWidget()
+        if focused is not None and self.host.isAncestorOf(focused):
+            # Deleting a focused row passes the focus down the rows one by one, and the
+            # scroll area scrolls to each: the list ended at the bottom.
+            self.setFocus(Qt.FocusReason.OtherFocusReason)
         for row in rows:
             row.setParent(None)
             row.deleteLater()
@@ -46,10 +58,19 @@ class RowList(QScrollArea):
         shown = False
         for row in rows:
             self.column.addWidget(row)
+            row.show()  # now, not at the next turn of the loop: the height below counts it
             shown = True
         self.column.addWidget(self.empty)
         self.empty.setVisible(not shown)
         self.column.addStretch(1)
+        if self._place is not None:
+            self.verticalScrollBar().setValue(self._place)
+
+    def _keep_place(self, _minimum: int, maximum: int) -> None:
+        # The new rows' height arrives with the next layout: put the place back once it has.
+        if self._place is not None:
+            place, self._place = self._place, None
+            self.verticalScrollBar().setValue(min(place, maximum))
 
 
 __all__ = ["RowList"]
