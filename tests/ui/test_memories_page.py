@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.memories import Memory, MemoryBook
@@ -224,3 +225,45 @@ def test_an_empty_book_explains_what_will_appear(
         assert "No memories yet" in p.empty.text()
     finally:
         empty.close()
+
+
+# --- the list keeps its place -----------------------------------------------------------------
+
+
+def relayout() -> None:
+    """Run the layouts the change asked for (posted as events; one level per round)."""
+    for _level in range(4):
+        QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+
+
+@pytest.mark.parametrize("action", ["keep", "discard"])
+def test_keep_and_discard_leave_the_list_where_it_was(
+    qtbot: QtBot, book: MemoryBook, settings: SettingsStore, action: str
+) -> None:
+    waiting = [
+        book.add(f"Waiting memory number {n} about the garden.", status="waiting")
+        for n in range(20)
+    ]
+    for n in range(20):
+        book.add(f"Kept memory number {n} about the garden.")
+    page = MemoriesPage(book, settings)
+    qtbot.addWidget(page)
+    page.resize(760, 600)
+    page.show()
+    qtbot.waitExposed(page, timeout=10_000)
+    bar = page.row_list.verticalScrollBar()
+    target = waiting[10]
+    row = _row(page, target)
+    qtbot.waitUntil(lambda: bar.maximum() > row.y() > 0, timeout=10_000)  # laid out
+    # Scroll to a waiting memory in the middle and press its button, as a person would.
+    bar.setValue(row.y() - 100)
+    before = bar.value()
+    assert 0 < before < bar.maximum()
+    button = row.keep_button if action == "keep" else row.discard_button
+    page.activateWindow()
+    button.setFocus()
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    relayout()
+
+    assert book.get(target.id).status == ("kept" if action == "keep" else "discarded")
+    assert bar.value() == before
