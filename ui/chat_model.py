@@ -295,6 +295,15 @@ class ChatModel(QAbstractListModel):
             self._runs.append(run)
         self._apply(self._build())
 
+    def reload_runs(self) -> None:
+        """Read this chat's learning runs again (a memory was edited, kept or deleted
+        elsewhere, say on the Memories page): each card shows what the book now says."""
+        if not self._chat_id or self._run_source is None:
+            return
+        runs = self._run_source.runs(self._chat_id)
+        self._runs = [r for r in runs if _visible_memories(r)]
+        self._apply(self._build())
+
     # --- streaming ------------------------------------------------------------------------
 
     def start_stream(self, text: str = "", thinking: str = "", *, who: str = "") -> None:

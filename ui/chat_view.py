@@ -208,6 +208,10 @@ class ChatView(QListView):
     def _learning_done(self, run: Any) -> None:
         self.chat_model.add_run(run)
 
+    def refresh_memories(self) -> None:
+        """Redraw the memory cards from the book (it changed somewhere else)."""
+        self.chat_model.reload_runs()
+
     # --- widgets for the special rows ------------------------------------------------------
 
     def _model_reset(self) -> None:

@@ -527,6 +527,10 @@ class MainWindow(QMainWindow):
                     lambda _name: self._run(self.services.reconfigure())
                 )
                 self._settings_dialog = dialog
+            changed = getattr(self._settings_dialog, "memories_changed", None)
+            if changed is not None:
+                # A memory edited on the Memories page: the chat's card shows the new words.
+                changed.connect(self.chat_view.refresh_memories)
         self._settings_dialog.show_page(page)
         self._settings_dialog.show()
         self._settings_dialog.raise_()

@@ -250,10 +250,12 @@ class SettingsDialog(QDialog):
     Signals:
         providers_changed(str): an address or key changed for this provider (refresh models).
         theme_chosen(str): the person picked "system", "light" or "dark".
+        memories_changed(): a memory was edited, kept, discarded, deleted or added here.
     """
 
     providers_changed = Signal(str)
     theme_chosen = Signal(str)
+    memories_changed = Signal()
 
     def __init__(
         self,
@@ -291,6 +293,7 @@ class SettingsDialog(QDialog):
         self._page_index: dict[str, int] = {}
 
         self.memories_page = MemoriesPage(memories, settings, chat_title)
+        self.memories_page.memories_changed.connect(self.memories_changed)
         self.health_page = HealthPage(health, crashes=crashes, start_local=start_local)
         pages: dict[str, QWidget] = {
             "providers": self._providers_page(),
