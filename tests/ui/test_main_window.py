@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
 from app.main import QUIT_AFTER_ENV, build_parser, quit_after_ms
@@ -247,6 +248,35 @@ def test_a_learning_run_shows_a_card_and_undo_forgets(
     card.buttons[(memory.id, "Undo")].click()
     assert services.memories.list("kept") == []
     assert "larch" not in services.system_prompt(BIG)
+
+
+def test_a_memory_edited_on_the_memories_page_shows_its_new_words_in_the_chat(
+    qtbot: QtBot, window: MainWindow, services: AppServices
+) -> None:
+    chat_id = window.new_chat()
+    run = services.memories.add_run(
+        chat_id, ["Marta waters on Mondays."], seq_from=0, seq_to=0, waiting=False, source="fold"
+    )
+    assert run is not None
+    window.open_chat(chat_id)
+    [card] = window.chat_view.widgets_of(RowKind.MEMORIES)
+    assert isinstance(card, MemoryCard)
+    [memory] = run.memories
+
+    window.show_settings("memories")
+    page = window._settings_dialog.memories_page
+    row = page.row_for(memory.id)
+    assert row is not None
+    row.start_editing()
+    row.editor.setPlainText("Marta waters on Tuesdays.")
+    qtbot.mouseClick(row.save_button, Qt.MouseButton.LeftButton)
+
+    [card] = window.chat_view.widgets_of(RowKind.MEMORIES)
+    assert isinstance(card, MemoryCard)
+    words = [label.text() for label in card.findChildren(QLabel) if label.isVisibleTo(card)]
+    assert "• Marta waters on Tuesdays." in words
+    assert "• Marta waters on Mondays." not in words
+    window._settings_dialog.close()
 
 
 def test_window_state_and_last_chat_come_back(
