@@ -7,6 +7,11 @@ turn failed or no model could answer (one line on stderr says why), 2 the comman
 128 + the signal's number when stopped by Ctrl+C (130), SIGTERM (143) or SIGHUP (129) -- what
 had arrived of the answer is saved, as when Stop is pressed in the window.
 
+When the bundled model answers, its runtime stays running after the command (until it has had
+no request for ``bundled.IDLE_EXIT`` seconds, or ``CONCH_LOCAL_MODEL_IDLE``; 0 stops it with the
+command), so the next command finds it warm: no model load, and the start of the chat already
+read (engines/local/bundled.py).
+
 The command line itself (shared with the window) is in app/arguments.py.
 """
 
@@ -33,6 +38,7 @@ from app.services import AppServices, ServicesError, build_services
 from app.store import StoreError
 from engines.api.transcript import TranscriptError, check_chat_id
 from engines.base import Compacted, Healed, ModelInfo, Note, Problem, TextDelta, TurnProblem
+from engines.local import bundled
 
 OK, FAILED, USAGE = 0, 1, 2
 # Ctrl+C, a polite kill and a closed terminal all stop a turn the same way.
@@ -56,6 +62,16 @@ def _problem_line(problem: TurnProblem) -> str:
     return _one_line(line)
 
 
+def _keep_runtime_warm(services: AppServices, err: TextIO) -> None:
+    """A bundled runtime this command starts (or finds) stays running for the next command."""
+    if services.mock or services.runtime is not None:
+        return
+    idle, problem = bundled.idle_exit_setting()
+    if problem:
+        err.write(f"conch: {problem}\n")
+    services.runtime = bundled.BundledRuntime(services.data_dir, idle_exit=idle)
+
+
 # --- conch models -----------------------------------------------------------------------------
 
 
@@ -73,6 +89,7 @@ async def run_models(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     services = build_services(args.data_dir, mock=args.mock)
     for problem in services.startup_problems:
         print(f"conch: {problem}", file=err)
+    _keep_runtime_warm(services, err)
     try:
         # The same rule as the window: with nothing else ready, the bundled model starts.
         models = await services.refresh_models()
@@ -210,6 +227,7 @@ async def run_ask(
     services = build_services(args.data_dir, mock=args.mock)
     for problem in services.startup_problems:
         print(f"conch: {problem}", file=err)
+    _keep_runtime_warm(services, err)
     try:
         return await _ask(services, args, text, out, err, progress)
     finally:

@@ -282,8 +282,14 @@ def run_gui(args: argparse.Namespace) -> int:
 
 def run(argv: Sequence[str] | None = None) -> int:
     """The ``conch`` console script: the window, or a command (app/cli.py)."""
+    given = sys.argv[1:] if argv is None else list(argv)
+    if given[:2] == ["-m", "engines.local.serve"]:
+        # A frozen build has no Python to run the model's server: Conch itself runs it.
+        from engines.local import serve
+
+        return serve.main(given[2:])
     try:
-        args = parse_arguments(sys.argv[1:] if argv is None else argv)
+        args = parse_arguments(given)
     except SystemExit as exc:  # --help, or a wrong command line (argparse said why)
         return exc.code if isinstance(exc.code, int) else 2
     if args.command is not None:

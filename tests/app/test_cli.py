@@ -282,7 +282,11 @@ def test_usage_errors_exit_2(data_dir: Path, capsys: pytest.CaptureFixture[str])
 
 @pytest.mark.bundled
 @pytest.mark.skipif(not bundled.available(), reason="the bundled model is not installed here")
-def test_with_nothing_else_reachable_the_bundled_model_answers(data_dir: Path, home: Path) -> None:
+def test_with_nothing_else_reachable_the_bundled_model_answers(
+    data_dir: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 0: the runtime stops with each command (staying warm: tests/integration/test_warm_runtime.py).
+    monkeypatch.setenv(bundled.IDLE_ENV, "0")
     isolated(data_dir)
     settings = json.loads((data_dir / "settings.json").read_text(encoding="utf-8"))
     settings["bundled_model"] = True
