@@ -89,7 +89,7 @@ EXITS_NAME = "local-model-exits.jsonl"  # how each launcher ended (written by th
 LOCK_NAME = "local-model.lock"
 # How long a runtime started by a ``conch`` command stays warm with no request. It holds about
 # 370 MB (the model and its 8,192-token cache) while a cold start costs a model load and,
-# worse, the whole prompt again: a long chat's prompt took 26-116 s on two busy cores. Ollama
+# worse, the whole prompt again (a 2,663-token prompt took 26-61 s on two busy cores). Ollama
 # keeps a model 5 minutes for models many times larger; 10 minutes covers reading an answer
 # and typing the next question at a terminal, or a script's pauses.
 IDLE_EXIT = 600.0
