@@ -1,0 +1,521 @@
+"""An ACP program (Gemini CLI, GitHub Copilot CLI, any Agent Client Protocol agent) as an engine.
+
+Conch is the ACP client (the ``agent-client-protocol`` SDK). The program runs as a child
+process started from its command line and stays up between turns; every turn is a fresh ACP
+session handed a bounded handoff of the chat (``handoff.py``), so the program never needs a
+memory of Conch's. It keeps its own context inside a turn, which is why this engine does not
+declare the context capability: ``/compact`` on such a chat says the program manages it.
+
+Trouble is read from the process itself: a command that is not there, a line on stdout that
+is not JSON (a program started without its ACP flag prints a banner), a process that ends
+mid-turn, a permission the person declines, and silence longer than ``idle_timeout``. Each
+becomes one ``TurnProblem`` with a next step; what arrived before it is kept by the
+conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import functools
+import json
+import logging
+import os
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from acp import PROTOCOL_VERSION, Client, RequestError, connect_to_agent
+from acp.client.connection import ClientSideConnection
+from acp.schema import (
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    AllowedOutcome,
+    AudioContentBlock,
+    ClientCapabilities,
+    DeniedOutcome,
+    EmbeddedResourceContentBlock,
+    ImageContentBlock,
+    Implementation,
+    InitializeResponse,
+    PermissionOption,
+    PromptResponse,
+    RequestPermissionResponse,
+    ResourceContentBlock,
+    TextContentBlock,
+    ToolCallStart,
+    ToolCallUpdate,
+)
+
+from engines.api.session import FoldLoader, HistoryLoader, render_attachments
+from engines.base import (
+    Done,
+    Event,
+    Problem,
+    ProblemKind,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolCallData,
+    TurnInput,
+    TurnProblem,
+    Usage,
+)
+from engines.programs import problems
+from engines.programs.handoff import HANDOFF_CHARS, build_handoff
+
+log = logging.getLogger("conch.programs.acp")
+
+IDLE_TIMEOUT = 600.0  # seconds without a message from the program before a turn is stopped
+START_TIMEOUT = 60.0  # seconds a program may take to start and answer ``initialize``
+LINE_LIMIT = 50 * 1024 * 1024  # one ACP message may carry pictures
+STDERR_LINES = 20  # the program's last words kept for a problem's details
+AUTH_REQUIRED = -32000  # ACP's "authentication required" error code
+MODE = "ACP"
+
+
+@dataclass(frozen=True)
+class PermissionAsk:
+    """A program asks to do something; the person (or Conch's default) allows or declines."""
+
+    program: str
+    title: str
+    kind: str = ""
+
+
+Approver = Callable[[PermissionAsk], Awaitable[bool]]
+
+
+@dataclass(frozen=True)
+class _End:
+    response: PromptResponse | None = None
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True)
+class _NotProtocol:
+    line: str
+
+
+_Item = Event | _End | _NotProtocol
+_Block = (
+    TextContentBlock
+    | ImageContentBlock
+    | AudioContentBlock
+    | ResourceContentBlock
+    | EmbeddedResourceContentBlock
+)
+
+
+class _Process:
+    """One running program: its process, the ACP connection and what it said on stderr."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, client: _Client) -> None:
+        self.proc = proc
+        self.stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self.reader = asyncio.StreamReader(limit=LINE_LIMIT)
+        self.client = client
+        assert proc.stdin is not None
+        # _Client implements the part of acp.Client an agent may call (no files, no terminal).
+        self.conn: ClientSideConnection = connect_to_agent(
+            cast(Client, client), proc.stdin, self.reader
+        )
+        self.info: InitializeResponse | None = None
+        self._pumps = [
+            asyncio.get_running_loop().create_task(self._pump_stdout()),
+            asyncio.get_running_loop().create_task(self._pump_stderr()),
+        ]
+
+    async def _pump_stdout(self) -> None:
+        # Only JSON objects reach the SDK: it would skip anything else silently, and a turn
+        # would wait for an answer that never comes.
+        assert self.proc.stdout is not None
+        try:
+            while True:
+                line = await self.proc.stdout.readline()
+                if not line:
+                    break
+                stripped = line.strip()
+                if not stripped:
+                    continue
+                try:
+                    ok = isinstance(json.loads(stripped), dict)
+                except ValueError:
+                    ok = False
+                if ok:
+                    self.reader.feed_data(stripped + b"\n")
+                else:
+                    self.client.put(_NotProtocol(stripped.decode("utf-8", "replace")))
+        except (OSError, ValueError) as exc:  # a line past LINE_LIMIT, a closed pipe
+            self.client.put(_NotProtocol(f"(unreadable output: {type(exc).__name__})"))
+        finally:
+            self.reader.feed_eof()
+
+    async def _pump_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        with contextlib.suppress(OSError, ValueError):
+            async for raw in self.proc.stderr:
+                self.stderr.append(raw.decode("utf-8", "replace").rstrip())
+
+    @property
+    def running(self) -> bool:
+        return self.proc.returncode is None
+
+    async def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.conn.close(), 2.0)
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.proc.wait(), 5.0)
+        for task in self._pumps:
+            task.cancel()
+        await asyncio.gather(*self._pumps, return_exceptions=True)
+
+
+class _Client:
+    """The ACP client side: session updates become Conch events on the current turn's queue."""
+
+    def __init__(self, program: str, approve: Approver | None) -> None:
+        self.program = program
+        self.approve = approve
+        self.queue: asyncio.Queue[_Item] | None = None
+        self.asking = 0  # permission questions waiting for the person (no idle deadline then)
+        self.declined: list[str] = []
+
+    def put(self, item: _Item) -> None:
+        if self.queue is not None:
+            self.queue.put_nowait(item)
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        if isinstance(update, AgentMessageChunk) and isinstance(update.content, TextContentBlock):
+            self.put(TextDelta(text=update.content.text))
+        elif isinstance(update, AgentThoughtChunk) and isinstance(update.content, TextContentBlock):
+            self.put(ThinkingDelta(text=update.content.text))
+        elif isinstance(update, ToolCallStart):
+            args = update.raw_input if isinstance(update.raw_input, dict) else {}
+            call = ToolCallData(id=update.tool_call_id, name=update.title, arguments=args)
+            self.put(ToolCall(call=call))
+        # Plans, modes, usage gauges and tool progress have no Conch event yet.
+
+    async def request_permission(
+        self,
+        session_id: str,
+        tool_call: ToolCallUpdate,
+        options: list[PermissionOption],
+        **kwargs: Any,
+    ) -> RequestPermissionResponse:
+        title = tool_call.title or "do something"
+        allowed = False
+        self.asking += 1
+        try:
+            if self.approve is not None:
+                allowed = await self.approve(
+                    PermissionAsk(self.program, title, tool_call.kind or "")
+                )
+        finally:
+            self.asking -= 1
+            self.put(_Activity)
+        wanted = ("allow_once", "allow_always") if allowed else ("reject_once", "reject_always")
+        chosen = next((o for o in options if o.kind in wanted), None)
+        if not allowed:
+            self.declined.append(title)
+        if chosen is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=chosen.option_id)
+        )
+
+    # The client offers no files and no terminal (ClientCapabilities says so), so an agent
+    # never calls the rest; these answer plainly if one does.
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(method)
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    def on_connect(self, conn: Any) -> None:
+        return None
+
+
+class _ActivityMark:
+    """Something happened (a question answered) though no event is due: restart the clock."""
+
+
+_Activity: Any = _ActivityMark()
+
+
+def _report_end(client: _Client, task: asyncio.Future[PromptResponse]) -> None:
+    if task.cancelled():
+        return
+    error = task.exception()
+    client.put(_End(error=error) if error is not None else _End(response=task.result()))
+
+
+class AcpEngine:
+    """One chat on an ACP program. ``command`` is the program and its arguments."""
+
+    def __init__(
+        self,
+        *,
+        program: str,
+        command: Sequence[str],
+        cwd: Path,
+        history: HistoryLoader,
+        latest_fold: FoldLoader,
+        approve: Approver | None = None,
+        env: Mapping[str, str] | None = None,
+        login: str = "",
+        install: str = "",
+        idle_timeout: float = IDLE_TIMEOUT,
+        start_timeout: float = START_TIMEOUT,
+        handoff_chars: int = HANDOFF_CHARS,
+    ) -> None:
+        self.program = program
+        self.command = tuple(command)
+        self.cwd = cwd
+        self._history = history
+        self._latest_fold = latest_fold
+        self._approve = approve
+        self._env = dict(env or {})
+        self._login = login
+        self._install = install
+        self.idle_timeout = idle_timeout
+        self.start_timeout = start_timeout
+        self.handoff_chars = handoff_chars
+        self._process: _Process | None = None
+        self._lock = asyncio.Lock()  # one turn at a time on one process
+
+    # -- Engine --
+
+    async def turn(self, turn: TurnInput) -> AsyncIterator[Event]:
+        async with self._lock:
+            inner = cast(AsyncGenerator[Event, None], self._turn(turn))
+            try:
+                async for event in inner:
+                    yield event
+            finally:
+                await inner.aclose()
+
+    async def aclose(self) -> None:
+        if self._process is not None:
+            process, self._process = self._process, None
+            await process.stop()
+
+    # -- internals --
+
+    async def _start(self) -> _Process | TurnProblem:
+        if self._process is not None and self._process.running:
+            return self._process
+        if self._process is not None:
+            await self._process.stop()
+            self._process = None
+        if not self.command:
+            return problems.missing(self.program, ("",), self._install)
+        self.cwd.mkdir(parents=True, exist_ok=True)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self.command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=str(self.cwd),
+                env={**os.environ, **self._env},
+                limit=LINE_LIMIT,
+            )
+        except FileNotFoundError:
+            return problems.missing(self.program, self.command, self._install)
+        except PermissionError:
+            return problems.did_not_start(
+                self.program, f"“{self.command[0]}” cannot be run (no permission)."
+            )
+        process = _Process(proc, _Client(self.program, self._approve))
+        queue: asyncio.Queue[_Item] = asyncio.Queue()
+        process.client.queue = queue
+        init = asyncio.ensure_future(
+            process.conn.initialize(
+                protocol_version=PROTOCOL_VERSION,
+                client_capabilities=ClientCapabilities(),
+                client_info=Implementation(name="conch", version="0.1"),
+            )
+        )
+        garbage = asyncio.ensure_future(queue.get())
+        try:
+            done, _ = await asyncio.wait(
+                {init, garbage}, timeout=self.start_timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            garbage.cancel()
+        problem: TurnProblem | None = None
+        first = garbage.result() if garbage in done else None
+        if isinstance(first, _NotProtocol):
+            line = first.line
+            problem = problems.not_protocol(self.program, line, partial=False, mode=MODE)
+        elif init not in done:
+            init.cancel()
+            problem = problems.did_not_start(
+                self.program, f"it did not answer within {self.start_timeout:g} seconds."
+            )
+        elif init.exception() is not None:
+            await asyncio.sleep(0)  # let the stderr pump read the program's last words
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(proc.wait(), 2.0)
+            code = proc.returncode
+            why = (
+                f"it ended at once (exit code {code})."
+                if code is not None
+                else f"it did not speak ACP ({init.exception()})."
+            )
+            problem = problems.did_not_start(self.program, why, process.stderr)
+        if problem is not None:
+            await process.stop()
+            return problem
+        process.info = init.result()
+        self._process = process
+        return process
+
+    def _prompt_blocks(self, process: _Process, turn: TurnInput) -> tuple[list[_Block], int, int]:
+        logged = [m for seq, m in self._history() if seq < turn.seq]
+        fold = self._latest_fold()
+        summary = fold[1] if fold is not None else ""
+        new_message = render_attachments(turn.text, turn.attachments)
+        handoff = build_handoff(logged, new_message, summary=summary, limit=self.handoff_chars)
+        blocks: list[_Block] = [TextContentBlock(type="text", text=handoff.text)]
+        caps = process.info.agent_capabilities if process.info is not None else None
+        prompt_caps = caps.prompt_capabilities if caps is not None else None
+        if prompt_caps is not None and prompt_caps.image:
+            blocks.extend(
+                ImageContentBlock(type="image", data=p.data, mime_type=p.mime)
+                for p in turn.pictures
+            )
+        return blocks, handoff.left_out, len(handoff.text)
+
+    async def _turn(self, turn: TurnInput) -> AsyncIterator[Event]:
+        started = await self._start()
+        if isinstance(started, TurnProblem):
+            yield Problem(problem=started)
+            return
+        process = started
+        client = process.client
+        queue: asyncio.Queue[_Item] = asyncio.Queue()
+        client.queue = queue
+        client.declined = []
+        try:
+            session = await asyncio.wait_for(
+                process.conn.new_session(cwd=str(self.cwd), mcp_servers=[]), self.start_timeout
+            )
+        except (TimeoutError, RequestError, ConnectionError) as exc:
+            await self.aclose()
+            yield Problem(problem=self._session_problem(exc, process))
+            return
+        blocks, _left_out, _chars = self._prompt_blocks(process, turn)
+        prompt = asyncio.ensure_future(
+            process.conn.prompt(session_id=session.session_id, prompt=blocks)
+        )
+        prompt.add_done_callback(functools.partial(_report_end, client))
+        wrote = False
+        finished = False
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(queue.get(), self.idle_timeout)
+                except TimeoutError:
+                    if client.asking:
+                        continue  # the person is deciding; that is not the program hanging
+                    yield Problem(
+                        problem=problems.silent(self.program, self.idle_timeout, partial=wrote)
+                    )
+                    await self._abandon(session.session_id)
+                    return
+                if item is _Activity:
+                    continue
+                if isinstance(item, _NotProtocol):
+                    yield Problem(
+                        problem=problems.not_protocol(
+                            self.program, item.line, partial=wrote, mode=MODE
+                        )
+                    )
+                    await self._abandon(session.session_id)
+                    return
+                if isinstance(item, _End):
+                    finished = True
+                    for event in await self._ending(item, process, wrote):
+                        yield event
+                    return
+                if isinstance(item, TextDelta):
+                    wrote = wrote or bool(item.text)
+                yield item
+        finally:
+            client.queue = None
+            if not finished and not prompt.done():
+                prompt.cancel()
+                # Stopped by the person (or the window closed): tell the program to stop too.
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(process.conn.cancel(session_id=session.session_id), 2.0)
+
+    async def _abandon(self, session_id: str) -> None:
+        """A program that hangs or talks nonsense is stopped; the next turn starts it anew."""
+        process = self._process
+        if process is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(process.conn.cancel(session_id=session_id), 1.0)
+        await self.aclose()
+
+    async def _ending(self, end: _End, process: _Process, wrote: bool) -> list[Event]:
+        if end.error is not None:
+            if isinstance(end.error, RequestError):
+                if end.error.code == AUTH_REQUIRED:
+                    return [Problem(problem=problems.not_logged_in(self.program, self._login))]
+                return [
+                    Problem(problem=problems.reported(self.program, str(end.error), partial=wrote))
+                ]
+            if not isinstance(end.error, ConnectionError) and process.running:
+                return [
+                    Problem(problem=problems.reported(self.program, repr(end.error), partial=wrote))
+                ]
+            # The connection closed under the turn: the program ended.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(process.proc.wait(), 5.0)
+            code = process.proc.returncode
+            await self.aclose()
+            return [
+                Problem(problem=problems.exited(self.program, code, process.stderr, partial=wrote))
+            ]
+        response = end.response
+        assert response is not None
+        events: list[Event] = []
+        if response.usage is not None:
+            events.append(
+                Usage(
+                    input_tokens=response.usage.input_tokens or 0,
+                    output_tokens=response.usage.output_tokens or 0,
+                    cache_read_tokens=response.usage.cached_read_tokens or 0,
+                    cache_write_tokens=response.usage.cached_write_tokens or 0,
+                )
+            )
+        reason = response.stop_reason
+        declined = process.client.declined
+        if declined and not wrote:
+            asked = self._approve is not None
+            events.append(
+                Problem(problem=problems.declined(self.program, declined[0], asked_person=asked))
+            )
+        elif reason == "refusal":
+            events.append(Problem(problem=problems.refused(self.program, partial=wrote)))
+        elif reason == "cancelled":
+            events.append(Problem(problem=TurnProblem.of(ProblemKind.CANCELLED, partial=wrote)))
+        else:
+            events.append(Done(stop_reason="length" if reason == "max_tokens" else "stop"))
+        return events
+
+    def _session_problem(self, exc: BaseException, process: _Process) -> TurnProblem:
+        if isinstance(exc, RequestError) and exc.code == AUTH_REQUIRED:
+            return problems.not_logged_in(self.program, self._login)
+        if isinstance(exc, asyncio.TimeoutError):
+            return problems.silent(self.program, self.start_timeout, partial=False)
+        if isinstance(exc, RequestError):
+            return problems.reported(self.program, str(exc), partial=False)
+        return problems.exited(self.program, process.proc.returncode, process.stderr, partial=False)

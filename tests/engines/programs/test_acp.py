@@ -1,0 +1,307 @@
+"""The ACP engine against a real ACP agent process (tests/fakes/acp_agent.py).
+
+Every test drives the real child process over stdio; what the agent was handed is read from
+the file it writes before it answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from engines.base import (
+    Done,
+    Event,
+    Message,
+    ModelInfo,
+    Problem,
+    ProblemKind,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    TurnInput,
+    supports_context,
+)
+from engines.programs.acp import AcpEngine, PermissionAsk
+from engines.programs.handoff import HANDOFF_CHARS
+
+ROOT = Path(__file__).resolve().parents[3]
+HANG_SECONDS = 60.0  # a hang guard only: every wait below ends on an event long before
+MODEL = ModelInfo(provider="acp", id="fake", label="Fake agent", context=128_000)
+SUMMARY = "The person is planning a community garden; Marta coordinates; budget €2,500."
+
+
+class Chat:
+    """A chat log as the engine reads it: (seq, Message) pairs and the latest fold."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[int, Message]] = []
+        self.fold: tuple[int, str] | None = None
+
+    def history(self) -> Sequence[tuple[int, Message]]:
+        return list(self.log)
+
+    def latest_fold(self) -> tuple[int, str] | None:
+        return self.fold
+
+    def add(self, role: str, text: str) -> int:
+        seq = len(self.log)
+        self.log.append((seq, Message(role=role, text=text)))  # type: ignore[arg-type]
+        return seq
+
+
+def agent_command(record: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "tests.fakes.acp_agent", "--record", str(record), *extra]
+
+
+def make_engine(tmp_path: Path, chat: Chat, *extra: str, **kw: object) -> AcpEngine:
+    return AcpEngine(
+        program="Fake agent",
+        command=agent_command(tmp_path / "received.jsonl", *extra),
+        cwd=tmp_path / "work",
+        history=chat.history,
+        latest_fold=chat.latest_fold,
+        env={"PYTHONPATH": str(ROOT)},
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def received(tmp_path: Path) -> list[dict[str, object]]:
+    path = tmp_path / "received.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+
+
+async def run_turn(engine: AcpEngine, chat: Chat, text: str) -> list[Event]:
+    seq = chat.add("user", text)
+    turn = TurnInput(chat_id="c1", seq=seq, text=text, model=MODEL)
+
+    async def collect(events: AsyncIterator[Event]) -> list[Event]:
+        return [e async for e in events]
+
+    events = await asyncio.wait_for(collect(engine.turn(turn)), HANG_SECONDS)
+    answer = "".join(e.text for e in events if isinstance(e, TextDelta))
+    if answer:
+        chat.add("assistant", answer)
+    return events
+
+
+def problem_of(events: list[Event]) -> Problem:
+    found = [e for e in events if isinstance(e, Problem)]
+    assert len(found) == 1, events
+    assert not any(isinstance(e, Done) for e in events)
+    return found[0]
+
+
+@pytest.fixture
+def chat() -> Chat:
+    return Chat()
+
+
+async def test_an_answer_streams_with_its_thinking(tmp_path: Path, chat: Chat) -> None:
+    engine = make_engine(tmp_path, chat)
+    try:
+        events = await run_turn(engine, chat, "Hello")
+    finally:
+        await engine.aclose()
+    assert isinstance(events[-1], Done)
+    assert "".join(e.text for e in events if isinstance(e, ThinkingDelta)) == "Thinking it over."
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Heard 5 characters."
+    assert [r["texts"] for r in received(tmp_path)] == [["Hello"]]
+
+
+async def test_the_engine_does_not_declare_the_context_capability(
+    tmp_path: Path, chat: Chat
+) -> None:
+    # The program manages its own context, so /compact must not pretend to fold it.
+    assert not supports_context(make_engine(tmp_path, chat))
+
+
+async def test_each_turn_is_a_fresh_session_handed_the_chat_so_far(
+    tmp_path: Path, chat: Chat
+) -> None:
+    engine = make_engine(tmp_path, chat)
+    try:
+        await run_turn(engine, chat, "My name is Ada.")
+        events = await run_turn(engine, chat, "What is my name?")
+    finally:
+        await engine.aclose()
+    assert isinstance(events[-1], Done)
+    first, second = received(tmp_path)
+    assert first["session"] != second["session"]
+    handed = "\n".join(second["texts"])  # type: ignore[arg-type]
+    assert "Person: My name is Ada." in handed
+    assert "Assistant: Heard 15 characters." in handed
+    assert handed.endswith("What is my name?")
+
+
+async def test_a_chat_longer_than_the_handoff_sends_the_newest_60000_characters_and_the_summary(
+    tmp_path: Path, chat: Chat
+) -> None:
+    for i in range(80):
+        chat.add("user", f"question {i}: " + "q" * 1_000)
+        chat.add("assistant", f"answer {i}: " + "a" * 1_000)
+    chat.fold = (100, SUMMARY)
+    engine = make_engine(tmp_path, chat)
+    try:
+        events = await run_turn(engine, chat, "So what did we decide?")
+    finally:
+        await engine.aclose()
+    assert isinstance(events[-1], Done)
+    (got,) = received(tmp_path)
+    handed = "\n".join(got["texts"])  # type: ignore[arg-type]
+    block = f"<earlier-in-this-chat>\n{SUMMARY}\n</earlier-in-this-chat>\n\n"
+    assert handed.startswith(block)
+    assert len(handed) - len(block) <= HANDOFF_CHARS
+    assert "answer 79: " in handed and "question 0: " not in handed
+    assert handed.endswith("So what did we decide?")
+
+
+async def test_a_missing_program_says_so_with_where_to_set_it(tmp_path: Path, chat: Chat) -> None:
+    engine = AcpEngine(
+        program="Gemini CLI",
+        command=["conch-no-such-program-here", "--experimental-acp"],
+        cwd=tmp_path / "work",
+        history=chat.history,
+        latest_fold=chat.latest_fold,
+        install="npm install -g @google/gemini-cli",
+    )
+    events = await run_turn(engine, chat, "Hello")
+    p = problem_of(events).problem
+    assert p.kind is ProblemKind.MODEL_MISSING
+    assert "conch-no-such-program-here" in p.message
+    assert "npm install -g @google/gemini-cli" in p.message
+    assert p.next_step is not None and p.next_step.kind == "open-settings"
+
+
+async def test_a_program_that_prints_a_banner_is_not_taken_for_acp(
+    tmp_path: Path, chat: Chat
+) -> None:
+    engine = make_engine(tmp_path, chat, "--banner")
+    try:
+        events = await run_turn(engine, chat, "Hello")
+    finally:
+        await engine.aclose()
+    p = problem_of(events).problem
+    assert p.kind is ProblemKind.BROKEN_STREAM
+    assert "Welcome to the fake agent!" in p.message
+    assert "ACP mode" in p.message
+    assert p.next_step is not None and p.next_step.kind == "open-settings"
+
+
+async def test_text_that_is_not_json_mid_turn_stops_the_turn_and_the_next_one_works(
+    tmp_path: Path, chat: Chat
+) -> None:
+    engine = make_engine(tmp_path, chat)
+    try:
+        bad = await run_turn(engine, chat, "please [[garbage]]")
+        good = await run_turn(engine, chat, "again")
+    finally:
+        await engine.aclose()
+    p = problem_of(bad).problem
+    assert p.kind is ProblemKind.BROKEN_STREAM
+    assert "Oops: this is not JSON" in p.message
+    assert isinstance(good[-1], Done)
+
+
+async def test_a_program_that_exits_mid_turn_keeps_what_it_wrote_and_starts_again(
+    tmp_path: Path, chat: Chat
+) -> None:
+    engine = make_engine(tmp_path, chat)
+    try:
+        broken = await run_turn(engine, chat, "go [[exit]]")
+        again = await run_turn(engine, chat, "are you back?")
+    finally:
+        await engine.aclose()
+    assert "".join(e.text for e in broken if isinstance(e, TextDelta)) == "Heard 11"
+    p = problem_of(broken).problem
+    assert p.kind is ProblemKind.BROKEN_STREAM
+    assert p.partial
+    assert "exit code 3" in p.message
+    assert p.next_step is not None and p.next_step.kind == "retry"
+    assert isinstance(again[-1], Done)
+    # The restarted program was handed the part answer too: nothing the chat held is lost.
+    assert "Assistant: Heard 11" in "\n".join(received(tmp_path)[-1]["texts"])  # type: ignore[arg-type]
+
+
+async def test_a_permission_the_person_declines_ends_the_turn_with_a_clear_problem(
+    tmp_path: Path, chat: Chat
+) -> None:
+    asked: list[PermissionAsk] = []
+
+    async def decline(ask: PermissionAsk) -> bool:
+        asked.append(ask)
+        return False
+
+    engine = make_engine(tmp_path, chat, approve=decline)
+    try:
+        events = await run_turn(engine, chat, "clean up [[permission]]")
+    finally:
+        await engine.aclose()
+    assert [a.title for a in asked] == ["Run rm -rf build"]
+    assert any(isinstance(e, ToolCall) for e in events)
+    p = problem_of(events).problem
+    assert p.kind is ProblemKind.REFUSED
+    assert "You did not allow it" in p.message and "Run rm -rf build" in p.message
+    assert p.next_step is not None and p.next_step.kind == "retry"
+
+
+async def test_a_permission_the_person_allows_lets_the_program_carry_on(
+    tmp_path: Path, chat: Chat
+) -> None:
+    async def allow(ask: PermissionAsk) -> bool:
+        return True
+
+    engine = make_engine(tmp_path, chat, approve=allow)
+    try:
+        events = await run_turn(engine, chat, "clean up [[permission]]")
+    finally:
+        await engine.aclose()
+    assert isinstance(events[-1], Done)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)).startswith("Removed build.")
+
+
+async def test_without_a_way_to_ask_a_permission_is_declined_and_says_why(
+    tmp_path: Path, chat: Chat
+) -> None:
+    engine = make_engine(tmp_path, chat)
+    try:
+        events = await run_turn(engine, chat, "clean up [[permission]]")
+    finally:
+        await engine.aclose()
+    p = problem_of(events).problem
+    assert p.kind is ProblemKind.REFUSED
+    assert "cannot ask you" in p.message
+
+
+async def test_a_program_that_hangs_is_stopped_after_its_silence(
+    tmp_path: Path, chat: Chat
+) -> None:
+    # The agent never answers this one, so the idle limit is what ends the turn.
+    engine = make_engine(tmp_path, chat, idle_timeout=1.0)
+    try:
+        events = await run_turn(engine, chat, "think forever [[hang]]")
+        again = await run_turn(engine, chat, "hello?")
+    finally:
+        await engine.aclose()
+    p = problem_of(events).problem
+    assert p.kind is ProblemKind.TIMEOUT
+    assert "sent nothing for 1 seconds" in p.message
+    assert isinstance(again[-1], Done)
+
+
+async def test_a_refusal_is_a_problem_not_an_empty_answer(tmp_path: Path, chat: Chat) -> None:
+    engine = make_engine(tmp_path, chat)
+    try:
+        events = await run_turn(engine, chat, "do something bad [[refuse]]")
+    finally:
+        await engine.aclose()
+    p = problem_of(events).problem
+    assert p.kind is ProblemKind.REFUSED
+    assert "declined to answer" in p.message
