@@ -121,28 +121,37 @@ class Conversation:
         *,
         pictures: Sequence[Picture] = (),
         attachments: Sequence[Attachment] = (),
+        again: int | None = None,
     ) -> AsyncIterator[ConvEvent]:
-        """Send one person message and stream the answer (see module docstring)."""
+        """Send one person message and stream the answer (see module docstring).
+
+        ``again``: the seq of the person's message this sends once more (``retry``); the chat
+        log gets no second copy of it.
+        """
         model = self._model
-        if attachments:
-            # What the chat read from a file is untrusted: memories from it wait for an OK.
-            self.store.mark_chat(self.chat_id, untrusted=True)
-        chat = self.store.get_chat(self.chat_id)
-        if chat is not None and chat.title == "New chat" and text.strip():
-            self.store.rename_chat(self.chat_id, title_from(text))
-        saved = self.store.append_message(
-            self.chat_id,
-            "user",
-            text,
-            pictures=pictures,
-            attachments=attachments,
-            model_key=model.key,
-        )
-        yield MessageSaved(saved.seq, "user")
+        if again is None:
+            if attachments:
+                # What the chat read from a file is untrusted: memories from it wait for an OK.
+                self.store.mark_chat(self.chat_id, untrusted=True)
+            chat = self.store.get_chat(self.chat_id)
+            if chat is not None and chat.title == "New chat" and text.strip():
+                self.store.rename_chat(self.chat_id, title_from(text))
+            saved = self.store.append_message(
+                self.chat_id,
+                "user",
+                text,
+                pictures=pictures,
+                attachments=attachments,
+                model_key=model.key,
+            )
+            seq = saved.seq
+        else:
+            seq = again
+        yield MessageSaved(seq, "user")
 
         turn = TurnInput(
             chat_id=self.chat_id,
-            seq=saved.seq,
+            seq=seq,
             text=text,
             model=model,
             pictures=tuple(pictures),
@@ -212,6 +221,19 @@ class Conversation:
         seq = self._save_answer(model, answer, thinking, problem)
         if seq is not None:
             yield MessageSaved(seq, "assistant")
+
+    def retry(self, seq: int) -> AsyncIterator[ConvEvent]:
+        """Send the person's message at ``seq`` again, as it is (a too-long card's "Switch to
+        …", "Try again"): the answer follows the failed one; the question is not repeated."""
+        message = self.store.message(self.chat_id, seq)
+        if message is None or message.role != "user":
+            raise ValueError(f"no message of the person's at {seq} in this chat")
+        return self.turn(
+            message.text,
+            pictures=message.pictures,
+            attachments=message.attachments,
+            again=seq,
+        )
 
     async def compact(self, focus: str = "") -> AsyncIterator[ConvEvent]:
         """Fold all but the newest turn now (the /compact command)."""

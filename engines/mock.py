@@ -165,6 +165,8 @@ class MockEngine:
         self.inputs.append(turn)
         self._model_name = turn.model.name
         current = _Turn(turn.seq, turn.text)
+        # A message sent again (a retry) replaces its earlier try, as the real engine does.
+        self._turns = [t for t in self._turns if t.seq < turn.seq]
         self._turns.append(current)
         self._since_fold += 1
 

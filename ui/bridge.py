@@ -128,6 +128,18 @@ class ConversationBridge(QObject):
         self._start(stream, "turn")
         return True
 
+    def resend(self, seq: int) -> bool:
+        """Send the person's message at ``seq`` again, as it is (no second copy of it in the
+        chat). False while another turn or fold runs, or when there is no such message."""
+        if self.busy or self._closed:
+            return False
+        try:
+            stream = self._conversation.retry(seq)
+        except ValueError:
+            return False
+        self._start(stream, "turn")
+        return True
+
     def compact(self, focus: str = "") -> bool:
         """Fold all but the newest turn now (``/compact``). False while busy."""
         if self.busy or self._closed:

@@ -395,7 +395,10 @@ class ChatModel(QAbstractListModel):
                     Row(RowKind.DIVIDER, ("d", comp.created, comp.first_kept_seq), compaction=comp)
                 )
             card = n == last and not self._streaming and _shows_card(m)
-            if not (card and not m.text and not m.thinking):
+            # A failed answer with nothing in it that was tried again (the answer after it
+            # answers the same message): the new try stands in its place.
+            retried = n < last and msgs[n + 1].role == "assistant" and _shows_card(m)
+            if not ((card or retried) and not m.text and not m.thinking):
                 open_ = m.seq in self._open_thinking
                 rows.append(Row(RowKind.MESSAGE, ("m", m.seq, m), message=m, thinking_open=open_))
             if card:

@@ -473,10 +473,11 @@ class MainWindow(QMainWindow):
         return None
 
     def _resend(self, message: StoredMessage | None) -> None:
+        # In place: the same message goes again; the chat does not show the question twice.
         bridge = self.bridge()
         if message is None or bridge is None:
             return
-        if not bridge.send(message.text, message.pictures, message.attachments):
+        if not bridge.resend(message.seq):
             self.show_status("Wait for the answer to finish, or stop it first.")
 
     # --- palette, settings, export (ui/palette.py and ui/settings_dialog.py call these) --
