@@ -168,3 +168,25 @@ async def test_an_empty_answer_is_said_in_words_not_left_blank(data_dir: Path) -
     assert problems[0].next_step is not None and problems[0].next_step.kind == "retry"
     answer = store.messages(conv.chat_id)[-1]
     assert answer.role == "assistant" and answer.problem is not None
+
+
+async def test_retry_sends_the_same_message_again_without_a_second_copy(data_dir: Path) -> None:
+    engine = MockEngine([Refuse(ProblemKind.TOO_LONG), Reply("Read it all.", chunk_delay=0)])
+    conv, store = make(data_dir, engine)
+    note = Attachment(name="notes.md", text="# Beds\n24 of them")
+    await collect(conv, "Read my notes", attachments=[note])
+    bigger = MODEL.model_copy(update={"id": "bigger", "context": 131_072})
+    conv.switch_model(bigger)
+
+    events = [e async for e in conv.retry(0)]
+
+    assert events[0] == MessageSaved(0, "user")  # the same message, not a new one
+    log = store.messages(conv.chat_id)
+    assert [(m.role, m.text) for m in log if m.role == "user"] == [("user", "Read my notes")]
+    assert log[-1].text == "Read it all." and log[-1].model_key == bigger.key
+    again = engine.inputs[-1]
+    assert again.seq == 0 and again.attachments == (note,) and again.model == bigger
+    assert engine.kept_seqs == [0]  # the engine holds the message once
+    with pytest.raises(ValueError):
+        conv.retry(1)  # an answer is not the person's message
+    store.close()

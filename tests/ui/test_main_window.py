@@ -173,9 +173,43 @@ def test_too_long_card_switches_to_the_bigger_model_and_sends_again(
     assert chat is not None and chat.model_key == BIG.key
     assert window.picker.current_key() == BIG.key
     log = [(m.role, m.text) for m in services.store.messages(chat_id)]
-    assert log[-2:] == [("user", "A very long message"), ("assistant", "Read it all.")]
-    assert scripts.engines[chat_id].inputs[-1].model.key == BIG.key
+    # Sent again in place: the question is in the chat once, the answer right after it.
+    assert [text for role, text in log if role == "user"] == ["A very long message"]
+    assert log[-1] == ("assistant", "Read it all.")
+    inputs = scripts.engines[chat_id].inputs
+    assert inputs[-1].model.key == BIG.key and inputs[-1].seq == inputs[0].seq
     assert window.chat_view.widget_at(RowKind.PROBLEM) is None  # the answer replaced the card
+    shown = [r.message.text for r in window.chat_view.chat_model.rows() if r.message]
+    assert shown == ["A very long message", "Read it all."]
+
+
+def test_switching_twice_still_asks_once(
+    qtbot: QtBot, window: MainWindow, scripts: Scripts, services: AppServices
+) -> None:
+    to_big = NextStep(kind="switch-model", label="Switch", model=BIG)
+    to_large = NextStep(kind="switch-model", label="Switch", model=_LARGE)
+    scripts.queue.append(
+        [
+            Refuse(ProblemKind.TOO_LONG, next_step=to_big),
+            Refuse(ProblemKind.TOO_LONG, next_step=to_large),
+            Reply("Read it all at last."),
+        ]
+    )
+    chat_id = window.new_chat()
+    window.switch_model(SMALL)
+    send(qtbot, window, "A whole book")
+    wait_idle(qtbot, window)
+    for _switch in range(2):
+        card = window.chat_view.widget_at(RowKind.PROBLEM)
+        assert isinstance(card, ProblemCard) and card.button is not None
+        qtbot.mouseClick(card.button, Qt.MouseButton.LeftButton)
+        wait_idle(qtbot, window)
+
+    log = services.store.messages(chat_id)
+    assert [m.text for m in log if m.role == "user"] == ["A whole book"]
+    assert log[-1].text == "Read it all at last." and log[-1].model_key == _LARGE.key
+    shown = [r.message.text for r in window.chat_view.chat_model.rows() if r.message]
+    assert shown == ["A whole book", "Read it all at last."]
 
 
 def test_too_long_card_can_start_a_new_chat_with_the_message(
