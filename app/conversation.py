@@ -144,14 +144,14 @@ class Conversation:
                 attachments=attachments,
                 model_key=model.key,
             )
-            seq = saved.seq
+            asked = saved.seq
         else:
-            seq = again
-        yield MessageSaved(seq, "user")
+            asked = again
+        yield MessageSaved(asked, "user")
 
         turn = TurnInput(
             chat_id=self.chat_id,
-            seq=seq,
+            seq=asked,
             text=text,
             model=model,
             pictures=tuple(pictures),
