@@ -61,6 +61,62 @@ SECRETS = [
         "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\nAAAA\n",
         "b3BlbnNzaC1rZXktdjEAAAAABG5vbmU",
     ),
+    # AWS's documented example secret access key, on its own and after a word that names it
+    ("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCY"),
+    ("my aws secret is wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY ok", "bPxRfiCYEXAMPLEKEY"),
+    # card numbers that pass the Luhn check (issuers' published test numbers)
+    ("pay with 4111 1111 1111 1111 exp 12/27", "1111 1111 1111"),
+    ("card 4111-1111-1111-1111", "1111-1111-1111"),
+    ("card number 5555555555554444.", "5555555555554444"),
+    ("amex 3782 822463 10005 cvv 123", "822463"),
+    # IBANs that pass the mod-97 check
+    ("Send it to GB82 WEST 1234 5698 7654 32 please", "5698 7654"),
+    ("IBAN: DE89370400440532013000.", "370400440532013000"),
+    # a password said in words
+    ("my wifi password is swordfish", "swordfish"),
+    ("the router password is 'CorrectHorse'", "CorrectHorse"),
+    ("password for the nas is admin1234", "admin1234"),
+    ("log in with password hunter22 tonight", "hunter22"),
+    ("PIN is 4821", "4821"),
+    # passwords on a command line
+    ("mysql -u root -pS3cretPass shop", "S3cretPass"),
+    ("mysqldump -h db -u app -p'my secret' shop > dump.sql", "my secret"),
+    ("sshpass -p 'hunter2' ssh pi@raspberrypi.local", "hunter2"),
+    ("sshpass -p hunter2 ssh pi@host", "hunter2"),
+    ("curl -u admin:Pa55word https://x.test", "Pa55word"),
+    # netrc entries, on one line and spread over lines
+    ("machine api.example.com login alice password swordfish", "swordfish"),
+    ("machine api.example.com\n  login alice\n  password swordfish\n", "swordfish"),
+    # TOTP seeds
+    (
+        "otpauth://totp/Example:alice@example.com?secret=JBSWY3DPEHPK3PXP&issuer=Example",
+        "JBSWY3DPEHPK3PXP",
+    ),
+    ("My 2FA setup key is JBSWY3DPEHPK3PXP", "JBSWY3DPEHPK3PXP"),
+    ("authenticator secret: jbsw y3dp ehpk 3pxp", "jbsw y3dp"),
+    # Discord bot token and webhook
+    ("bot token MTk4NjIyNDgzNDcxOTI1MjQ4.Cl2FMQ.ZnCjm1XVW7vRze4b7Cq4se7kKWs here", "ZnCjm1XVW7"),
+    (
+        "https://discord.com/api/webhooks/123456789012345678/AbCdEfGhIjKlMnOpQrStUvWxYz01234",
+        "AbCdEfGhIjKlMnOpQrStUvWxYz01234",
+    ),
+    # htpasswd lines: Apache MD5, bcrypt, SHA-1
+    ("alice:$apr1$r31.....$HqJZimcKQFAMYayBlzkrA/", "HqJZimcKQFAMYayBlzkrA"),
+    ("bob:$2y$05$Ui.fq0aP3OLt0sVVGl/sH.pTkfpqTzDTLiT/OLEDS8mbWKYUdXJ6C", "pTkfpqTzDTLiT"),
+    ("carol:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g=", "W6ph5Mm5Pz8GgiULbPgzG37mj9g"),
+    # a wallet recovery phrase, plain and numbered
+    (
+        "seed: legal winner thank year wave sausage worth useful legal winner thank yellow",
+        "wave sausage worth useful",
+    ),
+    (
+        "1. abandon 2. ability 3. able 4. about 5. above 6. absent\n7. absorb 8. abstract "
+        "9. absurd 10. abuse 11. access 12. accident",
+        "absorb 8. abstract",
+    ),
+    # US social security numbers (the SSA's long-void Woolworth example)
+    ("my SSN is 078-05-1120", "078-05-1120"),
+    ("social security number: 078 05 1120", "078 05 1120"),
 ]
 
 LOOK_ALIKES = [
@@ -87,6 +143,21 @@ LOOK_ALIKES = [
     "Authorization: required for every call",
     "secret: keep it simple",
     "https://example.com/files/2024/report-v2-final/section3/page12",
+    # numbers that fail their check digits, or have another shape
+    "order 1234 5678 9012 3456 shipped",
+    "4111 1111 1111 1112 was a typo",
+    "GB82 WEST 1234 5698 7654 33 is one digit off",
+    "ISBN 978-0-306-40615-7, call +44 20 7946 0958 or 555-123-4567",
+    "tracking 1Z999AA10123456784, build 20261129123456, room 123-45",
+    # prose about passwords, and code that handles one
+    "The password manager keeps 12 passwords; the password is case sensitive.",
+    "Use the default password for encrypted files.",
+    "mysql -u root -p shop",
+    "def load(password: Optional[bytes]) -> None: password = password.encode('utf-8')",
+    "Password manager and/or keychain",
+    # an ordinary sentence made of words that are on the recovery-phrase list
+    "I want to buy a house near the river with a garden and a shed for the tools.",
+    "Users/Priya/Documents/Project2/notesAbcd",
     "",
 ]
 
@@ -212,8 +283,41 @@ def test_scrub_never_raises_on_any_text(text: str) -> None:
         "https://a:" * 500_000,
         "1a" * 2_500_000,
         "Bearer " * 700_000,
+        "mysql -u root " * 350_000,
+        "mysql -p" * 600_000,
+        "sshpass -v " * 450_000,
+        "password for the " * 300_000,
+        "machine x login y password\n" * 180_000,
+        "4111 " * 1_000_000,
+        "GB82 " * 1_000_000,
+        "abandon " * 600_000,
+        "2fa ABCD " * 550_000,
+        "$1$" * 1_600_000,
+        "123-45-" * 700_000,
+        "abc" + " " * 5_000_000,
     ],
-    ids=["letters", "sk", "password", "pem", "jwt", "url", "digits", "bearer"],
+    ids=[
+        "letters",
+        "sk",
+        "password",
+        "pem",
+        "jwt",
+        "url",
+        "digits",
+        "bearer",
+        "mysql",
+        "mysql-p",
+        "sshpass",
+        "password-for",
+        "netrc",
+        "card",
+        "iban",
+        "seed-words",
+        "totp",
+        "crypt",
+        "ssn",
+        "spaces",
+    ],
 )
 def test_a_5_mb_paste_is_scrubbed_in_linear_time(paste: str) -> None:
     # Quadratic backtracking on 5 MB would take hours; linear passes take about a second.
