@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engines.api.context import PICTURE_TOKENS, estimate_tokens
 from engines.base import Attachment, Picture
 from ui.context_meter import ContextMeter
 from ui.icons import MUTED, ON_ACCENT, icon
@@ -236,6 +237,8 @@ class Composer(QWidget):
         self._chips_layout.addStretch(1)
         self.chips.setVisible(False)
         self.chip_list: list[AttachmentChip] = []
+        self._usage: tuple[int, int] | None = None
+        self._window = 0
 
         self.attach_button = QToolButton(self)
         self.attach_button.setObjectName("AttachButton")
@@ -337,9 +340,23 @@ class Composer(QWidget):
         self._attachments = list(submission.attachments)
         self._redraw_chips()
 
-    def set_usage(self, usage: tuple[int, int] | None) -> None:
-        """The context meter's numbers (used, budget), or None to hide it."""
-        self.meter.set_usage(usage)
+    def set_usage(self, usage: tuple[int, int] | None, window: int = 0) -> None:
+        """The context meter's numbers (used, budget) for the chat so far, or None to hide it;
+        ``window``: what the model reads (the tooltip explains the difference)."""
+        self._usage = usage
+        self._window = window
+        self._show_usage()
+
+    def draft_tokens(self) -> int:
+        """About how much the attachments waiting in the box will add when sent."""
+        files = sum(estimate_tokens(a.text) for a in self._attachments)
+        return files + PICTURE_TOKENS * len(self._pictures)
+
+    def _show_usage(self) -> None:
+        usage = self._usage
+        if usage is not None:
+            usage = (usage[0] + self.draft_tokens(), usage[1])
+        self.meter.set_usage(usage, self._window)
         self.meter_label.setText(self.meter.percent_text() if usage is not None else "")
         self.meter_label.setToolTip(self.meter.toolTip())
 
@@ -472,6 +489,7 @@ class Composer(QWidget):
             self._chips_layout.insertWidget(self._chips_layout.count() - 1, chip)
             self.chip_list.append(chip)
         self.chips.setVisible(bool(shown))
+        self._show_usage()  # what is attached counts before it is sent
 
     # --- the /compact hint ----------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QProgressBar, QSizePolicy, QWidget
 
+from ui.model_picker import window_label
 from ui.theme import set_style_property
 
 SOON = 0.8  # from this share of the budget on, the tooltip warns that a summary is near
@@ -24,17 +25,28 @@ def _about(n: int) -> str:
     return f"{n:,}"
 
 
-def describe(used: int, budget: int) -> str:
-    """The tooltip: "About 5,100 of 6,100 tokens; earlier messages will be summarised soon"."""
+def describe(used: int, budget: int, window: int = 0) -> str:
+    """The tooltip: "About 5,100 of 6,100 tokens; earlier messages will be summarised soon".
+
+    With the model's ``window`` it also says why the budget is smaller than the window the
+    picker shows (32K): the rest is kept for the answer and Conch's instructions.
+    """
     if budget <= 0:
         return "This model's memory size is not known yet."
     head = f"About {_about(used)} of {_about(budget)} tokens"
     share = used / budget
     if share >= 1:
-        return f"{head}; earlier messages will be summarised with the next message"
-    if share >= SOON:
-        return f"{head}; earlier messages will be summarised soon"
-    return f"{head} of what the model reads at once"
+        text = f"{head}; earlier messages will be summarised with the next message"
+    elif share >= SOON:
+        text = f"{head}; earlier messages will be summarised soon"
+    else:
+        text = f"{head} of what the model reads at once"
+    if window > budget:
+        text += (
+            f". The model reads {window_label(window)} tokens; Conch fits the chat into "
+            f"{_about(budget)} and keeps the rest for the answer and its instructions."
+        )
+    return text
 
 
 def level(used: int, budget: int) -> str:
@@ -59,13 +71,14 @@ class ContextMeter(QProgressBar):
         self.budget = 0
         self.setVisible(False)
 
-    def set_usage(self, usage: tuple[int, int] | None) -> None:
+    def set_usage(self, usage: tuple[int, int] | None, window: int = 0) -> None:
+        """(used, budget) in tokens, and the model's window when known; None hides the bar."""
         if usage is None:
             self.used, self.budget = 0, 0
             self.setVisible(False)
             return
         self.used, self.budget = max(0, usage[0]), max(0, usage[1])
-        words = describe(self.used, self.budget)
+        words = describe(self.used, self.budget, window)
         self.setToolTip(words)
         self.setAccessibleDescription(words)
         self.setValue(round(self.fraction * STEPS))
@@ -77,5 +90,6 @@ class ContextMeter(QProgressBar):
         return min(1.0, self.used / self.budget) if self.budget > 0 else 0.0
 
     def percent_text(self) -> str:
-        """ "62%" for the label beside the bar."""
-        return f"{round(self.fraction * 100)}%" if self.budget > 0 else ""
+        """ "62%" for the label beside the bar; past the budget the true share ("263%"), while
+        the bar itself stops at full."""
+        return f"{round(self.used / self.budget * 100)}%" if self.budget > 0 else ""

@@ -439,12 +439,14 @@ class MainWindow(QMainWindow):
     def _update_meter(self) -> None:
         bridge = self._bridges.get(self._current)
         usage = None
+        window = 0
         if bridge is not None:
+            window = bridge.conversation.model.context
             try:
                 usage = bridge.conversation.context_usage()
             except Exception:  # the meter is a hint; never let it break the window
                 log.exception("context usage failed")
-        self.composer.set_usage(usage)
+        self.composer.set_usage(usage, window)
 
     # --- a problem card's next step -------------------------------------------------------
 
