@@ -408,7 +408,9 @@ class AppServices:
         fold = self.store.latest_compaction(chat.id)
         start = fold.first_kept_seq if fold is not None else 0
         seed = [
-            (m.seq, m.text) for m in self.store.messages(chat.id, start=start) if m.role == "user"
+            (m.seq, render_attachments(m.text, m.attachments))  # attached files count too
+            for m in self.store.messages(chat.id, start=start)
+            if m.role == "user"
         ]
         return MockEngine(seed=seed, summary=fold.summary if fold is not None else "", cue=mock_cue)
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from engines.api.context import budget, estimate_tokens
+from engines.api.context import PICTURE_TOKENS, budget, estimate_tokens
 from engines.base import (
     Compacted,
     Done,
@@ -84,6 +84,7 @@ class _Turn:
     seq: int
     text: str
     answer: str = ""
+    attached: int = 0  # tokens of the turn's attached files and pictures
 
 
 _FILLER = (
@@ -164,7 +165,10 @@ class MockEngine:
     async def turn(self, turn: TurnInput) -> AsyncIterator[Event]:
         self.inputs.append(turn)
         self._model_name = turn.model.name
-        current = _Turn(turn.seq, turn.text)
+        attached = sum(estimate_tokens(a.text) for a in turn.attachments)
+        current = _Turn(
+            turn.seq, turn.text, attached=attached + PICTURE_TOKENS * len(turn.pictures)
+        )
         # A message sent again (a retry) replaces its earlier try, as the real engine does.
         self._turns = [t for t in self._turns if t.seq < turn.seq]
         self._turns.append(current)
@@ -245,7 +249,7 @@ class MockEngine:
     def _used(self, system: str) -> int:
         total = estimate_tokens(self._summary) + estimate_tokens(system)
         for t in self._turns:
-            total += estimate_tokens(t.text) + estimate_tokens(t.answer)
+            total += estimate_tokens(t.text) + t.attached + estimate_tokens(t.answer)
         return total
 
     def _fold(
