@@ -9,6 +9,7 @@ import pytest
 
 from engines.api.context import budget, estimate_tokens
 from engines.base import (
+    Attachment,
     Compacted,
     ContextEngine,
     Done,
@@ -189,6 +190,18 @@ async def test_context_usage_grows_with_the_chat_and_uses_the_real_budget() -> N
     await collect(engine.compact())
     used2, _ = engine.context_usage(MODEL)
     assert used2 < used1
+
+
+async def test_context_usage_counts_attached_files_and_a_turn_sent_again_once() -> None:
+    engine = MockEngine(delay=0, fold_every=0)
+    note = Attachment(name="log.txt", text="y" * 40_000)
+    with_file = TurnInput(chat_id="c1", seq=0, text="read this", model=MODEL, attachments=(note,))
+    await collect(engine.turn(with_file))
+    used, _ = engine.context_usage(MODEL)
+    assert used >= 10_000  # the file's 40,000 characters are about 10,000 tokens
+    await collect(engine.turn(with_file))  # sent again (a retry): not counted twice
+    again, _ = engine.context_usage(MODEL)
+    assert again < used + 1_000  # only the new answer's words differ
 
 
 async def test_cancellation_propagates_mid_stream() -> None:

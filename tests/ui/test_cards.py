@@ -144,6 +144,20 @@ def test_context_meter_speaks_in_words(qtbot: QtBot) -> None:
     assert meter.isHidden()
 
 
+def test_context_meter_says_how_far_past_the_budget_and_why_the_budget_is_smaller(
+    qtbot: QtBot,
+) -> None:
+    meter = ContextMeter()
+    qtbot.addWidget(meter)
+    meter.set_usage((63_700, 24_200), 32_768)
+    assert meter.percent_text() == "263%"  # the true share, not a full bar's "100%"
+    assert meter.value() == meter.maximum() and meter.property("level") == "full"
+    words = meter.toolTip()
+    assert "About 63,700 of 24,200 tokens" in words
+    assert "summarised with the next message" in words
+    assert "The model reads 32K tokens" in words and "fits the chat into 24,200" in words
+
+
 def test_model_picker_groups_ready_models_local_first(qtbot: QtBot) -> None:
     models = [
         ModelInfo(provider="openai", id="gpt-a", label="GPT A", context=200000),

@@ -306,3 +306,14 @@ def test_attachment_chips_draw_the_apps_icons_not_emoji(
             for x in range(ink.width())
             for y in range(ink.height())
         )
+
+
+def test_what_is_attached_counts_on_the_meter_before_it_is_sent(composer: Composer) -> None:
+    composer.set_usage((1_000, 24_200), 32_768)
+    assert composer.meter_label.text() == "4%"
+    long_paste(composer, "x" * 120_000)  # about 30,000 tokens
+    assert composer.meter.used == 1_000 + 30_000
+    assert composer.meter_label.text() == "128%"
+    assert "summarised with the next message" in composer.meter.toolTip()
+    composer.remove_attachment(0)
+    assert composer.meter_label.text() == "4%"
