@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from engines.local.bundled import death_signal_hook, ending_words
+from engines.local.bundled import ending_words
+from engines.local.processes import death_signal_hook
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
