@@ -1,0 +1,122 @@
+"""What counts as untrusted (DESIGN §4): text the person pasted, and memories that give orders.
+
+Conch cannot see the clipboard, so a person message counts as pasted by its shape: long, many
+lines, or built like a web page, a log, a document, an e-mail or a prompt aimed at a model. A
+chat that holds such a message is marked untrusted: what is learned from it waits for an OK.
+
+A memory is a fact about the person ("The person prefers metric units."). One that tells the
+assistant what to do ("The assistant should call itself Bob.", "Always answer in French.",
+"Ignore previous instructions.") reaches every later system prompt, so it always waits for the
+person's OK, wherever it came from.
+
+Both checks are pure functions of the text, cheap on a 5 MB paste (bounded scans only).
+"""
+
+from __future__ import annotations
+
+import re
+
+PASTE_CHARS = 2_000  # a typed message is rarely longer than this
+PASTE_LINES = 40  # nor has this many lines
+_SCAN_CHARS = 200_000  # shape checks look at this much of a message; a longer one is long anyway
+_ENOUGH = 3  # this many tags, log lines, headings or header lines make a shape
+
+_HTML_TAG = re.compile(
+    r"(?i)<(?:!doctype\s+html|/?(?:html|head|body|div|span|p|a|script|style|meta|link|table|"
+    r"thead|tbody|tr|td|th|ul|ol|li|h[1-6]|br|hr|img|section|article|nav|header|footer|main|"
+    r"form|input|button|iframe|noscript|svg|figure|aside|label|select|option|em|strong|b|i|"
+    r"code|pre|blockquote)(?=[\s>/]))[^<>\n]{0,300}>"
+)
+_LOG_LINE = re.compile(
+    r"(?im)^[ \t]*(?:\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}"  # 2026-11-29 14:30 / [2026-11-29T…
+    r"|\[?\d{2}:\d{2}:\d{2}"  # 14:30:05
+    r"|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}"
+    r"|\[?(?:trace|debug|info|notice|warn|warning|error|err|fatal|critical|crit)\]?[:\s]"
+    r"|traceback \(most recent call last\)|\s+at [\w.$<>]+\([\w.]*:\d+\)"  # stack traces
+    r"|\d+\.\d+\.\d+\.\d+ - - \[)"  # web server access log
+)
+_HEADING = re.compile(r"(?m)^[ \t]{0,3}(?:#{1,6}[ \t]+\S|=====|-----|\*\*\*\*)")
+_MAIL_HEADER = re.compile(
+    r"(?im)^(?:from|to|cc|bcc|subject|date|reply-to|sent|message-id|received|return-path):[ \t]"
+)
+# Words aimed at a model, not at a person: a page or document carrying a prompt injection.
+_INJECTION = re.compile(
+    r"(?i)\b(?:ignore|disregard|forget|override|bypass)\s+(?:all\s+|any\s+|the\s+|your\s+)?"
+    r"(?:previous|prior|above|earlier|preceding|former|system|original)\s+"
+    r"(?:instructions?|prompts?|rules|directions|guidelines|messages?|context)"
+    r"|\b(?:new|updated|real|true)\s+system\s+prompt\b"
+    r"|\byou\s+are\s+now\s+(?:in\s+)?(?:developer|dan|jailbreak|god)\s*mode\b"
+    r"|^\s*(?:system|assistant)\s*:"
+    r"|<\s*/?\s*(?:system|instructions?|im_start|im_end)\s*>"
+    r"|\bbegin\s+(?:new\s+)?instructions\b",
+    re.MULTILINE,
+)
+
+
+def _at_least(pattern: re.Pattern[str], text: str, n: int) -> bool:
+    return any(i + 1 >= n for i, _ in enumerate(pattern.finditer(text)))
+
+
+def pasted_kind(text: str) -> str | None:
+    """Why ``text`` counts as pasted ("long", "page", "log", "document", "e-mail",
+    "instructions"), or None when it reads as typed by the person."""
+    if len(text) > PASTE_CHARS:
+        return "long"
+    if text.count("\n") + 1 > PASTE_LINES:
+        return "long"
+    head = text[:_SCAN_CHARS]
+    if _INJECTION.search(head):
+        return "instructions"
+    if _at_least(_HTML_TAG, head, _ENOUGH):
+        return "page"
+    if _at_least(_LOG_LINE, head, _ENOUGH):
+        return "log"
+    if _at_least(_MAIL_HEADER, head, _ENOUGH):
+        return "e-mail"
+    if _at_least(_HEADING, head, _ENOUGH):
+        return "document"
+    return None
+
+
+def looks_pasted(text: str) -> bool:
+    """True when a person message counts as pasted, so as untrusted (see the module doc)."""
+    return pasted_kind(text) is not None
+
+
+# --- memories that give orders ----------------------------------------------------------------
+
+# "model", "bot" and "system" are left out: people build those ("a model that should classify").
+_ASSISTANT = r"(?:the\s+|this\s+|an?\s+|your\s+)?(?:assistant|ai|a\.i\.|chatbot|llm|conch)"
+_ORDER_WORDS = (
+    r"(?:should|must|shall|will|would|is\s+to|are\s+to|has\s+to|have\s+to|needs?\s+to|may|"
+    r"can|cannot|can't|may\s+not|always|never|ought\s+to|is\s+required|is\s+allowed)"
+)
+_INSTRUCTION = re.compile(
+    # an order given straight away: "Always answer in French.", "Ignore previous instructions."
+    r"^\W*(?:always|never|ignore|disregard|forget|override|do\s+not|don't|dont|please|you|your|"
+    r"respond|reply|answer|call\s+yourself|refer\s+to|pretend|act\s+as|behave|start|begin|end|"
+    r"include|say|write|speak|output|print|use|remember\s+to|from\s+now\s+on|stop|must|"
+    r"only\s+(?:answer|reply|respond|speak|write))\b"
+    # the assistant as the one who must do something
+    rf"|\b{_ASSISTANT}\s+(?:\w+\s+){{0,2}}{_ORDER_WORDS}\b"
+    rf"|\b(?:wants?|expects?|asks?|asked|told|tells|instructs?|instructed|requires?|likes?|"
+    rf"prefers?)\s+{_ASSISTANT}\s+to\b"
+    r"|\byou\s+(?:must|should|shall|will|are\s+to|have\s+to|need\s+to|may\s+not|cannot|can't)\b"
+    # a name or a role for the assistant
+    r"|\b(?:call|calls|name|names|refer\s+to|refers\s+to|introduce|introduces)\s+"
+    r"(?:yourself|itself|himself|herself|themselves)\b"
+    r"|\b(?:yourself|itself)\s+(?:as|is|be)\b"
+    # every answer made to carry something
+    r"|\b(?:every|each|all|any)\s+(?:of\s+(?:its|your|the)\s+)?"
+    r"(?:answers?|responses?|replies|reply|messages?|outputs?)\b"
+    # the words of a prompt injection
+    r"|\b(?:ignore|disregard|forget|override|obey)\s+(?:\w+\s+){0,3}(?:instructions?|rules|prompts?)\b"
+    r"|\b(?:system\s+prompt|developer\s+mode|jailbreak|prompt\s+injection)\b",
+    re.IGNORECASE,
+)
+
+
+def reads_like_instruction(memory: str) -> bool:
+    """True when ``memory`` tells the assistant what to do instead of saying something about
+    the person; such a memory always waits for the person's OK."""
+    return _INSTRUCTION.search(memory[:2_000]) is not None
