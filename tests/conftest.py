@@ -1,4 +1,4 @@
-"""Test-wide setup: offscreen Qt, isolated data dirs, no stray keyring."""
+"""Test-wide setup: offscreen Qt, isolated data dirs, no stray keyring, no clock in properties."""
 
 from __future__ import annotations
 
@@ -7,6 +7,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests judge answers, never speed: no per-example deadline and no complaint that
+# making examples is slow, which on a busy machine it is.
+settings.register_profile(
+    "conch", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+settings.load_profile("conch")
 
 # Qt reads this when QApplication is created; set it before pytest-qt makes one.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")

@@ -32,6 +32,7 @@ from engines.providers.base import ProviderAdapter
 from engines.providers.ollama import OllamaAdapter
 from engines.providers.openai import ROWS, OpenAIAdapter
 from tests.fakes.http import LoopbackServer, Recorded, Reply, free_port
+from tests.waits import HANG_SECONDS
 
 PROTOCOLS = ("ollama", "openai", "anthropic")
 FIRST = "Please explain how tides work, in two sentences."
@@ -39,10 +40,11 @@ SECOND = "And why are there two a day?"
 PARTIAL = "Tides are "  # what the server streams before it fails part-way
 HUGE = 50 * 1024 * 1024  # one line of fifty megabytes
 HUGE_CAP = 16 * 1024 * 1024  # a sane reader gives up long before this
-READ_TIMEOUT = 0.5  # seconds; the stalling server waits far longer
-STALL = 5.0
-TURN_DEADLINE = 20.0
-HUGE_DEADLINE = 6.0
+# How long the client waits for a silent server, in the cases about silence. The fake's first
+# bytes come within milliseconds even on a loaded machine; after them it says nothing until
+# the test ends, so whatever this is, the read times out.
+SILENT_READ = 2.0
+STALL = 3600.0  # "until the test ends": the server's stop() cuts the wait short
 GIB = 1024**3
 
 
@@ -189,13 +191,15 @@ class _Counted:
 
 
 def _huge_chunks(wire: Wire) -> Iterator[bytes]:
-    head = "".join([*wire.prelude(), wire.text(PARTIAL)]).encode()
-    yield head
-    line = wire.text("A" * HUGE).encode()
-    step = 1024 * 1024
-    for start in range(0, len(line), step):
-        yield line[start : start + step]
-    yield "".join(wire.ending()).encode()
+    yield "".join([*wire.prelude(), wire.text(PARTIAL)]).encode()
+    # The line is sent in pieces as it is made: building fifty megabytes first would keep the
+    # server silent long enough, on a busy machine, for the client to see a stalled server.
+    before, after = wire.text("@").encode().split(b"@")
+    yield before
+    block = b"A" * (1024 * 1024)
+    for _ in range(HUGE // len(block)):
+        yield block
+    yield after + "".join(wire.ending()).encode()
 
 
 # --- the misbehaving server -------------------------------------------------------------------
@@ -357,10 +361,12 @@ CASES = [
 # --- one chat on one adapter ------------------------------------------------------------------
 
 
-def make_adapter(protocol: str, base: str) -> ProviderAdapter:
-    timeout = httpx.Timeout(READ_TIMEOUT, connect=2.0)
+def make_adapter(protocol: str, base: str, read_timeout: float) -> ProviderAdapter:
+    timeout = httpx.Timeout(read_timeout, connect=HANG_SECONDS)
     if protocol == "ollama":
-        return OllamaAdapter(base, read_timeout=READ_TIMEOUT, meta_timeout=2.0, memory=16 * GIB)
+        return OllamaAdapter(
+            base, read_timeout=read_timeout, meta_timeout=HANG_SECONDS, memory=16 * GIB
+        )
     if protocol == "openai":
         return OpenAIAdapter(
             ROWS["openai"], base_url=base + "/v1", api_key="sk-fault-test-key", timeout=timeout
@@ -378,9 +384,9 @@ class Chat:
     chat_id: str
     model: ModelInfo
 
-    async def send(self, text: str, deadline: float = TURN_DEADLINE) -> list[Any]:
+    async def send(self, text: str) -> list[Any]:
         events: list[Any] = []
-        async with asyncio.timeout(deadline):
+        async with asyncio.timeout(HANG_SECONDS):
             async for event in self.conversation.turn(text):
                 events.append(event)
         return events
@@ -394,10 +400,10 @@ class Chat:
 async def open_chat(data_dir: Path) -> AsyncIterator[Any]:
     opened: list[Chat] = []
 
-    def start(protocol: str, base: str) -> Chat:
+    def start(protocol: str, base: str, read_timeout: float = HANG_SECONDS) -> Chat:
         store = ChatStore.in_dir(data_dir)
         health = HealthLog.in_dir(data_dir)
-        adapter = make_adapter(protocol, base)
+        adapter = make_adapter(protocol, base, read_timeout)
         model = ModelInfo(
             provider=adapter.name, id="fault-model", context=8192, local=protocol == "ollama"
         )
@@ -492,7 +498,8 @@ async def test_a_fault_ends_in_a_clear_problem_and_loses_nothing(
     server = fault_server(protocol) if expect.server else None
     if server is not None:
         server.fault = fault
-    chat = open_chat(protocol, _base_for(fault, server))
+    silent = ProblemKind.TIMEOUT in expect.kinds
+    chat = open_chat(protocol, _base_for(fault, server), SILENT_READ if silent else HANG_SECONDS)
     caplog.set_level(logging.WARNING)
 
     events = await chat.send(FIRST)
@@ -537,11 +544,11 @@ async def test_a_fifty_megabyte_line_is_cut_off_not_buffered(
     server.fault = "huge-line"
     chat = open_chat(protocol, server.url)
     try:
-        events = await chat.send(FIRST, deadline=HUGE_DEADLINE)
+        events = await chat.send(FIRST)
     except TimeoutError:
         handed = server.huge.handed if server.huge else 0
         pytest.fail(
-            f"the turn was still reading after {HUGE_DEADLINE:.0f} s; the server had sent "
+            f"the turn was still reading after {HANG_SECONDS:.0f} s; the server had sent "
             f"{handed / 2**20:.0f} MB of one line"
         )
     _check_problem_turn(chat, events, EXPECT["huge-line"])
@@ -569,7 +576,7 @@ async def test_stop_mid_answer_keeps_the_start_and_the_message(
                 arrived.set()
 
     task = asyncio.create_task(consume())
-    await asyncio.wait_for(arrived.wait(), TURN_DEADLINE)
+    await asyncio.wait_for(arrived.wait(), HANG_SECONDS)
     task.cancel()  # what the window's Stop button does
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -1,0 +1,36 @@
+"""The work a piece of code does, measured so that a busy machine does not change the answer.
+
+The CPU time of this process counts work done, not the time other processes held the cores:
+two CPU-burning processes beside the suite leave it about the same, where they can double the
+wall clock. Tests about speed compare the work on a text with the work on four times that text
+(a linear pass does four times the work, a quadratic one sixteen), or hold a budget of CPU time
+far above what the work needs.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+# Work on four times the text, divided by work on the text: about 4 when linear, 16 when
+# quadratic. Between the two, with room for the noise of caches and timers.
+LINEAR_GROWTH = 8.0
+
+
+def cpu_seconds(call: Callable[[], object], tries: int = 1) -> float:
+    """The least CPU time this process spends on ``call()`` over ``tries`` calls."""
+    least = math.inf
+    for _ in range(tries):
+        started = time.process_time()
+        call()
+        least = min(least, time.process_time() - started)
+    return least
+
+
+def growth(call: Callable[[str], object], text: str, times: int = 4) -> float:
+    """How many times the work of ``call`` grows when its text is ``times`` as long."""
+    longer = text * times
+    small = cpu_seconds(lambda: call(text), tries=3)
+    large = cpu_seconds(lambda: call(longer), tries=3)
+    return large / small
