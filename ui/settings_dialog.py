@@ -46,6 +46,7 @@ from app.settings import Settings, SettingsError, SettingsStore
 from engines.base import HUMAN_TEXT, ModelInfo
 from engines.local.bundled import CrashBook
 from engines.providers.base import ProviderError
+from engines.providers.errors import plain_os_error
 from ui.health_page import HealthPage, StartLocal
 from ui.icons import ON_ACCENT, icon
 from ui.memories_page import ChatTitle, MemoriesPage
@@ -164,6 +165,9 @@ def describe_failure(exc: BaseException, *, timeout: float, secret: str | None =
         detail = " ".join(exc.detail.split())
         if detail:
             text = f"{text} {detail[:160].rstrip()}{'…' if len(detail) > 160 else ''}"
+    elif isinstance(exc, OSError):
+        words = plain_os_error(str(exc))
+        text = f"The test failed: {words}" + ("" if words.endswith(("?", ".")) else ".")
     else:
         text = f"The test failed ({type(exc).__name__}: {exc})."
     if secret:

@@ -223,11 +223,48 @@ def error_from_stream_payload(payload: Any, raw: str) -> ProviderError:
     return ProviderError(ProblemKind.REFUSED, detail)
 
 
+_ERRNO = re.compile(r"\[(?:Errno|WinError) -?\d+\]\s*")
+# What the operating system says about a failed connection, in words a person can act on.
+_OS_WORDS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (
+        (
+            "name or service not known",
+            "nodename nor servname",
+            "getaddrinfo failed",
+            "no address associated",
+            "name resolution",
+            "name does not resolve",
+        ),
+        "no computer answers to that name; check the address",
+    ),
+    (
+        ("connection refused", "actively refused", "all connection attempts failed"),
+        "nothing answers at that address; is the server running?",
+    ),
+    (
+        ("network is unreachable", "no route to host", "host is unreachable"),
+        "this computer cannot reach that address; check the network",
+    ),
+    (("connection reset", "forcibly closed"), "the server closed the connection"),
+    (("certificate verify failed",), "the server's certificate could not be checked"),
+)
+
+
+def plain_os_error(text: str) -> str:
+    """An operating system's error in words: "[Errno -2] Name or service not known" becomes
+    "no computer answers to that name; check the address"; unknown ones lose the errno."""
+    lowered = text.lower()
+    for needles, words in _OS_WORDS:
+        if any(n in lowered for n in needles):
+            return words
+    return _ERRNO.sub("", text).strip() or text
+
+
 def error_from_transport(
     exc: httpx.TransportError | httpx.TimeoutException, *, partial: bool
 ) -> ProviderError:
     """The typed error for a connection that failed, timed out or broke mid-answer."""
-    reason = _clip(str(exc) or type(exc).__name__, 200)
+    reason = _clip(plain_os_error(str(exc) or type(exc).__name__), 200)
     if isinstance(exc, httpx.ConnectTimeout):
         # Nothing answered the connection at all: the server is as good as unreachable.
         return ProviderError(
