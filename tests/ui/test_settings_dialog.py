@@ -327,6 +327,32 @@ def test_a_tester_that_raises_anything_is_reported_not_raised(
     assert dialog.rows["lmstudio"].test_button.isEnabled()
 
 
+def test_a_test_that_cannot_find_the_server_says_so_without_an_errno(
+    qtbot: QtBot, stores: tuple[SettingsStore, MemoryBook, HealthLog]
+) -> None:
+    # The real adapter, through the system's resolver: ".invalid" never names a computer.
+    dialog = make_dialog(qtbot, stores, SessionSecrets(), test_timeout=60.0)
+    enter_text(qtbot, dialog, "lmstudio", "http://nosuchhost.invalid:1234")
+    dialog.test("lmstudio")
+    qtbot.waitUntil(lambda: not dialog.running_tests(), timeout=90_000)  # a hang guard
+    text = result_text(dialog, "lmstudio")
+    assert "Errno" not in text and "[" not in text
+    assert "check the address" in text
+
+
+def test_an_os_error_from_a_tester_is_said_in_words(
+    qtbot: QtBot, stores: tuple[SettingsStore, MemoryBook, HealthLog]
+) -> None:
+    async def refused(name: str, address: str, key: str | None) -> list[object]:
+        await asyncio.sleep(0)
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    dialog = make_dialog(qtbot, stores, SessionSecrets(), tester=refused)
+    dialog.test("ollama")
+    text = wait_for_result(qtbot, dialog, "ollama")
+    assert text == "The test failed: nothing answers at that address; is the server running?"
+
+
 # --- memory, appearance, health ---------------------------------------------------------------
 
 

@@ -145,3 +145,27 @@ def test_transport_failures(exc: httpx.TransportError, kind: ProblemKind, partia
     problem = error.to_problem()
     assert problem.partial is partial
     assert problem.next_step is not None
+
+
+@pytest.mark.parametrize(
+    ("said", "words"),
+    [
+        ("[Errno -2] Name or service not known", "check the address"),
+        ("[Errno -3] Temporary failure in name resolution", "check the address"),
+        ("[Errno 8] nodename nor servname provided, or not known", "check the address"),
+        ("[Errno 111] Connection refused", "is the server running?"),
+        ("All connection attempts failed", "is the server running?"),
+        (
+            "[WinError 10061] No connection could be made because the target machine actively "
+            "refused it",
+            "is the server running?",
+        ),
+        ("[Errno 101] Network is unreachable", "check the network"),
+        ("[Errno 99] Something new", "Something new"),
+    ],
+)
+def test_a_failed_connection_is_said_in_words_without_an_errno(said: str, words: str) -> None:
+    error = error_from_transport(httpx.ConnectError(said), partial=False)
+    assert error.kind is ProblemKind.UNREACHABLE
+    assert words in error.detail
+    assert "Errno" not in error.detail and "WinError" not in error.detail
