@@ -5,6 +5,11 @@ them (each run is a card in the chat with Undo) and a little bookkeeping (the la
 A memory is ``kept`` (it goes into the system prompt), ``waiting`` (for the person's OK),
 ``undone`` (Undo on its run's card) or ``discarded`` (the person said no to a waiting one).
 Nothing the person turned down is ever learned again: de-duplication looks at every status.
+
+Two rules hold here, whoever adds a memory: every text is scrubbed of secrets before it is
+saved (and again on its way into a system prompt, for files written before that rule), and a
+learned memory that reads like an order to the assistant waits for the person's OK even when
+its run would keep the others (DESIGN §4).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from app.sqlite import open_database
+from app.trust import reads_like_instruction
+from engines.api.scrub import MARKER, scrub
 
 Status = Literal["kept", "waiting", "undone", "discarded"]
 Source = Literal["fold", "tidy"]
@@ -92,6 +99,7 @@ class LearningRun:
 
 
 _PUNCT = re.compile(r"[^\w\s]")
+_WORDS = re.compile(r"\w")
 _SPACE = re.compile(r"\s+")
 
 
@@ -103,11 +111,29 @@ def normalise(text: str) -> str:
 
 
 def clean_text(text: str) -> str:
-    """One line, trimmed, at most ``MAX_MEMORY_CHARS`` characters."""
-    line = _SPACE.sub(" ", text).strip()
+    """One line, trimmed, without secrets, at most ``MAX_MEMORY_CHARS`` characters.
+
+    Empty when nothing but a left-out secret would remain.
+    """
+    line = _SPACE.sub(" ", scrub(text[: MAX_MEMORY_CHARS * 4])).strip()
     if len(line) > MAX_MEMORY_CHARS:
         line = line[: MAX_MEMORY_CHARS - 1].rstrip() + "…"
+    if not _WORDS.search(line.replace(MARKER, "")):
+        return ""
     return line
+
+
+def _usable(text: str) -> str:
+    """``clean_text(text)``, or a ``MemoryBookError`` saying why nothing is left."""
+    line = clean_text(text)
+    if line:
+        return line
+    if text.strip():
+        raise MemoryBookError(
+            "That memory would hold only a secret, and Conch keeps no secrets in memories. "
+            "Write what to remember without the password or key."
+        )
+    raise MemoryBookError("A memory needs some text.")
 
 
 def _memory(row: Sequence[Any]) -> Memory:
@@ -157,9 +183,7 @@ class MemoryBook:
         run_id: int | None = None,
     ) -> Memory:
         """Add one memory (the person typed it, or a run found it)."""
-        line = clean_text(text)
-        if not line:
-            raise MemoryBookError("A memory needs some text.")
+        line = _usable(text)
         if status not in STATUSES:
             raise MemoryBookError(f"Unknown memory status: {status}")
         now = time.time()
@@ -187,28 +211,31 @@ class MemoryBook:
         """Record one learning run and its memories in one transaction.
 
         Texts already known (in any status, this batch included) are skipped; a run that adds
-        nothing new is not recorded and ``None`` comes back.
+        nothing new is not recorded and ``None`` comes back. With ``waiting`` every memory waits
+        for the person's OK; without it, those that read like an order to the assistant still
+        do, and the run counts as waiting when any of its memories does.
         """
-        status: Status = "waiting" if waiting else "kept"
         now = time.time()
         with self._lock:
             known = {r[0] for r in self._db.execute("SELECT norm FROM memories")}
-            fresh: list[tuple[str, str]] = []
+            fresh: list[tuple[str, str, Status]] = []
             for text in texts:
                 line = clean_text(text)
                 norm = normalise(line)
                 if not norm or norm in known:
                     continue
                 known.add(norm)
-                fresh.append((line, norm))
+                held = waiting or reads_like_instruction(line)
+                fresh.append((line, norm, "waiting" if held else "kept"))
             if not fresh:
                 return None
+            run_waits = any(status == "waiting" for _, _, status in fresh)
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 cur = self._db.execute(
                     "INSERT INTO runs (chat_id, created, waiting, source, seq_from, seq_to) "
                     "VALUES (?,?,?,?,?,?)",
-                    (chat_id, now, int(waiting), source, seq_from, seq_to),
+                    (chat_id, now, int(run_waits), source, seq_from, seq_to),
                 )
                 run_id = int(cur.lastrowid or 0)
                 self._db.executemany(
@@ -216,7 +243,7 @@ class MemoryBook:
                     "created, updated, run_id) VALUES (?,?,?,?,?,?,?,?,?)",
                     [
                         (line, norm, chat_id, seq_from, seq_to, status, now, now, run_id)
-                        for line, norm in fresh
+                        for line, norm, status in fresh
                     ],
                 )
                 self._db.execute("COMMIT")
@@ -278,9 +305,7 @@ class MemoryBook:
         return self.run(run_id)
 
     def edit(self, memory_id: int, text: str) -> Memory:
-        line = clean_text(text)
-        if not line:
-            raise MemoryBookError("A memory needs some text.")
+        line = _usable(text)
         with self._lock:
             cur = self._db.execute(
                 "UPDATE memories SET text = ?, norm = ?, updated = ? WHERE id = ?",
@@ -370,7 +395,11 @@ class MemoryBook:
         used = len(head)
         chosen: list[tuple[int, str]] = []
         for mid, text in rows:
-            line = f"\n- {text}"
+            # Scrubbed again: a file from before memories were scrubbed may hold a secret.
+            clean = scrub(str(text))
+            if not _WORDS.search(clean.replace(MARKER, "")):
+                continue
+            line = f"\n- {clean}"
             if used + len(line) > limit_chars:
                 continue  # a shorter, older memory may still fit
             chosen.append((int(mid), line))
