@@ -142,8 +142,18 @@ class MockProvider:
     label = "Mock"
     local = True
 
+    def __init__(self) -> None:
+        self.loaded = ""  # like a server on this computer: the model that answered last
+
     async def list_models(self) -> list[ModelInfo]:
-        return list(MOCK_MODELS)
+        return [
+            m.model_copy(update={"loaded": True}) if m.local and m.key == self.loaded else m
+            for m in MOCK_MODELS
+        ]
+
+    def answered(self, model_key: str) -> None:
+        """A mock model answered: it is the one loaded now."""
+        self.loaded = model_key
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
         last = next((m.text for m in reversed(request.messages) if m.role == "user"), "")
@@ -278,6 +288,16 @@ class AppServices:
         if start_bundled and not self.catalogue.ready_models():
             await self.start_bundled()
         return self.catalogue.models()
+
+    async def answered(self, model: ModelInfo) -> list[ModelInfo]:
+        """A model on this computer answered: list again, so the picker says it is loaded."""
+        if not model.local:
+            return self.catalogue.models()
+        adapter = self.catalogue.adapter(model.provider)
+        note = getattr(adapter, "answered", None) if adapter is not None else None
+        if callable(note):
+            note(model.key)
+        return await self.catalogue.refresh()
 
     async def start_bundled(self) -> bool:
         """Start the model that ships with Conch (when installed and allowed)."""

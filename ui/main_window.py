@@ -369,6 +369,11 @@ class MainWindow(QMainWindow):
                 self._update_meter()
         if not busy:
             self.sidebar.refresh()
+            model = bridge.conversation.model
+            listed = self.services.catalogue.find(model.key)
+            if model.local and listed is not None and not listed.loaded and not self._closing:
+                # It has just answered, so its server holds it now: the picker should say so.
+                self._run(self.services.answered(model))
 
     def _turn_done(self, reason: str) -> None:
         if reason == "error":
