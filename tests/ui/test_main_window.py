@@ -284,6 +284,23 @@ def test_a_learning_run_shows_a_card_and_undo_forgets(
     assert "larch" not in services.system_prompt(BIG)
 
 
+def test_a_local_model_shows_as_loaded_once_it_has_answered(
+    qtbot: QtBot, window: MainWindow, scripts: Scripts
+) -> None:
+    scripts.queue.append([Reply("Hello.")])
+    window.new_chat()
+    window.switch_model(BIG)
+
+    def entry() -> str:
+        return next(e for e in window.picker.entries() if e.startswith(f"{BIG.name}  ·"))
+
+    assert entry().endswith("not loaded")
+    send(qtbot, window, "Hi")
+    wait_idle(qtbot, window)
+    qtbot.waitUntil(lambda: entry().endswith("  ·  loaded"), timeout=10_000)
+    assert window.picker.current_key() == BIG.key
+
+
 def test_a_memory_edited_on_the_memories_page_shows_its_new_words_in_the_chat(
     qtbot: QtBot, window: MainWindow, services: AppServices
 ) -> None:
