@@ -244,6 +244,7 @@ class ToolServer:
         self._crashes = 0
         self._secrets: tuple[str, ...] = ()  # resolved secret values, kept out of every reason
         self._lost_reason = ""  # why a call found the connection gone
+        self._start_scope: anyio.CancelScope | None = None  # set while a start is under way
 
     @property
     def id(self) -> str:
@@ -343,7 +344,7 @@ class ToolServer:
                 "Settings → Tools"
             )
         except Exception as exc:  # whatever the SDK or the system raised: words, not a trace
-            log.warning("tool server %s failed: %r", self.id, exc)
+            log.warning("tool server %s failed: %s", self.id, self._words(repr(exc)))
             reason = self._why(exc, became_ready)
         finally:
             self._client = None
@@ -376,6 +377,8 @@ class ToolServer:
         from mcp import Client
         from mcp_types import Implementation
 
+        if self._stopping:  # stopped before this start got going
+            return False, None
         wake = self._wake = asyncio.Event()
         self._lost_reason = ""
         transport = self._transport(wake)
@@ -384,6 +387,7 @@ class ToolServer:
         try:
             # One deadline for the whole start (run, handshake, tool list), lifted once ready.
             with anyio.CancelScope(deadline=anyio.current_time() + self.start_timeout) as scope:
+                self._start_scope = scope
                 async with Client(
                     transport,
                     mode=mode,
@@ -393,6 +397,7 @@ class ToolServer:
                 ) as client:
                     tools = await self._list(client)
                     scope.deadline = math.inf
+                    self._start_scope = None
                     self._tools = tools
                     self._client = client
                     ready = True
@@ -412,6 +417,7 @@ class ToolServer:
                 raise error from None
         finally:
             self._client = None
+            self._start_scope = None
         if ready and error is None and not self._stopping:
             error = ConnectionError()  # the connection ended without being asked to
         return ready, error
@@ -519,7 +525,7 @@ class ToolServer:
             # Anything else is the connection failing under the call (the SDK's own errors are
             # MCPError): end it, so the next use starts afresh.
             leaf = _leaf(exc)
-            log.warning("tool call %s/%s failed: %r", self.id, tool, leaf)
+            log.warning("tool call %s/%s failed: %s", self.id, tool, self._words(repr(leaf)))
             return outcome(await self._lost(runner, _error_words(leaf)), error=True)
         self._crashes = 0
         text, pictures = _outcome_parts(result, tool)
@@ -548,10 +554,11 @@ class ToolServer:
         self._stopping = True
         if self._wake is not None:
             self._wake.set()
+        if self._start_scope is not None:
+            self._start_scope.cancel()  # a server still starting is not waited for
         runner = self._runner
         if runner is not None and not runner.done():
-            # A server still starting is told to stop by its deadline or by the wake: the
-            # transport's shutdown is shielded and bounded, so this wait is too.
+            # The transport's shutdown is shielded and bounded, so this wait is too.
             await asyncio.shield(runner)
 
 
