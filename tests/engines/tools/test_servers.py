@@ -307,6 +307,24 @@ async def test_plain_text_instead_of_messages_fails_the_start_naming_what_it_wro
         await server.stop()
 
 
+async def test_stopping_a_server_that_is_still_starting_does_not_wait_for_its_deadline() -> None:
+    starting = asyncio.Event()
+
+    def seen(_id: str, state: ServerState) -> None:
+        if state.phase == "starting":
+            starting.set()
+
+    server = ToolServer(garbage("text"), on_state=seen, start_timeout=HANG_SECONDS)
+    listing = asyncio.create_task(server.tools())
+    await asyncio.wait_for(starting.wait(), HANG_SECONDS)
+    began = time.monotonic()
+    await server.stop()
+    assert await asyncio.wait_for(listing, HANG_SECONDS) == ()
+    assert time.monotonic() - began < HANG_SECONDS / 2
+    assert server.state.phase == "idle"  # stopped on purpose: not a failure
+    assert server.pid is None
+
+
 async def test_stopping_leaves_no_process_behind_not_even_the_servers_own_child(
     control: Path,
 ) -> None:
