@@ -2,10 +2,15 @@
 durable facts as memories (DESIGN §2 "Learn before forgetting", spec 0055 §4).
 
 Rules, each enforced here whoever asks:
-- only the person's own words are read (never the answers, attachments or tool results);
+- only the person's own words are read (never the answers, attachments or tool results, nor
+  a message that counts as pasted: a page, a log, a document, a long text; see app.trust);
 - never a routine's run, never a chat with other people in it;
-- a chat that read something untrusted, or "Remember things automatically" off: the new
-  memories wait for the person's OK;
+- a chat that read something untrusted (a pasted message found here marks it so), or
+  "Remember things automatically" off: the new memories wait for the person's OK; a memory
+  that gives the assistant orders always waits (app.memories);
+- only the chat's own model reads the chat (DESIGN §4): when it is not ready the chat waits,
+  nothing is marked read, and it is read as soon as that model is back (``catch_up``);
+- what is sent is scrubbed of secrets first, and so is every memory;
 - a per-chat read-until mark (and a ``learned`` time) means nothing is read twice, by the next
   fold or by the daily tidy-up; with no model, or an answer that cannot be read, nothing is
   marked read, so the tidy-up still has it.
@@ -24,6 +29,7 @@ from typing import Any, Protocol
 from app.memories import LearningRun, MemoryBook, Source
 from app.settings import Settings, SettingsStore
 from app.store import Chat, ChatStore, StoredMessage
+from app.trust import looks_pasted
 from engines.api.scrub import scrub
 from engines.resources import read_prompt
 
@@ -33,6 +39,7 @@ TIDY_EVERY = 24 * 60 * 60.0  # the daily tidy-up
 PIECE_CHARS = 12_000  # the person's words read per request (smaller for small windows)
 MESSAGE_CHARS = 4_000  # one message's share of a piece: head and tail beyond that
 MAX_PER_ANSWER = 12
+WAITING_KEY = "learning_waits_for_model"  # chats whose model was not ready (memories meta)
 
 
 class Learner(Protocol):
@@ -174,11 +181,14 @@ class QuietLearning:
         health: HealthNotes | None = None,
         piece_chars: int | Callable[[Chat], int] = PIECE_CHARS,
         clock: Callable[[], float] = time.time,
+        model_ready: Callable[[Chat], bool] | None = None,
     ) -> None:
         self.store = store
         self.book = book
         self.settings = settings
         self.ask_model = ask_model
+        # Whether the chat's own model can be asked now; None: always (tests, the mock).
+        self.model_ready = model_ready
         self.health = health
         self.piece_chars = piece_chars
         self.clock = clock
@@ -199,6 +209,33 @@ class QuietLearning:
         last = self.book.last_tidy
         when = self.clock() if now is None else now
         return last is None or when - last >= TIDY_EVERY or when < last
+
+    async def tidy_if_due(self) -> list[LearningRun]:
+        """The daily tidy-up when it is due; between two, the chats that waited for their model."""
+        if self.due_for_tidy():
+            return await self.tidy_up()
+        return await self.catch_up()
+
+    async def catch_up(self) -> list[LearningRun]:
+        """Read the chats that waited because their model was not ready, if it is now."""
+        runs: list[LearningRun] = []
+        for chat_id in sorted(self._waiting()):
+            chat = self.store.get_chat(chat_id)
+            if chat is None or not self._may_learn(chat) or not self._unread_person(chat):
+                self._set_waiting(chat_id, False)
+                continue
+            if not self._ready(chat):
+                continue
+            try:
+                run = await self._review(chat_id, None, "tidy")
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # one bad chat must not stop the others
+                log.exception("catching up failed for a chat")
+                continue
+            if run is not None:
+                runs.append(run)
+        return runs
 
     async def tidy_up(self) -> list[LearningRun]:
         """The daily tidy-up (and "Tidy up memories now"): every chat with unread words."""
@@ -223,6 +260,24 @@ class QuietLearning:
     def _remember_automatically(self) -> bool:
         s = self.settings.settings if isinstance(self.settings, SettingsStore) else self.settings
         return s.remember_automatically
+
+    def _ready(self, chat: Chat) -> bool:
+        return self.model_ready is None or self.model_ready(chat)
+
+    def _waiting(self) -> set[str]:
+        raw = self.book.get_meta(WAITING_KEY)
+        try:
+            found = json.loads(raw) if raw else []
+        except ValueError:
+            return set()
+        return {str(x) for x in found} if isinstance(found, list) else set()
+
+    def _set_waiting(self, chat_id: str, waits: bool) -> None:
+        ids = self._waiting()
+        if (chat_id in ids) == waits:
+            return
+        ids = ids | {chat_id} if waits else ids - {chat_id}
+        self.book.set_meta(WAITING_KEY, json.dumps(sorted(ids)))
 
     @staticmethod
     def _may_learn(chat: Chat) -> bool:
@@ -273,22 +328,33 @@ class QuietLearning:
             if not unread:
                 return None
             last_seq = unread[-1].seq
-            person = [m for m in unread if m.role == "user" and m.text.strip()]
+            said = [m for m in unread if m.role == "user" and m.text.strip()]
+            # A pasted page, log or document is not the person's word: it is left out, and
+            # the chat now counts as having read something untrusted.
+            pasted = any(looks_pasted(m.text) for m in said)
+            person = [m for m in said if not looks_pasted(m.text)]
+            if pasted and not chat.untrusted:
+                self.store.mark_chat(chat_id, untrusted=True)
             if not person:
                 # Nothing of theirs to read here: mark it so no one looks again.
                 self.store.set_read_until(chat_id, last_seq, self.clock())
+                self._set_waiting(chat_id, False)
                 return None
             if self.ask_model is None:
                 return None  # no model: the daily tidy-up will try again
+            if not self._ready(chat):
+                # Only the chat's own model may read it: wait for it, read nothing.
+                self._set_waiting(chat_id, True)
+                return None
 
-            waiting = chat.untrusted or not self._remember_automatically()
+            waiting = pasted or chat.untrusted or not self._remember_automatically()
             prompt = self._learn_prompt()
             found: list[str] = []
             read_to: int | None = None
             size = self._piece_chars(chat)
             groups = pieces(person, size)
             for i, group in enumerate(groups):
-                text = "\n\n".join(person_lines(group, per_message_chars(size)))
+                text = scrub("\n\n".join(person_lines(group, per_message_chars(size))))
                 answer = await self._ask(prompt, text, chat)
                 items = parse_memories(answer)
                 if items is None:
@@ -313,4 +379,5 @@ class QuietLearning:
                 source=source,
             )
             self.store.set_read_until(chat_id, read_to, self.clock())
+            self._set_waiting(chat_id, False)
             return run
