@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from app.secrets import SecretStore, SessionSecrets, open_secrets
 from app.settings import SettingsStore
 from app.store import Chat, ChatStore, StoredMessage
 from engines.api.context import answer_reserve
+from engines.api.scrub import scrub
 from engines.api.session import ApiSession, render_attachments
 from engines.api.summarise import ModelSummariser
 from engines.base import (
@@ -170,14 +172,26 @@ class MockProvider:
 _SENTENCE_END = re.compile(r"(?<=[.!])\s+")
 
 
+# A sentence about the person starts with one of these ("We have €2,500."); "Let's go with
+# copper" or "Haha, the librarian will love that" say nothing to remember.
+_ABOUT_THEM = frozenset({"I", "I'm", "I've", "I'd", "My", "We", "We're", "We've", "We'd", "Our"})
+
+
 async def mock_ask_model(prompt: str, text: str, *, model_key: str = "") -> str | None:
-    """The mock's learning answer: the person's statements (not questions), as a JSON list."""
+    """The mock's learning answer: what the person said about themselves (statements in the
+    first person, not questions), as a JSON list."""
     facts: list[str] = []
     for block in text.split("\n\n"):
         line = " ".join(block.removeprefix("Person: ").split())
         for sentence in _SENTENCE_END.split(line):
             s = sentence.strip()
-            if len(s.split()) >= 4 and not s.endswith("?") and len(s) <= 200:
+            words = s.split()
+            if (
+                len(words) >= 4
+                and words[0].rstrip(",") in _ABOUT_THEM
+                and not s.endswith("?")
+                and len(s) <= 200
+            ):
                 facts.append(f"The person said: {s}")
     await asyncio.sleep(0)
     return json.dumps(facts[-8:])
@@ -208,6 +222,8 @@ def seed_demo(store: ChatStore, memories: MemoryBook) -> Chat:
         source="fold",
     )
     store.set_read_until(chat.id, demo.first_kept - 1)
+    # The fold just read the chat: the daily tidy-up is a day away, not at the first start.
+    memories.last_tidy = time.time()
     seeded = store.get_chat(chat.id)
     assert seeded is not None
     return seeded
@@ -257,6 +273,7 @@ class AppServices:
             mock_ask_model if mock else self.ask_model,
             health=health,
             piece_chars=self._piece_chars,
+            model_ready=lambda chat: self._own_model(chat.model_key) is not None,
         )
         self._closed = False
 
@@ -449,11 +466,18 @@ class AppServices:
         window = model.context if model is not None else 8_192
         return max(1_000, min(24_000, window * 3 // 2))
 
-    async def ask_model(self, prompt: str, text: str, *, model_key: str = "") -> str | None:
-        """One request to the chat's model (else the default one); the answer's text or None."""
+    def _own_model(self, model_key: str) -> ModelInfo | None:
+        """The chat's own model when it is ready, else None: learning about a chat never
+        falls back to another model, which could be a cloud one (DESIGN §4)."""
         model = self.catalogue.find(model_key) if model_key else None
         if model is None or not model.ready:
-            model = self.default_model()
+            return None
+        return model
+
+    async def ask_model(self, prompt: str, text: str, *, model_key: str = "") -> str | None:
+        """One request to the chat's own model, scrubbed; the answer's text, or None when that
+        model is not ready (the chat then waits for it)."""
+        model = self._own_model(model_key)
         if model is None:
             return None
         adapter = self.catalogue.adapter(model.provider)
@@ -462,7 +486,7 @@ class AppServices:
         request = ChatRequest(
             model=model.id,
             system=prompt,
-            messages=(Message(role="user", text=text),),
+            messages=(Message(role="user", text=scrub(text)),),
             max_output_tokens=min(1_024, answer_reserve(model.context)),
             window=model.context,
         )
@@ -489,10 +513,9 @@ class AppServices:
         return await self.learner.tidy_up()
 
     async def tidy_if_due(self) -> list[LearningRun]:
-        """The daily tidy-up, when a day has passed since the last one."""
-        if not self.learner.due_for_tidy():
-            return []
-        return await self.learner.tidy_up()
+        """The daily tidy-up, when a day has passed since the last one; in between, the chats
+        that waited for their own model, once it is ready."""
+        return await self.learner.tidy_if_due()
 
     async def tidy_loop(
         self,
