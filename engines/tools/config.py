@@ -228,7 +228,7 @@ class _Importer:
         self.secrets: dict[str, str] = {}
         self.problems: list[str] = []
 
-    def keep(self, sid: str, where: str, name: str, value: str, secret: bool) -> Value:
+    def keep(self, sid: str, where: str, value: str, secret: bool) -> Value:
         if not secret:
             return value
         key = secret_key(sid, where)
@@ -279,10 +279,9 @@ class _Importer:
                 id=sid,
                 name=label,
                 enabled=enabled,
-                url=self.keep(sid, "url", "url", url, contains_secret(url)),
+                url=self.keep(sid, "url", url, contains_secret(url)),
                 headers={
-                    k: self.keep(sid, f"header/{k}", k, v, is_secret(k, v))
-                    for k, v in headers.items()
+                    k: self.keep(sid, f"header/{k}", v, is_secret(k, v)) for k, v in headers.items()
                 },
             )
         else:
@@ -307,11 +306,8 @@ class _Importer:
                 name=label,
                 enabled=enabled,
                 command=command.strip(),
-                args=tuple(
-                    self.keep(sid, f"arg/{i}", f"argument {i + 1}", a, flags[i])
-                    for i, a in enumerate(args)
-                ),
-                env={k: self.keep(sid, f"env/{k}", k, v, is_secret(k, v)) for k, v in env.items()},
+                args=tuple(self.keep(sid, f"arg/{i}", a, flags[i]) for i, a in enumerate(args)),
+                env={k: self.keep(sid, f"env/{k}", v, is_secret(k, v)) for k, v in env.items()},
                 cwd=str(entry.get("cwd") or ""),
             )
         self.taken.add(server.id)

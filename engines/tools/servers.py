@@ -39,6 +39,7 @@ from engines.tools.config import (
     HttpServer,
     MissingSecretError,
     SecretLookup,
+    ServerConfig,
     StdioServer,
     resolve,
 )
@@ -60,7 +61,6 @@ HOLD_AFTER = 2  # unexpected stops in a row after which a server waits for the p
 REASON_CHARS = 300
 
 Phase = Literal["off", "idle", "starting", "ready", "failed"]
-ServerConfig = StdioServer | HttpServer
 
 
 @dataclass(frozen=True)
