@@ -27,7 +27,10 @@ from ui.model_picker import window_label
 def step_label(step: NextStep) -> str:
     """The button's words for a next step."""
     if step.kind == "switch-model" and step.model is not None:
-        return f"Switch to {step.model.name} (reads {window_label(step.model.context)})"
+        size = window_label(step.model.context)
+        if f"({size})" in step.model.name:  # "Mock model (128K)" says it already
+            return f"Switch to {step.model.name}"
+        return f"Switch to {step.model.name} (reads {size})"
     if step.kind == "new-chat":
         return "Start a new chat with this message"
     if step.kind in ("retry", "wait"):
