@@ -46,6 +46,14 @@ def test_too_long_card_offers_the_bigger_model(qtbot: QtBot) -> None:
     assert pressed.args == [step]
 
 
+def test_the_switch_button_names_the_window_once() -> None:
+    from ui.too_long_card import step_label
+
+    named = ModelInfo(provider="mock", id="large", label="Mock model (128K)", context=131_072)
+    step = NextStep(kind="switch-model", label="Switch", model=named)
+    assert step_label(step) == "Switch to Mock model (128K)"
+
+
 def test_too_long_card_without_a_bigger_model_offers_a_new_chat(qtbot: QtBot) -> None:
     card = ProblemCard(TurnProblem.of(ProblemKind.TOO_LONG), "the message that was too long")
     qtbot.addWidget(card)
