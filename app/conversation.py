@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from app.store import ChatStore
+from app.trust import looks_pasted
 from engines.base import (
     Attachment,
     Compacted,
@@ -130,8 +131,9 @@ class Conversation:
         """
         model = self._model
         if again is None:
-            if attachments:
-                # What the chat read from a file is untrusted: memories from it wait for an OK.
+            if attachments or looks_pasted(text):
+                # What the chat read from a file or a paste (a page, a log, a document) is
+                # untrusted: memories from it wait for an OK.
                 self.store.mark_chat(self.chat_id, untrusted=True)
             chat = self.store.get_chat(self.chat_id)
             if chat is not None and chat.title == "New chat" and text.strip():

@@ -29,6 +29,7 @@ from app.providers_config import BUNDLED, build_adapters
 from app.secrets import SecretStore, SessionSecrets, open_secrets
 from app.settings import SettingsStore
 from app.store import Chat, ChatStore, StoredMessage
+from app.trust import looks_pasted
 from engines.api.context import answer_reserve
 from engines.api.scrub import scrub
 from engines.api.session import ApiSession, render_attachments
@@ -84,14 +85,17 @@ def build_system_prompt(model: ModelInfo, memories: MemoryBook) -> str:
 def history_messages(messages: Sequence[StoredMessage]) -> list[tuple[int, Message]]:
     """The chat log as (seq, Message) pairs, for an engine checking or rebuilding its transcript.
 
-    Only complete answers count: a stopped or failed one never entered the model's view.
+    Only complete answers count: a stopped or failed one never entered the model's view. A
+    person message that carries a file or counts as pasted (app.trust) is marked untrusted,
+    like a tool result: it did not come from the person's own typing.
     """
     out: list[tuple[int, Message]] = []
     for m in messages:
         if m.role == "user":
             text = render_attachments(m.text, m.attachments)
+            outside = bool(m.attachments) or looks_pasted(m.text)
             out.append(
-                (m.seq, Message(role="user", text=text, pictures=m.pictures, untrusted=False))
+                (m.seq, Message(role="user", text=text, pictures=m.pictures, untrusted=outside))
             )
         elif m.role == "assistant":
             if (m.text or m.thinking) and not m.partial and m.problem is None:
