@@ -3,7 +3,9 @@
 A cheap model writing a summary drops the exact things people come back for: the file name,
 the amount, the date, the link. This is a deterministic pass over the folded text that finds
 those facts, and appends the ones a summary left out under a short heading. It runs on text
-that has already been scrubbed, so a secret left out stays left out.
+that has already been scrubbed, so a secret left out stays left out; the list itself is
+scrubbed once more item by item (it is sent on every later turn), and so is a list carried
+over from an earlier summary, which may predate a scrubbing rule.
 
 Every pattern starts only at a token boundary and uses bounded or unambiguous quantifiers, so a
 huge paste costs linear time.
@@ -16,6 +18,8 @@ import functools
 import re
 import unicodedata
 from dataclasses import dataclass
+
+from engines.api.scrub import scrub
 
 HEADING = "Kept word for word:"
 
@@ -396,7 +400,9 @@ def keep_facts(summary: str, folded_text: str, limit_chars: int, *, minor_text: 
     # Items an earlier pass kept stay candidates even if this text no longer holds them.
     found: dict[str, Fact] = {}
     for i, item in enumerate(earlier):
-        _add(found, Fact(item, _rank_of(item), i - len(earlier)))
+        clean = scrub(item)
+        if _usable(clean):
+            _add(found, Fact(clean, _rank_of(clean), i - len(earlier)))
     for fact in _facts(folded_text):
         _add(found, fact)
     if minor_text:
@@ -417,6 +423,8 @@ def keep_facts(summary: str, folded_text: str, limit_chars: int, *, minor_text: 
         cost = len(fact.text) + 3
         if size + cost > limit_chars:
             continue
+        if scrub(fact.text) != fact.text:
+            continue  # the list goes out on every turn: never a secret in it
         chosen.append(fact)
         size += cost
     if not chosen:

@@ -196,3 +196,35 @@ def test_numbers_ending_a_clause_references_and_phone_numbers_are_facts() -> Non
     ):
         assert expected in facts
     assert "2026" not in facts  # the reference stays whole, not a stray year
+
+
+# --- the list goes out on every turn: never a secret in it ----------------------------------
+
+
+def test_no_secret_or_piece_of_one_is_kept_word_for_word() -> None:
+    said = (
+        "Person: My netrc has machine nas.local login sam password swordfish99 in it.\n"
+        "Person: Pay the invoice from card 4111 1111 1111 1111 or IBAN GB82 WEST 1234 5698 "
+        "7654 32, the plumber is Priya Raman at 14 Mill Lane.\n"
+        "Person: The NAS is at /srv/nas/backup and it holds 4 TB."
+    )
+    kept = keep_facts("The person is paying the plumber.", scrub(said), 3_000)
+    _, items = split_kept(kept)
+    assert "Priya Raman" in items and "/srv/nas/backup" in items
+    listed = "\n".join(items)
+    for piece in ("swordfish", "4111", "1111", "GB82", "WEST", "5698", "7654"):
+        assert piece not in listed, piece
+
+
+def test_a_secret_carried_in_an_older_list_is_dropped() -> None:
+    # A summary written before a scrubbing rule existed carries its list into the next one.
+    older = (
+        f"The person is paying the plumber.\n\n{HEADING}\n"
+        "- Priya Raman\n- 4111 1111 1111 1111\n- GB82 WEST 1234 5698 7654 32\n"
+        "- password hunter22"
+    )
+    _, items = split_kept(keep_facts(older, "Person: The plumber comes on 2026-11-29.", 3_000))
+    assert "Priya Raman" in items and "2026-11-29" in items
+    listed = "\n".join(items)
+    for piece in ("4111", "GB82", "hunter22", MARKER):
+        assert piece not in listed, piece
