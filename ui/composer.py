@@ -274,7 +274,7 @@ class Composer(QWidget):
         buttons.addWidget(self.send_button)
 
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 4, 8, 8)
+        layout.setContentsMargins(12, 8, 8, 8)
         layout.setSpacing(4)
         layout.addWidget(self.hint)
         layout.addWidget(self.chips)

@@ -43,8 +43,8 @@ def describe(used: int, budget: int, window: int = 0) -> str:
         text = f"{head} of what the model reads at once"
     if window > budget:
         text += (
-            f". The model reads {window_label(window)} tokens; Conch fits the chat into "
-            f"{_about(budget)} and keeps the rest for the answer and its instructions."
+            f".\nThe model reads {window_label(window)} tokens; Conch fits the chat into "
+            f"{_about(budget)}\nand keeps the rest for the answer and its instructions."
         )
     return text
 
