@@ -164,6 +164,7 @@ def test_context_meter_says_how_far_past_the_budget_and_why_the_budget_is_smalle
     assert "About 63,700 of 24,200 tokens" in words
     assert "summarised with the next message" in words
     assert "The model reads 32K tokens" in words and "fits the chat into 24,200" in words
+    assert max(len(line) for line in words.splitlines()) <= 90  # a tooltip, not a banner
 
 
 def test_model_picker_groups_ready_models_local_first(qtbot: QtBot) -> None:
