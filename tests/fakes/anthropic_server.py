@@ -11,6 +11,7 @@ event mid-stream), "no-stop" (no message_stop), "529", "disconnect".
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -320,3 +321,91 @@ class AnthropicServer(LoopbackServer):
         if self.fault != "no-stop":
             out.append(event("message_stop", {"type": "message_stop"}))
         return out
+
+
+# --- what the Claude Code CLI asks for --------------------------------------------------------
+
+COMPACT_CUE = "summary of the conversation so far"  # words of Claude Code's own /compact prompt
+FOCUS_CUE = "Additional Instructions:\n"  # where its prompt carries the /compact focus
+
+
+def _user_texts(message: dict[str, Any]) -> list[str]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [content]
+    return [
+        block.get("text", "")
+        for block in content or []
+        if isinstance(block, dict) and block.get("type") == "text"
+    ]
+
+
+def _said(message: dict[str, Any]) -> str:
+    """What the person typed in a user message, without Claude Code's system reminders."""
+    texts = [t for t in _user_texts(message) if not t.lstrip().startswith("<system-reminder>")]
+    return texts[-1].strip() if texts else ""
+
+
+class ClaudeCodeServer(AnthropicServer):
+    """The Anthropic fake taught what the Claude Code CLI asks for.
+
+    It counts tokens (``/v1/messages/count_tokens``), answers Claude Code's own compaction
+    prompt with an ``<analysis>`` and a ``<summary>`` that lists the person's messages and the
+    focus it was given, answers a tool result in words, and otherwise echoes the newest person
+    message (``You said: …``). A message containing ``[[bash]]`` makes the model ask to run
+    ``touch ran.txt`` with the Bash tool first, so a test can see whether it ran.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("models", [FakeClaude("claude-sonnet-4-5")])
+        super().__init__(**kwargs)
+        self._script_lock = threading.Lock()
+        self.focuses: list[str] = []  # the focus of every compaction it was asked for
+
+    def handle(self, request: Recorded) -> Reply:
+        if request.method == "POST" and request.path == "/v1/messages/count_tokens":
+            return Reply.json({"input_tokens": _estimate(request.json or {})})
+        return super().handle(request)
+
+    def _messages(self, request: Recorded) -> Reply:
+        with self._script_lock:
+            kept = self.script
+            self.script = self._script_for(request.json or {})
+            try:
+                return super()._messages(request)
+            finally:
+                self.script = kept
+
+    def _script_for(self, body: dict[str, Any]) -> ClaudeScript:
+        # Claude Code puts its environment notes last, as a message of role "system".
+        messages = [
+            m for m in body.get("messages", []) if isinstance(m, dict) and m.get("role") == "user"
+        ]
+        last = messages[-1] if messages else {}
+        whole = "\n".join(_user_texts(last))
+        if COMPACT_CUE in whole:
+            focus = ""
+            if FOCUS_CUE in whole:
+                focus = whole.split(FOCUS_CUE, 1)[1].split("\n\n", 1)[0].strip()
+            self.focuses.append(focus)
+            asked = [_said(m) for m in messages[:-1]]
+            lines = "\n".join(f"   - {a}" for a in asked if a)
+            return ClaudeScript(
+                text=[
+                    "<analysis>Read the chat.</analysis>\n\n<summary>\n",
+                    f"1. Primary Request and Intent:\n{lines}\n",
+                    f"2. Kept as asked: {focus or '(nothing in particular)'}\n</summary>",
+                ]
+            )
+        content = last.get("content")
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+        ):
+            return ClaudeScript(text=["Understood; ", "that step is done or was declined."])
+        said = _said(last)
+        if "[[bash]]" in said:
+            call = ClaudeCall(
+                "toolu_fake_1", "Bash", {"command": "touch ran.txt", "description": "Make a file"}
+            )
+            return ClaudeScript(text=["Let me run it."], calls=[call], stop_reason="tool_use")
+        return ClaudeScript(text=["You said: ", said[:200] or "(nothing)"])

@@ -1,0 +1,498 @@
+"""Claude Code as an engine: a Conch chat is one Claude Code session.
+
+Claude Code keeps the chat itself and compacts it when it grows, so this engine declares the
+context capability by handing compaction over: ``compact(focus)`` sends Claude Code its own
+``/compact <focus>``, and every ``compact_boundary`` it reports (asked for, or automatic)
+becomes Conch's ``Compacted`` with the summary Claude Code wrote, so the same divider shows.
+
+Driven through the ``claude-agent-sdk`` package, which runs the ``claude`` CLI (its wheel
+carries one). Each turn starts the CLI resumed on the chat's session id, kept in
+``<state_dir>/<chat-id>.json``; a chat that had no session yet (new, or moved here from
+another model) starts one with the bounded handoff of the chat so far. Permission questions go
+to ``approve``; without one Conch declines and says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from claude_agent_sdk import (
+    AssistantMessage,
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    CLIConnectionError,
+    CLIJSONDecodeError,
+    CLINotFoundError,
+    PermissionResultAllow,
+    PermissionResultDeny,
+    ProcessError,
+    ResultMessage,
+    StreamEvent,
+    SystemMessage,
+    TextBlock,
+    ToolPermissionContext,
+    ToolUseBlock,
+    UserMessage,
+)
+
+from engines.api.session import FoldLoader, HistoryLoader, render_attachments
+from engines.base import (
+    Compacted,
+    Done,
+    Event,
+    ModelInfo,
+    Note,
+    Problem,
+    ProblemKind,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolCallData,
+    TurnInput,
+    TurnProblem,
+    Usage,
+)
+from engines.programs import problems
+from engines.programs.acp import Approver, PermissionAsk
+from engines.programs.handoff import HANDOFF_CHARS, build_handoff
+from engines.providers.base import default_next_step
+
+PROGRAM = "Claude Code"
+INSTALL = "npm install -g @anthropic-ai/claude-code"
+LOGIN = "claude /login"
+IDLE_TIMEOUT = 600.0  # seconds without a message from Claude Code before a turn is stopped
+STDERR_LINES = 20
+FINISH_SECONDS = 30.0  # the CLI's own shutdown is bounded at about 20 seconds
+STATE_VERSION = 1
+KEEPS_ITS_OWN = "Claude Code keeps this summary itself; it did not show it to Conch."
+
+# Claude Code's own words around the summary it carries after a compaction.
+_SUMMARY_LEAD = "The summary below covers the earlier portion of the conversation."
+_SUMMARY_OPENERS = ("This session is being continued from a previous conversation",)
+_SUMMARY_ENDS = (
+    "\nIf you need specific details from before compaction",
+    "\nContinue the conversation from where it left off",
+    "\nPlease continue the conversation from where",
+)
+_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.S)
+_NO_SESSION = re.compile(r"no conversation found|session .*not found", re.I)
+
+
+def _refused_key(data: dict[str, Any]) -> bool:
+    return data.get("error_status") in (401, 403) or data.get("error") == "authentication_failed"
+
+
+def summary_from(text: str) -> str:
+    """The summary inside the message Claude Code continues a compacted session with."""
+    body = _REMINDER.sub("", text)
+    if _SUMMARY_LEAD in body:
+        body = body.split(_SUMMARY_LEAD, 1)[1]
+    for end in _SUMMARY_ENDS:
+        cut = body.find(end)
+        if cut >= 0:
+            body = body[:cut]
+    body = body.strip()
+    if body.lower().startswith("summary:"):
+        body = body[len("summary:") :].strip()
+    return body
+
+
+def is_summary_message(message: UserMessage) -> bool:
+    return isinstance(message.content, str) and message.content.startswith(_SUMMARY_OPENERS)
+
+
+# --- the chat's session id --------------------------------------------------------------------
+
+
+@dataclass
+class _State:
+    session_id: str = ""
+    used: int = 0  # input tokens of the latest request (the context meter)
+
+
+def _load(path: Path) -> _State:
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return _State()  # no file, or a damaged one: a new session with the handoff
+    if not isinstance(data, dict):
+        return _State()
+    sid = data.get("session_id")
+    used = data.get("used")
+    return _State(
+        session_id=sid if isinstance(sid, str) else "",
+        used=used if isinstance(used, int) else 0,
+    )
+
+
+def _save(path: Path, state: _State) -> None:
+    data = {"version": STATE_VERSION, "session_id": state.session_id, "used": state.used}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+# --- one run of the CLI -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Finished:
+    error: BaseException | None = None
+
+
+class _Run:
+    """The CLI answering one prompt, its messages put on a queue by a task of its own."""
+
+    def __init__(self, options: ClaudeAgentOptions, prompt: str) -> None:
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.task = asyncio.get_running_loop().create_task(self._run(options, prompt))
+
+    async def _run(self, options: ClaudeAgentOptions, prompt: str) -> None:
+        try:
+            async with ClaudeSDKClient(options) as client:
+                await client.query(prompt)
+                async for message in client.receive_response():
+                    self.queue.put_nowait(message)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # handed to the turn, which says what happened
+            self.queue.put_nowait(_Finished(exc))
+            return
+        self.queue.put_nowait(_Finished())
+
+    async def finish(self) -> None:
+        """Let the CLI end by itself after its result (closing it cleanly), else stop it."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.shield(self.task), FINISH_SECONDS)
+        await self.stop()
+
+    async def stop(self) -> None:
+        if not self.task.done():
+            self.task.cancel()
+        with contextlib.suppress(BaseException):
+            await self.task
+
+
+class ClaudeCodeEngine:
+    """One chat on Claude Code (a ``ContextEngine``: compaction is handed over)."""
+
+    def __init__(
+        self,
+        *,
+        chat_id: str,
+        state_dir: Path,
+        cwd: Path,
+        history: HistoryLoader,
+        latest_fold: FoldLoader,
+        approve: Approver | None = None,
+        model: str | None = None,
+        cli_path: str | None = None,
+        env: Mapping[str, str] | None = None,
+        idle_timeout: float = IDLE_TIMEOUT,
+        handoff_chars: int = HANDOFF_CHARS,
+    ) -> None:
+        self.chat_id = chat_id
+        self.state_path = state_dir / f"{chat_id}.json"
+        self.cwd = cwd
+        self._history = history
+        self._latest_fold = latest_fold
+        self._approve = approve
+        self._model = model
+        self._cli_path = cli_path
+        self._env = dict(env or {})
+        self.idle_timeout = idle_timeout
+        self.handoff_chars = handoff_chars
+        self._state = _load(self.state_path)
+        self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self._asking = 0
+        self._declined: list[str] = []
+        self._lock = asyncio.Lock()
+
+    @property
+    def session_id(self) -> str:
+        return self._state.session_id
+
+    # -- Engine --
+
+    async def turn(self, turn: TurnInput) -> AsyncIterator[Event]:
+        async with self._lock:
+            prompt = render_attachments(turn.text, turn.attachments)
+            if not self._state.session_id:
+                prompt = self._handoff(turn.seq, prompt)
+            async for event in self._drive(prompt, turn.model, first_kept_seq=turn.seq):
+                yield event
+
+    async def compact(
+        self, focus: str = "", *, model: ModelInfo | None = None
+    ) -> AsyncIterator[Event]:
+        async with self._lock:
+            name = model.name if model is not None else PROGRAM
+            if not self._state.session_id:
+                yield Note(topic="other", text="There is nothing to summarise yet.")
+                yield Done()
+                return
+            logged = self._history()
+            next_seq = (max(seq for seq, _ in logged) + 1) if logged else 0
+            command = f"/compact {' '.join(focus.split())}".rstrip()
+            drive = self._drive(command, model, first_kept_seq=next_seq, name=name, restart=False)
+            async for event in drive:
+                yield event
+
+    def context_usage(self, model: ModelInfo, system: str = "") -> tuple[int, int]:
+        return self._state.used, model.context
+
+    async def aclose(self) -> None:
+        return None
+
+    # -- internals --
+
+    def _handoff(self, seq: int, prompt: str) -> str:
+        logged = [m for s, m in self._history() if s < seq]
+        fold = self._latest_fold()
+        summary = fold[1] if fold is not None else ""
+        return build_handoff(logged, prompt, summary=summary, limit=self.handoff_chars).text
+
+    def _options(self) -> ClaudeAgentOptions:
+        self._stderr.clear()
+        self.cwd.mkdir(parents=True, exist_ok=True)
+        return ClaudeAgentOptions(
+            resume=self._state.session_id or None,
+            cwd=str(self.cwd),
+            env=self._env,
+            model=self._model,
+            cli_path=self._cli_path,
+            include_partial_messages=True,
+            can_use_tool=self._can_use_tool,
+            stderr=self._stderr.append,
+        )
+
+    async def _can_use_tool(
+        self, tool: str, arguments: dict[str, Any], context: ToolPermissionContext
+    ) -> PermissionResultAllow | PermissionResultDeny:
+        what = (
+            arguments.get("description") or arguments.get("command") or arguments.get("file_path")
+        )
+        title = f"use {tool}" + (f" ({what})" if isinstance(what, str) and what else "")
+        allowed = False
+        self._asking += 1
+        try:
+            if self._approve is not None:
+                allowed = await self._approve(PermissionAsk(PROGRAM, title, tool))
+        finally:
+            self._asking -= 1
+        if allowed:
+            return PermissionResultAllow(updated_input=arguments)
+        self._declined.append(title)
+        return PermissionResultDeny(message="The person did not allow this.")
+
+    async def _drive(
+        self,
+        prompt: str,
+        model: ModelInfo | None,
+        *,
+        first_kept_seq: int,
+        name: str = "",
+        restart: bool = True,
+    ) -> AsyncIterator[Event]:
+        """Run the CLI on ``prompt``; ``restart``: a lost session starts anew with the handoff."""
+        name = name or (model.name if model is not None else PROGRAM)
+        self._declined = []
+        resumed = restart and bool(self._state.session_id)
+        run = _Run(self._options(), prompt)
+        wrote = False
+        streamed: set[str] = set()  # assistant messages whose text arrived as deltas
+        boundary = False
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(run.queue.get(), self.idle_timeout)
+                except TimeoutError:
+                    if self._asking:
+                        continue  # the person is deciding
+                    yield Problem(
+                        problem=problems.silent(PROGRAM, self.idle_timeout, partial=wrote)
+                    )
+                    return
+                if isinstance(item, _Finished):
+                    if item.error is None:
+                        # The CLI ended without its result message.
+                        yield Problem(
+                            problem=problems.exited(PROGRAM, None, self._stderr, partial=wrote)
+                        )
+                        return
+                    if resumed and not wrote and self._lost_session(str(item.error)):
+                        # Claude Code no longer has the session (its files were removed):
+                        # start a new one, handed the chat so far.
+                        self._forget_session()
+                        await run.stop()
+                        prompt = self._handoff(first_kept_seq, prompt)
+                        resumed = False
+                        run = _Run(self._options(), prompt)
+                        continue
+                    yield Problem(problem=self._problem(item.error, partial=wrote))
+                    return
+                if isinstance(item, SystemMessage):
+                    if item.subtype == "init":
+                        self._remember(item.data.get("session_id"))
+                    elif item.subtype == "compact_boundary":
+                        boundary = True
+                    elif item.subtype == "api_retry" and _refused_key(item.data):
+                        # Claude Code would retry a refused key for minutes; say it now.
+                        yield Problem(problem=problems.not_logged_in(PROGRAM, LOGIN))
+                        return
+                    continue
+                if isinstance(item, UserMessage):
+                    if boundary and is_summary_message(item):
+                        boundary = False
+                        assert isinstance(item.content, str)
+                        summary = summary_from(item.content) or KEEPS_ITS_OWN
+                        yield Compacted(first_kept_seq=first_kept_seq, summary=summary, model=name)
+                    continue
+                if isinstance(item, StreamEvent):
+                    if item.parent_tool_use_id is not None:
+                        continue  # a sub-agent's words are its own
+                    for event in self._delta(item.event, streamed):
+                        wrote = wrote or isinstance(event, TextDelta)
+                        yield event
+                    continue
+                if isinstance(item, AssistantMessage):
+                    if item.parent_tool_use_id is not None:
+                        continue
+                    for block in item.content:
+                        if isinstance(block, TextBlock) and item.message_id not in streamed:
+                            wrote = wrote or bool(block.text)
+                            yield TextDelta(text=block.text)
+                        elif isinstance(block, ToolUseBlock):
+                            call = ToolCallData(id=block.id, name=block.name, arguments=block.input)
+                            yield ToolCall(call=call)
+                    continue
+                if isinstance(item, ResultMessage):
+                    lost = item.is_error and self._lost_session(" ".join(item.errors or []))
+                    if resumed and not wrote and lost:
+                        self._forget_session()
+                        await run.stop()
+                        prompt = self._handoff(first_kept_seq, prompt)
+                        resumed = False
+                        run = _Run(self._options(), prompt)
+                        continue
+                    if boundary:
+                        yield Compacted(
+                            first_kept_seq=first_kept_seq, summary=KEEPS_ITS_OWN, model=name
+                        )
+                    await run.finish()
+                    for event in self._result(item, wrote):
+                        yield event
+                    return
+        finally:
+            await run.stop()
+
+    def _delta(self, event: dict[str, Any], streamed: set[str]) -> list[Event]:
+        kind = event.get("type")
+        if kind == "message_start":
+            message = event.get("message")
+            if isinstance(message, dict) and isinstance(message.get("id"), str):
+                streamed.add(message["id"])
+            return []
+        if kind != "content_block_delta":
+            return []
+        delta = event.get("delta") or {}
+        if delta.get("type") == "text_delta" and delta.get("text"):
+            return [TextDelta(text=str(delta["text"]))]
+        if delta.get("type") == "thinking_delta" and delta.get("thinking"):
+            return [ThinkingDelta(text=str(delta["thinking"]))]
+        return []
+
+    def _result(self, result: ResultMessage, wrote: bool) -> list[Event]:
+        self._remember(result.session_id)
+        events: list[Event] = []
+        usage = result.usage or {}
+        read = int(usage.get("cache_read_input_tokens") or 0)
+        write = int(usage.get("cache_creation_input_tokens") or 0)
+        fresh = int(usage.get("input_tokens") or 0)
+        if fresh or read or write:
+            self._state.used = fresh + read + write
+            _save(self.state_path, self._state)
+            events.append(
+                Usage(
+                    input_tokens=fresh,
+                    output_tokens=int(usage.get("output_tokens") or 0),
+                    cache_read_tokens=read,
+                    cache_write_tokens=write,
+                )
+            )
+        if result.is_error:
+            events.append(Problem(problem=self._result_problem(result, wrote)))
+        elif self._declined and not wrote:
+            events.append(
+                Problem(
+                    problem=problems.declined(
+                        PROGRAM, self._declined[0], asked_person=self._approve is not None
+                    )
+                )
+            )
+        else:
+            reason = "length" if result.stop_reason == "max_tokens" else "stop"
+            events.append(Done(stop_reason=reason))
+        return events
+
+    def _result_problem(self, result: ResultMessage, wrote: bool) -> TurnProblem:
+        said = " ".join([*(result.errors or []), result.result or ""]).strip() or result.subtype
+        status = result.api_error_status
+        if status in (401, 403) or "login" in said.lower() or "api key" in said.lower():
+            return problems.not_logged_in(PROGRAM, LOGIN)
+        if status == 429:
+            return TurnProblem.of(
+                ProblemKind.RATE_LIMITED,
+                detail=said,
+                partial=wrote,
+                next_step=default_next_step(ProblemKind.RATE_LIMITED),
+            )
+        return problems.reported(PROGRAM, said, partial=wrote)
+
+    def _problem(self, error: BaseException, *, partial: bool) -> TurnProblem:
+        if isinstance(error, CLINotFoundError):
+            return problems.missing(PROGRAM, (self._cli_path or "claude",), INSTALL)
+        if isinstance(error, CLIJSONDecodeError):
+            return problems.not_protocol(
+                PROGRAM, str(error.line), partial=partial, mode="Claude Code's JSON"
+            )
+        if isinstance(error, ProcessError):
+            lines = [*self._stderr, *(error.stderr or "").splitlines()]
+            said = "\n".join(lines).lower()
+            if "login" in said or "api key" in said or "authentication" in said:
+                return problems.not_logged_in(PROGRAM, LOGIN)
+            return problems.exited(PROGRAM, error.exit_code, lines, partial=partial)
+        if isinstance(error, CLIConnectionError):
+            return problems.did_not_start(PROGRAM, f"{error}.", self._stderr)
+        return problems.reported(PROGRAM, f"{type(error).__name__}: {error}", partial=partial)
+
+    def _lost_session(self, error: str) -> bool:
+        said = "\n".join([error, *self._stderr])
+        return bool(_NO_SESSION.search(said))
+
+    def _remember(self, session_id: object) -> None:
+        if isinstance(session_id, str) and session_id and session_id != self._state.session_id:
+            self._state.session_id = session_id
+            _save(self.state_path, self._state)
+
+    def _forget_session(self) -> None:
+        self._state = _State()
+        _save(self.state_path, self._state)

@@ -1,0 +1,253 @@
+"""The Claude Code engine driving the real ``claude`` CLI (the one the Claude Agent SDK carries)
+against the Anthropic fake on loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from engines.base import (
+    Compacted,
+    Done,
+    Event,
+    Message,
+    ModelInfo,
+    Problem,
+    ProblemKind,
+    TextDelta,
+    ToolCall,
+    TurnInput,
+    supports_context,
+)
+from engines.programs.acp import PermissionAsk
+from engines.programs.claude_code import ClaudeCodeEngine, summary_from
+from tests.fakes.anthropic_server import ClaudeCodeServer
+
+HANG_SECONDS = 120.0  # a hang guard only: the CLI answers the loopback fake in seconds
+MODEL = ModelInfo(provider="claude-code", id="default", label="Claude Code", context=200_000)
+
+
+class Chat:
+    def __init__(self) -> None:
+        self.log: list[tuple[int, Message]] = []
+        self.fold: tuple[int, str] | None = None
+
+    def history(self) -> Sequence[tuple[int, Message]]:
+        return list(self.log)
+
+    def latest_fold(self) -> tuple[int, str] | None:
+        return self.fold
+
+    def add(self, role: str, text: str) -> int:
+        seq = len(self.log)
+        self.log.append((seq, Message(role=role, text=text)))  # type: ignore[arg-type]
+        return seq
+
+
+@pytest.fixture
+def server() -> ClaudeCodeServer:
+    with ClaudeCodeServer() as srv:
+        yield srv  # type: ignore[misc]
+
+
+def make_engine(
+    tmp_path: Path, server: ClaudeCodeServer, chat: Chat, **kw: object
+) -> ClaudeCodeEngine:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = {
+        "ANTHROPIC_BASE_URL": server.url,
+        "ANTHROPIC_API_KEY": "sk-ant-test-dummy",
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-config"),
+        "HOME": str(home),
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+    return ClaudeCodeEngine(
+        chat_id="chat-1",
+        state_dir=tmp_path / "programs",
+        cwd=tmp_path / "work",
+        history=chat.history,
+        latest_fold=chat.latest_fold,
+        env=env,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+async def collect(events: AsyncIterator[Event]) -> list[Event]:
+    async def go() -> list[Event]:
+        return [e async for e in events]
+
+    return await asyncio.wait_for(go(), HANG_SECONDS)
+
+
+async def run_turn(engine: ClaudeCodeEngine, chat: Chat, text: str) -> list[Event]:
+    seq = chat.add("user", text)
+    events = await collect(
+        engine.turn(TurnInput(chat_id="chat-1", seq=seq, text=text, model=MODEL))
+    )
+    answer = "".join(e.text for e in events if isinstance(e, TextDelta))
+    if answer:
+        chat.add("assistant", answer)
+    return events
+
+
+def answer_of(events: list[Event]) -> str:
+    return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+
+def said_to_model(server: ClaudeCodeServer) -> list[str]:
+    """Every person text in the newest request the CLI sent, oldest first."""
+    body = server.message_requests[-1].json
+    out: list[str] = []
+    for m in body["messages"]:
+        if m["role"] != "user":
+            continue
+        content = m["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        out.extend(b.get("text", "") for b in blocks if b.get("type") == "text")
+    return out
+
+
+async def test_an_answer_streams_and_the_chat_is_one_session(
+    tmp_path: Path, server: ClaudeCodeServer
+) -> None:
+    chat = Chat()
+    engine = make_engine(tmp_path, server, chat)
+    first = await run_turn(engine, chat, "My name is Ada.")
+    assert isinstance(first[-1], Done)
+    assert answer_of(first) == "You said: My name is Ada."
+    assert sum(isinstance(e, TextDelta) for e in first) >= 2  # streamed, not in one piece
+    session = engine.session_id
+    assert session
+    state = json.loads((tmp_path / "programs" / "chat-1.json").read_text("utf-8"))
+    assert state["session_id"] == session
+
+    # After a restart (a new engine on the same data) the chat resumes the same session.
+    again = make_engine(tmp_path, server, chat)
+    second = await run_turn(again, chat, "What is my name?")
+    assert answer_of(second) == "You said: What is my name?"
+    assert again.session_id == session
+    texts = said_to_model(server)
+    assert "My name is Ada." in texts and texts[-1] == "What is my name?"
+
+
+async def test_compact_is_handed_over_and_its_boundary_becomes_the_divider(
+    tmp_path: Path, server: ClaudeCodeServer
+) -> None:
+    chat = Chat()
+    engine = make_engine(tmp_path, server, chat)
+    assert supports_context(engine)
+    await run_turn(engine, chat, "We plan 24 raised beds of larch.")
+    events = await collect(engine.compact("keep the plan", model=MODEL))
+    assert server.focuses == ["keep the plan"]  # Claude Code's own /compact, with the focus
+    (compacted,) = [e for e in events if isinstance(e, Compacted)]
+    assert compacted.first_kept_seq == 2  # after the two messages of the chat so far
+    assert compacted.model == "Claude Code"
+    assert "We plan 24 raised beds of larch." in compacted.summary
+    assert "Kept as asked: keep the plan" in compacted.summary
+    assert "<analysis>" not in compacted.summary and "system-reminder" not in compacted.summary
+    assert isinstance(events[-1], Done)
+    # The chat carries on in the compacted session.
+    after = await run_turn(engine, chat, "And now?")
+    assert answer_of(after) == "You said: And now?"
+
+
+async def test_a_chat_moved_here_starts_its_session_with_the_handoff(
+    tmp_path: Path, server: ClaudeCodeServer
+) -> None:
+    chat = Chat()
+    chat.add("user", "The bundled model heard this first.")
+    chat.add("assistant", "Noted.")
+    engine = make_engine(tmp_path, server, chat)
+    events = await run_turn(engine, chat, "Do you know what I said?")
+    assert isinstance(events[-1], Done)
+    sent = said_to_model(server)[-1]
+    assert "Person: The bundled model heard this first." in sent
+    assert sent.endswith("Do you know what I said?")
+
+
+async def test_a_session_claude_code_lost_starts_again_with_the_handoff(
+    tmp_path: Path, server: ClaudeCodeServer
+) -> None:
+    chat = Chat()
+    chat.add("user", "Remember the larch.")
+    chat.add("assistant", "Larch it is.")
+    state = tmp_path / "programs" / "chat-1.json"
+    state.parent.mkdir(parents=True)
+    lost = "00000000-0000-4000-8000-000000000000"
+    state.write_text(json.dumps({"version": 1, "session_id": lost}), "utf-8")
+    engine = make_engine(tmp_path, server, chat)
+    events = await run_turn(engine, chat, "Which wood?")
+    assert isinstance(events[-1], Done), events
+    assert engine.session_id and engine.session_id != lost
+    assert "Person: Remember the larch." in said_to_model(server)[-1]
+
+
+async def test_a_tool_the_person_declines_does_not_run(
+    tmp_path: Path, server: ClaudeCodeServer
+) -> None:
+    asked: list[PermissionAsk] = []
+
+    async def decline(ask: PermissionAsk) -> bool:
+        asked.append(ask)
+        return False
+
+    chat = Chat()
+    engine = make_engine(tmp_path, server, chat, approve=decline)
+    events = await run_turn(engine, chat, "make the file [[bash]]")
+    assert [a.kind for a in asked] == ["Bash"]
+    assert "touch ran.txt" in asked[0].title or "Make a file" in asked[0].title
+    assert any(isinstance(e, ToolCall) for e in events)
+    assert not (tmp_path / "work" / "ran.txt").exists()
+    assert isinstance(events[-1], Done)  # Claude Code answered in words after the refusal
+
+
+async def test_a_tool_the_person_allows_runs(tmp_path: Path, server: ClaudeCodeServer) -> None:
+    async def allow(ask: PermissionAsk) -> bool:
+        return True
+
+    chat = Chat()
+    engine = make_engine(tmp_path, server, chat, approve=allow)
+    events = await run_turn(engine, chat, "make the file [[bash]]")
+    assert isinstance(events[-1], Done)
+    assert (tmp_path / "work" / "ran.txt").exists()
+
+
+async def test_a_missing_cli_says_how_to_install_it(
+    tmp_path: Path, server: ClaudeCodeServer
+) -> None:
+    chat = Chat()
+    engine = make_engine(tmp_path, server, chat, cli_path=str(tmp_path / "no" / "claude"))
+    events = await run_turn(engine, chat, "hello")
+    (problem,) = [e for e in events if isinstance(e, Problem)]
+    assert problem.problem.kind is ProblemKind.MODEL_MISSING
+    assert "npm install -g @anthropic-ai/claude-code" in problem.problem.message
+
+
+async def test_a_key_the_server_refuses_says_claude_code_is_not_logged_in(
+    tmp_path: Path,
+) -> None:
+    with ClaudeCodeServer(api_key="the-right-key") as srv:
+        chat = Chat()
+        engine = make_engine(tmp_path, srv, chat)
+        events = await run_turn(engine, chat, "hello")
+    (problem,) = [e for e in events if isinstance(e, Problem)]
+    assert problem.problem.kind is ProblemKind.AUTH
+    assert "claude /login" in problem.problem.message
+
+
+def test_the_summary_is_read_out_of_claude_codes_continuation_message() -> None:
+    text = (
+        "This session is being continued from a previous conversation that ran out of "
+        "context. The summary below covers the earlier portion of the conversation.\n\n"
+        "<system-reminder>\n<tools-used-before-summary>Bash</tools-used-before-summary>\n"
+        "</system-reminder>\nSummary:\n1. Primary Request: beds of larch\n\n"
+        "If you need specific details from before compaction, read the full transcript at: "
+        "/somewhere.jsonl\nContinue the conversation from where it left off."
+    )
+    assert summary_from(text) == "1. Primary Request: beds of larch"
