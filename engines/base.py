@@ -219,6 +219,19 @@ class Healed(_Data):
     what: str
 
 
+class Shortened(_Data):
+    """Less than half of the person's message at ``seq`` was sent: its first and last
+    characters, the middle left out. Shown in the turn; ``next_step`` offers a ready model that
+    reads the whole message (switching sends the message from the chat log, not the cut one)."""
+
+    kind: Literal["shortened"] = "shortened"
+    seq: int  # the person's message in the chat log
+    sent_chars: int  # characters of it that were sent (head and tail)
+    total_chars: int
+    text: str  # "Conch sent the first and last N characters of your message …"
+    next_step: NextStep | None = None
+
+
 class Note(_Data):
     """Something worth a Health note that is not a problem for this turn."""
 
@@ -253,6 +266,7 @@ Event = Annotated[
     | Usage
     | Compacted
     | Healed
+    | Shortened
     | Note
     | AssistantRaw
     | Problem

@@ -282,6 +282,41 @@ class Ledger:
             drop=start - self._base, reason=reason, kept_tokens=kept, shorten_to=shorten_to
         )
 
+    def near(self, budget: int, factor: float = 1.0, reserved: int = 0, share: float = 1.0) -> bool:
+        """Whether the transcript has passed ``share`` of any fold trigger (tokens x factor +
+        reserved against ``budget``, messages, bytes)."""
+        f = factor if factor > 0 and factor == factor else 1.0
+        return (
+            self.tokens * f + max(0, reserved) > share * max(0, budget)
+            or len(self) > share * FOLD_MESSAGES
+            or self.size > share * FOLD_BYTES
+        )
+
+    def recent_person_tokens(self, turns: int = 4) -> int:
+        """The mean estimate of the person's message in the newest ``turns`` turns (0 with
+        none): how much the next message may bring."""
+        first = max(self._first_user, len(self._users) - max(1, turns))
+        recent = self._users[first:]
+        if not recent:
+            return 0
+        return sum(self._tok[u + 1] - self._tok[u] for u in recent) // len(recent)
+
+    def cut_ahead(self, budget: int, factor: float = 1.0, reserved: int = 0, ahead: int = 0) -> int:
+        """How many messages (whole turns) the next fold would drop if the next message added
+        ``ahead`` tokens: the B/2 rule applied now, with that message's room kept free.
+
+        The newest turn is never counted in: the person may still answer it, retry it or add to
+        it. 0 when nothing before it would go.
+        """
+        if self.turns < 2:
+            return 0
+        f = factor if factor > 0 and factor == factor else 1.0
+        r = max(0, reserved)
+        end = len(self._tok) - 1
+        last = self._base + self.last_turn_start()
+        half = max(0, budget) / 2 - max(0, ahead) * f
+        return self._first_fitting(end, half, f, r, last) - self._base
+
     def _first_fitting(self, end: int, half: float, f: float, r: int, last: int) -> int:
         """The earliest kept turn start from which the rest fits the fold targets.
 

@@ -34,6 +34,7 @@ class Summariser(Protocol):
         """Fold ``folded`` (oldest first) into ``previous``, summarising for the chat ``model``.
 
         Never raises for a provider failure: it returns ``SummaryResult(text=None, problem=...)``.
+        Work done in the background may raise ``GaveWayError`` when a turn needs the server.
         """
         ...
 

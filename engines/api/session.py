@@ -20,7 +20,9 @@ import asyncio
 import bisect
 import contextlib
 import json
+import logging
 import math
+import re
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
@@ -29,8 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from engines.api import transcript as tfile
+from engines.api.calibrate import Calibrated, count_request, needs_calibration
 from engines.api.context import (
     TURN_ROOM,
+    FoldPlan,
     Ledger,
     answer_reserve,
     budget,
@@ -40,8 +44,17 @@ from engines.api.context import (
     smallest_window,
     update_factor,
 )
+from engines.api.prepare import (
+    PREPARE_AT,
+    RECENT_TURNS,
+    Job,
+    Mark,
+    Prepared,
+    fingerprint,
+    marks,
+)
 from engines.api.protocols import ModelDirectory, Summariser, SummaryResult
-from engines.api.summarise import fit, summary_cap
+from engines.api.summarise import facts_kept, fit, fold_wait, summary_cap
 from engines.base import (
     AssistantRaw,
     Attachment,
@@ -55,6 +68,7 @@ from engines.base import (
     Note,
     Problem,
     ProblemKind,
+    Shortened,
     TextDelta,
     ThinkingDelta,
     ToolCall,
@@ -63,7 +77,10 @@ from engines.base import (
     TurnProblem,
     Usage,
 )
+from engines.local.gate import GaveWayError, background
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
+
+log = logging.getLogger("conch.api.session")
 
 SUMMARY_OPEN = "<earlier-in-this-chat>\n"
 SUMMARY_CLOSE = "\n</earlier-in-this-chat>\n\n"
@@ -73,6 +90,11 @@ HEALED_TEXT = "Folded the chat and shortened the message after a too-long refusa
 
 WINDOW_HINT_MAX_AGE = 30 * 24 * 3600.0  # seconds a learned window is remembered as a hint
 HEAD = 64  # characters of a logged message the transcript must hold to count as having it
+CUT_SHARE = 0.5  # sending less than this share of the person's message is said in the turn
+SILENT_OVERFLOW = 0.95  # an empty answer to a prompt this full of the window was an overflow
+_MARKER = re.compile(r"\n\n\[… [\d,]+ characters left out …\]\n\n")
+
+SummaryWait = Callable[[int, bool], float]  # (tokens to read, local?) -> seconds
 
 HistoryLoader = Callable[[], Sequence[tuple[int, Message]]]
 Fold = tuple[int, str]  # the chat log's latest fold: (first kept seq, summary)
@@ -120,6 +142,16 @@ def _tools_tokens(tools: Sequence[dict[str, Any]]) -> int:
     )
 
 
+def _silent(out: _Attempt) -> bool:
+    """Nothing came back: no text, no tool call, and no failure but a stream that ended before
+    its first word."""
+    if out.calls or "".join(out.text).strip():
+        return False
+    if out.error is None:
+        return True
+    return out.error.kind is ProblemKind.BROKEN_STREAM and not out.began
+
+
 @dataclass
 class _Attempt:
     """What one request to the provider produced."""
@@ -154,6 +186,7 @@ class ApiSession:
         directory: ModelDirectory | None = None,
         history: HistoryLoader | None = None,
         latest_fold: FoldLoader | None = None,
+        summary_wait: SummaryWait = fold_wait,
     ) -> None:
         self.chat_id = tfile.check_chat_id(chat_id)
         self.data_dir = data_dir
@@ -183,6 +216,16 @@ class ApiSession:
         self._saved_generation = 0
         self._pending_summary_tokens = 0  # summarising spent this turn, not yet reported
         self._unanswered: list[int] = []  # seqs held in the current turn, still unanswered
+        self._summary_wait = summary_wait
+        self._calibrated: Calibrated | None = None  # the last count of a request (this fold)
+        # Folded while their summary was late: summarised in the background, used at the next
+        # fold. In memory only (after a restart the summary keeps just their facts).
+        self._late: list[Message] = []
+        self._prepared: Prepared | None = None  # the next fold's summary, written ahead
+        self._prep_job: Job | None = None
+        self._prep_task: asyncio.Task[None] | None = None
+        self._prep_failed: int | None = None  # the fold in which preparing failed: not retried
+        self._closed = False
 
     # -- state --------------------------------------------------------------------------------
 
@@ -280,6 +323,10 @@ class ApiSession:
         last = self._seqs[-1] if self._seqs else -1
         self._unanswered = [last, *(j for j in self._joined if j > last)] if unanswered else []
         self._summary_tokens = estimate_tokens(summary_block(self._summary))
+        # Another transcript: nothing counted or prepared for the old one applies to it.
+        self._calibrated = None
+        self._late = []
+        self._prepared = None
 
     # -- agreeing with the chat log -----------------------------------------------------------
 
@@ -478,9 +525,22 @@ class ApiSession:
     # -- folding ------------------------------------------------------------------------------
 
     async def _fold(
-        self, drop: int, model: ModelInfo, focus: str = ""
+        self,
+        drop: int,
+        model: ModelInfo,
+        focus: str = "",
+        *,
+        local: bool = False,
+        bounded: bool = True,
     ) -> AsyncGenerator[Event, None]:
-        """Drop the first ``drop`` messages (whole turns), summarising them; emits Compacted."""
+        """Drop the first ``drop`` messages (whole turns), summarising them; emits Compacted.
+
+        A summary prepared ahead is used when it covers the start of what is dropped (what it
+        lacks is folded into it now). Inside a turn (``bounded``) the summariser has a time
+        that grows with what it reads (``local``: a model on this computer, slower); when it
+        runs out the fold goes ahead with the dropped turns' facts kept word for word, and
+        their summary is written in the background for the next fold.
+        """
         drop = max(0, min(drop, self._current_turn_start()))
         if drop == 0:
             return
@@ -490,17 +550,37 @@ class ApiSession:
         # smaller one than its listing says).
         window = self.window_for(model)
         sized = model if model.context == window else model.model_copy(update={"context": window})
+        previous = self._summary
+        todo: list[Message] = [*self._late, *folded]
+        prepared = None if focus else self._prepared_for(dropped_turns)
+        while self._notes:
+            yield self._notes.pop(0)
+        if prepared is not None:
+            starts = self._ledger.turn_starts
+            covered = len(prepared.covers)
+            previous = prepared.text
+            todo = folded[starts[covered] :] if covered < len(starts) else []
         result: SummaryResult | None = None
-        if self.summariser is not None:
-            try:
-                result = await self.summariser.summarise(
-                    folded, self._summary, model=sized, focus=focus
-                )
-            except Exception as exc:  # a summariser must not end the turn: it is a help
-                result = SummaryResult(text=None, problem=f"{type(exc).__name__}: {exc}")
-        summarised = bool(result and result.text and result.text.strip())
-        if summarised and result is not None and result.text is not None:
-            self._summary = result.text.strip()
+        timed_out = False
+        seconds: float | None = None
+        if prepared is not None and not todo:
+            result = SummaryResult(text=prepared.text, model=prepared.model)
+        elif self.summariser is not None:
+            if bounded:
+                reading = sum(estimate_message(m) for m in todo) + estimate_tokens(previous)
+                seconds = self._summary_wait(reading, local or model.local)
+            result, timed_out = await self._summarise_now(todo, previous, sized, focus, seconds)
+        text = (result.text or "").strip() if result is not None else ""
+        summarised = bool(text)
+        self._late = []
+        if not text and (timed_out or prepared is not None):
+            # No (new) summary in time: what there is, with the facts of what it lacks.
+            text = facts_kept(previous, previous, todo, window)
+            summarised = prepared is not None
+            if timed_out:
+                self._late = self._capped_late(todo, window)
+        if text:
+            self._summary = text
         if self._summary:
             # An old summary written for a larger window must not crowd out the new one.
             self._summary = fit(self._summary, *summary_cap(window))
@@ -510,8 +590,18 @@ class ApiSession:
         del self._seqs[:dropped_turns]
         if self._seqs:
             self._joined = [j for j in self._joined if j > self._seqs[0]]
-        self._pending_summary_tokens += result.tokens if result is not None else 0
-        if self.summariser is not None and not summarised:
+        spent = (result.tokens if result is not None else 0) + (prepared.tokens if prepared else 0)
+        self._pending_summary_tokens += spent
+        self._prepared = None
+        self._prep_failed = None
+        if timed_out:
+            yield Note(
+                topic="summary-failed",
+                text=f"Summarising the start of the chat took longer than {seconds or 0:.0f} s, "
+                "so the answer went ahead with its facts kept word for word; the summary is "
+                "written in the background for the next fold.",
+            )
+        elif self.summariser is not None and not summarised:
             why = result.problem if result is not None and result.problem else "no summary"
             yield Note(
                 topic="summary-failed",
@@ -531,6 +621,202 @@ class ApiSession:
             summary=self._summary,
             model=model.name,
             summarised=summarised,
+        )
+
+    async def _summarise_now(
+        self,
+        todo: Sequence[Message],
+        previous: str,
+        model: ModelInfo,
+        focus: str,
+        seconds: float | None,
+    ) -> tuple[SummaryResult | None, bool]:
+        """(the summariser's result, whether ``seconds`` ran out first)."""
+        summariser = self.summariser
+        if summariser is None:
+            return None, False
+        try:
+            async with asyncio.timeout(seconds):
+                result = await summariser.summarise(todo, previous, model=model, focus=focus)
+        except TimeoutError:
+            return None, True
+        except Exception as exc:  # a summariser must not end the turn: it is a help
+            return SummaryResult(text=None, problem=f"{type(exc).__name__}: {exc}"), False
+        return result, False
+
+    def _capped_late(self, messages: Sequence[Message], window: int) -> list[Message]:
+        """The newest whole turns of ``messages`` within one budget (what waits for a summary)."""
+        room = budget(window)
+        kept: list[Message] = []
+        used = 0
+        for m in reversed(messages):
+            used += estimate_message(m)
+            if used > room:
+                break
+            kept.append(m)
+        kept.reverse()
+        while kept and kept[0].role != "user":
+            kept.pop(0)
+        return kept
+
+    # -- prepared folds -----------------------------------------------------------------------
+
+    def _marks(self, turns: int) -> list[Mark]:
+        """The marks of the first ``turns`` kept turns."""
+        starts = self._ledger.turn_starts
+        n = max(0, min(turns, len(starts)))
+        end = starts[n] if n < len(starts) else len(self._messages)
+        return marks(self._messages[:end], starts[:n], self._seqs[:n])
+
+    def _valid(self, p: Prepared) -> bool:
+        return p.valid(self._summary, fingerprint(self._late), self._marks(len(p.covers)))
+
+    def _discard_prepared(self) -> None:
+        self._prepared = None
+        self._notes.append(
+            Note(
+                topic="summary-failed",
+                text="A summary Conch had written ahead of the next fold no longer matched the "
+                "chat (a message was edited, sent again or taken from the chat log), so it was "
+                "thrown away; the fold summarises then.",
+            )
+        )
+
+    def _prepared_for(self, dropped_turns: int) -> Prepared | None:
+        """The prepared summary, taken, when it covers the start of the turns a fold drops."""
+        p = self._prepared
+        self._prepared = None
+        if p is None:
+            return None
+        if len(p.covers) > dropped_turns or not self._valid(p):
+            self._discard_prepared()
+            return None
+        return p
+
+    def _drop_for(self, drop: int) -> int:
+        """The fold's drop, widened to the whole turns a prepared summary covers (never the
+        current one), so the summary is used as it was written."""
+        p = self._prepared
+        if p is None or not p.covers:
+            return drop
+        starts = self._ledger.turn_starts
+        n = len(p.covers)
+        if n >= len(starts) or starts[n] <= drop or not self._valid(p):
+            return drop
+        return starts[n]
+
+    async def _stop_preparing(self) -> None:
+        """Cancel the summary being written ahead, and wait until its request has hung up."""
+        task = self._prep_task
+        if task is None or task.done():
+            return
+        task.cancel()
+        await asyncio.wait({task})
+
+    async def _settle_preparation(self, adapter: ProviderAdapter) -> None:
+        """Before a fold: a summary being written ahead by a model API is given the time an
+        in-turn summary would have (a local one was stopped when the turn began)."""
+        task, job = self._prep_task, self._prep_job
+        if task is None or task.done() or job is None:
+            return
+        if not adapter.local:
+            reading = sum(estimate_message(m) for m in job.messages)
+            seconds = self._summary_wait(reading + estimate_tokens(job.previous), False)
+            await asyncio.wait({task}, timeout=seconds)
+        await self._stop_preparing()
+
+    def _prepare_next_fold(self, model: ModelInfo, window: int, b: int) -> None:
+        """After a turn: when the next fold is near, start writing its summary (a task this
+        session owns; on this computer it runs only while no turn needs the server)."""
+        if self.summariser is None or self._closed or b <= 0:
+            return
+        task = self._prep_task
+        if task is not None and not task.done():
+            return
+        job = self._next_job(b)
+        if job is None:
+            return
+        self._prep_job = job
+        self._prep_task = asyncio.get_running_loop().create_task(
+            self._run_job(job, model, window), name=f"prepare-fold:{self.chat_id}"
+        )
+
+    def _next_job(self, b: int) -> Job | None:
+        """What to summarise ahead now: the turns the next fold will drop (the B/2 rule with
+        room for one more message of the usual size) and any turns folded while their summary
+        was late; None when that is written already, or the fold is not near."""
+        fold = self._first_kept_seq()
+        if self._prep_failed == fold:
+            return None
+        near = self._ledger.near(b, self._factor, self._reserved(), PREPARE_AT)
+        if not near and not self._late:
+            return None
+        cut = 0
+        ahead = self._ledger.recent_person_tokens(RECENT_TURNS)
+        if near:
+            cut = self._ledger.cut_ahead(b, self._factor, self._reserved(), ahead)
+        starts = self._ledger.turn_starts
+        wanted = bisect.bisect_left(starts, cut) if cut > 0 else 0
+        late = fingerprint(self._late)
+        p = self._prepared
+        if p is not None and not self._valid(p):
+            self._discard_prepared()
+            p = None
+        if p is not None:
+            have = len(p.covers)
+            if have >= wanted:
+                return None  # written already
+            # Extended once more when the next message of the usual size will bring the fold,
+            # not after every turn (each extension is a request, and rewrites the summary).
+            room = max(0, b - int(ahead * self._factor))
+            if not self._ledger.near(room, self._factor, self._reserved()):
+                return None
+            messages: list[Message] = self._messages[starts[have] : cut]
+            previous, spent = p.text, p.tokens
+        else:
+            messages = [*self._late, *self._messages[:cut]]
+            previous, spent = self._summary, 0
+        if not messages:
+            return None
+        return Job(
+            base=self._summary,
+            pending=late,
+            covers=tuple(self._marks(wanted)),
+            messages=tuple(messages),
+            previous=previous,
+            fold=fold,
+            spent=spent,
+        )
+
+    async def _run_job(self, job: Job, model: ModelInfo, window: int) -> None:
+        summariser = self.summariser
+        if summariser is None:
+            return
+        sized = model if model.context == window else model.model_copy(update={"context": window})
+        try:
+            with background():
+                result = await summariser.summarise(list(job.messages), job.previous, model=sized)
+        except GaveWayError:
+            return  # the person's turn needed the server; after it, preparing starts again
+        except Exception:  # a summary written ahead is a help: the fold summarises then
+            log.warning("writing the next fold's summary ahead failed", exc_info=True)
+            self._prep_failed = job.fold
+            return
+        text = (result.text or "").strip()
+        if not text or result.problem:
+            # Not a whole summary (a refusal, facts only): the fold summarises then, and this
+            # fold's turns are not tried again in the background.
+            self._prep_failed = job.fold
+            return
+        if job.base != self._summary or job.pending != fingerprint(self._late):
+            return  # a fold came first
+        self._prepared = Prepared(
+            base=job.base,
+            pending=job.pending,
+            covers=job.covers,
+            text=fit(text, *summary_cap(window)),
+            tokens=job.spent + result.tokens,
+            model=result.model,
         )
 
     def _first_kept_seq(self) -> int:
@@ -560,8 +846,20 @@ class ApiSession:
     def _take_person_message(self, turn: TurnInput, text: str) -> Message:
         """Put the person's message in the transcript; returns the message as stored."""
         if turn.seq in self._unanswered:
-            # A retry of a message the transcript holds unanswered: send it again as it is.
-            return self._messages[self._current_turn_start()]
+            # A retry of a message the transcript holds unanswered: send it again as it is,
+            # except that a message that was cut to fit is sent whole again, as the chat log
+            # has it (the retry may be to a model that reads more); it is cut again if need be.
+            start = self._current_turn_start()
+            held = self._messages[start]
+            if len(self._unanswered) == 1 and held.role == "user" and held.text != text:
+                again = self._messages[start:]
+                again[0] = held.model_copy(update={"text": text, "pictures": turn.pictures})
+                self._ledger.pop_back(len(again))
+                for m in again:
+                    self._ledger.append(m)
+                self._messages[start:] = again
+                return again[0]
+            return held
         # An edit of an earlier message (or a regenerate) replaces the transcript from there.
         while self._seqs and self._seqs[-1] >= turn.seq:
             start = self._current_turn_start()
@@ -658,6 +956,10 @@ class ApiSession:
 
     async def _turn(self, turn: TurnInput) -> AsyncGenerator[Event, None]:
         self._ensure_loaded()
+        adapter = self.adapters.get(turn.model.provider)
+        if adapter is None or adapter.local:
+            # The person's turn comes first: a summary written ahead on this computer stops now.
+            await self._stop_preparing()
         await self._catch_up(turn.seq)
         while self._notes:
             yield self._notes.pop(0)
@@ -680,7 +982,6 @@ class ApiSession:
         if note is not None:
             yield note
 
-        adapter = self.adapters.get(model.provider)
         if adapter is None:
             yield Problem(
                 problem=TurnProblem.of(
@@ -698,16 +999,36 @@ class ApiSession:
             async for ev in self._try_anyway(turn, adapter, window, turn_tokens):
                 yield ev
             return
-        plan = self._ledger.plan(b, self._factor, self._reserved())
-        if plan.drop:
-            async for ev in self._fold(plan.drop, model):
+        whole = person.text
+        folded = False
+        plan = self._plan(b)
+        if not plan.drop and await self._calibrate(turn, adapter, window, b):
+            # (A fold that is due anyway is counted after it, on what it keeps.)
+            plan = self._plan(b)
+        for _ in range(2):  # a second fold only when the count after the first says so
+            if not plan.drop:
+                break
+            await self._settle_preparation(adapter)
+            async for ev in self._fold(self._drop_for(plan.drop), model, local=adapter.local):
                 yield ev
-        if self._ledger.plan(b, self._factor, self._reserved()).shorten_to is not None:
+            folded = True
+            await self._calibrate(turn, adapter, window, b)
+            plan = self._plan(b)
+        if plan.shorten_to is not None:
             # The current turn alone does not fit: keep its head and tail.
-            self._replace_current_turn(int((b - self._reserved()) / self._factor))
+            for _ in range(3):
+                self._replace_current_turn(int((b - self._reserved()) / self._factor))
+                # Counted again as it will be sent: a count may show it is still too big.
+                if not await self._calibrate(turn, adapter, window, b, force=True):
+                    break
+                if self._plan(b).shorten_to is None:
+                    break
             note = await self._persist()
             if note is not None:
                 yield note
+        cut = self._cut_notice(turn, whole, window)
+        if cut is not None:
+            yield cut
 
         out = _Attempt()
         request = self._request(turn, window)
@@ -717,10 +1038,108 @@ class ApiSession:
                 yield ev
         err = out.error
         if err is not None and err.too_long and not out.began:
-            async for ev in self._heal(turn, adapter, err, turn_tokens):
+            async for ev in self._heal(turn, adapter, err, turn_tokens, whole):
+                yield ev
+            return
+        if folded and _silent(out):
+            async for ev in self._after_silence(turn, adapter, window, turn_tokens, whole, out):
                 yield ev
             return
         async for ev in self._finish(turn, out, window, turn_tokens):
+            yield ev
+
+    def _plan(self, b: int) -> FoldPlan:
+        return self._ledger.plan(b, self._factor, self._reserved())
+
+    async def _calibrate(
+        self, turn: TurnInput, adapter: ProviderAdapter, window: int, b: int, *, force: bool = False
+    ) -> bool:
+        """Count the request as it would be sent now with the server's own tokenizer, where
+        the server reports no usage, when it matters (``needs_calibration``; ``force``: now);
+        True when the count raised the factor."""
+        transcript = self._ledger.tokens + self._summary_tokens  # uncorrected
+        fold = self._first_kept_seq()  # changes exactly at a fold
+        if not force and not needs_calibration(transcript, b, self._factor, fold, self._calibrated):
+            return False
+        real = await count_request(adapter, self._request(turn, window))
+        if real is None:
+            return False
+        before = self._factor
+        self._factor = update_factor(self._factor, real, self._sent_estimate(turn))
+        self._calibrated = Calibrated(fold, transcript)
+        return self._factor > before
+
+    def _cut_notice(self, turn: TurnInput, whole: str, window: int) -> Shortened | None:
+        """Says so when less than half of what the person wrote is being sent."""
+        start = self._current_turn_start()
+        if start >= len(self._messages) or not whole:
+            return None
+        person = self._messages[start]
+        if person.role != "user" or person.text == whole:
+            return None
+        sent = len(_MARKER.sub("", person.text))
+        total = len(whole)
+        if sent >= CUT_SHARE * total:
+            return None
+        text = (
+            f"Conch sent the first and last {sent:,} characters of your message "
+            f"({total:,} in all): {turn.model.name} cannot read more at once."
+        )
+        needed = int(estimate_message(person.model_copy(update={"text": whole})) * self._factor)
+        step = self._bigger_model(turn, window, needed)
+        if step is not None and step.model is not None:
+            text += f" {step.model.name} can read all of it."
+        seq = self._seqs[-1] if self._seqs else turn.seq
+        return Shortened(seq=seq, sent_chars=sent, total_chars=total, text=text, next_step=step)
+
+    async def _after_silence(
+        self,
+        turn: TurnInput,
+        adapter: ProviderAdapter,
+        window: int,
+        turn_tokens: int,
+        whole: str,
+        out: _Attempt,
+    ) -> AsyncGenerator[Event, None]:
+        """The first request after a fold came back empty: an overflow the server did not
+        call one (heal it), or a model that really said nothing (try once more, then say so;
+        the fold stays)."""
+        request = self._request(turn, window)
+        real = await count_request(adapter, request)
+        if real is not None:
+            self._factor = update_factor(self._factor, real, self._sent_estimate(turn))
+            self._calibrated = Calibrated(
+                self._first_kept_seq(), self._ledger.tokens + self._summary_tokens
+            )
+            if real >= SILENT_OVERFLOW * window:
+                err = ProviderError(
+                    ProblemKind.TOO_LONG,
+                    f"an empty answer to {real:,} tokens in a {window:,}-token window",
+                    too_long=True,
+                )
+                async for ev in self._heal(turn, adapter, err, turn_tokens, whole):
+                    yield ev
+                return
+        # The prompt is in the server's cache now: a second try costs only the answer.
+        again = _Attempt()
+        sent = self._sent_estimate(turn)
+        async with contextlib.aclosing(self._attempt(adapter, request, sent, again)) as events:
+            async for ev in events:
+                yield ev
+        if _silent(again):
+            yield Problem(
+                problem=TurnProblem.of(
+                    ProblemKind.REFUSED,
+                    again.error.detail if again.error is not None else "an empty answer",
+                    NextStep(kind="retry", label="Try again"),
+                    message=(
+                        "The model wrote nothing, twice, after Conch summarised the start of "
+                        "this chat. The summary is kept; try sending your message again."
+                    ),
+                )
+            )
+            return
+        async for ev in self._finish(turn, again, window, turn_tokens):
             yield ev
 
     async def _try_anyway(
@@ -782,7 +1201,12 @@ class ApiSession:
         return Note(topic="window-learned", text=text)
 
     async def _heal(
-        self, turn: TurnInput, adapter: ProviderAdapter, err: ProviderError, turn_tokens: int
+        self,
+        turn: TurnInput,
+        adapter: ProviderAdapter,
+        err: ProviderError,
+        turn_tokens: int,
+        whole: str,
     ) -> AsyncGenerator[Event, None]:
         model = turn.model
         learned = self._learn_window(turn, err.window)
@@ -793,18 +1217,32 @@ class ApiSession:
         if b <= 0:
             yield self._too_long(turn, window, turn_tokens, detail=err.detail)
             return
-        async for ev in self._fold(self._current_turn_start(), model):
+        await self._settle_preparation(adapter)
+        async for ev in self._fold(self._current_turn_start(), model, local=adapter.local):
             yield ev
         start = self._current_turn_start()
         current = sum(estimate_message(m) for m in self._messages[start:])
-        target = self._fold_target(b)
-        if err.window is None:
-            # The refusal named no window, so the estimate was wrong somewhere: cut deeper.
-            target = min(target, current // 2)
-        self._replace_current_turn(target)
+
+        def target() -> int:
+            aim = self._fold_target(b)
+            if err.window is None:
+                # The refusal named no window, so the estimate was wrong somewhere: cut deeper.
+                aim = min(aim, current // 2)
+            return aim
+
+        self._replace_current_turn(target())
+        # Counted every time here: the estimate has just been shown wrong.
+        for _ in range(3):
+            if not await self._calibrate(turn, adapter, window, b, force=True):
+                break
+            if not self._replace_current_turn(target()):
+                break
         note = await self._persist()
         if note is not None:
             yield note
+        cut = self._cut_notice(turn, whole, window)
+        if cut is not None:
+            yield cut
 
         out = _Attempt()
         healed = False
@@ -853,6 +1291,8 @@ class ApiSession:
         note = await self._persist()
         if note is not None:
             yield note
+        # Before Done: the consumer may stop reading at it.
+        self._prepare_next_fold(turn.model, window, self._budget(window, turn.system, turn.tools))
         yield done
 
     def _too_long(
@@ -905,6 +1345,7 @@ class ApiSession:
 
     async def _compact(self, focus: str, model: ModelInfo | None) -> AsyncGenerator[Event, None]:
         self._ensure_loaded()
+        await self._stop_preparing()
         await self._catch_up(None)
         while self._notes:
             yield self._notes.pop(0)
@@ -920,7 +1361,10 @@ class ApiSession:
             )
             yield Done()
             return
-        async for ev in self._fold(self._current_turn_start(), chat_model, focus=focus):
+        # Asked for: the person waits for the summary, however long it takes.
+        async for ev in self._fold(
+            self._current_turn_start(), chat_model, focus=focus, bounded=False
+        ):
             yield ev
         if self._pending_summary_tokens:
             extra, self._pending_summary_tokens = self._pending_summary_tokens, 0
@@ -928,5 +1372,7 @@ class ApiSession:
         yield Done()
 
     async def aclose(self) -> None:
-        """Nothing to release: every change is saved as it happens; adapters are the app's."""
-        return None
+        """Stop writing a summary ahead; everything else is saved as it happens, and the
+        adapters are the app's."""
+        self._closed = True
+        await self._stop_preparing()

@@ -12,7 +12,9 @@ away and the next model tries. The fact keeper then appends, word for word, any 
 date, amount, path or link the summary left out.
 
 A summary is a help, never a gate: provider failures and timeouts give ``text=None`` with the
-reason in words, never an exception.
+reason in words, never an exception. The one exception is ``GaveWayError``: a summary written in
+the background (``engines.local.gate.background``) stopped for the person's turn, and its
+caller tries again later.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from engines.api.facts import HEADING, keep_facts, split_kept
 from engines.api.protocols import SummaryResult
 from engines.api.scrub import scrub
 from engines.base import Event, Message, ModelInfo, TextDelta, ToolCall, Usage
+from engines.local.gate import GaveWayError
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError, closing_stream
 from engines.resources import read_prompt
 
@@ -47,6 +50,14 @@ TOOL_RESULT_CHARS = 8_000  # a tool result is read as its head and tail
 MESSAGE_CHARS = 24_000  # so is anything else longer than a whole piece
 OVERHEAD_TOKENS = 48  # chat template, role markers, the frame's own words
 
+# How long a fold inside a turn waits for its summary before the answer goes ahead without it
+# (the folded turns' facts are kept word for word; the summary is written later). A local
+# model on a CPU reads about a hundred tokens a second, a model API thousands.
+FOLD_WAIT_MIN = 15.0  # seconds, whatever the size
+FOLD_WAIT_MAX = 60.0
+LOCAL_READ_RATE = 100  # tokens a second
+API_READ_RATE = 2_000
+
 _FALLBACK_PROMPT = (
     "Update the summary of a chat: fold the new part into the summary so far. Sections: What "
     "the person wants / Decided or done / Facts to keep / Still open. No preamble. Never write "
@@ -60,6 +71,12 @@ def _tokens(text: str) -> int:
         return 0
     ascii_chars = len(text.encode("ascii", "ignore"))
     return -(-ascii_chars // 3) + (len(text) - ascii_chars)
+
+
+def fold_wait(tokens: int, local: bool) -> float:
+    """Seconds a fold inside a turn may wait for a summary of ``tokens`` estimated tokens."""
+    rate = LOCAL_READ_RATE if local else API_READ_RATE
+    return min(FOLD_WAIT_MAX, FOLD_WAIT_MIN + max(0, tokens) / rate)
 
 
 def answer_room(window: int) -> int:
@@ -340,6 +357,24 @@ def fit(summary: str, cap_tokens: int, cap_chars: int) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
+def facts_kept(summary: str, before: str, folded: Sequence[Message], window: int) -> str:
+    """``summary`` with the facts of ``folded`` it lacks kept word for word, within the cap for
+    a chat model with ``window``; ``before`` is the summary the folded turns were folded into.
+
+    What a fold keeps when no model summary came (in time): the old summary plus the facts.
+    """
+    cap_tokens, cap_chars = summary_cap(window)
+    limit = min(FACTS_MAX_CHARS, cap_chars // 3)
+    # What the person and the assistant said comes before what tools returned.
+    said = scrub(render([m for m in folded if m.role != "tool"]))
+    returned = scrub(render([m for m in folded if m.role == "tool"]))
+    # Only the earlier summary's checked list carries over, not its prose: a fact a model
+    # made up there must not become "kept word for word".
+    _prose, carried = split_kept(before)
+    result = keep_facts(summary, "\n".join([*carried, said]), limit, minor_text=returned)
+    return fit(result, cap_tokens, cap_chars) if result else result
+
+
 # --- talking to the models --------------------------------------------------------------------
 
 
@@ -520,16 +555,7 @@ class ModelSummariser:
         self, summary: str, before: str, folded: Sequence[Message], model: ModelInfo
     ) -> str:
         """``summary`` with the folded turns' facts it lacks kept word for word, within the cap."""
-        cap_tokens, cap_chars = summary_cap(self.window_of(model, model.id))
-        limit = min(FACTS_MAX_CHARS, cap_chars // 3)
-        # What the person and the assistant said comes before what tools returned.
-        said = scrub(render([m for m in folded if m.role != "tool"]))
-        returned = scrub(render([m for m in folded if m.role == "tool"]))
-        # Only the earlier summary's checked list carries over, not its prose: a fact a model
-        # made up there must not become "kept word for word".
-        _prose, carried = split_kept(before)
-        result = keep_facts(summary, "\n".join([*carried, said]), limit, minor_text=returned)
-        return fit(result, cap_tokens, cap_chars) if result else result
+        return facts_kept(summary, before, folded, self.window_of(model, model.id))
 
     async def _ask(
         self,
@@ -553,6 +579,8 @@ class ModelSummariser:
         try:
             async with asyncio.timeout(self._timeout):
                 collected, tool_call = await _collect(adapter.stream(request), usage)
+        except GaveWayError:
+            raise  # background work stopped for the person's turn: the caller tries later
         except ProviderError as exc:
             detail = f"failed ({exc.kind.value}): {exc.detail[:200]}".rstrip(": ")
             return _Reply(None, usage[0] + usage[1], detail, exc.window if exc.too_long else None)
