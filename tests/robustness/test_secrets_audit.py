@@ -51,6 +51,32 @@ PASTED = {
     "AWS access key": "AKIA"
     + "".join(random_secrets.choice("ABCDEFGHJKLMNPQRSTUVWXYZ234567") for _ in range(16)),
 }
+# Secrets a person says in passing, each as it would be typed, and a piece of it that must not
+# survive anywhere but the chat log and the transcript.
+SAID_IN_PASSING = {
+    "AWS secret key": (
+        "the AWS secret is wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "bPxRfiCYEXAMPLEKEY",
+    ),
+    "card": ("my card is 4111 1111 1111 1111", "1111 1111"),
+    "IBAN": ("the IBAN is GB82 WEST 1234 5698 7654 32", "5698 7654"),
+    "password": ("my wifi password is swordfish", "swordfish"),
+    "netrc": ("machine nas.local login sam password hunter22", "hunter22"),
+    "mysql": ("I run mysql -u root -pS3cretPass shop", "S3cretPass"),
+    "sshpass": ("and sshpass -p Pa55word9 ssh pi@garden.local", "Pa55word9"),
+    "TOTP seed": ("my 2FA setup key is JBSWY3DPEHPK3PXP", "JBSWY3DPEHPK3PXP"),
+    "Discord token": (
+        "the bot token is MTk4NjIyNDgzNDcxOTI1MjQ4.Cl2FMQ.ZnCjm1XVW7vRze4b7Cq4se7kKWs",
+        "ZnCjm1XVW7vRze4b7Cq4se7kKWs",
+    ),
+    "htpasswd": ("the htpasswd line is sam:$apr1$r31.....$HqJZimcKQFAMYayBlzkrA/", "HqJZimcKQ"),
+    "seed phrase": (
+        "my wallet words are legal winner thank year wave sausage worth useful legal winner "
+        "thank yellow",
+        "wave sausage worth",
+    ),
+    "SSN": ("my SSN is 078-05-1120", "078-05-1120"),
+}
 WINDOW = 8192
 TURNS = 32
 FILLER = (
@@ -182,6 +208,9 @@ async def _long_chat(services: AppServices, model_key: str, pasted: str) -> tupl
                     f"My key for the other service is {pasted} and my password is "
                     f"Tr0ub4dor-{_random(8)}; keep them handy. {FILLER}"
                 )
+            if i == 3:
+                said = "; ".join(words for words, _ in SAID_IN_PASSING.values())
+                text = f"Turn {i}. For the garden's admin: {said}. Noted?"
             attachments = ()
             if i == 4:
                 attachments = (Attachment(name="notes.txt", text=f"token = {_random(40)}"),)
@@ -312,6 +341,23 @@ async def test_no_key_is_left_anywhere_after_a_long_session(
     # ... nor the other provider.
     assert not [r for r in claude.requests if pasted_groq.encode() in r.body]
     assert not [r for r in groq.requests if pasted_claude.encode() in r.body]
+    # ... and so do the secrets a person says in passing, each of its kind.
+    for kind, (_, piece) in SAID_IN_PASSING.items():
+        for summary in summaries:
+            assert piece not in summary, f"a {kind} is in a summary"
+        for memory in memories:
+            assert piece not in memory.text, f"a {kind} is in a memory: {memory.text}"
+        for note in notes:
+            assert piece not in note.text, f"a {kind} is in a Health note"
+        assert piece not in log_text, f"a {kind} is in the log"
+        assert piece not in stored["memories.sqlite3 (rows)"], f"a {kind} is in memories"
+        for r in [*groq.requests, *claude.requests]:
+            body = r.body.decode("utf-8", "replace")
+            learning = "remember useful things" in body
+            if "<next-part-of-the-chat>" in body or learning:
+                assert piece not in body, f"a {kind} was sent to summarise or learn from"
+            for block in _SUMMARY_BLOCK.findall(body):
+                assert piece not in block, f"a {kind} is in a summary block"
     # The scrubber left its marker where the parrots repeated what they were given.
     assert any("[secret left out]" in m.text for m in memories)
     # The chat log keeps the person's own words, word for word.
