@@ -36,6 +36,7 @@ from engines.api.session import ApiSession, render_attachments
 from engines.api.summarise import ModelSummariser
 from engines.base import (
     Done,
+    Engine,
     Event,
     Message,
     ModelInfo,
@@ -46,6 +47,8 @@ from engines.base import (
 )
 from engines.local import bundled
 from engines.mock import MockEngine, Refuse, demo_chat, echo_reply
+from engines.programs.catalogue import PROVIDER as PROGRAMS
+from engines.programs.catalogue import program_engine, program_models
 from engines.providers.base import ChatRequest, ProviderError, closing_stream
 from engines.resources import read_prompt
 
@@ -384,7 +387,7 @@ class AppServices:
     def model_for(self, chat: Chat) -> ModelInfo | None:
         """The chat's model: as listed, or (its server down) a stand-in with default window."""
         if chat.model_key:
-            found = self.catalogue.find(chat.model_key)
+            found = self.catalogue.find(chat.model_key) or self._program(chat.model_key)
             if found is not None:
                 return found
             provider, _, model_id = chat.model_key.partition("/")
@@ -420,7 +423,15 @@ class AppServices:
                 "or add an API key in Settings."
             )
         if self.mock:
-            engine: MockEngine | ApiSession = self._mock_engine(chat)
+            engine: Engine = self._mock_engine(chat)
+        elif chosen.provider == PROGRAMS:  # a program keeps (or is handed) the chat itself
+            engine = program_engine(
+                chosen,
+                chat_id=chat_id,
+                data_dir=self.data_dir,
+                history=lambda: history_messages(self.store.messages(chat_id)),
+                latest_fold=lambda: latest_fold(self.store, chat_id),
+            )
         else:
             engine = ApiSession(
                 chat_id=chat_id,
@@ -444,6 +455,15 @@ class AppServices:
         if chosen.key != chat.model_key:
             self.store.set_model(chat_id, chosen.key)
         return conv
+
+    def programs(self) -> list[ModelInfo]:
+        """The programs for the picker: found ones ready, missing ones saying how to install."""
+        return [] if self.mock else program_models()
+
+    def _program(self, key: str) -> ModelInfo | None:
+        if self.mock:
+            return None
+        return next((m for m in program_models() if m.key == key), None)
 
     def _mock_engine(self, chat: Chat) -> MockEngine:
         fold = self.store.latest_compaction(chat.id)

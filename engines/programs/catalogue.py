@@ -1,0 +1,195 @@
+"""The programs Conch can chat through, how to find them, and the engine for each.
+
+A program shows in the model picker as ``programs/<key>`` when its command is found on the
+PATH (or set by the person); Claude Code also counts as found when the Claude Agent SDK,
+which carries its CLI, is installed. ``ProgramsAdapter`` lists them so the catalogue, the
+picker and ``model_for`` treat them like any model; their turns never go through it:
+``program_engine`` builds the engine that keeps (or is handed) the chat.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from engines.api.session import FoldLoader, HistoryLoader
+from engines.base import Engine, Event, ModelInfo, Problem, ProblemKind, TurnInput
+from engines.programs import problems
+from engines.programs.acp import AcpEngine, Approver
+from engines.providers.base import ChatRequest, ProviderError
+
+PROVIDER = "programs"
+CLAUDE_CODE = "claude-code"
+PROGRAM_WINDOW = 200_000  # what the picker shows; the programs size their own context
+
+
+@dataclass(frozen=True)
+class Program:
+    key: str
+    label: str
+    command: tuple[str, ...]
+    note: str  # one line for the picker: what it is and how it keeps the chat
+    install: str
+    login: str
+    acp: bool = True  # an ACP agent (else Claude Code, driven through its SDK)
+
+
+PROGRAMS: tuple[Program, ...] = (
+    Program(
+        CLAUDE_CODE,
+        "Claude Code",
+        ("claude",),
+        "Anthropic's coding agent; keeps this chat as its own session and compacts it",
+        "npm install -g @anthropic-ai/claude-code",
+        "claude /login",
+        acp=False,
+    ),
+    Program(
+        "gemini",
+        "Gemini CLI",
+        ("gemini", "--acp"),
+        "Google's agent over ACP; handed the newest part of this chat each turn",
+        "npm install -g @google/gemini-cli",
+        "gemini",
+    ),
+    Program(
+        "copilot",
+        "GitHub Copilot CLI",
+        ("copilot", "--acp"),
+        "GitHub's agent over ACP; handed the newest part of this chat each turn",
+        "npm install -g @github/copilot",
+        "copilot /login",
+    ),
+)
+
+
+def program(key: str) -> Program | None:
+    return next((p for p in PROGRAMS if p.key == key), None)
+
+
+def _sdk_installed() -> bool:
+    return importlib.util.find_spec("claude_agent_sdk") is not None
+
+
+def command_for(p: Program, commands: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
+    """The program's command: the person's own (Settings → Programs) or the usual one."""
+    own = tuple(commands.get(p.key, ()))
+    return own or p.command
+
+
+def program_models(commands: Mapping[str, Sequence[str]] | None = None) -> list[ModelInfo]:
+    """Every known program as a model; one whose command is missing is listed not ready,
+    its status saying how to install it."""
+    commands = commands or {}
+    out: list[ModelInfo] = []
+    for p in PROGRAMS:
+        cmd = command_for(p, commands)
+        found = bool(cmd) and shutil.which(cmd[0]) is not None
+        if not p.acp and p.key not in commands:
+            found = found or _sdk_installed()
+        out.append(
+            ModelInfo(
+                provider=PROVIDER,
+                id=p.key,
+                label=p.label,
+                context=PROGRAM_WINDOW,
+                ready=found,
+                status="" if found else f"not installed: {p.install}",
+            )
+        )
+    return out
+
+
+class ProgramsAdapter:
+    """Lists the programs for the catalogue; a program's turns are its engine's, never this."""
+
+    name = PROVIDER
+    label = "Programs"
+    local = False  # the programs send the chat to their own company's models
+
+    def __init__(self, commands: Mapping[str, Sequence[str]] | None = None) -> None:
+        self.commands = dict(commands or {})
+
+    async def list_models(self) -> list[ModelInfo]:
+        return [m for m in program_models(self.commands) if m.ready]
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
+        nothing: tuple[Event, ...] = ()
+        for event in nothing:  # an async generator, like every adapter's stream
+            yield event
+        raise ProviderError(
+            ProblemKind.REFUSED,
+            "a program keeps its own chat",
+            message="A program answers through its own engine, not as a model API.",
+        )
+
+    def cheap_models(self) -> tuple[str, ...]:
+        return ()  # never a summariser for another chat
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _Unavailable:
+    """A program Conch cannot drive in this install: every turn says what to install."""
+
+    def __init__(self, label: str, what: str) -> None:
+        self.label = label
+        self.what = what
+
+    async def turn(self, turn: TurnInput) -> AsyncIterator[Event]:
+        yield Problem(problem=problems.missing(self.label, (self.label,), self.what))
+
+    async def aclose(self) -> None:
+        return None
+
+
+def program_engine(
+    model: ModelInfo,
+    *,
+    chat_id: str,
+    data_dir: Path,
+    history: HistoryLoader,
+    latest_fold: FoldLoader,
+    approve: Approver | None = None,
+    commands: Mapping[str, Sequence[str]] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Engine:
+    """The engine for a chat on ``programs/<key>``. Each chat works in its own folder
+    ``<data_dir>/programs/work/<chat-id>``; Claude Code's session id is kept beside it."""
+    found = program(model.id)
+    if found is None:
+        raise ValueError(f"no program {model.id!r}")
+    commands = commands or {}
+    cwd = data_dir / "programs" / "work" / chat_id
+    if not found.acp:
+        try:
+            # Imported here: the Claude Agent SDK is an optional extra (it carries its CLI).
+            from engines.programs.claude_code import ClaudeCodeEngine
+        except ImportError:
+            return _Unavailable(found.label, "the programs extra (pip install 'conch[programs]')")
+        own = commands.get(found.key)
+        return ClaudeCodeEngine(
+            chat_id=chat_id,
+            state_dir=data_dir / "programs" / "sessions",
+            cwd=cwd,
+            history=history,
+            latest_fold=latest_fold,
+            approve=approve,
+            cli_path=own[0] if own else None,
+            env=env,
+        )
+    return AcpEngine(
+        program=found.label,
+        command=command_for(found, commands),
+        cwd=cwd,
+        history=history,
+        latest_fold=latest_fold,
+        approve=approve,
+        env=env,
+        login=found.login,
+        install=found.install,
+    )
