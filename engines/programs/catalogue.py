@@ -9,6 +9,7 @@ picker and ``model_for`` treat them like any model; their turns never go through
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import shutil
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -167,12 +168,13 @@ def program_engine(
     cwd = data_dir / "programs" / "work" / chat_id
     if not found.acp:
         try:
-            # Imported here: the Claude Agent SDK is an optional extra (it carries its CLI).
-            from engines.programs.claude_code import ClaudeCodeEngine
+            # By name, here: the Claude Agent SDK is an optional extra (its wheel carries a
+            # 400 MB CLI), and a frozen build must not pull it in by following this import.
+            claude_code = importlib.import_module("engines.programs.claude_code")
         except ImportError:
             return _Unavailable(found.label, "the programs extra (pip install 'conch[programs]')")
         own = commands.get(found.key)
-        return ClaudeCodeEngine(
+        engine: Engine = claude_code.ClaudeCodeEngine(
             chat_id=chat_id,
             state_dir=data_dir / "programs" / "sessions",
             cwd=cwd,
@@ -182,6 +184,7 @@ def program_engine(
             cli_path=own[0] if own else None,
             env=env,
         )
+        return engine
     return AcpEngine(
         program=found.label,
         command=command_for(found, commands),

@@ -106,3 +106,47 @@ async def test_a_missing_program_says_how_to_install_it_and_keeps_the_message(
         ]
     finally:
         await services.aclose()
+
+
+async def test_a_claude_code_chat_hands_compact_over_and_the_divider_is_recorded(
+    tmp_path: Path,
+) -> None:
+    from engines.programs.catalogue import program_engine
+    from tests.fakes.anthropic_server import ClaudeCodeServer
+
+    home = tmp_path / "home"
+    home.mkdir()
+    store = ChatStore.in_dir(tmp_path / "data")
+    chat = store.create_chat()
+    model = ModelInfo(provider="programs", id="claude-code", label="Claude Code", context=200_000)
+    with ClaudeCodeServer() as server:
+        engine = program_engine(
+            model,
+            chat_id=chat.id,
+            data_dir=tmp_path / "data",
+            history=lambda: history_messages(store.messages(chat.id)),
+            latest_fold=lambda: latest_fold(store, chat.id),
+            env={
+                "ANTHROPIC_BASE_URL": server.url,
+                "ANTHROPIC_API_KEY": "sk-ant-test-dummy",
+                "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-config"),
+                "HOME": str(home),
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            },
+        )
+        conv = Conversation(chat.id, store=store, engine=engine, model=model)
+        try:
+            await drain(conv, "The plan: 24 beds of larch.")
+            done = [e async for e in conv.compact("keep the plan")]
+            await drain(conv, "Next step?")
+        finally:
+            await conv.aclose()
+    assert server.focuses == ["keep the plan"]
+    assert any(isinstance(e, Done) for e in done)
+    fold = store.latest_compaction(chat.id)
+    assert fold is not None
+    assert fold.first_kept_seq == 2  # the divider sits after the two messages before /compact
+    assert fold.model == "Claude Code"
+    assert "The plan: 24 beds of larch." in fold.summary
+    answers = [m.text for m in store.messages(chat.id) if m.role == "assistant"]
+    assert answers == ["You said: The plan: 24 beds of larch.", "You said: Next step?"]
