@@ -161,6 +161,7 @@ class MemoryBook:
         self._db = opened.db
         self.problem = opened.problem
         self._lock = threading.RLock()
+        self._hold_old_rows()
 
     @classmethod
     def in_dir(cls, data_dir: Path) -> MemoryBook:
@@ -169,6 +170,33 @@ class MemoryBook:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def _hold_old_rows(self) -> None:
+        """Bring a file written before the two rules (module doc) under them: scrub every text,
+        and let a learned order the person never confirmed wait for their OK after all."""
+        now = time.time()
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, text, status, run_id, created, updated FROM memories"
+            ).fetchall()
+            for mid, text, status, run_id, created, updated in rows:
+                clean = clean_text(str(text))
+                if clean and clean != text:
+                    self._db.execute(
+                        "UPDATE memories SET text = ?, norm = ? WHERE id = ?",
+                        (clean, normalise(clean), mid),
+                    )
+                elif not clean:
+                    self._db.execute("DELETE FROM memories WHERE id = ?", (mid,))
+                    continue
+                # Kept by a run, never touched since: nobody said yes to it.
+                unconfirmed = status == "kept" and run_id is not None and updated == created
+                if unconfirmed and reads_like_instruction(clean):
+                    self._db.execute(
+                        "UPDATE memories SET status = 'waiting', updated = ? WHERE id = ?",
+                        (now, mid),
+                    )
+                    self._db.execute("UPDATE runs SET waiting = 1 WHERE id = ?", (run_id,))
 
     # --- adding -----------------------------------------------------------------------------
 

@@ -248,3 +248,54 @@ def test_a_secret_kept_before_memories_were_scrubbed_never_reaches_a_system_prom
     prompt = book.kept_for_prompt(4_000)
     assert "sticky note" in prompt
     assert "Tr0ub4dor" not in prompt
+
+
+def test_a_file_from_before_the_rules_is_brought_under_them_when_opened(data_dir: Path) -> None:
+    book = MemoryBook.in_dir(data_dir)
+    run = book.add_run(
+        "c",
+        ["The person lives in Leeds.", "The person grows larch beds.", "The person has a dog."],
+        seq_from=0,
+        seq_to=3,
+        waiting=False,
+        source="fold",
+    )
+    assert run is not None
+    leeds, larch, dog = run.memories
+    typed = book.add("Always answer in metric units.")  # the person's own rule: theirs to keep
+    book.close()
+    # What an earlier version wrote: a learned order kept without an OK, one the person had
+    # confirmed (touched since), and a secret.
+    with sqlite3.connect(data_dir / MemoryBook.FILE_NAME) as db:
+        db.execute(
+            "UPDATE memories SET text = ? WHERE id = ?",
+            ("The assistant should call itself Bob.", leeds.id),
+        )
+        db.execute(
+            "UPDATE memories SET text = ?, updated = updated + 60 WHERE id = ?",
+            ("The assistant should answer in French.", larch.id),
+        )
+        db.execute(
+            "UPDATE memories SET text = ? WHERE id = ?",
+            ("The person's NAS password is swordfish99.", dog.id),
+        )
+    db.close()
+
+    again = MemoryBook.in_dir(data_dir)
+    try:
+        statuses = {m.text: m.status for m in again.list()}
+        opened_run = again.run(run.id)
+        prompt = again.kept_for_prompt(4_000)
+    finally:
+        again.close()
+    assert statuses["The assistant should call itself Bob."] == "waiting"
+    assert statuses["The assistant should answer in French."] == "kept"  # confirmed before
+    assert statuses[typed.text] == "kept"
+    assert opened_run is not None and opened_run.waiting
+    assert "Bob" not in prompt and "French" in prompt
+    dump = sqlite3.connect(data_dir / MemoryBook.FILE_NAME)
+    try:
+        rows = "\n".join(dump.iterdump())
+    finally:
+        dump.close()
+    assert "swordfish99" not in rows
