@@ -1,13 +1,19 @@
-"""Test-wide setup: offscreen Qt, isolated data dirs, no stray keyring, no clock in properties."""
+"""Test-wide setup: offscreen Qt, isolated data dirs, no stray keyring, and no test that a busy
+machine can fail (property tests without deadlines, Qt waits that time out only on a hang)."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+from pytestqt.qtbot import QtBot
+
+from tests.waits import HANG_MS
 
 # Property tests judge answers, never speed: no per-example deadline and no complaint that
 # making examples is slow, which on a busy machine it is.
@@ -32,3 +38,36 @@ def data_dir(tmp_path: Path) -> Path:
     d = tmp_path / "conch-data"
     d.mkdir()
     return d
+
+
+class EventWaits(QtBot):
+    """pytest-qt's bot, whose waits time out only on a hang.
+
+    Every wait in this suite is for an event (a signal, a state the window reaches), so its
+    timeout is only a hang guard. pytest-qt's default of five seconds, or a test's own few
+    seconds, can run out on a busy machine while the event is still on its way.
+    """
+
+    def waitUntil(self, callback: Callable[[], bool | None], *, timeout: int = HANG_MS) -> None:
+        super().waitUntil(callback, timeout=max(timeout, HANG_MS))
+
+    def waitSignal(self, signal: Any, *, timeout: int = HANG_MS, **kwargs: Any) -> Any:
+        return super().waitSignal(signal, timeout=max(timeout, HANG_MS), **kwargs)
+
+    def waitSignals(self, signals: Any, *, timeout: int = HANG_MS, **kwargs: Any) -> Any:
+        return super().waitSignals(signals, timeout=max(timeout, HANG_MS), **kwargs)
+
+    def waitCallback(self, *, timeout: int = HANG_MS, **kwargs: Any) -> Any:
+        return super().waitCallback(timeout=max(timeout, HANG_MS), **kwargs)
+
+    def waitExposed(self, widget: Any, *, timeout: int = HANG_MS) -> Any:
+        return super().waitExposed(widget, timeout=max(timeout, HANG_MS))
+
+    def waitActive(self, widget: Any, *, timeout: int = HANG_MS) -> Any:
+        return super().waitActive(widget, timeout=max(timeout, HANG_MS))
+
+
+@pytest.fixture
+def qtbot(qapp: Any, request: pytest.FixtureRequest) -> QtBot:
+    """pytest-qt's ``qtbot``, with waits that time out only on a hang (see ``EventWaits``)."""
+    return EventWaits(request)
