@@ -150,6 +150,7 @@ class GatedAdapter:
             async with closing_stream(self.inner.stream(request)) as events:
                 iterator = aiter(events)
                 stopped = asyncio.ensure_future(stop.wait())
+                following: asyncio.Future[Event] | None = None
                 try:
                     while True:
                         following = asyncio.ensure_future(anext(iterator))
@@ -169,6 +170,12 @@ class GatedAdapter:
                         yield event
                 finally:
                     stopped.cancel()
+                    if following is not None and not following.done():
+                        # Cancelled from outside (the caller stopped waiting): the pending read
+                        # must end before the stream can be closed and its response hung up.
+                        following.cancel()
+                        with contextlib.suppress(asyncio.CancelledError, Exception):
+                            await following
 
 
 def gated(adapter: ProviderAdapter) -> ProviderAdapter:

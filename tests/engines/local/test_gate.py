@@ -175,3 +175,22 @@ def test_a_company_api_is_not_gated() -> None:
     assert gated(inner) is inner
     local = gated(OpenAIAdapter(ROWS["local"], base_url="http://127.0.0.1:9/v1"))
     assert isinstance(local, GatedAdapter) and gated(local) is local
+
+
+async def test_background_work_its_caller_cancels_hangs_up(server: RecordingServer) -> None:
+    adapter = _adapter(server)
+    first_words = asyncio.Event()
+
+    async def summarise() -> None:
+        with background():
+            async for event in adapter.stream(_request("BG: a summary written ahead")):
+                if isinstance(event, TextDelta):
+                    first_words.set()  # then it waits for more, which never comes
+
+    writing = asyncio.create_task(summarise())
+    await asyncio.wait_for(first_words.wait(), HANG_GUARD)
+    writing.cancel()  # the chat closed, or the person sent: the caller stops waiting
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(writing, HANG_GUARD)
+    await server.until("BG hung up")
+    await adapter.aclose()
