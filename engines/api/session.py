@@ -245,6 +245,23 @@ class ApiSession:
     def seqs(self) -> tuple[int, ...]:
         return tuple(self._seqs)
 
+    @property
+    def preparing(self) -> bool:
+        """Whether the next fold's summary is being written in the background now."""
+        return self._prep_task is not None and not self._prep_task.done()
+
+    @property
+    def prepared(self) -> str | None:
+        """The next fold's summary, written ahead and not sent yet (None: none ready)."""
+        return self._prepared.text if self._prepared is not None else None
+
+    async def wait_prepared(self) -> None:
+        """Until the summary being written ahead (if any) is finished or has given up: what
+        the time a person takes to read and type gives it (tests, benchmarks)."""
+        task = self._prep_task
+        if task is not None and not task.done():
+            await asyncio.wait({task})
+
     def learned_window(self, model: ModelInfo) -> int | None:
         """The window a refusal named for ``model`` (this session's, else a remembered hint)."""
         self._ensure_loaded()
@@ -745,6 +762,10 @@ class ApiSession:
         """What to summarise ahead now: the turns the next fold will drop (the B/2 rule with
         room for one more message of the usual size) and any turns folded while their summary
         was late; None when that is written already, or the fold is not near."""
+        p = self._prepared
+        if p is not None and not self._valid(p):
+            self._discard_prepared()
+            p = None
         fold = self._first_kept_seq()
         if self._prep_failed == fold:
             return None
@@ -758,10 +779,6 @@ class ApiSession:
         starts = self._ledger.turn_starts
         wanted = bisect.bisect_left(starts, cut) if cut > 0 else 0
         late = fingerprint(self._late)
-        p = self._prepared
-        if p is not None and not self._valid(p):
-            self._discard_prepared()
-            p = None
         if p is not None:
             have = len(p.covers)
             if have >= wanted:

@@ -1,0 +1,266 @@
+"""Prepared folds: the next fold's summary is written in the background before it is needed.
+
+Real adapters and the real summariser against loopback servers on this computer's flavour
+(llama-cpp-python), behind the server gate as the app wires them: the summary is written
+between turns, the fold turn sends it without summarising, requests stay byte-identical between
+folds, and a turn sent while a summary is being written stops it and is not held up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from engines.api.session import SUMMARY_OPEN, ApiSession, summary_block
+from engines.api.summarise import ModelSummariser
+from engines.base import Compacted, Done, Event, ModelInfo, Note, TurnInput
+from engines.local.gate import GatedAdapter, gated
+from engines.providers.base import ProviderAdapter
+from engines.providers.openai import ROWS, OpenAIAdapter
+from tests.engines.scripted_adapter import Answer, ScriptedAdapter
+from tests.engines.test_session import FakeSummariser, ending, only
+from tests.engines.test_session import run as run_scripted
+from tests.fakes.http import Recorded, Reply
+from tests.fakes.openai_server import OpenAIStyleServer
+
+CHAT = "chat-prepared"
+SYSTEM = "You are Conch, a helpful assistant."
+WINDOW = 8_192
+MODEL = ModelInfo(provider="local", id="fake-model", label="Fake", context=WINDOW, local=True)
+HANG_GUARD = 60.0
+# About 600 tokens a message: an 8K model folds after about ten turns.
+NOTE = "the watering rota needs another look because the soil dries out fast. "
+
+
+def is_summary(body: Any) -> bool:
+    messages = body.get("messages") if isinstance(body, dict) else None
+    users = [m.get("content") for m in messages or [] if m.get("role") == "user"]
+    return bool(users) and str(users[0]).startswith("<summary-so-far>")
+
+
+def sse(text: str) -> list[str]:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return f"data: {json.dumps({'choices': [choice]})}\n\n"
+
+    return [chunk({"role": "assistant", "content": text}), chunk({}, "stop"), "data: [DONE]\n\n"]
+
+
+class SummaryWritingServer(OpenAIStyleServer):
+    """llama-cpp-python's flavour, answering summary requests with a numbered summary."""
+
+    def __init__(self) -> None:
+        super().__init__("local")
+        self.summaries: list[str] = []
+
+    def _chat(self, request: Recorded) -> Reply:
+        body = request.json or {}
+        if not is_summary(body):
+            return super()._chat(request)
+        with self.lock:
+            text = (
+                f"Summary {len(self.summaries) + 1}: the person is sorting out the watering "
+                "rota of the garden because the soil dries out fast."
+            )
+            self.summaries.append(text)
+        return Reply.stream(sse(text))
+
+    @property
+    def summary_requests(self) -> list[Recorded]:
+        return [r for r in self.chat_requests if is_summary(r.json)]
+
+    @property
+    def turn_requests(self) -> list[Recorded]:
+        return [r for r in self.chat_requests if not is_summary(r.json)]
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(30.0)) as c:
+        yield c
+
+
+@pytest.fixture
+def writer() -> Iterator[SummaryWritingServer]:
+    server = SummaryWritingServer().start()
+    yield server
+    server.stop()
+
+
+def session_on(adapter: ProviderAdapter, data_dir: Path) -> ApiSession:
+    adapters = {adapter.name: adapter}
+    return ApiSession(
+        chat_id=CHAT, data_dir=data_dir, adapters=adapters, summariser=ModelSummariser(adapters)
+    )
+
+
+async def run(session: ApiSession, seq: int, text: str) -> list[Event]:
+    turn = TurnInput(chat_id=CHAT, seq=seq, text=text, model=MODEL, system=SYSTEM)
+    return [e async for e in session.turn(turn)]
+
+
+async def test_the_fold_sends_the_summary_written_before_it(
+    writer: SummaryWritingServer, client: httpx.AsyncClient, data_dir: Path
+) -> None:
+    adapter = gated(OpenAIAdapter(ROWS["local"], base_url=writer.base_url, client=client))
+    session = session_on(adapter, data_dir)
+    fold_turn: int | None = None
+    during: list[int] = []  # summary requests the server got while each turn ran
+    for i in range(14):
+        before = len(writer.summary_requests)
+        events = await run(session, 2 * i, f"Note {i}: " + NOTE * 33)
+        during.append(len(writer.summary_requests) - before)
+        assert isinstance(ending(events), Done)
+        if only(events, Compacted) and fold_turn is None:
+            fold_turn = i
+            (compacted,) = only(events, Compacted)
+            break
+        # The person reads and types: the next fold's summary is written meanwhile.
+        await asyncio.wait_for(session.wait_prepared(), HANG_GUARD)
+    assert fold_turn is not None, "the chat never folded"
+
+    # The fold turn asked for no summary: it was written before the turn, between turns.
+    assert during[fold_turn] == 0
+    assert writer.summary_requests and sum(during) == 0
+    assert compacted.summarised
+    # The request sent at the fold carries exactly the summary last written ahead.
+    latest = writer.summaries[-1]
+    assert compacted.summary.startswith(latest)
+    fold_request = writer.turn_requests[fold_turn].json
+    first_user = next(m for m in fold_request["messages"] if m["role"] == "user")
+    assert first_user["content"].startswith(summary_block(compacted.summary))
+    assert first_user["content"].startswith(SUMMARY_OPEN + latest)
+
+    # Until the fold, every request started with the same bytes as the one before: the
+    # summary written ahead was held, not sent.
+    turns = [r.json["messages"] for r in writer.turn_requests]
+    for k in range(1, fold_turn):
+        assert turns[k][: len(turns[k - 1])] == turns[k - 1], k
+    assert not any(SUMMARY_OPEN in m["content"] for t in turns[:fold_turn] for m in t)
+    await adapter.aclose()
+
+
+class HangingSummaryServer:
+    """Answers turns at once and summary requests with one piece and then nothing until the
+    client hangs up; writes down, in order, when each arrives and when a client hangs up."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.changed = asyncio.Condition()
+        self._server: asyncio.Server | None = None
+
+    async def note(self, what: str) -> None:
+        async with self.changed:
+            self.seen.append(what)
+            self.changed.notify_all()
+
+    async def until(self, what: str, times: int = 1) -> None:
+        async with self.changed:
+            await asyncio.wait_for(
+                self.changed.wait_for(lambda: self.seen.count(what) >= times), HANG_GUARD
+            )
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        port = self._server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}/v1"
+
+    async def __aenter__(self) -> HangingSummaryServer:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = (await reader.readuntil(b"\r\n\r\n")).decode()
+        length = 0
+        for line in head.split("\r\n"):
+            if line.lower().startswith("content-length:"):
+                length = int(line.split(":", 1)[1])
+        raw = await reader.readexactly(length) if length else b""
+        if "/chat/completions" not in head.split("\r\n", 1)[0]:
+            writer.write(
+                b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            )
+            await writer.drain()
+            writer.close()
+            return
+        body = json.loads(raw)
+        ok = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+        writer.write(ok)
+        if is_summary(body):
+            await self.note("summary arrived")
+            writer.write(sse("Summary: the person")[0].encode())
+            await writer.drain()
+            await reader.read()  # b"" once the client hangs up
+            await self.note("summary hung up")
+        else:
+            await self.note("turn arrived")
+            writer.write("".join(sse("Here is my answer.")).encode())
+            await writer.drain()
+        writer.close()
+
+
+async def test_a_turn_sent_while_a_summary_is_written_stops_it_and_is_not_held_up(
+    client: httpx.AsyncClient, data_dir: Path
+) -> None:
+    async with HangingSummaryServer() as server:
+        adapter = gated(OpenAIAdapter(ROWS["local"], base_url=server.url, client=client))
+        assert isinstance(adapter, GatedAdapter)
+        session = session_on(adapter, data_dir)
+        seq = 0
+        while not session.preparing:
+            events = await run(session, seq, f"Note {seq}: " + NOTE * 33)
+            assert isinstance(ending(events), Done)
+            seq += 2
+            assert seq < 40, "no summary was ever prepared"
+        await server.until("summary arrived")
+
+        # The person sends while the summary is being written (it would never finish).
+        events = await asyncio.wait_for(run(session, seq, "A quick question."), HANG_GUARD)
+        assert isinstance(ending(events), Done)
+        assert "".join(getattr(e, "text", "") for e in events if e.kind == "text") == (
+            "Here is my answer."
+        )
+        # The summary's request hung up before the turn's request reached the server.
+        last_turn = len(server.seen) - 1 - server.seen[::-1].index("turn arrived")
+        assert server.seen.index("summary hung up") < last_turn
+        # After the turn the summary is begun again; closing the chat stops it, hung up too.
+        assert session.preparing
+        await server.until("summary arrived", 2)
+        await session.aclose()
+        assert not session.preparing
+        await server.until("summary hung up", server.seen.count("summary arrived"))
+        await adapter.aclose()
+
+
+async def test_a_prepared_summary_that_no_longer_matches_is_thrown_away_and_health_hears(
+    data_dir: Path,
+) -> None:
+    adapter = ScriptedAdapter(default=Answer("a" * 1_600))
+    summariser = FakeSummariser()
+    session = ApiSession(
+        chat_id="chat-1", data_dir=data_dir, adapters={"openai": adapter}, summariser=summariser
+    )
+    i = 0
+    while session.prepared is None:
+        await run_scripted(session, 2 * i, f"Question {i}: " + "q" * 1_200)
+        await session.wait_prepared()
+        i += 1
+    covered = summariser.calls[-1][0]
+    assert covered[0].text.startswith("Question 0:")
+    # The person edits their second message: the turns the summary covers are not the chat's.
+    events = await run_scripted(session, 2, "Question 1, asked differently: " + "r" * 1_200)
+    events += await run_scripted(session, 4, "Question 2: " + "q" * 1_200)
+    notes = [n for n in only(events, Note) if n.topic == "summary-failed"]
+    assert notes and "thrown away" in notes[0].text
+    assert session.prepared is None
