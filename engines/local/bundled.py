@@ -910,7 +910,12 @@ class BundledRuntime:
             # The chat template comes from the GGUF (SmolLM2 ships ChatML); no --chat_format.
             "--exits",
             str(self.exits_path),
-            *(("--idle-exit", f"{self.idle_exit:g}") if self.idle_exit else ()),
+            # A shared server is held by the Conch starting it from the first moment.
+            *(
+                ("--idle-exit", f"{self.idle_exit:g}", "--holder", str(os.getpid()))
+                if self.idle_exit
+                else ()
+            ),
         ]
 
     def _spawn(self, args: list[str]) -> subprocess.Popen[bytes]:
@@ -963,10 +968,7 @@ class BundledRuntime:
                 try:
                     response = await client.get(url)
                     if response.status_code == 200:
-                        why = await self._self_test(client, proc, port, deadline)
-                        if not why and self._shared:  # held by this Conch while it uses it
-                            await self._hold(port, hold=True)
-                        return why
+                        return await self._self_test(client, proc, port, deadline)
                 except httpx.HTTPError:
                     pass
                 if time.monotonic() > deadline:

@@ -2,18 +2,21 @@
 
 It takes llama-cpp-python's own server arguments (``--model``, ``--n_ctx``, ``--port``, …) and
 builds the same app (``llama_cpp.server.app.create_app``) behind a small ASGI layer of Conch's,
-plus two options of its own:
+plus options of its own:
 
 - ``--idle-exit SECONDS``: end by itself once no request has come for that long and no Conch
   holds it (below) -- including when nobody came at all. Without it, it runs until stopped.
 - ``--exits FILE``: where to add a line saying how it ended (``{"pid", "returncode", "time"}``).
+- ``--holder PID``: that process holds it from the start (below): the Conch starting it, so
+  it cannot end by itself before that Conch has even connected.
 
 Two routes are answered before llama-cpp-python sees a request:
 
 - ``POST /conch/hold`` with ``{"holder": <pid>}``: that process is using the server, which does
   not idle out while that process lives (a Conch that dies lets the idle clock run again). The
   answer says what is served (``launcher``, ``model``, ``alias``, ``n_ctx``, ``idle_exit``) so
-  a Conch can check this is the server it wants before using it.
+  a Conch can check this is the server it wants before using it. Once the server has decided
+  to end for idleness, a hold is refused (503) and the asker starts a server of its own.
 - ``POST /conch/release`` with the same body: that process is done with it.
 
 On POSIX the launcher forks first: the parent only waits for the child (which loads the model
@@ -65,6 +68,7 @@ class Launch:
     port: int
     idle_exit: float | None
     exits: Path | None
+    holder: int | None
     args: tuple[str, ...]  # llama-cpp-python's own arguments (the launcher's taken out)
 
     def describe(self, launcher: int) -> dict[str, Any]:
@@ -82,6 +86,7 @@ def parse(argv: Sequence[str]) -> Launch:
     ours = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     ours.add_argument("--idle-exit", type=float, default=None)
     ours.add_argument("--exits", type=Path, default=None)
+    ours.add_argument("--holder", type=int, default=None)
     known, rest = ours.parse_known_args(list(argv))
     theirs = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     theirs.add_argument("--model", default="")
@@ -99,6 +104,7 @@ def parse(argv: Sequence[str]) -> Launch:
         port=seen.port,
         idle_exit=idle,
         exits=known.exits,
+        holder=known.holder,
         args=tuple(rest),
     )
 
@@ -124,6 +130,7 @@ class Watch:
         self.under_way = 0
         self.last = clock()  # serving began: nobody coming at all is idle time too
         self.holders: set[int] = set()
+        self.closing = False  # ending for idleness: no new holder is taken on
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http":  # lifespan and the like pass straight through
@@ -154,6 +161,9 @@ class Watch:
             holder = int(json.loads(body or b"{}")["holder"])
         except (ValueError, KeyError, TypeError):
             await _answer(send, 400, {"error": {"message": 'send {"holder": <pid>}'}})
+            return
+        if hold and self.closing:  # the asker starts a server of its own instead
+            await _answer(send, 503, {"error": {"message": "this server is ending"}})
             return
         if hold:
             self.holders.add(holder)
@@ -190,6 +200,8 @@ async def serve(app: ASGIApp, launch: Launch, launcher: int) -> int:
     import uvicorn
 
     watch = Watch(app, launch.describe(launcher))
+    if launch.holder is not None:
+        watch.holders.add(launch.holder)
     server = uvicorn.Server(uvicorn.Config(watch, host=launch.host, port=launch.port))
 
     async def watchdog(idle: float) -> None:
@@ -197,6 +209,7 @@ async def serve(app: ASGIApp, launch: Launch, launcher: int) -> int:
         while not server.should_exit:
             await asyncio.sleep(tick)
             if watch.idle_for() >= idle:
+                watch.closing = True  # before any await: a hold now is refused, not lost
                 print(
                     f"conch: no request for {idle:g} seconds and nobody holds the server: ending",
                     flush=True,

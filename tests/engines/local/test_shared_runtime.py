@@ -179,14 +179,18 @@ async def test_the_idle_clock_waits_for_requests_under_way_and_for_holders() -> 
     bad = await call(watch, "POST", "/conch/hold", b"{}")
     assert bad[0]["status"] == 400
 
+    watch.closing = True  # the watchdog decided to end: a late asker must start its own
+    late = await call(watch, "POST", "/conch/hold", b'{"holder": 4242}')
+    assert late[0]["status"] == 503 and not watch.holders
+
 
 def test_the_launcher_takes_its_options_out_of_llama_cpps() -> None:
     theirs = ["--model", "m.gguf", "--model_alias", "a", "--n_ctx", "4096", "--port", "9"]
-    ours = ["--idle-exit", "2.5", "--exits", "/tmp/x"]
+    ours = ["--idle-exit", "2.5", "--exits", "/tmp/x", "--holder", "12"]
     launch = serve.parse([*theirs, *ours, "--interrupt_requests", "False"])
     assert (launch.model, launch.alias, launch.n_ctx, launch.port) == ("m.gguf", "a", 4096, 9)
-    assert launch.idle_exit == 2.5 and launch.exits == Path("/tmp/x")
-    assert "--idle-exit" not in launch.args and "--exits" not in launch.args
+    assert launch.idle_exit == 2.5 and launch.exits == Path("/tmp/x") and launch.holder == 12
+    assert not {"--idle-exit", "--exits", "--holder"} & set(launch.args)
     assert launch.args[-2:] == ("--interrupt_requests", "False")
     assert serve.parse(["--idle-exit", "0"]).idle_exit is None
 
