@@ -456,7 +456,7 @@ async def test_a_slow_start_within_the_timeout_still_answers(
 
 async def test_a_server_that_does_not_answer_in_time_is_a_timeout(ollama: FakeOllama) -> None:
     adapter = OllamaAdapter(ollama.url, memory=32 * GIB, read_timeout=0.3)
-    ollama.slow_start_seconds = 3
+    ollama.slow_start_seconds = 3600  # silent until the fake stops: the read times out
     ollama.faults.append(Fault.SLOW_START)
     try:
         err, _ = await failure(adapter, ask("llama3.2"))
