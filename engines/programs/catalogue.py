@@ -2,9 +2,10 @@
 
 A program shows in the model picker as ``programs/<key>`` when its command is found on the
 PATH (or set by the person); Claude Code also counts as found when the Claude Agent SDK,
-which carries its CLI, is installed. ``ProgramsAdapter`` lists them so the catalogue, the
-picker and ``model_for`` treat them like any model; their turns never go through it:
-``program_engine`` builds the engine that keeps (or is handed) the chat.
+which carries its CLI, is installed. ``program_models`` lists them for the picker (missing
+ones not ready, saying how to install them); ``ProgramsAdapter`` offers the same list to a
+model catalogue, though a program's turns never go through it: ``program_engine`` builds the
+engine that keeps (or is handed) the chat.
 """
 
 from __future__ import annotations
@@ -15,15 +16,18 @@ import shutil
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from engines.api.session import FoldLoader, HistoryLoader
 from engines.base import Engine, Event, ModelInfo, Problem, ProblemKind, TurnInput
 from engines.programs import problems
 from engines.programs.acp import AcpEngine, Approver
+from engines.programs.codex import CodexEngine
 from engines.providers.base import ChatRequest, ProviderError
 
 PROVIDER = "programs"
 CLAUDE_CODE = "claude-code"
+CODEX = "codex"
 PROGRAM_WINDOW = 200_000  # what the picker shows; the programs size their own context
 
 
@@ -35,7 +39,7 @@ class Program:
     note: str  # one line for the picker: what it is and how it keeps the chat
     install: str
     login: str
-    acp: bool = True  # an ACP agent (else Claude Code, driven through its SDK)
+    kind: Literal["acp", "claude-code", "codex"] = "acp"
 
 
 PROGRAMS: tuple[Program, ...] = (
@@ -46,7 +50,16 @@ PROGRAMS: tuple[Program, ...] = (
         "Anthropic's coding agent; keeps this chat as its own session and compacts it",
         "npm install -g @anthropic-ai/claude-code",
         "claude /login",
-        acp=False,
+        kind="claude-code",
+    ),
+    Program(
+        CODEX,
+        "Codex",
+        ("codex",),
+        "OpenAI's coding agent; keeps this chat as its own thread and compacts it",
+        "npm install -g @openai/codex",
+        "codex login",
+        kind="codex",
     ),
     Program(
         "gemini",
@@ -89,7 +102,7 @@ def program_models(commands: Mapping[str, Sequence[str]] | None = None) -> list[
     for p in PROGRAMS:
         cmd = command_for(p, commands)
         found = bool(cmd) and shutil.which(cmd[0]) is not None
-        if not p.acp and p.key not in commands:
+        if p.kind == "claude-code" and p.key not in commands:
             found = found or _sdk_installed()
         out.append(
             ModelInfo(
@@ -166,7 +179,17 @@ def program_engine(
         raise ValueError(f"no program {model.id!r}")
     commands = commands or {}
     cwd = data_dir / "programs" / "work" / chat_id
-    if not found.acp:
+    if found.kind == "codex":
+        return CodexEngine(
+            chat_id=chat_id,
+            state_dir=data_dir / "programs" / "sessions",
+            cwd=cwd,
+            history=history,
+            latest_fold=latest_fold,
+            command=command_for(found, commands),
+            env=env,
+        )
+    if found.kind == "claude-code":
         try:
             # By name, here: the Claude Agent SDK is an optional extra (its wheel carries a
             # 400 MB CLI), and a frozen build must not pull it in by following this import.

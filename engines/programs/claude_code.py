@@ -17,10 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
-import os
 import re
-import tempfile
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +62,7 @@ from engines.base import (
 from engines.programs import problems
 from engines.programs.acp import Approver, PermissionAsk
 from engines.programs.handoff import HANDOFF_CHARS, build_handoff
+from engines.programs.state import SessionState, load_state, save_state
 from engines.providers.base import default_next_step
 
 PROGRAM = "Claude Code"
@@ -73,7 +71,6 @@ LOGIN = "claude /login"
 IDLE_TIMEOUT = 600.0  # seconds without a message from Claude Code before a turn is stopped
 STDERR_LINES = 20
 FINISH_SECONDS = 30.0  # the CLI's own shutdown is bounded at about 20 seconds
-STATE_VERSION = 1
 KEEPS_ITS_OWN = "Claude Code keeps this summary itself; it did not show it to Conch."
 
 # Claude Code's own words around the summary it carries after a compaction.
@@ -109,45 +106,6 @@ def summary_from(text: str) -> str:
 
 def is_summary_message(message: UserMessage) -> bool:
     return isinstance(message.content, str) and message.content.startswith(_SUMMARY_OPENERS)
-
-
-# --- the chat's session id --------------------------------------------------------------------
-
-
-@dataclass
-class _State:
-    session_id: str = ""
-    used: int = 0  # input tokens of the latest request (the context meter)
-
-
-def _load(path: Path) -> _State:
-    try:
-        data = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
-        return _State()  # no file, or a damaged one: a new session with the handoff
-    if not isinstance(data, dict):
-        return _State()
-    sid = data.get("session_id")
-    used = data.get("used")
-    return _State(
-        session_id=sid if isinstance(sid, str) else "",
-        used=used if isinstance(used, int) else 0,
-    )
-
-
-def _save(path: Path, state: _State) -> None:
-    data = {"version": STATE_VERSION, "session_id": state.session_id, "used": state.used}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
 
 
 # --- one run of the CLI -----------------------------------------------------------------------
@@ -220,7 +178,7 @@ class ClaudeCodeEngine:
         self._env = dict(env or {})
         self.idle_timeout = idle_timeout
         self.handoff_chars = handoff_chars
-        self._state = _load(self.state_path)
+        self._state = load_state(self.state_path)
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._asking = 0
         self._declined: list[str] = []
@@ -429,7 +387,7 @@ class ClaudeCodeEngine:
         fresh = int(usage.get("input_tokens") or 0)
         if fresh or read or write:
             self._state.used = fresh + read + write
-            _save(self.state_path, self._state)
+            save_state(self.state_path, self._state)
             events.append(
                 Usage(
                     input_tokens=fresh,
@@ -491,8 +449,8 @@ class ClaudeCodeEngine:
     def _remember(self, session_id: object) -> None:
         if isinstance(session_id, str) and session_id and session_id != self._state.session_id:
             self._state.session_id = session_id
-            _save(self.state_path, self._state)
+            save_state(self.state_path, self._state)
 
     def _forget_session(self) -> None:
-        self._state = _State()
-        _save(self.state_path, self._state)
+        self._state = SessionState()
+        save_state(self.state_path, self._state)

@@ -368,7 +368,7 @@ class OpenAIStyleServer(LoopbackServer):
         self.in_stream_shape: str | None = None
         self.refusal: tuple[int, str] | None = None  # (status, body) for every chat request
         self.retry_after = "7"
-        self.slow_seconds = 2.0
+        self.slow_seconds = 3600.0  # the "slow" fault: silent until the fake stops
         self.lmstudio_rest = "v1"  # "v1", "v0" or "none": which LM Studio REST list exists
         self.props = True  # llama-server answers /props
         self.meta_n_ctx = (
@@ -765,3 +765,101 @@ class OpenAIStyleServer(LoopbackServer):
             pieces.append(f"data: {json.dumps(usage_chunk)}\n\n")
         pieces.append("data: [DONE]\n\n")
         return pieces
+
+
+# --- the Responses API, as the Codex CLI speaks it --------------------------------------------
+
+
+def _response_said(body: dict[str, Any]) -> str:
+    """The newest person text in a Responses API request (Codex sends ``input`` items)."""
+    said = ""
+    for item in body.get("input") or []:
+        if not isinstance(item, dict) or item.get("role") != "user":
+            continue
+        for part in item.get("content") or []:
+            if isinstance(part, dict) and part.get("type") == "input_text":
+                text = str(part.get("text", ""))
+                if not text.lstrip().startswith("<"):  # Codex's own context notes
+                    said = text
+    return said.strip()
+
+
+class ResponsesServer(LoopbackServer):
+    """``/v1/responses`` as SSE: answers ``You said: <newest person text>`` in two deltas.
+
+    ``/v1/models`` lists ``models``. Every request is recorded (``responses_requests``).
+    """
+
+    def __init__(self, models: list[str] | None = None) -> None:
+        super().__init__()
+        self.models = models or ["gpt-fake"]
+
+    @property
+    def responses_requests(self) -> list[Recorded]:
+        return self.requests_to("/responses")
+
+    def handle(self, request: Recorded) -> Reply:
+        if request.method == "GET" and request.path.endswith("/models"):
+            return Reply.json(
+                {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]}
+            )
+        if request.method == "POST" and request.path.endswith("/responses"):
+            return Reply.stream(self._events(request.json or {}))
+        return super().handle(request)
+
+    def _events(self, body: dict[str, Any]) -> list[str]:
+        text = f"You said: {_response_said(body) or '(nothing)'}"
+        half = len(text) // 2
+        rid, mid = "resp_fake", "msg_fake"
+
+        def event(data: dict[str, Any]) -> str:
+            return f"event: {data['type']}\ndata: {json.dumps(data)}\n\n"
+
+        message = {
+            "id": mid,
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }
+        base = {"id": rid, "object": "response", "model": body.get("model"), "output": []}
+        return [
+            event({"type": "response.created", "response": {**base, "status": "in_progress"}}),
+            event(
+                {
+                    "type": "response.output_item.added",
+                    "output_index": 0,
+                    "item": {**message, "status": "in_progress", "content": []},
+                }
+            ),
+            *(
+                event(
+                    {
+                        "type": "response.output_text.delta",
+                        "item_id": mid,
+                        "output_index": 0,
+                        "content_index": 0,
+                        "delta": piece,
+                    }
+                )
+                for piece in (text[:half], text[half:])
+            ),
+            event({"type": "response.output_item.done", "output_index": 0, "item": message}),
+            event(
+                {
+                    "type": "response.completed",
+                    "response": {
+                        **base,
+                        "status": "completed",
+                        "output": [message],
+                        "usage": {
+                            "input_tokens": 12,
+                            "input_tokens_details": {"cached_tokens": 0},
+                            "output_tokens": 5,
+                            "output_tokens_details": {"reasoning_tokens": 0},
+                            "total_tokens": 17,
+                        },
+                    },
+                }
+            ),
+        ]

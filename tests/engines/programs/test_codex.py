@@ -1,0 +1,214 @@
+"""The Codex engine driving the real ``codex`` CLI (npm ``@openai/codex``) against the
+Responses API fake on loopback. Skipped where no ``codex`` is installed: set ``CONCH_CODEX``
+or install it with ``npm install --prefix ~/.cache/conch/npm @openai/codex``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from engines.base import (
+    Done,
+    Event,
+    Message,
+    ModelInfo,
+    Problem,
+    ProblemKind,
+    TextDelta,
+    TurnInput,
+    supports_context,
+)
+from engines.programs.codex import CodexEngine
+from tests.fakes.openai_server import ResponsesServer
+
+HANG_SECONDS = 120.0  # a hang guard only: the CLI answers the loopback fake in seconds
+MODEL = ModelInfo(provider="programs", id="codex", label="Codex", context=200_000)
+
+
+def _codex() -> str | None:
+    for candidate in (
+        os.environ.get("CONCH_CODEX", ""),
+        # Where scripts/setup.sh installs it for the dev extra.
+        str(
+            Path(os.environ.get("CONCH_NPM_CACHE", Path.home() / ".cache/conch/npm"))
+            / "node_modules/.bin/codex"
+        ),
+        shutil.which("codex") or "",
+    ):
+        if candidate and Path(candidate).exists():
+            return candidate
+    return None
+
+
+CODEX = _codex()
+needs_codex = pytest.mark.skipif(CODEX is None, reason="the codex CLI is not installed here")
+
+
+class Chat:
+    def __init__(self) -> None:
+        self.log: list[tuple[int, Message]] = []
+
+    def history(self) -> Sequence[tuple[int, Message]]:
+        return list(self.log)
+
+    def latest_fold(self) -> tuple[int, str] | None:
+        return None
+
+    def add(self, role: str, text: str) -> int:
+        seq = len(self.log)
+        self.log.append((seq, Message(role=role, text=text)))  # type: ignore[arg-type]
+        return seq
+
+
+@pytest.fixture
+def server() -> ResponsesServer:
+    with ResponsesServer() as srv:
+        yield srv  # type: ignore[misc]
+
+
+def make_engine(tmp_path: Path, server: ResponsesServer, chat: Chat, **kw: object) -> CodexEngine:
+    home = tmp_path / "codex-home"
+    home.mkdir(exist_ok=True)
+    fields = f'name="Fake", base_url="{server.url}/v1", wire_api="responses"'
+    provider = f'model_providers.fake={{{fields}, env_key="FAKE_OPENAI_KEY"}}'
+    options: dict[str, object] = {
+        "command": (CODEX or "codex",),
+        "model": "gpt-fake",
+        "config": (provider, "model_provider=fake"),
+        "env": {"CODEX_HOME": str(home), "FAKE_OPENAI_KEY": "sk-test-dummy"},
+    }
+    options.update(kw)
+    return CodexEngine(
+        chat_id="chat-1",
+        state_dir=tmp_path / "programs",
+        cwd=tmp_path / "work",
+        history=chat.history,
+        latest_fold=chat.latest_fold,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+async def run_turn(engine: CodexEngine, chat: Chat, text: str) -> list[Event]:
+    seq = chat.add("user", text)
+
+    async def go(events: AsyncIterator[Event]) -> list[Event]:
+        return [e async for e in events]
+
+    turn = TurnInput(chat_id="chat-1", seq=seq, text=text, model=MODEL)
+    events = await asyncio.wait_for(go(engine.turn(turn)), HANG_SECONDS)
+    answer = "".join(e.text for e in events if isinstance(e, TextDelta))
+    if answer:
+        chat.add("assistant", answer)
+    return events
+
+
+def said(server: ResponsesServer) -> str:
+    return json.dumps(server.responses_requests[-1].json)
+
+
+@needs_codex
+async def test_an_answer_arrives_and_the_chat_is_one_codex_thread(
+    tmp_path: Path, server: ResponsesServer
+) -> None:
+    chat = Chat()
+    engine = make_engine(tmp_path, server, chat)
+    assert not supports_context(engine)  # Codex compacts its thread by itself
+    first = await run_turn(engine, chat, "My name is Ada.")
+    assert isinstance(first[-1], Done)
+    assert "".join(e.text for e in first if isinstance(e, TextDelta)) == "You said: My name is Ada."
+    thread = engine.thread_id
+    assert thread
+    # After a restart the chat resumes the same thread, which still holds the first message.
+    again = make_engine(tmp_path, server, chat)
+    second = await run_turn(again, chat, "What is my name?")
+    assert isinstance(second[-1], Done)
+    assert again.thread_id == thread
+    assert "My name is Ada." in said(server) and "What is my name?" in said(server)
+
+
+@needs_codex
+async def test_a_chat_moved_to_codex_starts_its_thread_with_the_handoff(
+    tmp_path: Path, server: ResponsesServer
+) -> None:
+    chat = Chat()
+    chat.add("user", "The bundled model heard this first.")
+    chat.add("assistant", "Noted.")
+    engine = make_engine(tmp_path, server, chat)
+    events = await run_turn(engine, chat, "Do you know what I said?")
+    assert isinstance(events[-1], Done)
+    assert "Person: The bundled model heard this first." in said(server)
+
+
+@needs_codex
+async def test_a_thread_codex_lost_starts_again_with_the_handoff(
+    tmp_path: Path, server: ResponsesServer
+) -> None:
+    chat = Chat()
+    chat.add("user", "Remember the larch.")
+    chat.add("assistant", "Larch it is.")
+    state = tmp_path / "programs" / "chat-1.json"
+    state.parent.mkdir(parents=True)
+    lost = "01a22c86-0000-7000-8000-000000000000"
+    state.write_text(json.dumps({"version": 1, "session_id": lost}), "utf-8")
+    engine = make_engine(tmp_path, server, chat)
+    events = await run_turn(engine, chat, "Which wood?")
+    assert isinstance(events[-1], Done), events
+    assert engine.thread_id and engine.thread_id != lost
+    assert "Person: Remember the larch." in said(server)
+
+
+async def test_a_missing_codex_says_how_to_install_it(
+    tmp_path: Path, server: ResponsesServer
+) -> None:
+    chat = Chat()
+    engine = make_engine(tmp_path, server, chat, command=(str(tmp_path / "no" / "codex"),))
+    events = await run_turn(engine, chat, "hello")
+    (problem,) = [e for e in events if isinstance(e, Problem)]
+    assert problem.problem.kind is ProblemKind.MODEL_MISSING
+    assert "npm install -g @openai/codex" in problem.problem.message
+
+
+async def test_a_program_that_prints_text_is_not_taken_for_codex(
+    tmp_path: Path, server: ResponsesServer
+) -> None:
+    # A stand-in that prints a banner where JSON lines belong (a wrong command).
+    script = tmp_path / "not-codex.py"
+    script.write_text("print('Welcome to something else')\n", "utf-8")
+    chat = Chat()
+    engine = make_engine(tmp_path, server, chat, command=(sys.executable, str(script)))
+    events = await run_turn(engine, chat, "hello")
+    (problem,) = [e for e in events if isinstance(e, Problem)]
+    assert problem.problem.kind is ProblemKind.BROKEN_STREAM
+    assert "Welcome to something else" in problem.problem.message
+
+
+async def test_a_program_that_exits_mid_turn_says_so_and_keeps_what_it_wrote(
+    tmp_path: Path, server: ResponsesServer
+) -> None:
+    script = tmp_path / "dies.py"
+    script.write_text(
+        "import json, sys\n"
+        "print(json.dumps({'type': 'thread.started', 'thread_id': 't-1'}), flush=True)\n"
+        "print(json.dumps({'type': 'item.completed', 'item': {'id': 'i', "
+        "'type': 'agent_message', 'text': 'Half an answer'}}), flush=True)\n"
+        "sys.stderr.write('panic: out of cheese\\n')\n"
+        "sys.exit(7)\n",
+        "utf-8",
+    )
+    chat = Chat()
+    engine = make_engine(tmp_path, server, chat, command=(sys.executable, str(script)))
+    events = await run_turn(engine, chat, "hello")
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Half an answer"
+    (problem,) = [e for e in events if isinstance(e, Problem)]
+    assert problem.problem.kind is ProblemKind.BROKEN_STREAM
+    assert problem.problem.partial
+    assert "exit code 7" in problem.problem.message
+    assert "out of cheese" in problem.problem.detail
