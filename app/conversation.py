@@ -29,6 +29,7 @@ from engines.base import (
     Picture,
     Problem,
     ProblemKind,
+    Shortened,
     TextDelta,
     ThinkingDelta,
     ToolCall,
@@ -287,6 +288,9 @@ class Conversation:
             self.health.add("healed", event.what, model=event.model, window=event.window)
         elif isinstance(event, Note) and self.health is not None:
             self.health.add(event.topic, event.text, model=model.name)
+        elif isinstance(event, Shortened) and self.health is not None:
+            # Shown in the turn (with the offer of a model that reads it all), and kept here.
+            self.health.add("shortened", event.text, model=model.name)
         elif isinstance(event, Problem) and self.health is not None:
             p = event.problem
             if p.kind is ProblemKind.TOO_LONG:
