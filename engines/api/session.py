@@ -111,6 +111,13 @@ def _same_start(kept: str, logged: str) -> bool:
     return cut >= 0 and logged.startswith(kept[:cut])
 
 
+def chat_window(data_dir: Path | None, chat_id: str, model: ModelInfo) -> int:
+    """The window a request about the chat ``chat_id`` on ``model`` other than a turn (learning,
+    a title) should plan against: the model's listed one, or a smaller one a refusal named for
+    it in this chat (``ApiSession.reading_window``), read from the chat's transcript file."""
+    return ApiSession(chat_id=chat_id, data_dir=data_dir, adapters={}).reading_window(model)
+
+
 def summary_block(summary: str) -> str:
     """The framed summary put in front of the first kept person message ("" for none)."""
     if not summary.strip():
@@ -270,6 +277,16 @@ class ApiSession:
     def window_for(self, model: ModelInfo) -> int:
         """The window to budget against: the model's, or a smaller one a refusal named."""
         return self._window(model, 0, 0)
+
+    def reading_window(self, model: ModelInfo) -> int:
+        """The window other requests about this chat (learning, a title) should plan against:
+        the one turns use, or a smaller one a refusal named in an earlier session. Such a
+        request is not healed when refused, and taking the hint costs it nothing."""
+        window = self.window_for(model)
+        hint = self._hints.get(model.key)
+        if hint:
+            window = min(window, max(hint, smallest_window()))
+        return window
 
     def _window(self, model: ModelInfo, system_tokens: int, tools_tokens: int) -> int:
         self._ensure_loaded()

@@ -20,7 +20,7 @@ from engines.api.context import (
     smallest_window,
 )
 from engines.api.protocols import SummaryResult
-from engines.api.session import ApiSession, summary_block
+from engines.api.session import ApiSession, chat_window, summary_block
 from engines.api.transcript import load_transcript, transcript_path
 from engines.base import (
     Attachment,
@@ -821,6 +821,24 @@ async def test_a_remembered_window_heals_a_refusal_that_names_none(data_dir: Pat
     assert refused.window == WIDE.context
     assert resent.window == 8_192
     assert again.window_for(WIDE) == 8_192  # confirmed again
+
+
+async def test_learning_plans_against_the_window_the_chat_really_has(data_dir: Path) -> None:
+    adapter = ScriptedAdapter(default=Answer("ok"))
+    session = make(data_dir, adapter, FakeSummariser())
+    assert chat_window(data_dir, CHAT, WIDE) == WIDE.context  # nothing learned yet
+    await run(session, 0, "Question 0: " + "q" * 4_000, WIDE)
+    adapter.add([Raise(too_long(8_192)), Answer("healed")])
+    await run(session, 2, "next", WIDE)
+    # The window a refusal named, saved with the chat: what a learning run reads.
+    assert session.reading_window(WIDE) == 8_192
+    assert chat_window(data_dir, CHAT, WIDE) == 8_192
+    # After a restart turns budget against the listing again (a hint only), but a request
+    # that is not healed when refused takes the hint.
+    again = make(data_dir, adapter, FakeSummariser())
+    assert again.window_for(WIDE) == WIDE.context
+    assert again.reading_window(WIDE) == 8_192
+    assert chat_window(data_dir, "another-chat", WIDE) == WIDE.context
 
 
 @pytest.mark.parametrize(("days", "kept"), [(2, 8_192), (45, None)])
