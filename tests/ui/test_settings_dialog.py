@@ -4,7 +4,6 @@ the theme restyles at once, Memory and Health pages show the real stores."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,11 +52,11 @@ class MemoryKeyring(keyring.backend.KeyringBackend):
 
 
 class HangingServer(LoopbackServer):
-    """Accepts the connection and then says nothing for a long time."""
+    """Accepts the connection and then says nothing until the test ends."""
 
     def handle(self, request: Recorded) -> Reply:
         reply = Reply.json({"object": "list", "data": []})
-        reply.head_delay = 30.0  # the server's stop() cuts this short at teardown
+        reply.head_delay = 3600.0  # the server's stop() cuts this short at teardown
         return reply
 
 
@@ -277,13 +276,12 @@ def test_a_hanging_server_times_out_in_words_without_freezing_the_dialog(
     with HangingServer() as server:
         dialog = make_dialog(qtbot, stores, SessionSecrets(), test_timeout=0.5)
         enter_text(qtbot, dialog, "llamacpp", server.url)
-        started = time.monotonic()
         dialog.test("llamacpp")
         # The window keeps working while the test waits: another page opens at once.
         dialog.show_page("appearance")
         assert dialog.current_page() == "appearance"
+        # The server never answers: a result at all means the test gave up, as it should.
         text = wait_for_result(qtbot, dialog, "llamacpp")
-        assert time.monotonic() - started < 10
     assert text.startswith("No answer within 0.5 seconds")
     assert dialog.rows["llamacpp"].test_button.isEnabled()
 
@@ -296,7 +294,7 @@ def test_closing_the_dialog_cancels_a_running_test(
         enter_text(qtbot, dialog, "lmstudio", server.url)
         task = dialog.test("lmstudio")
         assert task is not None
-        qtbot.wait(50)
+        qtbot.waitUntil(lambda: bool(server.requests))  # the test is under way
         assert not task.done()
         dialog.close()
         qtbot.waitUntil(task.done, timeout=5000)
