@@ -34,6 +34,7 @@ from app.arguments import parse_arguments
 from app.conversation import MessageSaved
 from app.data_dir import DataDirError, prepare_data_dir
 from app.memories import LearningRun
+from app.secrets import EnvironmentKeys, SecretStore, open_secrets
 from app.services import AppServices, ServicesError, build_services
 from app.store import StoreError
 from engines.api.transcript import TranscriptError, check_chat_id
@@ -75,18 +76,41 @@ def _keep_runtime_warm(services: AppServices, err: TextIO) -> None:
 # --- conch models -----------------------------------------------------------------------------
 
 
-def _model_row(m: ModelInfo) -> dict[str, object]:
-    return {
+def _secrets(args: argparse.Namespace) -> SecretStore | None:
+    """The keyring, and for a company it has no key for, the company's usual environment
+    variable (a headless machine has no keyring). The mock needs no keys."""
+    return None if args.mock else EnvironmentKeys(open_secrets())
+
+
+def _key_source(services: AppServices, provider: str) -> str:
+    secrets = services.secrets
+    return secrets.source(provider) if isinstance(secrets, EnvironmentKeys) else ""
+
+
+def _model_row(m: ModelInfo, key_from: str = "") -> dict[str, object]:
+    row: dict[str, object] = {
         "provider": m.provider,
         "id": m.id,
         "context": m.context,
         "local": m.local,
         "ready": m.ready,
     }
+    if key_from:
+        row["key_from"] = key_from
+    return row
+
+
+def _print_key_sources(services: AppServices, out: Output) -> None:
+    """One line per company with a key: where the key came from (never the key)."""
+    for name in sorted(services.catalogue.adapters):
+        source = _key_source(services, name)
+        if source:
+            label = services.catalogue.adapters[name].label
+            out.write(f"{label} key: from the {source}\n")
 
 
 async def run_models(args: argparse.Namespace, out: Output, err: TextIO) -> int:
-    services = build_services(args.data_dir, mock=args.mock)
+    services = build_services(args.data_dir, mock=args.mock, secrets=_secrets(args))
     for problem in services.startup_problems:
         print(f"conch: {problem}", file=err)
     _keep_runtime_warm(services, err)
@@ -95,9 +119,11 @@ async def run_models(args: argparse.Namespace, out: Output, err: TextIO) -> int:
         models = await services.refresh_models()
         shown = models if args.all else [m for m in models if m.ready]
         if args.json:
-            out.write(json.dumps([_model_row(m) for m in shown], indent=2) + "\n")
+            rows = [_model_row(m, _key_source(services, m.provider)) for m in shown]
+            out.write(json.dumps(rows, indent=2) + "\n")
         else:
             _print_table(shown, out)
+            _print_key_sources(services, out)
             catalogue = services.catalogue
             for name, why in sorted(catalogue.unreachable.items()):
                 if name not in catalogue.probed:
@@ -109,7 +135,8 @@ async def run_models(args: argparse.Namespace, out: Output, err: TextIO) -> int:
             if not shown:
                 err.write(
                     "No model is ready. Start Ollama, LM Studio or llama.cpp, "
-                    "or add an API key in Settings.\n"
+                    "or add an API key in Settings (or set OPENAI_API_KEY, ANTHROPIC_API_KEY "
+                    "or another company's usual variable).\n"
                 )
         return OK
     finally:
@@ -224,7 +251,7 @@ class Progress:
 async def run_ask(
     args: argparse.Namespace, text: str, out: Output, err: TextIO, progress: Progress
 ) -> int:
-    services = build_services(args.data_dir, mock=args.mock)
+    services = build_services(args.data_dir, mock=args.mock, secrets=_secrets(args))
     for problem in services.startup_problems:
         print(f"conch: {problem}", file=err)
     _keep_runtime_warm(services, err)

@@ -2,12 +2,16 @@
 
 When there is no usable keyring (a headless Linux box, a locked or missing Secret Service, the
 null backend), keys are kept in memory for this run and ``warning`` says so; a key is never
-written to a file as a fallback, not even inside the data dir.
+written to a file as a fallback, not even inside the data dir. ``conch ask`` and ``conch models``
+also read a company's usual environment variable when the keyring has no key for it
+(``EnvironmentKeys``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 import keyring
@@ -152,3 +156,66 @@ def open_secrets() -> SecretStore:
     except Exception as exc:  # keyring could not even pick a backend
         log.warning("keyring failed to start (%s); keeping keys in memory", type(exc).__name__)
         return SessionSecrets(NO_KEYRING)
+
+
+# The environment variables each company's own CLI and SDK read its key from, first found wins.
+# Only `conch ask` and `conch models` read them (a headless machine has no keyring to hold a
+# key); they are never copied into the keyring, a file or a log.
+KEY_ENV_VARS: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "groq": ("GROQ_API_KEY",),
+    "together": ("TOGETHER_API_KEY",),
+    "deepseek": ("DEEPSEEK_API_KEY",),
+    "mistral": ("MISTRAL_API_KEY",),
+    "xai": ("XAI_API_KEY",),
+    "google": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "zhipu": ("ZHIPUAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+}
+KEYRING_SOURCE = "keyring"
+
+
+class EnvironmentKeys:
+    """A secret store that, for a company with no key in ``inner``, reads the company's usual
+    environment variable. What is set or deleted goes to ``inner`` only."""
+
+    def __init__(self, inner: SecretStore, environ: Mapping[str, str] | None = None) -> None:
+        self._inner = inner
+        self._environ = os.environ if environ is None else environ
+
+    @property
+    def warning(self) -> str:
+        return self._inner.warning
+
+    def _from_environment(self, provider: str) -> tuple[str, str] | None:
+        for name in KEY_ENV_VARS.get(provider, ()):
+            value = self._environ.get(name, "").strip()
+            if value:
+                return name, value
+        return None
+
+    def get(self, provider: str) -> str | None:
+        stored = self._inner.get(provider)
+        if stored:
+            return stored
+        found = self._from_environment(provider)
+        return found[1] if found else None
+
+    def source(self, provider: str) -> str:
+        """Where ``provider``'s key comes from, in words: "keyring", "environment variable
+        NAME", or "" when there is none. (A key kept in memory for this run counts as the
+        keyring's: it was given in the window's Settings.)"""
+        if self._inner.get(provider):
+            return KEYRING_SOURCE
+        found = self._from_environment(provider)
+        return f"environment variable {found[0]}" if found else ""
+
+    def set(self, provider: str, key: str) -> None:
+        self._inner.set(provider, key)
+
+    def delete(self, provider: str) -> None:
+        self._inner.delete(provider)
+
+    def __repr__(self) -> str:
+        return f"EnvironmentKeys({self._inner!r})"

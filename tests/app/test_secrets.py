@@ -1,18 +1,32 @@
-"""API keys live in the keyring only; without one they last until Conch quits, with a warning."""
+"""API keys live in the keyring only; without one they last until Conch quits, with a warning.
+The CLI also reads each company's usual environment variable, and never stores it."""
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 from pathlib import Path
 
 import keyring
 import keyring.errors
+import pytest
 from keyring.backend import KeyringBackend
 
-from app.secrets import NO_KEYRING, SERVICE, KeyringSecrets, SessionSecrets, open_secrets
+from app.cli import main
+from app.providers_config import company_names
+from app.secrets import (
+    KEY_ENV_VARS,
+    NO_KEYRING,
+    SERVICE,
+    EnvironmentKeys,
+    KeyringSecrets,
+    SessionSecrets,
+    open_secrets,
+)
 from app.services import build_services
-from tests.fakes.openai_server import FakeModel, OpenAIStyleServer
+from tests.fakes.anthropic_server import AnthropicServer, FakeClaude
+from tests.fakes.openai_server import FakeModel, OpenAIStyleServer, Script
 
 
 def _files_holding(folder: Path, secret: str) -> dict[str, bool]:
@@ -169,3 +183,105 @@ async def test_a_key_used_for_a_real_chat_is_never_written_to_the_data_dir(data_
     files = _files_holding(data_dir, key)
     assert "api-sessions" in files  # the transcript was written (and holds no key)
     assert [name for name, found in files.items() if found] == []
+
+
+# --- keys from the environment (conch ask, conch models) -------------------------------------
+
+
+def test_every_company_has_its_usual_environment_variable() -> None:
+    assert set(KEY_ENV_VARS) == set(company_names())
+    assert KEY_ENV_VARS["openai"] == ("OPENAI_API_KEY",)
+    assert KEY_ENV_VARS["anthropic"] == ("ANTHROPIC_API_KEY",)
+
+
+def test_the_keyring_wins_and_the_environment_is_never_stored() -> None:
+    backend = MemoryKeyring()
+    env = {"OPENAI_API_KEY": "sk-env-1", "GROQ_API_KEY": "  ", "GOOGLE_API_KEY": "g-2"}
+    keys = EnvironmentKeys(KeyringSecrets(backend), env)
+    assert keys.get("openai") == "sk-env-1"
+    assert keys.source("openai") == "environment variable OPENAI_API_KEY"
+    assert keys.get("groq") is None and keys.source("groq") == ""  # blank is no key
+    assert keys.source("google") == "environment variable GOOGLE_API_KEY"
+    assert backend.entries == {}  # reading a variable wrote nothing to the keyring
+    keys.set("openai", "sk-ring-2")
+    assert keys.get("openai") == "sk-ring-2"
+    assert keys.source("openai") == "keyring"
+    keys.delete("openai")
+    assert keys.get("openai") == "sk-env-1"  # the variable is back in use, untouched
+    assert "sk-env-1" not in repr(keys)
+
+
+@pytest.fixture
+def no_local_servers(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """Settings that keep a CLI run to the fakes; no company variable but the test's own."""
+    for names in KEY_ENV_VARS.values():
+        for name in names:
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{_closed_port()}")
+    return {
+        "lmstudio_url": f"http://127.0.0.1:{_closed_port()}",
+        "llamacpp_url": f"http://127.0.0.1:{_closed_port()}",
+        "vllm_url": f"http://127.0.0.1:{_closed_port()}",
+        "bundled_model": False,
+    }
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(args), stdout=out, stderr=err, stdin=io.StringIO())
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_conch_models_and_ask_use_the_usual_environment_variables(
+    data_dir: Path, no_local_servers: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    openai_key = "sk-proj-" + "EnvKeyOpenAI7" * 3
+    claude_key = "sk-ant-" + "EnvKeyClaude9" * 3
+    with (
+        OpenAIStyleServer(
+            "openai",
+            models=[FakeModel("gpt-fake", 16_000)],
+            api_key=openai_key,
+            script=Script(text=["From ", "the environment."]),
+        ) as openai_fake,
+        AnthropicServer(models=[FakeClaude("claude-fake-1")], api_key=claude_key) as claude_fake,
+    ):
+        settings = dict(no_local_servers)
+        settings["base_urls"] = {"openai": openai_fake.base_url, "anthropic": claude_fake.base_url}
+        (data_dir / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+        monkeypatch.setenv("OPENAI_API_KEY", openai_key)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", claude_key)
+
+        code, out, err = _cli("models", "--data-dir", str(data_dir))
+        assert code == 0, err
+        assert "gpt-fake" in out and "claude-fake-1" in out
+        assert "OpenAI key: from the environment variable OPENAI_API_KEY" in out
+        assert "Anthropic key: from the environment variable ANTHROPIC_API_KEY" in out
+        assert openai_key not in out + err and claude_key not in out + err
+
+        code, out, err = _cli("models", "--json", "--data-dir", str(data_dir))
+        assert code == 0, err
+        rows = {r["id"]: r for r in json.loads(out)}
+        assert rows["gpt-fake"]["key_from"] == "environment variable OPENAI_API_KEY"
+
+        code, out, err = _cli(
+            "ask", "--model", "openai/gpt-fake", "--data-dir", str(data_dir), "Where from?"
+        )
+        assert code == 0, err
+        assert out == "From the environment.\n"
+        assert openai_fake.chat_requests[-1].headers["authorization"] == f"Bearer {openai_key}"
+
+    # Used, never written: no file in the data dir holds either key.
+    for key in (openai_key, claude_key):
+        assert [name for name, found in _files_holding(data_dir, key).items() if found] == []
+
+
+def test_without_a_variable_conch_models_names_no_company(
+    data_dir: Path, no_local_servers: dict[str, object]
+) -> None:
+    (data_dir / "settings.json").write_text(json.dumps(no_local_servers), encoding="utf-8")
+    code, out, err = _cli("models", "--data-dir", str(data_dir))
+    assert code == 0
+    assert "key: from" not in out
+    assert "No model is ready" in err
