@@ -40,6 +40,7 @@ class Program:
     install: str
     login: str
     kind: Literal["acp", "claude-code", "codex"] = "acp"
+    oss: Literal["ollama", "lmstudio"] | None = None  # Codex on a model of this computer
 
 
 PROGRAMS: tuple[Program, ...] = (
@@ -60,6 +61,26 @@ PROGRAMS: tuple[Program, ...] = (
         "npm install -g @openai/codex",
         "codex login",
         kind="codex",
+    ),
+    Program(
+        "codex-ollama",
+        "Codex on Ollama",
+        ("codex",),
+        "Codex with Ollama's model on this computer (codex --oss); the chat stays here",
+        "npm install -g @openai/codex",
+        "",
+        kind="codex",
+        oss="ollama",
+    ),
+    Program(
+        "codex-lmstudio",
+        "Codex on LM Studio",
+        ("codex",),
+        "Codex with LM Studio's model on this computer (codex --oss); the chat stays here",
+        "npm install -g @openai/codex",
+        "",
+        kind="codex",
+        oss="lmstudio",
     ),
     Program(
         "gemini",
@@ -110,6 +131,7 @@ def program_models(commands: Mapping[str, Sequence[str]] | None = None) -> list[
                 id=p.key,
                 label=p.label,
                 context=PROGRAM_WINDOW,
+                local=p.oss is not None,  # the trust rules treat the chat as local
                 ready=found,
                 status="" if found else f"not installed: {p.install}",
             )
@@ -187,6 +209,7 @@ def program_engine(
             history=history,
             latest_fold=latest_fold,
             command=command_for(found, commands),
+            oss=found.oss,
             env=env,
         )
     if found.kind == "claude-code":
