@@ -46,10 +46,12 @@ from engines.base import (
     TurnInput,
 )
 from engines.local import bundled
+from engines.local.gate import background
 from engines.mock import MockEngine, Refuse, demo_chat, echo_reply
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program_engine, program_models
 from engines.providers.base import ChatRequest, ProviderError, closing_stream
+from engines.providers.structured import LIST_OF_STRINGS, constrained_output
 from engines.resources import read_prompt
 
 log = logging.getLogger("conch.services")
@@ -513,19 +515,24 @@ class AppServices:
             messages=(Message(role="user", text=scrub(text)),),
             max_output_tokens=min(1_024, answer_reserve(model.context)),
             window=model.context,
+            # The answer is a list of memories: a small local model writes one only when the
+            # server holds it to that shape.
+            extra=constrained_output(model.provider, LIST_OF_STRINGS),
         )
         parts: list[str] = []
         try:
             # aclosing: leaving at Done must close the HTTP stream now, not at garbage collection.
-            async with (
-                asyncio.timeout(ASK_TIMEOUT),
-                closing_stream(adapter.stream(request)) as events,
-            ):
-                async for event in events:
-                    if isinstance(event, TextDelta):
-                        parts.append(event.text)
-                    elif isinstance(event, Done):
-                        break
+            # background(): on a server on this computer it waits for, and gives way to, a turn.
+            with background():
+                async with (
+                    asyncio.timeout(ASK_TIMEOUT),
+                    closing_stream(adapter.stream(request)) as events,
+                ):
+                    async for event in events:
+                        if isinstance(event, TextDelta):
+                            parts.append(event.text)
+                        elif isinstance(event, Done):
+                            break
         except (ProviderError, TimeoutError) as exc:
             log.info("learning request to %s failed: %s", model.key, exc)
             return None
