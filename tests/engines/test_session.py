@@ -649,15 +649,15 @@ async def test_a_five_megabyte_paste_is_shortened_to_fit(data_dir: Path) -> None
     session = make(data_dir, adapter)
     paste = "BEGIN " + "line of a very long log file\n" * 180_000 + " END"
     assert len(paste) > 5_000_000
-    start = time.perf_counter()
+    started = time.process_time()  # work done, which a busy machine does not inflate
     events = await run(session, 0, paste, GPT)
-    elapsed = time.perf_counter() - start
+    work = time.process_time() - started
     assert isinstance(ending(events), Done)
     sent = adapter.requests[0].messages[0].text
     assert sent.startswith("BEGIN ") and sent.endswith(" END")
     assert "characters left out" in sent
     assert estimate_tokens(sent) <= budget(8_192, estimate_tokens(SYSTEM))
-    assert elapsed < 5
+    assert work < 5
     assert transcript_path(data_dir, CHAT).stat().st_size < 100_000
 
 
