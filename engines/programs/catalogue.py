@@ -3,9 +3,10 @@
 A program shows in the model picker as ``programs/<key>`` when its command is found on the
 PATH (or set by the person); Claude Code also counts as found when the Claude Agent SDK,
 which carries its CLI, is installed. ``program_models`` lists them for the picker (missing
-ones not ready, saying how to install them); ``ProgramsAdapter`` offers the same list to a
-model catalogue, though a program's turns never go through it: ``program_engine`` builds the
-engine that keeps (or is handed) the chat.
+ones not ready, saying how to install them). They stay out of the model catalogue on purpose:
+a program found on the PATH must not count as "a model is ready" (the bundled model starts
+when none is) nor become a new chat's default. ``program_engine`` builds the engine that
+keeps (or is handed) the chat.
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ from pathlib import Path
 from typing import Literal
 
 from engines.api.session import FoldLoader, HistoryLoader
-from engines.base import Engine, Event, ModelInfo, Problem, ProblemKind, TurnInput
+from engines.base import Engine, Event, ModelInfo, Problem, TurnInput
 from engines.programs import problems
 from engines.programs.acp import AcpEngine, Approver
 from engines.programs.codex import CodexEngine
-from engines.providers.base import ChatRequest, ProviderError
 
 PROVIDER = "programs"
 CLAUDE_CODE = "claude-code"
@@ -137,36 +137,6 @@ def program_models(commands: Mapping[str, Sequence[str]] | None = None) -> list[
             )
         )
     return out
-
-
-class ProgramsAdapter:
-    """Lists the programs for the catalogue; a program's turns are its engine's, never this."""
-
-    name = PROVIDER
-    label = "Programs"
-    local = False  # the programs send the chat to their own company's models
-
-    def __init__(self, commands: Mapping[str, Sequence[str]] | None = None) -> None:
-        self.commands = dict(commands or {})
-
-    async def list_models(self) -> list[ModelInfo]:
-        return [m for m in program_models(self.commands) if m.ready]
-
-    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
-        nothing: tuple[Event, ...] = ()
-        for event in nothing:  # an async generator, like every adapter's stream
-            yield event
-        raise ProviderError(
-            ProblemKind.REFUSED,
-            "a program keeps its own chat",
-            message="A program answers through its own engine, not as a model API.",
-        )
-
-    def cheap_models(self) -> tuple[str, ...]:
-        return ()  # never a summariser for another chat
-
-    async def aclose(self) -> None:
-        return None
 
 
 class _Unavailable:
