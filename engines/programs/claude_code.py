@@ -104,8 +104,15 @@ def summary_from(text: str) -> str:
     return body
 
 
+def text_of(message: UserMessage) -> str:
+    """A user message's text (a string when asked for, text blocks when automatic)."""
+    if isinstance(message.content, str):
+        return message.content
+    return "\n".join(b.text for b in message.content if isinstance(b, TextBlock))
+
+
 def is_summary_message(message: UserMessage) -> bool:
-    return isinstance(message.content, str) and message.content.startswith(_SUMMARY_OPENERS)
+    return text_of(message).startswith(_SUMMARY_OPENERS)
 
 
 # --- one run of the CLI -----------------------------------------------------------------------
@@ -320,8 +327,7 @@ class ClaudeCodeEngine:
                 if isinstance(item, UserMessage):
                     if boundary and is_summary_message(item):
                         boundary = False
-                        assert isinstance(item.content, str)
-                        summary = summary_from(item.content) or KEEPS_ITS_OWN
+                        summary = summary_from(text_of(item)) or KEEPS_ITS_OWN
                         yield Compacted(first_kept_seq=first_kept_seq, summary=summary, model=name)
                     continue
                 if isinstance(item, StreamEvent):

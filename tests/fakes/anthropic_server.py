@@ -361,6 +361,7 @@ class ClaudeCodeServer(AnthropicServer):
         super().__init__(**kwargs)
         self._script_lock = threading.Lock()
         self.focuses: list[str] = []  # the focus of every compaction it was asked for
+        self.reported_input = 10  # input tokens each answer reports (high: Claude Code compacts)
 
     def handle(self, request: Recorded) -> Reply:
         if request.method == "POST" and request.path == "/v1/messages/count_tokens":
@@ -371,6 +372,7 @@ class ClaudeCodeServer(AnthropicServer):
         with self._script_lock:
             kept = self.script
             self.script = self._script_for(request.json or {})
+            self.script.input_tokens = self.reported_input
             try:
                 return super()._messages(request)
             finally:

@@ -251,3 +251,20 @@ def test_the_summary_is_read_out_of_claude_codes_continuation_message() -> None:
         "/somewhere.jsonl\nContinue the conversation from where it left off."
     )
     assert summary_from(text) == "1. Primary Request: beds of larch"
+
+
+async def test_an_automatic_compaction_shows_the_divider_before_the_answer(
+    tmp_path: Path, server: ClaudeCodeServer
+) -> None:
+    chat = Chat()
+    engine = make_engine(tmp_path, server, chat)
+    server.reported_input = 995_000  # the chat looks nearly full to Claude Code
+    await run_turn(engine, chat, "We chose larch for the beds.")
+    events = await run_turn(engine, chat, "And the soil?")
+    kinds = [type(e).__name__ for e in events]
+    assert kinds.index("Compacted") < kinds.index("TextDelta")
+    (compacted,) = [e for e in events if isinstance(e, Compacted)]
+    assert compacted.first_kept_seq == 2  # the message being answered is kept word for word
+    assert "We chose larch for the beds." in compacted.summary
+    assert server.focuses == [""]  # Claude Code compacted on its own, with no focus
+    assert answer_of(events) == "You said: And the soil?"
