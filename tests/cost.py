@@ -28,9 +28,15 @@ def cpu_seconds(call: Callable[[], object], tries: int = 1) -> float:
     return least
 
 
-def growth(call: Callable[[str], object], text: str, times: int = 4) -> float:
-    """How many times the work of ``call`` grows when its text is ``times`` as long."""
-    longer = text * times
-    small = cpu_seconds(lambda: call(text), tries=3)
-    large = cpu_seconds(lambda: call(longer), tries=3)
+def growth(call: Callable[[str], object], unit: str, size: int, *, head: str = "") -> float:
+    """How many times the work of ``call`` grows when its text is four times as long.
+
+    The text is ``head`` and then ``unit`` repeated to about ``size`` characters; the longer
+    one repeats ``unit`` four times as often.
+    """
+    count = max(1, size // len(unit))
+    short = head + unit * count
+    long = head + unit * (4 * count)
+    small = cpu_seconds(lambda: call(short), tries=3)
+    large = cpu_seconds(lambda: call(long), tries=3)
     return large / small
