@@ -10,6 +10,8 @@ line of the prompt changes what it does, so one process can show every kind of t
 - ``[[exit]]``: one chunk, then the process ends with code 3 (exits mid-turn)
 - ``[[garbage]]``: prints a line that is not JSON on stdout, then waits
 - ``[[hang]]``: never answers (until cancelled)
+- ``[[slow]]``: one thought, then waits until it is cancelled (``{"cancelled": session}`` is
+  recorded then)
 - ``[[permission]]``: asks to run ``rm -rf build`` first; says whether it was allowed
 - ``[[refuse]]``: ends the turn with the ``refusal`` stop reason
 
@@ -81,6 +83,9 @@ class FakeAgent(Agent):
         return NewSessionResponse(session_id=uuid.uuid4().hex)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        if self._record is not None:
+            with self._record.open("a", encoding="utf-8") as f:
+                f.write(json.dumps({"cancelled": session_id}) + "\n")
         self._cancelled.setdefault(session_id, asyncio.Event()).set()
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
@@ -109,6 +114,9 @@ class FakeAgent(Agent):
 
         client = self._client
         await client.session_update(session_id, update_agent_thought_text("Thinking it over."))
+        if "[[slow]]" in newest:
+            await cancelled.wait()
+            return PromptResponse(stop_reason="cancelled")
         if "[[permission]]" in newest:
             call = start_tool_call("call-1", "Run rm -rf build", kind="execute", status="pending")
             await client.session_update(session_id, call)

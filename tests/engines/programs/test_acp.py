@@ -305,3 +305,24 @@ async def test_a_refusal_is_a_problem_not_an_empty_answer(tmp_path: Path, chat: 
     p = problem_of(events).problem
     assert p.kind is ProblemKind.REFUSED
     assert "declined to answer" in p.message
+
+
+async def test_stopping_a_turn_tells_the_program_to_stop_and_the_chat_goes_on(
+    tmp_path: Path, chat: Chat
+) -> None:
+    engine = make_engine(tmp_path, chat)
+    try:
+        seq = chat.add("user", "take your time [[slow]]")
+        turn = TurnInput(chat_id="c1", seq=seq, text="take your time [[slow]]", model=MODEL)
+        events = engine.turn(turn)
+        first = await asyncio.wait_for(anext(events), HANG_SECONDS)
+        assert isinstance(first, ThinkingDelta)  # the program is working on it
+        await events.aclose()  # the person pressed Stop
+        after = await run_turn(engine, chat, "never mind, hello")
+    finally:
+        await engine.aclose()
+    assert isinstance(after[-1], Done)
+    lines = received(tmp_path)
+    slow_session = lines[0]["session"]
+    assert {"cancelled": slow_session} in lines  # the program heard the Stop
+    assert lines[-1]["texts"][-1].endswith("never mind, hello")  # type: ignore[index]
