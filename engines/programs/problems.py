@@ -70,6 +70,9 @@ def exited(
         message=(
             f"{program} stopped in the middle of its answer{how}. What it wrote is kept; "
             "send the message again to carry on."
+            if partial
+            else f"{program} stopped before it answered{how}. Send the message again; if it "
+            "keeps stopping, run the program on its own to see why."
         ),
     )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
@@ -268,3 +269,29 @@ async def test_an_automatic_compaction_shows_the_divider_before_the_answer(
     assert "We chose larch for the beds." in compacted.summary
     assert server.focuses == [""]  # Claude Code compacted on its own, with no focus
     assert answer_of(events) == "You said: And the soil?"
+
+
+async def test_a_cli_that_dies_says_so_with_its_last_words(
+    tmp_path: Path, server: ClaudeCodeServer
+) -> None:
+    # A stand-in for the CLI that answers the SDK's version check, then fails at once.
+    script = tmp_path / "claude"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import sys\n"
+        "if '--version' in sys.argv:\n"
+        "    print('2.1.332 (Claude Code)')\n"
+        "    sys.exit(0)\n"
+        "sys.stderr.write('fatal: out of cheese\\n')\n"
+        "sys.exit(5)\n",
+        "utf-8",
+    )
+    script.chmod(0o755)
+    chat = Chat()
+    engine = make_engine(tmp_path, server, chat, cli_path=str(script))
+    events = await run_turn(engine, chat, "hello")
+    (problem,) = [e for e in events if isinstance(e, Problem)]
+    assert problem.problem.kind is ProblemKind.BROKEN_STREAM
+    assert "exit code 5" in problem.problem.message
+    assert "out of cheese" in problem.problem.detail
+    assert problem.problem.next_step is not None and problem.problem.next_step.kind == "retry"
