@@ -28,6 +28,7 @@ from app.store import ChatStore, Compaction, StoredMessage
 from engines.base import ProblemKind
 
 PAGE = 40  # messages read per page; a screen shows far fewer
+COLLAPSE_CHARS = 2_000  # a longer message shows its start and "Show all"
 ROW_ROLE = int(Qt.ItemDataRole.UserRole) + 1
 
 _Index = QModelIndex | QPersistentModelIndex
@@ -75,10 +76,29 @@ class Row:
     thinking_open: bool = False
     version: int = 0
     who: str = ""  # the streaming row: the model that is answering
+    expanded: bool = False  # a long message shown whole ("Show all" was clicked)
 
     @property
     def cache_key(self) -> tuple[Any, ...]:
-        return (*self.key, self.version, self.thinking_open)
+        return (*self.key, self.version, self.thinking_open, self.expanded)
+
+    @property
+    def collapsible(self) -> bool:
+        m = self.message
+        return self.kind is RowKind.MESSAGE and m is not None and len(m.text) > COLLAPSE_CHARS
+
+
+def preview(text: str, limit: int = COLLAPSE_CHARS) -> str:
+    """The start of a long message: up to ``limit`` characters, cut after a paragraph, a line
+    or at least a word when one ends in the second half (never inside a word)."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    for sep in ("\n\n", "\n", " "):
+        cut = head.rfind(sep)
+        if cut >= limit // 2:
+            return head[:cut].rstrip()
+    return head
 
 
 def mark_for(message: StoredMessage) -> str:
@@ -121,6 +141,7 @@ class ChatModel(QAbstractListModel):
         self._compaction: Compaction | None = None
         self._runs: list[Any] = []
         self._open_thinking: set[int] = set()
+        self._expanded: set[int] = set()  # seqs of long messages shown whole
         self._streaming = False
         self._stream_text = ""
         self._stream_thinking = ""
@@ -218,6 +239,7 @@ class ChatModel(QAbstractListModel):
         self.beginResetModel()
         self._chat_id = chat_id
         self._open_thinking.clear()
+        self._expanded.clear()
         self._end_stream_state()
         if chat_id:
             count = self._store.message_count(chat_id)
@@ -363,6 +385,26 @@ class ChatModel(QAbstractListModel):
         self._apply(self._build())
         return True
 
+    # --- long messages --------------------------------------------------------------------
+
+    def toggle_expanded(self, i: int) -> bool:
+        """Show all of a long message at row ``i``, or its start again; False when short."""
+        row = self._rows[i]
+        if not row.collapsible or row.message is None:
+            return False
+        seq = row.message.seq
+        if seq in self._expanded:
+            self._expanded.discard(seq)
+        else:
+            self._expanded.add(seq)
+        self._apply(self._build())
+        return True
+
+    def keep_expanded(self, seq: int) -> None:
+        """Show message ``seq`` whole when it arrives (an answer the person just watched
+        stream in does not fold away under them)."""
+        self._expanded.add(seq)
+
     # --- building rows --------------------------------------------------------------------
 
     def _stream_row(self) -> Row:
@@ -400,7 +442,16 @@ class ChatModel(QAbstractListModel):
             retried = n < last and msgs[n + 1].role == "assistant" and _shows_card(m)
             if not ((card or retried) and not m.text and not m.thinking):
                 open_ = m.seq in self._open_thinking
-                rows.append(Row(RowKind.MESSAGE, ("m", m.seq, m), message=m, thinking_open=open_))
+                whole = m.seq in self._expanded
+                rows.append(
+                    Row(
+                        RowKind.MESSAGE,
+                        ("m", m.seq, m),
+                        message=m,
+                        thinking_open=open_,
+                        expanded=whole,
+                    )
+                )
             if card:
                 rows.append(Row(RowKind.PROBLEM, ("p", m.seq, m.problem), message=m))
             nxt = msgs[n + 1].created if n < last else float("inf")
@@ -440,12 +491,13 @@ class ChatModel(QAbstractListModel):
             self.beginInsertRows(QModelIndex(), p, new_end - 1)
             self._rows = new
             self.endInsertRows()
-        # Rows kept by key may still carry a newer version (the streaming row): refresh them.
+        # Rows kept by key may still look different (the streaming row's newer version, a
+        # thinking part or a long message opened): refresh them, sizes included.
         current = self._rows
         changed = [
             i
             for i, row in enumerate(new)
-            if i < len(current) and current[i] is not row and current[i].version != row.version
+            if i < len(current) and current[i] is not row and current[i].cache_key != row.cache_key
         ]
         self._rows = new
         for i in changed:
@@ -454,6 +506,7 @@ class ChatModel(QAbstractListModel):
 
 
 __all__ = [
+    "COLLAPSE_CHARS",
     "PAGE",
     "ROW_ROLE",
     "WIDGET_KINDS",
@@ -461,4 +514,5 @@ __all__ = [
     "Row",
     "RowKind",
     "mark_for",
+    "preview",
 ]

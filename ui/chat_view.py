@@ -107,10 +107,12 @@ class ChatView(QListView):
         model = self.chat_model
         model.rowsInserted.connect(self._rows_inserted)
         model.modelReset.connect(self._model_reset)
+        model.dataChanged.connect(self._data_changed)
         bar = self.verticalScrollBar()
         bar.valueChanged.connect(self._scrolled)
         bar.rangeChanged.connect(self._range_changed)
         self.delegate.thinking_toggled.connect(self.chat_model.toggle_thinking)
+        self.delegate.expand_toggled.connect(self.chat_model.toggle_expanded)
         self.delegate.copied.connect(self.status)
         self.customContextMenuRequested.connect(self._menu)
 
@@ -165,7 +167,7 @@ class ChatView(QListView):
 
     # --- the turn, as the bridge reports it ------------------------------------------------
 
-    def _message_saved(self, _seq: int, role: str) -> None:
+    def _message_saved(self, seq: int, role: str) -> None:
         if role == "user":
             self.chat_model.sync()
             if self._bridge is not None:
@@ -173,6 +175,7 @@ class ChatView(QListView):
             self.scroll_to_bottom()
         else:
             self._flush_timer.stop()
+            self.chat_model.keep_expanded(seq)
             self.chat_model.end_stream()
             self.chat_model.sync()
 
@@ -211,6 +214,11 @@ class ChatView(QListView):
     def refresh_memories(self) -> None:
         """Redraw the memory cards from the book (it changed somewhere else)."""
         self.chat_model.reload_runs()
+
+    def _data_changed(self, first: QModelIndex, last: QModelIndex, *_roles: Any) -> None:
+        # A row that looks different (thinking or a long message opened) may be taller now.
+        for i in range(first.row(), last.row() + 1):
+            self.delegate.sizeHintChanged.emit(self.chat_model.index(i, 0))
 
     # --- widgets for the special rows ------------------------------------------------------
 
@@ -361,6 +369,8 @@ class ChatView(QListView):
                 self._focus_widget(index)
                 return
             if self.chat_model.toggle_thinking(index.row()):
+                return
+            if self.chat_model.toggle_expanded(index.row()):
                 return
         super().keyPressEvent(event)
 

@@ -4,7 +4,9 @@ Messages are CommonMark plus tables and strikethrough (markdown-it-py). Raw HTML
 shown as text, never interpreted: a model's answer must not restyle the window. Code blocks
 become a one-cell table (QTextDocument draws table backgrounds and borders, not ``<pre>``
 boxes) headed by a "Copy" link whose href names the block, so a painted message can still
-offer Copy without one widget per block.
+offer Copy without one widget per block. A block that names its language is highlighted by
+Pygments, as inline styles (QTextDocument reads no style sheet classes); one without a
+language, or with one Pygments does not know, stays plain (guessing is slow and often wrong).
 """
 
 from __future__ import annotations
@@ -12,13 +14,20 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexer import Lexer
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
 
 COPY_SCHEME = "conch-copy"  # href "conch-copy:<n>" copies code block n of the message
 THINKING_HREF = "conch-thinking:toggle"
+EXPAND_HREF = "conch-expand:toggle"  # "Show all" / "Show less" under a long message
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +40,7 @@ class MarkdownStyle:
     link: str = "#2a62c9"
     quiet: str = "#6b6b76"
     mono_family: str = "monospace"
+    code_style: str = "default"  # the Pygments style code blocks are coloured with
 
 
 LIGHT = MarkdownStyle()
@@ -40,7 +50,31 @@ DARK = MarkdownStyle(
     table_border="#4a4b55",
     link="#8ab4ff",
     quiet="#9a9aa6",
+    code_style="github-dark",
 )
+HIGHLIGHT_LIMIT = 20_000  # characters of one code block; a longer block is shown plain
+
+
+@lru_cache(maxsize=64)
+def _lexer(lang: str) -> Lexer | None:
+    try:
+        return get_lexer_by_name(lang, stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return None
+
+
+@lru_cache(maxsize=4)
+def _formatter(style: str) -> HtmlFormatter:
+    return HtmlFormatter(style=style, noclasses=True, nowrap=True)
+
+
+def highlighted(code: str, lang: str, style: str) -> str | None:
+    """``code`` as HTML spans coloured for ``lang`` in Pygments style ``style``; None when
+    there is no lexer for ``lang`` (the caller shows it plain)."""
+    lexer = _lexer(lang.lower()) if lang else None
+    if lexer is None or len(code) > HIGHLIGHT_LIMIT:
+        return None
+    return str(highlight(code, lexer, _formatter(style))).rstrip("\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +124,8 @@ class MarkdownRenderer:
         lang = (token.info or "").strip().split(" ")[0]
         s = self.style
         label = f"{html.escape(lang)} · " if lang else ""
-        code_html = html.escape(code.rstrip("\n"))
+        plain = code.rstrip("\n")
+        code_html = highlighted(plain, lang, s.code_style) or html.escape(plain)
         return (
             f'<table width="100%" cellspacing="0" cellpadding="6" border="1" '
             f'style="border-color:{s.code_border}; border-style:solid;" '

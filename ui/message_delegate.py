@@ -3,7 +3,8 @@
 HTML is rendered once per message version (Markdown parsing is the slow part) and a row's
 height once per width; both are cached, so scrolling and a streaming answer only lay out the
 rows that changed. Links inside a message are hit-tested on click: a code block's "Copy",
-the "Thinking" toggle, and ordinary web links.
+the "Thinking" toggle, "Show all" under a long message, and ordinary web links. Messages are
+set in a centred column no wider than ``READING_CHARS`` characters, however wide the window.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from PySide6.QtGui import (
     QAbstractTextDocumentLayout,
     QColor,
     QDesktopServices,
+    QFontMetrics,
     QGuiApplication,
     QMouseEvent,
     QPainter,
@@ -43,10 +45,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ui.chat_model import ROW_ROLE, WIDGET_KINDS, Row, RowKind, mark_for
+from ui.chat_model import ROW_ROLE, WIDGET_KINDS, Row, RowKind, mark_for, preview
 from ui.markdown import (
     COPY_SCHEME,
     DARK,
+    EXPAND_HREF,
     LIGHT,
     THINKING_HREF,
     MarkdownRenderer,
@@ -59,6 +62,7 @@ PAD_X = 14
 PAD_Y = 8
 GAP = 6  # space between rows
 STREAM_MARKDOWN_LIMIT = 20_000  # longer answers stream as plain text, Markdown once at the end
+READING_CHARS = 90  # the widest line of a message, in average characters: easy to read
 _DOC_CACHE = 160  # laid-out documents kept (a few screens' worth)
 _HTML_CACHE = 2_000
 
@@ -75,10 +79,12 @@ class MessageDelegate(QStyledItemDelegate):
     Signals:
         copied(str): something was put on the clipboard (what, in words, for a status line).
         thinking_toggled(int): the "Thinking" link of a row was clicked (the row).
+        expand_toggled(int): "Show all" or "Show less" of a long message (the row).
     """
 
     copied = Signal(str)
     thinking_toggled = Signal(int)
+    expand_toggled = Signal(int)
 
     def __init__(
         self, view: QAbstractItemView, colors: Callable[[str], QColor] | None = None
@@ -95,7 +101,15 @@ class MessageDelegate(QStyledItemDelegate):
     # --- geometry -------------------------------------------------------------------------
 
     def content_width(self) -> int:
-        return max(120, self._view.viewport().width() - 2 * PAD_X - 2)
+        """The width a message's text is laid out in: the view's, up to the reading cap."""
+        cap = READING_CHARS * QFontMetrics(self._view.font()).averageCharWidth()
+        return max(120, min(self._view.viewport().width() - 2 * PAD_X - 2, cap))
+
+    def column(self, rect: QRect) -> QRect:
+        """The part of a row's ``rect`` a message is drawn in: centred, as wide as its text."""
+        width = min(rect.width(), self.content_width() + 2 * PAD_X + 2)
+        left = rect.left() + (rect.width() - width) // 2
+        return QRect(left, rect.top(), width, rect.height())
 
     def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
         row: Row | None = index.data(ROW_ROLE)
@@ -127,7 +141,7 @@ class MessageDelegate(QStyledItemDelegate):
         row: Row | None = index.data(ROW_ROLE)
         if row is None or row.kind in WIDGET_KINDS:
             return
-        rect = QRect(option.rect)
+        rect = self.column(QRect(option.rect))
         rect.setHeight(rect.height() - GAP)
         palette: QPalette = option.palette
         state = option.state
@@ -218,7 +232,15 @@ class MessageDelegate(QStyledItemDelegate):
             else:
                 who = "Assistant"
             text, thinking = m.text, m.thinking
-            body = renderer.render(text).html if text else ""
+            body = ""
+            if row.collapsible and not row.expanded:
+                body = renderer.render(preview(text)).html + _expand_link(
+                    f"Show all ({len(text):,} characters)", quiet
+                )
+            elif row.collapsible:
+                body = renderer.render(text).html + _expand_link("Show less", quiet)
+            elif text:
+                body = renderer.render(text).html
             mark = mark_for(m)
             extra = ""
             if m.attachments:
@@ -260,7 +282,8 @@ class MessageDelegate(QStyledItemDelegate):
         if row is None or row.kind in WIDGET_KINDS:
             return ""
         doc = self.document(row, self.content_width())
-        local = QPointF(pos.x() - rect.left() - PAD_X, pos.y() - rect.top() - PAD_Y)
+        left = self.column(rect).left()
+        local = QPointF(pos.x() - left - PAD_X, pos.y() - rect.top() - PAD_Y)
         return doc.documentLayout().anchorAt(local)
 
     def editorEvent(
@@ -284,6 +307,9 @@ class MessageDelegate(QStyledItemDelegate):
         if href == THINKING_HREF:
             self.thinking_toggled.emit(index.row())
             return True
+        if href == EXPAND_HREF:
+            self.expand_toggled.emit(index.row())
+            return True
         if href.startswith(COPY_SCHEME + ":"):
             text = row.message.text if row.message is not None else row.text
             blocks = code_blocks(text)
@@ -306,6 +332,13 @@ class MessageDelegate(QStyledItemDelegate):
         self._html.clear()
         self._docs.clear()
         self._heights.clear()
+
+
+def _expand_link(words: str, color: str) -> str:
+    return (
+        f'<p style="margin:4px 0 0 0;"><a href="{EXPAND_HREF}" '
+        f'style="color:{color};">{html.escape(words)}</a></p>'
+    )
 
 
 def copy_to_clipboard(text: str) -> None:
