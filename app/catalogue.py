@@ -25,14 +25,13 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from engines.api.context import unknown_window
 from engines.base import ModelInfo
 from engines.local.gate import GatedAdapter, gated
 from engines.providers.base import ProviderAdapter, ProviderError
 
 log = logging.getLogger("conch.catalogue")
 
-UNKNOWN_WINDOW_API = 128_000
-UNKNOWN_WINDOW_LOCAL = 8_192
 LIST_TIMEOUT = 15.0  # seconds one provider may take to list its models
 
 
@@ -84,8 +83,7 @@ def with_window(model: ModelInfo, local: bool) -> ModelInfo:
     """The model with a usable window: unknown → 8,192 on this computer, 128,000 for an API."""
     if model.context > 0:
         return model
-    window = UNKNOWN_WINDOW_LOCAL if (model.local or local) else UNKNOWN_WINDOW_API
-    return model.model_copy(update={"context": window})
+    return model.model_copy(update={"context": unknown_window(model.local or local)})
 
 
 class ModelCatalogue:

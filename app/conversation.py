@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from app.store import ChatStore
 from app.trust import looks_pasted
+from engines.api.context import LEAN_WINDOW
 from engines.base import (
     Attachment,
     Compacted,
@@ -39,8 +40,6 @@ from engines.base import (
 from engines.providers.base import default_next_step
 
 log = logging.getLogger("conch.conversation")
-
-LEAN_WINDOW = 8192  # at or below this window the short system prompt is used
 
 
 class Learner(Protocol):

@@ -20,8 +20,8 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
-from app.catalogue import UNKNOWN_WINDOW_API, UNKNOWN_WINDOW_LOCAL, ModelCatalogue
-from app.conversation import LEAN_WINDOW, Conversation
+from app.catalogue import ModelCatalogue
+from app.conversation import Conversation
 from app.health import HealthLog
 from app.learning import QuietLearning
 from app.memories import LearningRun, MemoryBook
@@ -30,7 +30,7 @@ from app.secrets import SecretStore, SessionSecrets, open_secrets
 from app.settings import SettingsStore
 from app.store import Chat, ChatStore, StoredMessage
 from app.trust import looks_pasted
-from engines.api.context import answer_reserve
+from engines.api.context import LEAN_WINDOW, UNKNOWN_WINDOW_LOCAL, answer_reserve, unknown_window
 from engines.api.scrub import scrub
 from engines.api.session import ApiSession, render_attachments
 from engines.api.summarise import ModelSummariser
@@ -399,7 +399,7 @@ class AppServices:
                 return ModelInfo(
                     provider=provider,
                     id=model_id,
-                    context=UNKNOWN_WINDOW_LOCAL if local else UNKNOWN_WINDOW_API,
+                    context=unknown_window(local),
                     local=local,
                     ready=False,
                 )
@@ -489,7 +489,7 @@ class AppServices:
 
     def _piece_chars(self, chat: Chat) -> int:
         model = self.model_for(chat)
-        window = model.context if model is not None else 8_192
+        window = model.context if model is not None else UNKNOWN_WINDOW_LOCAL
         return max(1_000, min(24_000, window * 3 // 2))
 
     def _own_model(self, model_key: str) -> ModelInfo | None:

@@ -41,10 +41,15 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from engines.api.context import budget, estimate_message, estimate_tokens  # noqa: E402
+from engines.api.context import (  # noqa: E402
+    LEAN_WINDOW,
+    budget,
+    estimate_message,
+    estimate_tokens,
+)
 from engines.api.protocols import Summariser, SummaryResult  # noqa: E402
 from engines.api.session import SUMMARY_CLOSE, SUMMARY_OPEN, ApiSession  # noqa: E402
-from engines.api.summarise import LEAN_WINDOW, ModelSummariser  # noqa: E402
+from engines.api.summarise import ModelSummariser  # noqa: E402
 from engines.base import (  # noqa: E402
     Compacted,
     Done,

@@ -21,6 +21,12 @@ ANSWER_MIN = 1_024
 ANSWER_MAX = 16_384
 FACTOR_CAP = 4.0
 
+# The window assumed when nobody says (DESIGN §2), and where lean mode begins: at or below
+# LEAN_WINDOW the short system and summary prompts are used and tools come on demand.
+UNKNOWN_WINDOW_API = 128_000  # a model API whose list does not say
+UNKNOWN_WINDOW_LOCAL = 8_192  # a server on this computer that does not say
+LEAN_WINDOW = 8_192
+
 # Fold triggers, and the targets a fold drops down to (DESIGN §2).
 FOLD_MESSAGES = 600
 KEEP_MESSAGES = 300
@@ -38,6 +44,11 @@ def estimate_tokens(text: str) -> int:
     # what is left counts the ASCII ones without a Python-level loop.
     ascii_chars = len(text.encode("ascii", "ignore"))
     return -(-ascii_chars // 4) + (len(text) - ascii_chars)
+
+
+def unknown_window(local: bool) -> int:
+    """The window assumed for a model nobody gave one: 8,192 on this computer, else 128,000."""
+    return UNKNOWN_WINDOW_LOCAL if local else UNKNOWN_WINDOW_API
 
 
 def answer_reserve(window: int) -> int:

@@ -42,6 +42,7 @@ from engines.api.context import (
     estimate_tokens,
     shorten_turn,
     smallest_window,
+    unknown_window,
     update_factor,
 )
 from engines.api.prepare import (
@@ -84,8 +85,6 @@ log = logging.getLogger("conch.api.session")
 
 SUMMARY_OPEN = "<earlier-in-this-chat>\n"
 SUMMARY_CLOSE = "\n</earlier-in-this-chat>\n\n"
-UNKNOWN_WINDOW_API = 128_000
-UNKNOWN_WINDOW_LOCAL = 8_192
 HEALED_TEXT = "Folded the chat and shortened the message after a too-long refusal."
 
 WINDOW_HINT_MAX_AGE = 30 * 24 * 3600.0  # seconds a learned window is remembered as a hint
@@ -292,7 +291,7 @@ class ApiSession:
         self._ensure_loaded()
         window = model.context
         if window <= 0:
-            window = UNKNOWN_WINDOW_LOCAL if model.local else UNKNOWN_WINDOW_API
+            window = unknown_window(model.local)
         learned = self._windows.get(model.key)
         if not learned:
             return window

@@ -26,7 +26,7 @@ import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from engines.api.context import budget, estimate_tokens
+from engines.api.context import LEAN_WINDOW, budget, estimate_tokens, unknown_window
 from engines.api.facts import HEADING, keep_facts, split_kept
 from engines.api.protocols import SummaryResult
 from engines.api.scrub import scrub
@@ -38,9 +38,6 @@ from engines.resources import read_prompt
 log = logging.getLogger("conch.summarise")
 
 PIECE_CHARS = 24_000  # the most a piece ever holds, whatever the window
-LEAN_WINDOW = 8_192  # at or below this the short prompt is used
-API_WINDOW = 128_000  # a model API's window when nobody knows better (DESIGN §2)
-LOCAL_WINDOW = 8_192
 ANSWER_MAX = 1_024  # tokens a summary reply may take
 ANSWER_MIN = 128
 MIN_PIECE_TOKENS = 150  # below this a window cannot hold a useful piece
@@ -467,7 +464,7 @@ class ModelSummariser:
         if learned:
             known.append(learned)
         if not known:
-            known.append(LOCAL_WINDOW if local else API_WINDOW)
+            known.append(unknown_window(local))
         return max(1, min(known))
 
     def _plan(self, window: int, previous: str, focus: str) -> _Plan | None:

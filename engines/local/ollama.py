@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from engines.api.context import UNKNOWN_WINDOW_LOCAL
+
 GIB = 1024**3
 
 # A "16 GB" computer reports a little less than 16 GiB (firmware and the kernel keep some), so
@@ -22,9 +24,6 @@ GIB = 1024**3
 LARGE_MEMORY = 15 * GIB
 WINDOW_LARGE_MEMORY = 32_768
 WINDOW_SMALL_MEMORY = 16_384
-# No trained length known (a very old server, or a model without it): the design's default for
-# a server on this computer.
-WINDOW_UNKNOWN = 8_192
 
 NO_TRUNCATE_SINCE = (0, 12, 6)  # `truncate` and `shift` request fields
 
@@ -158,7 +157,8 @@ class ContextFor:
         if loaded is not None and loaded > 0:
             window = loaded
         else:
-            window = min(trained, self.cap) if trained and trained > 0 else WINDOW_UNKNOWN
+            # No trained length known (a very old server, or a model without it).
+            window = min(trained, self.cap) if trained and trained > 0 else UNKNOWN_WINDOW_LOCAL
         self._decided[key] = window
         return window
 

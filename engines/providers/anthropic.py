@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from engines.api.context import UNKNOWN_WINDOW_API
 from engines.base import (
     AssistantRaw,
     Done,
@@ -54,7 +55,6 @@ log = logging.getLogger("conch.providers.anthropic")
 
 BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
-UNKNOWN_WINDOW = 128_000  # DESIGN: a model API whose list does not say
 CHEAP_MODELS = ("claude-haiku-4-5", "claude-3-5-haiku-latest")
 _MAX_PAGES = 20
 
@@ -257,7 +257,7 @@ class AnthropicAdapter:
                     continue
                 window = entry.get("max_input_tokens")
                 if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
-                    window = UNKNOWN_WINDOW
+                    window = UNKNOWN_WINDOW_API
                 label = entry.get("display_name")
                 models.append(
                     ModelInfo(

@@ -8,6 +8,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engines.api.context import UNKNOWN_WINDOW_LOCAL
 from engines.base import Event, Message, ModelInfo, NextStep, ProblemKind, TurnProblem
 
 T = TypeVar("T")
@@ -23,7 +24,8 @@ class ChatRequest(BaseModel):
     messages: tuple[Message, ...]
     tools: tuple[dict[str, Any], ...] = ()
     max_output_tokens: int = 1024
-    window: int = 8192  # the window the session budgeted against (Ollama sends it as num_ctx)
+    # The window the session budgeted against (Ollama sends it as num_ctx).
+    window: int = UNKNOWN_WINDOW_LOCAL
     extra: dict[str, Any] = Field(default_factory=dict)
 
 

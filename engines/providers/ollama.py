@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from engines.api.context import PICTURE_TOKENS, estimate_tokens
+from engines.api.context import PICTURE_TOKENS, UNKNOWN_WINDOW_LOCAL, estimate_tokens
 from engines.base import (
     Done,
     Event,
@@ -34,7 +34,6 @@ from engines.base import (
     Usage,
 )
 from engines.local.ollama import (
-    WINDOW_UNKNOWN,
     ContextFor,
     model_key,
     supports_no_truncate,
@@ -332,7 +331,7 @@ class OllamaAdapter:
                 # One model Ollama cannot describe does not hide the others; nothing is
                 # decided for it, so the next list asks again.
                 ready = False
-                window = self._windows.known(name) or min(WINDOW_UNKNOWN, self._windows.cap)
+                window = self._windows.known(name) or min(UNKNOWN_WINDOW_LOCAL, self._windows.cap)
             elif info.capabilities and "completion" not in info.capabilities:
                 continue  # an embedding model cannot chat
             else:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import httpx
 
+from engines.api.context import UNKNOWN_WINDOW_LOCAL, unknown_window
 from engines.base import (
     Done,
     Event,
@@ -60,9 +61,6 @@ from engines.providers.tokens import (
 
 log = logging.getLogger("conch.providers.openai")
 
-API_WINDOW = 128_000  # DESIGN: unknown window of a model API
-LOCAL_WINDOW = 8_192  # DESIGN: unknown window of a server on this computer
-
 # Where a row's windows come from: its /models list, LM Studio's REST lists, llama-server's
 # /props, Gemini's native list beside its OpenAI-style one, or the caller (the bundled server).
 WindowSource = Literal["models", "lmstudio", "llamacpp", "gemini", "given"]
@@ -92,7 +90,7 @@ class ProviderRow:
 
     @property
     def default_window(self) -> int:
-        return LOCAL_WINDOW if self.local else API_WINDOW
+        return unknown_window(self.local)
 
 
 ROWS: dict[str, ProviderRow] = {
@@ -606,7 +604,7 @@ class OpenAIAdapter:
             if window is None and source == "llamacpp":
                 # n_ctx_train is the trained ceiling, never more than what is really loaded.
                 trained = _positive_int(_dig(entry, "meta.n_ctx_train"))
-                window = min(trained, LOCAL_WINDOW) if trained else None
+                window = min(trained, UNKNOWN_WINDOW_LOCAL) if trained else None
             label = entry.get("name") if isinstance(entry.get("name"), str) else ""
             models.append(
                 ModelInfo(
@@ -737,7 +735,7 @@ class OpenAIAdapter:
             window = loaded
         else:
             # Not loaded: a JIT load uses the model's saved settings, not its trained maximum.
-            window = min(trained, LOCAL_WINDOW) if trained else LOCAL_WINDOW
+            window = min(trained, UNKNOWN_WINDOW_LOCAL) if trained else UNKNOWN_WINDOW_LOCAL
         return ModelInfo(
             provider=self.name,
             id=model_id,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from engines.api.context import UNKNOWN_WINDOW_LOCAL
 from engines.local.ollama import (
     GIB,
-    WINDOW_UNKNOWN,
     ContextFor,
     _meminfo_total,
     model_key,
@@ -53,7 +53,7 @@ class Probe:
         (32 * GIB, {"m:latest": 4_096}, 131_072, 4_096),  # loaded: never ask for a reload
         (8 * GIB, {"m:latest": 65_536}, 131_072, 65_536),  # loaded bigger than the cap: keep
         (32 * GIB, {"m:latest": 0}, 131_072, 32_768),  # /api/ps without context_length
-        (32 * GIB, {}, None, WINDOW_UNKNOWN),  # no trained window known
+        (32 * GIB, {}, None, UNKNOWN_WINDOW_LOCAL),  # no trained window known
     ],
 )
 async def test_the_window_decision(
