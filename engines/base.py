@@ -298,7 +298,3 @@ class ContextEngine(Engine, Protocol):
     def context_usage(self, model: ModelInfo, system: str = "") -> tuple[int, int]:
         """(estimated tokens the next request would send, budget) for the context meter."""
         ...
-
-
-def supports_context(engine: Engine) -> bool:
-    return isinstance(engine, ContextEngine)

@@ -22,7 +22,6 @@ from engines.base import (
     ThinkingDelta,
     TurnInput,
     Usage,
-    supports_context,
 )
 from engines.mock import (
     CompactBefore,
@@ -56,7 +55,7 @@ def endings(events: list[Event]) -> list[Event]:
 def test_declares_the_context_capability() -> None:
     engine = MockEngine()
     assert isinstance(engine, ContextEngine)
-    assert supports_context(engine)
+    assert isinstance(engine, ContextEngine)
 
 
 async def test_reply_streams_in_chunks_and_ends_with_one_done() -> None:

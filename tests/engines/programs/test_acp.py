@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from engines.base import (
+    ContextEngine,
     Done,
     Event,
     Message,
@@ -25,7 +26,6 @@ from engines.base import (
     ThinkingDelta,
     ToolCall,
     TurnInput,
-    supports_context,
 )
 from engines.programs.acp import AcpEngine, PermissionAsk
 from engines.programs.handoff import HANDOFF_CHARS
@@ -120,7 +120,7 @@ async def test_the_engine_does_not_declare_the_context_capability(
     tmp_path: Path, chat: Chat
 ) -> None:
     # The program manages its own context, so /compact must not pretend to fold it.
-    assert not supports_context(make_engine(tmp_path, chat))
+    assert not isinstance(make_engine(tmp_path, chat), ContextEngine)
 
 
 async def test_each_turn_is_a_fresh_session_handed_the_chat_so_far(

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from engines.base import Done, ModelInfo, TextDelta, TurnInput, supports_context
+from engines.base import ContextEngine, Done, ModelInfo, TextDelta, TurnInput
 from engines.programs.acp import AcpEngine
 from engines.programs.catalogue import PROVIDER, program_engine, program_models
 
@@ -55,7 +55,7 @@ async def test_codex_on_ollama_is_started_with_its_oss_flags(tmp_path: Path) -> 
         latest_fold=lambda: None,
         commands={"codex-ollama": [sys.executable, str(script)]},
     )
-    assert not supports_context(engine)
+    assert not isinstance(engine, ContextEngine)
     turn = TurnInput(chat_id="c1", seq=0, text="hello", model=model)
     events = [e async for e in engine.turn(turn)]
     assert isinstance(events[-1], Done)
@@ -81,4 +81,4 @@ def test_an_acp_program_gets_the_acp_engine_with_its_command(tmp_path: Path) -> 
     )
     assert isinstance(engine, AcpEngine)
     assert engine.command == ("gemini", "--acp")
-    assert not supports_context(engine)
+    assert not isinstance(engine, ContextEngine)

@@ -14,6 +14,7 @@ import pytest
 
 from engines.base import (
     Compacted,
+    ContextEngine,
     Done,
     Event,
     Message,
@@ -23,7 +24,6 @@ from engines.base import (
     TextDelta,
     ToolCall,
     TurnInput,
-    supports_context,
 )
 from engines.programs.acp import PermissionAsk
 from engines.programs.claude_code import ClaudeCodeEngine, summary_from
@@ -142,7 +142,7 @@ async def test_compact_is_handed_over_and_its_boundary_becomes_the_divider(
 ) -> None:
     chat = Chat()
     engine = make_engine(tmp_path, server, chat)
-    assert supports_context(engine)
+    assert isinstance(engine, ContextEngine)
     await run_turn(engine, chat, "We plan 24 raised beds of larch.")
     events = await collect(engine.compact("keep the plan", model=MODEL))
     assert server.focuses == ["keep the plan"]  # Claude Code's own /compact, with the focus

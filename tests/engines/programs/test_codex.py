@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from engines.base import (
+    ContextEngine,
     Done,
     Event,
     Message,
@@ -24,7 +25,6 @@ from engines.base import (
     ProblemKind,
     TextDelta,
     TurnInput,
-    supports_context,
 )
 from engines.programs.codex import CodexEngine
 from tests.fakes.openai_server import ResponsesServer
@@ -120,7 +120,7 @@ async def test_an_answer_arrives_and_the_chat_is_one_codex_thread(
 ) -> None:
     chat = Chat()
     engine = make_engine(tmp_path, server, chat)
-    assert not supports_context(engine)  # Codex compacts its thread by itself
+    assert not isinstance(engine, ContextEngine)  # Codex compacts its thread by itself
     first = await run_turn(engine, chat, "My name is Ada.")
     assert isinstance(first[-1], Done)
     assert "".join(e.text for e in first if isinstance(e, TextDelta)) == "You said: My name is Ada."
