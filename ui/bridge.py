@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 from shiboken6 import Shiboken
 
+from app.answer_stats import AnswerClock, stats_book
 from app.conversation import Conversation, LearningDone, MessageSaved
 from app.sqlite import StorageError
 from engines.base import (
@@ -72,6 +74,7 @@ class ConversationBridge(QObject):
         self._mode = ""
         self._text: list[str] = []
         self._thinking: list[str] = []
+        self._clock: AnswerClock | None = None
         self._closed = False
         # Learning runs end on their own schedule; hear about them whatever else is listening.
         previous = conversation.on_learning
@@ -176,6 +179,7 @@ class ConversationBridge(QObject):
         self._mode = mode
         self._text = []
         self._thinking = []
+        self._clock = AnswerClock() if mode == "turn" else None
         self._emit(self.busy_changed, True)
         self._task = loop.create_task(self._run(stream), name=f"turn:{self.chat_id}")
 
@@ -212,6 +216,8 @@ class ConversationBridge(QObject):
             self._emit(self.busy_changed, False)
 
     def _dispatch(self, event: Any, reason: str) -> str:
+        if self._clock is not None:
+            self._clock.observe(event)
         if isinstance(event, TextDelta):
             self._text.append(event.text)
             self._emit(self.text_delta, event.text)
@@ -219,6 +225,8 @@ class ConversationBridge(QObject):
             self._thinking.append(event.text)
             self._emit(self.thinking_delta, event.text)
         elif isinstance(event, MessageSaved):
+            if event.role == "assistant":
+                self._keep_stats(event.seq)
             self._emit(self.message_saved, event.seq, event.role)
         elif isinstance(event, Compacted):
             self._emit(self.compacted, event)
@@ -236,6 +244,17 @@ class ConversationBridge(QObject):
         elif isinstance(event, Done):
             return "problem" if reason == "problem" else event.stop_reason
         return reason
+
+    def _keep_stats(self, seq: int) -> None:
+        """Save the answer's figures beside it, before the view reads it back."""
+        stats = self._clock.stats() if self._clock is not None else None
+        book = stats_book(self._conversation.store) if stats is not None else None
+        if stats is None or book is None:
+            return
+        try:
+            book.save(self.chat_id, seq, stats)
+        except sqlite3.Error:
+            log.warning("the answer's figures could not be saved", exc_info=True)
 
     def _emit(self, signal: Any, *args: Any) -> None:
         # A chat deleted mid-turn may take its bridge with it; the task still finishes.

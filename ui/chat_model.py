@@ -24,6 +24,7 @@ from PySide6.QtCore import (
     Qt,
 )
 
+from app.answer_stats import AnswerStats, stats_book
 from app.store import ChatStore, Compaction, StoredMessage
 from engines.base import ProblemKind
 
@@ -77,10 +78,11 @@ class Row:
     version: int = 0
     who: str = ""  # the streaming row: the model that is answering
     expanded: bool = False  # a long message shown whole ("Show all" was clicked)
+    stats: AnswerStats | None = None  # an answer's speed and tokens, shown under it
 
     @property
     def cache_key(self) -> tuple[Any, ...]:
-        return (*self.key, self.version, self.thinking_open, self.expanded)
+        return (*self.key, self.version, self.thinking_open, self.expanded, self.stats)
 
     @property
     def collapsible(self) -> bool:
@@ -142,6 +144,7 @@ class ChatModel(QAbstractListModel):
         self._runs: list[Any] = []
         self._open_thinking: set[int] = set()
         self._expanded: set[int] = set()  # seqs of long messages shown whole
+        self._stats: dict[int, AnswerStats] = {}
         self._streaming = False
         self._stream_text = ""
         self._stream_thinking = ""
@@ -256,6 +259,7 @@ class ChatModel(QAbstractListModel):
             self._messages = []
             self._compaction = None
             self._runs = []
+        self._read_stats()
         self._rows = self._build()
         self.endResetModel()
 
@@ -274,6 +278,7 @@ class ChatModel(QAbstractListModel):
             return 0
         before = len(self._rows)
         self._messages = older + self._messages
+        self._read_stats()
         self._apply(self._build())
         return len(self._rows) - before
 
@@ -290,6 +295,7 @@ class ChatModel(QAbstractListModel):
         else:
             self._messages = self._store.messages(self._chat_id, start=start)
         self._compaction = self._store.latest_compaction(self._chat_id)
+        self._read_stats()
         self._apply(self._build())
 
     def reload_message(self, seq: int) -> None:
@@ -385,6 +391,14 @@ class ChatModel(QAbstractListModel):
         self._apply(self._build())
         return True
 
+    def _read_stats(self) -> None:
+        """The figures of the loaded answers (one small query per page read)."""
+        book = stats_book(self._store) if self._chat_id and self._messages else None
+        if book is None:
+            self._stats = {}
+            return
+        self._stats = book.between(self._chat_id, self._messages[0].seq, self._messages[-1].seq)
+
     # --- long messages --------------------------------------------------------------------
 
     def toggle_expanded(self, i: int) -> bool:
@@ -450,6 +464,7 @@ class ChatModel(QAbstractListModel):
                         message=m,
                         thinking_open=open_,
                         expanded=whole,
+                        stats=self._stats.get(m.seq),
                     )
                 )
             if card:

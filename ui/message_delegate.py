@@ -272,6 +272,12 @@ class MessageDelegate(QStyledItemDelegate):
             parts.append(
                 f'<p style="color:{quiet}; margin:4px 0 0 0;"><i>{html.escape(mark)}</i></p>'
             )
+        line = row.stats.line() if row.stats is not None else ""
+        if line:
+            parts.append(
+                f'<p style="color:{quiet}; font-size:small; margin:6px 0 0 0;">'
+                f"{html.escape(line)}</p>"
+            )
         return "".join(parts)
 
     # --- clicks ---------------------------------------------------------------------------

@@ -214,3 +214,40 @@ def _blocks(doc: QTextDocument) -> list[object]:
         out.append(block)
         block = block.next()
     return out
+
+
+# --- figures under an answer ------------------------------------------------------------------
+
+
+def test_an_answer_shows_its_speed_and_tokens_under_it_and_keeps_them(
+    qtbot: QtBot, chat_factory: Callable[..., Chat]
+) -> None:
+    answer = "Untreated larch lasts eight to ten years. " * 4
+    chat = chat_factory([Reply(answer, chunk_size=16, chunk_delay=0.01)])
+    bridge = ConversationBridge(chat.conversation)
+    view = ChatView(chat.store, chat.book)
+    qtbot.addWidget(view)
+    view.resize(700, 500)
+    view.show()
+    view.set_chat(chat.chat_id, bridge)
+    usage: list[object] = []
+    bridge.usage.connect(usage.append)
+    with qtbot.waitSignal(bridge.busy_changed, check_params_cb=lambda busy: not busy):
+        bridge.send("Which wood lasts?")
+    (used,) = usage
+    shown = document(view, message_rows(view)[-1]).toPlainText()
+    # The engine's own count, not an estimate.
+    assert f"{used.output_tokens:,} out" in shown and "≈" not in shown  # type: ignore[attr-defined]
+    assert "tokens/s" in shown and "first token" in shown
+    question = document(view, message_rows(view)[0]).toPlainText()
+    assert "tokens/s" not in question  # only answers have figures
+
+    # Another window on the same chat log (the next run) shows the same line.
+    again = ChatView(chat.store, chat.book)
+    qtbot.addWidget(again)
+    again.resize(700, 500)
+    again.set_chat(chat.chat_id)
+    assert (
+        shown.splitlines()[-1]
+        == document(again, message_rows(again)[-1]).toPlainText().splitlines()[-1]
+    )

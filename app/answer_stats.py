@@ -1,0 +1,171 @@
+"""How an answer went: time to its first token, tokens per second, and tokens used.
+
+``AnswerClock`` watches one turn's events; the token counts are the provider's own (its
+``Usage``) where it gives them, otherwise the answer's estimated size, marked as an estimate.
+``AnswerStatsBook`` keeps the figures beside each answer, in a table of the chat log's own
+file (``answer_stats``, keyed like ``messages`` by chat and seq). The table is additive: a
+chat log without it gets it on first use, and one with it opens in a Conch that ignores it.
+Nothing here is ever sent anywhere.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from engines.api.context import estimate_tokens
+from engines.base import Problem, TextDelta, ThinkingDelta, Usage
+
+_TABLE = """
+CREATE TABLE IF NOT EXISTS answer_stats (
+    chat_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    first_token_s REAL,
+    tokens_per_s REAL,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    estimated INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (chat_id, seq)
+)
+"""
+MIN_SPAN_S = 0.05  # a shorter stream says nothing about speed (it came in one piece)
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerStats:
+    first_token_s: float | None  # from sending to the first token (thinking counts)
+    tokens_per_s: float | None
+    input_tokens: int  # 0: the provider did not say
+    output_tokens: int
+    estimated: bool  # output_tokens is Conch's estimate, not the provider's count
+
+    def line(self) -> str:
+        """One quiet line: "41.2 tokens/s · first token 0.35 s · 1,234 in · 256 out"."""
+        approx = "≈" if self.estimated else ""
+        parts: list[str] = []
+        if self.tokens_per_s is not None:
+            parts.append(f"{approx}{self.tokens_per_s:.1f} tokens/s")
+        if self.first_token_s is not None:
+            parts.append(f"first token {self.first_token_s:.2f} s")
+        if self.input_tokens:
+            parts.append(f"{self.input_tokens:,} in")
+        if self.output_tokens:
+            parts.append(f"{approx}{self.output_tokens:,} out")
+        return " · ".join(parts)
+
+
+class AnswerClock:
+    """Times one turn; ``observe`` every event, ``stats`` when the answer is saved."""
+
+    def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
+        self._now = now
+        self._sent = now()
+        self._first: float | None = None
+        self._last: float | None = None
+        self._text: list[str] = []
+        self._usage: Usage | None = None
+        self._failed = False
+
+    def observe(self, event: object) -> None:
+        if isinstance(event, TextDelta | ThinkingDelta) and event.text:
+            at = self._now()
+            if self._first is None:
+                self._first = at
+            self._last = at
+            if isinstance(event, TextDelta):
+                self._text.append(event.text)
+        elif isinstance(event, Usage) and (event.input_tokens or event.output_tokens):
+            self._usage = event  # the answer's own request (a healed turn: the last one)
+        elif isinstance(event, Problem):
+            self._failed = True  # a cut-off answer's figures would mislead
+
+    def stats(self) -> AnswerStats | None:
+        """The figures, or None when no token arrived or the answer failed."""
+        if self._failed:
+            return None
+        return self._figures()
+
+    def _figures(self) -> AnswerStats | None:
+        if self._first is None or self._last is None:
+            return None
+        usage = self._usage
+        counted = usage.output_tokens if usage is not None else 0
+        estimated = not counted
+        output = counted or estimate_tokens("".join(self._text))
+        span = self._last - self._first
+        speed = output / span if span >= MIN_SPAN_S and output else None
+        return AnswerStats(
+            first_token_s=max(0.0, self._first - self._sent),
+            tokens_per_s=speed,
+            input_tokens=usage.input_tokens if usage is not None else 0,
+            output_tokens=output,
+            estimated=estimated,
+        )
+
+
+class AnswerStatsBook:
+    """The ``answer_stats`` table of a chat log file (see the module doc)."""
+
+    def __init__(self, path: Path) -> None:
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA busy_timeout = 5000")
+        self._db.execute(_TABLE)
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def save(self, chat_id: str, seq: int, stats: AnswerStats) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO answer_stats (chat_id, seq, first_token_s, "
+                "tokens_per_s, input_tokens, output_tokens, estimated) VALUES (?,?,?,?,?,?,?)",
+                (
+                    chat_id,
+                    seq,
+                    stats.first_token_s,
+                    stats.tokens_per_s,
+                    stats.input_tokens,
+                    stats.output_tokens,
+                    int(stats.estimated),
+                ),
+            )
+
+    def between(self, chat_id: str, first: int, last: int) -> dict[int, AnswerStats]:
+        """The figures of answers ``first`` ≤ seq ≤ ``last`` in ``chat_id``, by seq."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT seq, first_token_s, tokens_per_s, input_tokens, output_tokens, estimated "
+                "FROM answer_stats WHERE chat_id = ? AND seq BETWEEN ? AND ?",
+                (chat_id, first, last),
+            ).fetchall()
+        return {int(r[0]): AnswerStats(r[1], r[2], int(r[3]), int(r[4]), bool(r[5])) for r in rows}
+
+
+class _HasPath(Protocol):
+    @property
+    def path(self) -> Path: ...
+
+
+_BOOKS: weakref.WeakKeyDictionary[object, AnswerStatsBook] = weakref.WeakKeyDictionary()
+
+
+def stats_book(store: _HasPath) -> AnswerStatsBook | None:
+    """The one book for ``store``'s file (shared by its views and bridges), or None when the
+    table cannot be made (a read-only or damaged file: the figures are a nicety)."""
+    book = _BOOKS.get(store)
+    if book is None:
+        try:
+            book = AnswerStatsBook(store.path)
+        except sqlite3.Error:
+            return None
+        _BOOKS[store] = book
+        weakref.finalize(store, book.close)
+    return book
