@@ -24,7 +24,10 @@ from engines.base import Healed, Note, Problem
 KEEP = 2000
 _TEXT_LIMIT = 2000
 
-_SCHEMA = """
+# The health notes file's schema as steps, oldest first (app/sqlite.py): a change is a new step, a
+# step that has shipped never changes. Step 1 is the schema from before files had a version.
+_STEPS = (
+    """
 CREATE TABLE IF NOT EXISTS notes (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     time REAL NOT NULL,
@@ -37,7 +40,8 @@ CREATE TABLE IF NOT EXISTS unreachable_servers (
     server TEXT PRIMARY KEY,
     since REAL NOT NULL
 );
-"""
+""",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +67,12 @@ class HealthLog:
         self.path = path
         try:
             opened = open_database(
-                path, _SCHEMA, what="health notes", counted=("notes", "note", "notes")
+                path, _STEPS, what="health notes", counted=("notes", "note", "notes")
             )
         except (StorageError, sqlite3.Error, OSError) as exc:
             # Notes are a help, never a reason not to start (a full disk, a read-only folder):
             # they are kept in memory until Conch closes.
-            opened = open_database(Path(":memory:"), _SCHEMA, what="health notes")
+            opened = open_database(Path(":memory:"), _STEPS, what="health notes")
             opened.problem = (
                 f"{exc} Until then, health notes are kept only while Conch is open."
                 if isinstance(exc, StorageError)

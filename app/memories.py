@@ -33,7 +33,10 @@ Source = Literal["fold", "tidy"]
 STATUSES: tuple[Status, ...] = ("kept", "waiting", "undone", "discarded")
 MAX_MEMORY_CHARS = 400  # a memory is a sentence; anything longer is not one
 
-_SCHEMA = """
+# The memories file's schema as steps, oldest first (app/sqlite.py): a change is a new step, a
+# step that has shipped never changes. Step 1 is the schema from before files had a version.
+_STEPS = (
+    """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     chat_id TEXT NOT NULL,
@@ -58,7 +61,8 @@ CREATE TABLE IF NOT EXISTS memories (
 CREATE INDEX IF NOT EXISTS memories_run ON memories(run_id);
 CREATE INDEX IF NOT EXISTS memories_norm ON memories(norm);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
+""",
+)
 
 _MEM_COLS = "id, text, chat_id, seq_from, seq_to, status, created, updated, run_id"
 
@@ -157,7 +161,7 @@ class MemoryBook:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        opened = open_database(path, _SCHEMA, what="memories")
+        opened = open_database(path, _STEPS, what="memories")
         self._db = opened.db
         self.problem = opened.problem
         self._lock = threading.RLock()

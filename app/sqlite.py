@@ -9,6 +9,19 @@ that sentence and the next one runs on the fresh file, so damage never fails eve
 
 A full disk raises ``DiskFullError``, whose text says so in plain words, instead of SQLite's "disk
 I/O error". A busy or locked file is neither and is raised as it is.
+
+Versions. A file's schema is an ordered list of steps (SQL scripts): step N takes a file from
+version N-1 to N, and ``PRAGMA user_version`` says how many steps a file has had. Step 1 is the
+schema from before files had a version, written with ``IF NOT EXISTS``, so such a file (version
+0 with tables in it) is version 1 once step 1 has run again and changed nothing. Opening an
+older file copies it to ``<name>.before-v<N>`` (N: the version it is brought to), then runs the
+missing steps and sets the version in one transaction; a failure rolls back, leaves the file as
+it was and raises ``StorageError`` with one sentence. A file from a newer Conch is opened
+read-only: ``Opened.problem`` says so, and a write raises ``NewerFileError`` instead of changing
+a file this Conch does not fully know. So that such an older Conch still reads what it knows
+(as the transcript's version rule has it), a step only adds: tables, indexes, columns with a
+default. Recovery copies rows by column name into a file at the newest version, which is one
+more reason for a step never to rename a column or move its data.
 """
 
 from __future__ import annotations
@@ -34,6 +47,7 @@ _MIN_ROWID, _MAX_ROWID = -(2**63), 2**63 - 1
 _MAX_SKIPS = 10_000  # damaged stretches skipped per table before recovery gives up on it
 
 Params = Sequence[Any] | Mapping[str, Any]
+Steps = Sequence[str]  # a file's schema, one SQL script per version (module doc)
 
 
 class StorageError(Exception):
@@ -46,6 +60,14 @@ class DiskFullError(StorageError, sqlite3.OperationalError):
 
 class DamagedFileError(StorageError, sqlite3.DatabaseError):
     """A statement met a damaged file; the text says where the old file was kept."""
+
+
+class NewerFileError(StorageError, sqlite3.OperationalError):
+    """A write to a file that a newer Conch wrote; it is open read-only."""
+
+
+class _NotUpdatedError(Exception):
+    """Bringing an existing file to this version failed; it was left as it was."""
 
 
 class _FailedCheck(sqlite3.DatabaseError):
@@ -106,17 +128,146 @@ def _plain_connect(path: Path, synchronous: str) -> sqlite3.Connection:
     return db
 
 
-def _connect(path: Path, schema: str, synchronous: str) -> sqlite3.Connection:
-    db = _plain_connect(path, synchronous)
+def _read_only_connect(path: Path) -> sqlite3.Connection:
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    db = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
     try:
-        db.executescript(schema)
-        row = db.execute("PRAGMA quick_check(1)").fetchone()
-        if row is None or row[0] != "ok":
-            raise _FailedCheck("SQLite's check found damaged pages")
+        db.execute("PRAGMA busy_timeout=3000")
+        db.execute("PRAGMA foreign_keys=ON")
     except BaseException:
         db.close()
         raise
     return db
+
+
+def _connect(path: Path, steps: Steps, synchronous: str) -> tuple[sqlite3.Connection, bool]:
+    """The open file, brought to the newest of ``steps``; True with it when it is newer than
+    that and so open read-only."""
+    newer = _written_by_newer(path, len(steps))
+    db = _read_only_connect(path) if newer else _plain_connect(path, synchronous)
+    try:
+        row = db.execute("PRAGMA quick_check(1)").fetchone()
+        if row is None or row[0] != "ok":
+            raise _FailedCheck("SQLite's check found damaged pages")
+        if not newer and 0 <= _user_version(db) < len(steps):
+            existed = _has_tables(db)
+            try:
+                _bring_up_to_date(db, path, steps)
+            except sqlite3.DatabaseError as exc:
+                if not existed or is_damage(exc) or is_disk_full(exc, path.parent):
+                    raise
+                raise _NotUpdatedError(str(exc)) from exc
+        if not newer and not 0 <= _user_version(db) <= len(steps):
+            # A newer Conch wrote it since the look above.
+            db.close()
+            db, newer = _read_only_connect(path), True
+    except BaseException:
+        db.close()
+        raise
+    return db, newer
+
+
+# --- versions ---------------------------------------------------------------------------------
+
+
+def _written_by_newer(path: Path, newest: int) -> bool:
+    """Whether ``path`` has a version above ``newest``, looked at before a connection that would
+    write (``journal_mode``) opens it."""
+    if str(path) == ":memory:" or not path.exists():
+        return False
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return not 0 <= _user_version(db) <= newest
+    finally:
+        db.close()
+
+
+def _user_version(db: sqlite3.Connection) -> int:
+    row = db.execute("PRAGMA user_version").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _has_tables(db: sqlite3.Connection) -> bool:
+    row = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' LIMIT 1"
+    ).fetchone()
+    return row is not None
+
+
+def _statements(script: str) -> Iterator[str]:
+    """The statements of ``script`` one at a time: ``executescript`` would commit the upgrade's
+    transaction before it ran them."""
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \t\r\n;"):
+                yield pending
+            pending = ""
+    if pending.strip(" \t\r\n;"):
+        yield pending  # incomplete: SQLite says what is wrong with it
+
+
+def _remove(path: Path) -> None:
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        with contextlib.suppress(OSError):
+            path.with_name(path.name + suffix).unlink(missing_ok=True)
+
+
+def _copy_before(path: Path, version: int) -> Path:
+    """Copy ``path`` as it was to ``<name>.before-v<version>`` (a name not yet taken)."""
+    copy = path.with_name(f"{path.name}.before-v{version}")
+    n = 1
+    while copy.exists():
+        n += 1
+        copy = path.with_name(f"{path.name}.before-v{version}-{n}")
+    # Read through a connection of its own: a backup from the connection that holds the write
+    # lock never finishes, and this one sees the file as last committed, which the lock keeps.
+    source = _read_only_connect(path)
+    try:
+        target = sqlite3.connect(copy, isolation_level=None)
+        try:
+            source.backup(target)
+            target.execute("PRAGMA journal_mode=DELETE")  # one file that holds it all
+        finally:
+            target.close()
+    except BaseException:
+        _remove(copy)
+        raise
+    finally:
+        source.close()
+    return copy
+
+
+def _bring_up_to_date(db: sqlite3.Connection, path: Path, steps: Steps) -> None:
+    """Run the steps the file has not had and set its version, all in one transaction, after
+    copying a file that holds anything worth keeping aside."""
+    newest = len(steps)
+    db.execute("BEGIN IMMEDIATE")
+    copy: Path | None = None
+    try:
+        # Again under the write lock: another Conch may have brought it up to date meanwhile.
+        done = _user_version(db)
+        if done >= newest:
+            db.execute("COMMIT")
+            return
+        # A file from before versions only has step 1 run again, which changes nothing.
+        if _has_tables(db) and max(done, 1) < newest:
+            copy = _copy_before(path, newest)
+        for step in steps[done:]:
+            for statement in _statements(step):
+                db.execute(statement)
+        db.execute(f"PRAGMA user_version = {newest:d}")
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+        if copy is not None:
+            _remove(copy)  # the file is as it was: the copy would only take room
+        raise
+    if copy is not None:
+        log.info("%s brought to version %d; the file as it was is %s", path, newest, copy)
 
 
 # --- recovery ---------------------------------------------------------------------------------
@@ -324,7 +475,8 @@ class _Cursor(sqlite3.Cursor):
 class Database:
     """One SQLite file, opened with ``schema``; repairs itself when damage shows up.
 
-    ``what`` names the file for the person ("chat log", "memories", "health notes");
+    ``schema`` is the file's list of steps (module doc), or one script for a file that has a
+    single version. ``what`` names the file for the person ("chat log", "memories", "health notes");
     ``counted`` is (table, one, many) for the sentence after a recovery ("messages", "message",
     "messages"); ``after_recovery`` is SQL run on the fresh file once rows were copied into it
     (to give rows whose parent was lost a parent again).
@@ -333,7 +485,7 @@ class Database:
     def __init__(
         self,
         path: Path,
-        schema: str,
+        schema: str | Steps,
         *,
         what: str,
         synchronous: str = "NORMAL",
@@ -342,12 +494,13 @@ class Database:
     ) -> None:
         self.path = path
         self.what = what
-        self._schema = schema
+        self._steps: tuple[str, ...] = (schema,) if isinstance(schema, str) else tuple(schema)
         self._synchronous = synchronous
         self._counted = counted
         self._after = after_recovery
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection
+        self.read_only = False  # a newer Conch wrote the file
         self.problem = self._open()
 
     # -- opening and repair --
@@ -356,8 +509,12 @@ class Database:
         folder = self.path.parent
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            self._conn = _connect(self.path, self._schema, self._synchronous)
-            return ""
+            self._conn, self.read_only = _connect(self.path, self._steps, self._synchronous)
+        except _NotUpdatedError as exc:
+            raise StorageError(
+                f"Conch could not update your {self.what} file for this version ({exc}) and "
+                "left it as it was; close any other Conch and start Conch again."
+            ) from exc
         except sqlite3.DatabaseError as exc:
             if is_disk_full(exc, folder):
                 raise _full(self.what, folder, opening=True) from exc
@@ -368,6 +525,18 @@ class Database:
             if is_disk_full(exc, folder):
                 raise _full(self.what, folder, opening=True) from exc
             raise
+        if self.read_only:
+            log.warning("%s was written by a newer Conch; opened read-only", self.path)
+            return (
+                f"Your {self.what} file was written by a newer Conch; it is open read-only. "
+                "Update Conch to write to it."
+            )
+        return ""
+
+    def _reconnect(self) -> sqlite3.Connection:
+        if self.read_only:
+            return _read_only_connect(self.path)
+        return _plain_connect(self.path, self._synchronous)
 
     def _replace(self, detail: str) -> str:
         """Set the damaged file aside, start a fresh one with what can be read; the sentence."""
@@ -381,7 +550,7 @@ class Database:
                 "and start Conch again."
             ) from exc
         try:
-            fresh = _connect(self.path, self._schema, self._synchronous)
+            fresh, _ = _connect(self.path, self._steps, self._synchronous)
         except (sqlite3.Error, OSError) as exc:
             _put_back(aside, self.path)
             if is_disk_full(exc, folder):
@@ -393,6 +562,7 @@ class Database:
         counts = _copy_readable(aside, fresh, self._after)
         _drop_empty_log(aside)
         self._conn = fresh
+        self.read_only = False
         log.warning(
             "%s was damaged (%s); set aside as %s, copied %s", self.path, detail, aside, counts
         )
@@ -418,6 +588,13 @@ class Database:
             folder = self.path.parent
             if isinstance(exc, StorageError):
                 return exc
+            if self.read_only and getattr(exc, "sqlite_errorname", "").startswith(
+                "SQLITE_READONLY"
+            ):
+                return NewerFileError(
+                    f"Conch did not save this: your {self.what} file was written by a newer "
+                    "Conch and is open read-only. Update Conch to write to it."
+                )
             if is_disk_full(exc, folder):
                 return _full(self.what, folder, opening=False)
             if not isinstance(exc, sqlite3.DatabaseError) or not is_damage(exc):
@@ -430,7 +607,7 @@ class Database:
             except StorageError as failed:
                 # Not set aside: go on with the damaged file, whose undamaged rows still read.
                 try:
-                    self._conn = _plain_connect(self.path, self._synchronous)
+                    self._conn = self._reconnect()
                 except sqlite3.Error:
                     log.exception("could not reopen %s", self.path)
                 return DamagedFileError(str(failed))
@@ -477,19 +654,20 @@ class Database:
 @dataclass
 class Opened:
     db: Database
-    problem: str = ""  # set when a damaged file was set aside
+    problem: str = ""  # set when a damaged file was set aside or a newer Conch wrote it
 
 
 def open_database(
     path: Path,
-    schema: str,
+    schema: str | Steps,
     *,
     what: str,
     synchronous: str = "NORMAL",
     counted: tuple[str, str, str] | None = None,
     after_recovery: str = "",
 ) -> Opened:
-    """Open (or create) ``path`` with ``schema``; a damaged file is set aside (module doc).
+    """Open (or create) ``path`` with ``schema``, brought to its newest version; a damaged file
+    is set aside, and one from a newer Conch is opened read-only (module doc).
 
     Raises ``DiskFullError`` or ``StorageError`` (a sentence for the person) when the file cannot be
     opened at all, and ``sqlite3.Error``/``OSError`` for anything else (a busy file).

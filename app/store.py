@@ -23,7 +23,10 @@ from engines.base import Attachment, Picture, TurnProblem
 
 Role = Literal["user", "assistant", "tool"]
 
-_SCHEMA = """
+# The chat log's schema as steps, oldest first (app/sqlite.py): a change is a new step, a
+# step that has shipped never changes. Step 1 is the schema from before files had a version.
+_STEPS = (
+    """
 CREATE TABLE IF NOT EXISTS chats (
     id TEXT PRIMARY KEY,
     title TEXT NOT NULL,
@@ -60,7 +63,8 @@ CREATE TABLE IF NOT EXISTS compactions (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS compactions_chat ON compactions(chat_id, id);
-"""
+""",
+)
 
 # After a damaged chat log was recovered: messages whose chat row was lost get a chat again,
 # so everything the person wrote shows in the sidebar.
@@ -191,7 +195,7 @@ class ChatStore:
             # FULL: a message the window showed as sent survives a power cut or a SIGKILL.
             opened = open_database(
                 path,
-                _SCHEMA,
+                _STEPS,
                 what="chat log",
                 synchronous="FULL",
                 counted=("messages", "message", "messages"),
