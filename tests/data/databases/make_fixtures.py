@@ -15,6 +15,7 @@ stands for files already on people's disks.
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,10 @@ PIXEL = (
 )
 
 
-def write_chat_log(data_dir: Path) -> dict[str, Any]:
+CHAT_IDS = ("garden000001", "tools0000002", "shared000003", "deleted00004")
+
+
+def write_chat_log(data_dir: Path) -> None:
     store = ChatStore.in_dir(data_dir)
     garden = store.create_chat("Garden plans", "ollama:llama3.2", chat_id="garden000001")
     store.append_message(
@@ -79,9 +83,12 @@ def write_chat_log(data_dir: Path) -> dict[str, Any]:
     store.delete_chat(gone.id)
     store.close()
 
+
+def describe_chat_log(data_dir: Path) -> dict[str, Any]:
+    """What the chat log holds, as ``ChatStore`` reads it."""
     expected: dict[str, Any] = {"chats": [], "compactions": {}}
     store = ChatStore.in_dir(data_dir)
-    for cid in ("garden000001", "tools0000002", "shared000003", "deleted00004"):
+    for cid in CHAT_IDS:
         chat = store.get_chat(cid)
         assert chat is not None
         expected["chats"].append(
@@ -122,7 +129,7 @@ def write_chat_log(data_dir: Path) -> dict[str, Any]:
     return expected
 
 
-def write_memories(data_dir: Path) -> dict[str, Any]:
+def write_memories(data_dir: Path) -> None:
     book = MemoryBook.in_dir(data_dir)
     book.add("The person's name is Sam.")
     run = book.add_run(
@@ -153,6 +160,9 @@ def write_memories(data_dir: Path) -> dict[str, Any]:
     book.last_tidy = 1_700_000_500.0
     book.close()
 
+
+def describe_memories(data_dir: Path) -> dict[str, Any]:
+    """What the memories file holds, as ``MemoryBook`` reads it."""
     book = MemoryBook.in_dir(data_dir)
     expected = {
         "memories": [
@@ -175,7 +185,7 @@ def write_memories(data_dir: Path) -> dict[str, Any]:
     return expected
 
 
-def write_health(data_dir: Path) -> dict[str, Any]:
+def write_health(data_dir: Path) -> None:
     health = HealthLog.in_dir(data_dir)
     health.add("healed", "A too-long refusal was healed by summarising.", "llama3.2", 8192)
     health.add("unreachable", "LM Studio at http://127.0.0.1:1234 did not answer.")
@@ -183,16 +193,40 @@ def write_health(data_dir: Path) -> dict[str, Any]:
     health.mark_unreachable("http://127.0.0.1:1234")
     health.close()
 
+
+def describe_health(data_dir: Path) -> dict[str, Any]:
+    """What the health notes file holds, as ``HealthLog`` reads it."""
     health = HealthLog.in_dir(data_dir)
-    expected = {
+    expected: dict[str, Any] = {
         "notes": [
             {"topic": n.topic, "text": n.text, "model": n.model, "window": n.window}
             for n in health.notes()
         ],
-        "unreachable": ["http://127.0.0.1:1234"],
     }
     health.close()
+    # HealthLog has no reader for these (it only asks "was it already marked?", which writes).
+    db = sqlite3.connect(data_dir / HealthLog.FILE_NAME)
+    try:
+        rows = db.execute("SELECT server FROM unreachable_servers ORDER BY server").fetchall()
+    finally:
+        db.close()
+    expected["unreachable"] = [str(r[0]) for r in rows]
     return expected
+
+
+def describe(data_dir: Path) -> dict[str, Any]:
+    """What the three files hold, by file name: the content of ``expected.json``."""
+    return {
+        ChatStore.FILE_NAME: describe_chat_log(data_dir),
+        MemoryBook.FILE_NAME: describe_memories(data_dir),
+        HealthLog.FILE_NAME: describe_health(data_dir),
+    }
+
+
+def write_all(data_dir: Path) -> None:
+    write_chat_log(data_dir)
+    write_memories(data_dir)
+    write_health(data_dir)
 
 
 def main(argv: list[str]) -> int:
@@ -204,11 +238,8 @@ def main(argv: list[str]) -> int:
         print(f"{out} is not empty; fixtures of a released version are never rewritten.")
         return 1
     out.mkdir(parents=True, exist_ok=True)
-    expected = {
-        ChatStore.FILE_NAME: write_chat_log(out),
-        MemoryBook.FILE_NAME: write_memories(out),
-        HealthLog.FILE_NAME: write_health(out),
-    }
+    write_all(out)
+    expected = describe(out)
     for name in expected:
         for side in ("-wal", "-shm"):
             assert not (out / (name + side)).exists(), f"{name}{side} left beside the fixture"
