@@ -1,0 +1,437 @@
+"""Time to first token on the real bundled model, turn by turn, folds included.
+
+A seeded chat of ``--turns`` turns (60 by default: mostly short messages, now and then a
+longer one or a pasted note) runs on the bundled SmolLM2-135M (llama-cpp-python) at each of
+``--windows`` (2,048 and 4,096 by default), three times on the same server:
+
+- **conch**: the real ``ApiSession`` with the real summariser and the estimate corrected by the
+  runtime's tokenizer, behind the server gate as the app wires it. Between turns the bench
+  waits for the summary being written ahead, as a person reading the answer and typing gives
+  it time (that work is counted apart, as background);
+- **drop-oldest**: the oldest messages cut every turn so the request fits the budget;
+- **summarise-at-75%**: at 75% of the window, everything but the last 20 messages summarised
+  inside the turn by the same model and summariser.
+
+Per turn: the time from sending to the first token of the answer (what a person waits), and
+the prompt tokens the server had to evaluate (read from the runtime's log: llama.cpp reuses
+the prompt prefix it has cached). Answers are capped at 24 tokens and summaries at 256 to keep
+the run bounded. Goals: a fold turn's median time to first token at most 1.5 x a normal
+turn's, and Conch's median at most 0.5 x drop-oldest's.
+
+    python -m bench.ttft [--turns N] [--windows 2048,4096]
+
+Prints a line per window and policy, then one JSON object on its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import _policies  # noqa: E402
+from bench._bundled import Probe, UnavailableError, running  # noqa: E402
+from engines.api.context import answer_reserve, budget, estimate_message, estimate_tokens  # noqa: E402
+from engines.api.session import ApiSession, summary_block  # noqa: E402
+from engines.api.summarise import ModelSummariser  # noqa: E402
+from engines.base import (  # noqa: E402
+    Compacted,
+    Done,
+    Message,
+    ModelInfo,
+    Problem,
+    TextDelta,
+    TurnInput,
+)
+from engines.local import bundled  # noqa: E402
+from engines.local.gate import gated  # noqa: E402
+from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError  # noqa: E402
+from engines.resources import read_prompt  # noqa: E402
+from tests.integration.conftest import prose  # noqa: E402
+
+TURNS = 60
+WINDOWS = (2_048, 4_096)
+SEED = 20_261_011
+ANSWER_TOKENS = 24
+SUMMARY_TOKENS = 256
+GOAL_FOLD = 1.5  # a fold turn's median time to first token / a normal turn's
+GOAL_VS_DROP = 0.5  # Conch's median / drop-oldest's
+CHAT_ID = "ttft-bench"
+POLICIES = ("conch", "drop_oldest", "summarise_at_75")
+
+
+def chat_script(turns: int, seed: int = SEED) -> list[str]:
+    """The person's messages: mostly short, some longer, now and then a pasted note."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    for _ in range(turns):
+        roll = rng.random()
+        if roll < 0.7:
+            tokens = rng.randint(15, 50)
+        elif roll < 0.93:
+            tokens = rng.randint(60, 150)
+        else:
+            tokens = rng.randint(250, 400)
+        out.append(prose(rng, tokens))
+    return out
+
+
+@dataclass
+class TurnFigures:
+    ttft: float | None  # seconds to the first token; None: no answer came
+    fold: bool  # the policy folded, cut or summarised in this turn
+    evaluated: int | None  # prompt tokens the server evaluated for the answer's request
+    cached: int | None  # prompt tokens it reused from its cache
+    in_turn_evaluated: int  # all requests the person waited for (a summary in the turn too)
+    sent: int  # estimated tokens of the answer's request
+    problem: str = ""
+
+
+@dataclass
+class PolicyRun:
+    turns: list[TurnFigures] = field(default_factory=list)
+    background_evaluated: int = 0  # written ahead while the person reads (Conch only)
+    background_requests: int = 0
+    overflows: int = 0  # requests leaving less than the usual answer room
+    seconds: float = 0.0
+
+
+def _requests_since(probe: Probe, start: int, *, background: bool) -> list[int]:
+    return [i for i in range(start, len(probe.sent)) if probe.sent[i].background is background]
+
+
+def _figures(probe: Probe, start: int, ttft: float | None, fold: bool, problem: str) -> TurnFigures:
+    fg = _requests_since(probe, start, background=False)
+    chats = [i for i in fg if probe.sent[i].kind == "chat"]
+    last = chats[-1] if chats else None
+    ev = probe.evaluated(last) if last is not None else None
+    in_turn = 0
+    for i in fg:
+        e = probe.evaluated(i)
+        in_turn += e.evaluated if e is not None else 0
+    sent = 0
+    if last is not None:
+        r = probe.sent[last].request
+        sent = estimate_tokens(r.system) + sum(map(estimate_message, r.messages))
+    return TurnFigures(
+        ttft=ttft,
+        fold=fold,
+        evaluated=ev.evaluated if ev else None,
+        cached=ev.cached if ev else None,
+        in_turn_evaluated=in_turn,
+        sent=sent,
+        problem=problem,
+    )
+
+
+async def run_conch(
+    adapter: ProviderAdapter, probe: Probe, model: ModelInfo, script: Sequence[str]
+) -> PolicyRun:
+    adapters = {adapter.name: adapter}
+    session = ApiSession(
+        chat_id=CHAT_ID, data_dir=None, adapters=adapters, summariser=ModelSummariser(adapters)
+    )
+    system = read_prompt("system_lean.txt")
+    out = PolicyRun()
+    began = time.monotonic()
+    try:
+        for i, text in enumerate(script):
+            start = len(probe.sent)
+            turn = TurnInput(
+                chat_id=CHAT_ID, seq=2 * i, text=text, model=model, system=system, lean=True
+            )
+            t0 = time.monotonic()
+            ttft: float | None = None
+            fold = False
+            problem = ""
+            async for event in session.turn(turn):
+                if isinstance(event, TextDelta) and ttft is None and event.text:
+                    ttft = time.monotonic() - t0
+                elif isinstance(event, Compacted):
+                    fold = True
+                elif isinstance(event, Problem):
+                    problem = f"{event.problem.kind.value}: {event.problem.detail}"[:200]
+            out.turns.append(_figures(probe, start, ttft, fold, problem))
+            _progress("conch", model.context, i, len(script), out.turns[-1])
+            # The person reads the answer and types the next message meanwhile.
+            after = len(probe.sent)
+            await session.wait_prepared()
+            for k in _requests_since(probe, after, background=True):
+                e = probe.evaluated(k)
+                out.background_requests += 1
+                out.background_evaluated += e.evaluated if e is not None else 0
+    finally:
+        await session.aclose()
+    out.seconds = time.monotonic() - began
+    return out
+
+
+async def _answer(
+    adapter: ProviderAdapter, request: ChatRequest, t0: float
+) -> tuple[str, float | None, str]:
+    parts: list[str] = []
+    ttft: float | None = None
+    try:
+        async for event in adapter.stream(request):
+            if isinstance(event, TextDelta) and event.text:
+                if ttft is None:
+                    ttft = time.monotonic() - t0
+                parts.append(event.text)
+            elif isinstance(event, Done):
+                break
+    except ProviderError as exc:
+        return "".join(parts), ttft, f"{exc.kind.value}: {exc}"[:200]
+    return "".join(parts), ttft, ""
+
+
+def _with_summary(messages: list[Message], summary: str) -> list[Message]:
+    block = summary_block(summary)
+    if not block or not messages:
+        return messages
+    first = messages[0]
+    return [first.model_copy(update={"text": block + first.text}), *messages[1:]]
+
+
+async def run_reference(
+    policy: str,
+    adapter: ProviderAdapter,
+    probe: Probe,
+    model: ModelInfo,
+    script: Sequence[str],
+) -> PolicyRun:
+    window = model.context
+    system = read_prompt("system_lean.txt")
+    sys_tokens = estimate_tokens(system)
+    room = budget(window, sys_tokens)
+    summariser = ModelSummariser({adapter.name: adapter})
+    kept: list[Message] = []
+    summary = ""
+    out = PolicyRun()
+    began = time.monotonic()
+    for i, text in enumerate(script):
+        start = len(probe.sent)
+        t0 = time.monotonic()
+        kept.append(Message(role="user", text=text))
+        fold = False
+        if policy == "drop_oldest":
+            drop = _policies.drop_oldest([estimate_message(m) for m in kept], room)
+            if drop and drop < len(kept) - 1 and kept[drop].role == "assistant":
+                drop += 1  # whole turns: the request starts with the person's message
+            fold = drop > 0
+            kept = kept[drop:]
+        else:
+            total = sum(map(estimate_message, kept)) + estimate_tokens(summary)
+            if _policies.summarise_now(total, window, len(kept)):
+                fold = True
+                cut = len(kept) - _policies.KEEP
+                if kept[cut].role == "assistant":
+                    cut += 1
+                result = await summariser.summarise(kept[:cut], summary, model=model)
+                summary = (result.text or summary).strip()
+                kept = kept[cut:]
+        messages = _with_summary(kept, summary)
+        request = ChatRequest(
+            model=model.id,
+            system=system,
+            messages=tuple(messages),
+            max_output_tokens=answer_reserve(window),
+            window=window,
+        )
+        sent = sys_tokens + sum(map(estimate_message, messages))
+        if _policies.over_window(sent, window):
+            out.overflows += 1
+        answer, ttft, problem = await _answer(adapter, request, t0)
+        kept.append(Message(role="assistant", text=answer or "(no answer)"))
+        out.turns.append(_figures(probe, start, ttft, fold, problem))
+        _progress(policy, window, i, len(script), out.turns[-1])
+    out.seconds = time.monotonic() - began
+    return out
+
+
+def _progress(policy: str, window: int, i: int, n: int, t: TurnFigures) -> None:
+    ttft = f"{t.ttft:6.2f} s" if t.ttft is not None else "  none  "
+    print(
+        f"{window:>5} {policy:<16} turn {i + 1:3d}/{n}  ttft {ttft}  "
+        f"evaluated {t.evaluated if t.evaluated is not None else '?':>5}"
+        f"{'  FOLD' if t.fold else ''}{'  ' + t.problem if t.problem else ''}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _p95(values: Sequence[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _r(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def summarise_run(run: PolicyRun) -> dict[str, object]:
+    answered = [t.ttft for t in run.turns if t.ttft is not None]
+    folds = [t.ttft for t in run.turns if t.fold and t.ttft is not None]
+    normal = [t.ttft for t in run.turns if not t.fold and t.ttft is not None]
+    evaluated = [t.evaluated for t in run.turns if t.evaluated is not None]
+    share = [
+        t.cached / (t.cached + t.evaluated)
+        for t in run.turns
+        if t.cached is not None and t.evaluated is not None and t.cached + t.evaluated
+    ]
+    median_fold, median_normal = _median(folds), _median(normal)
+    return {
+        "turns": len(run.turns),
+        "answered": len(answered),
+        "problems": [f"turn {i}: {t.problem}" for i, t in enumerate(run.turns) if t.problem],
+        "folds": sum(t.fold for t in run.turns),
+        "ttft_median": _r(_median(answered)),
+        "ttft_p95": _r(_p95(answered)),
+        "ttft_fold_median": _r(median_fold),
+        "ttft_fold_p95": _r(_p95(folds)),
+        "ttft_fold_max": _r(max(folds) if folds else None),
+        "ttft_normal_median": _r(median_normal),
+        "ttft_normal_p95": _r(_p95(normal)),
+        "fold_vs_normal": _r(
+            median_fold / median_normal if median_fold and median_normal else None
+        ),
+        "evaluated_median": _median([float(e) for e in evaluated]),
+        "evaluated_mean": _r(statistics.fmean(evaluated) if evaluated else None, 1),
+        "in_turn_evaluated_total": sum(t.in_turn_evaluated for t in run.turns),
+        "cached_share_mean": _r(statistics.fmean(share) if share else None),
+        "background_evaluated": run.background_evaluated,
+        "background_requests": run.background_requests,
+        "overflows": run.overflows,
+        "seconds": round(run.seconds, 1),
+        # Turn by turn: seconds to the first token, prompt tokens evaluated, F for a fold.
+        "by_turn": [
+            [_r(t.ttft, 2), t.evaluated, t.in_turn_evaluated, "F" if t.fold else ""]
+            for t in run.turns
+        ],
+    }
+
+
+async def run_window(window: int, script: Sequence[str]) -> dict[str, object]:
+    model = ModelInfo(
+        provider="local",
+        id=bundled.MODEL_ID,
+        label=bundled.MODEL_LABEL,
+        context=window,
+        local=True,
+        loaded=True,
+    )
+    out: dict[str, object] = {}
+    async with running(window) as runtime:
+        for policy in POLICIES:
+            probe = Probe(
+                bundled.bundled_adapter(runtime),
+                runtime.log_path,
+                answer_tokens=ANSWER_TOKENS,
+                summary_tokens=SUMMARY_TOKENS,
+            )
+            adapter = gated(probe)
+            model = model.model_copy(update={"provider": adapter.name})
+            try:
+                if policy == "conch":
+                    run = await run_conch(adapter, probe, model, script)
+                else:
+                    run = await run_reference(policy, adapter, probe, model, script)
+            finally:
+                await adapter.aclose()
+            figures = summarise_run(run)
+            if policy == "conch":
+                figures["tokenizer_counts"] = probe.counts
+            out[policy] = figures
+            print(
+                f"{window:>5} {policy:<16} ttft median {figures['ttft_median']} s, p95 "
+                f"{figures['ttft_p95']} s; folds {figures['folds']} (median "
+                f"{figures['ttft_fold_median']} s, normal {figures['ttft_normal_median']} s); "
+                f"evaluated median {figures['evaluated_median']} tokens",
+                flush=True,
+            )
+    conch, drop = out["conch"], out["drop_oldest"]
+    assert isinstance(conch, dict) and isinstance(drop, dict)
+    vs_drop = (
+        conch["ttft_median"] / drop["ttft_median"]
+        if conch["ttft_median"] and drop["ttft_median"]
+        else None
+    )
+    out["conch_vs_drop_oldest"] = _r(vs_drop)
+    out["goal_fold_met"] = conch["fold_vs_normal"] is not None and (
+        conch["fold_vs_normal"] <= GOAL_FOLD
+    )
+    out["goal_vs_drop_met"] = vs_drop is not None and vs_drop <= GOAL_VS_DROP
+    return out
+
+
+def _load() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+async def run(turns: int, windows: Sequence[int]) -> dict[str, object]:
+    script = chat_script(turns)
+    started = time.monotonic()
+    result: dict[str, object] = {
+        "bench": "ttft",
+        "model": f"bundled {bundled.MODEL_ID}",
+        "turns": turns,
+        "answer_tokens": ANSWER_TOKENS,
+        "summary_tokens": SUMMARY_TOKENS,
+        "goal_fold_vs_normal": GOAL_FOLD,
+        "goal_conch_vs_drop_oldest": GOAL_VS_DROP,
+        "cores": os.cpu_count(),
+        "load_before": _load(),
+    }
+    for window in windows:
+        result[str(window)] = await run_window(window, script)
+    result["load_after"] = _load()
+    result["seconds"] = round(time.monotonic() - started, 1)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.ttft", description=__doc__)
+    parser.add_argument("--turns", type=int, default=TURNS, help=f"turns (default {TURNS})")
+    parser.add_argument(
+        "--windows",
+        default=",".join(str(w) for w in WINDOWS),
+        help="comma-separated windows (default 2048,4096)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        windows = [int(w) for w in str(args.windows).split(",") if w.strip()]
+    except ValueError:
+        parser.error("--windows takes numbers separated by commas, for example 2048,4096")
+    if args.turns < 2 or not windows or min(windows) < 1_024:
+        parser.error("--turns must be at least 2 and every window at least 1024")
+    try:
+        figures = asyncio.run(run(args.turns, windows))
+    except UnavailableError as exc:
+        print(json.dumps({"bench": "ttft", "error": str(exc)}, ensure_ascii=False))
+        raise SystemExit(2) from None
+    print(json.dumps(figures, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()
