@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import io
 import json
-import socket
 from pathlib import Path
 
 import keyring
 import keyring.errors
 import pytest
-from keyring.backend import KeyringBackend
 
 from app.cli import main
 from app.providers_config import company_names
@@ -26,6 +24,8 @@ from app.secrets import (
 )
 from app.services import build_services
 from tests.fakes.anthropic_server import AnthropicServer, FakeClaude
+from tests.fakes.http import free_port
+from tests.fakes.memory_keyring import MemoryKeyring, installed
 from tests.fakes.openai_server import FakeModel, OpenAIStyleServer, Script
 
 
@@ -38,33 +38,6 @@ def _files_holding(folder: Path, secret: str) -> dict[str, bool]:
             out[path.name] = found
             out[path.parent.name] = out.get(path.parent.name, False) or found
     return out
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class MemoryKeyring(KeyringBackend):
-    """A real keyring backend (the keyring library drives it), holding entries in a dict."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.entries: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.entries.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.entries[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        if (service, username) not in self.entries:
-            raise keyring.errors.PasswordDeleteError("not found")
-        del self.entries[(service, username)]
 
 
 class BrokenKeyring(MemoryKeyring):
@@ -135,15 +108,11 @@ def test_session_secrets_forget_on_a_new_run() -> None:
 
 def test_open_secrets_uses_a_real_backend_when_there_is_one() -> None:
     backend = MemoryKeyring()
-    old = keyring.get_keyring()
-    keyring.set_keyring(backend)
-    try:
+    with installed(backend):
         secrets = open_secrets()
         assert secrets.warning == ""
         secrets.set("mistral", "mk-1")
         assert backend.entries[(SERVICE, "mistral")] == "mk-1"
-    finally:
-        keyring.set_keyring(old)
 
 
 async def test_a_key_used_for_a_real_chat_is_never_written_to_the_data_dir(data_dir: Path) -> None:
@@ -154,10 +123,10 @@ async def test_a_key_used_for_a_real_chat_is_never_written_to_the_data_dir(data_
             json.dumps(
                 {
                     "base_urls": {"openai": fake.base_url},
-                    "ollama_url": f"http://127.0.0.1:{_closed_port()}",
-                    "lmstudio_url": f"http://127.0.0.1:{_closed_port()}",
-                    "llamacpp_url": f"http://127.0.0.1:{_closed_port()}",
-                    "vllm_url": f"http://127.0.0.1:{_closed_port()}",
+                    "ollama_url": f"http://127.0.0.1:{free_port()}",
+                    "lmstudio_url": f"http://127.0.0.1:{free_port()}",
+                    "llamacpp_url": f"http://127.0.0.1:{free_port()}",
+                    "vllm_url": f"http://127.0.0.1:{free_port()}",
                     "bundled_model": False,
                 }
             )
@@ -217,11 +186,11 @@ def no_local_servers(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict[st
     for names in KEY_ENV_VARS.values():
         for name in names:
             monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{free_port()}")
     return {
-        "lmstudio_url": f"http://127.0.0.1:{_closed_port()}",
-        "llamacpp_url": f"http://127.0.0.1:{_closed_port()}",
-        "vllm_url": f"http://127.0.0.1:{_closed_port()}",
+        "lmstudio_url": f"http://127.0.0.1:{free_port()}",
+        "llamacpp_url": f"http://127.0.0.1:{free_port()}",
+        "vllm_url": f"http://127.0.0.1:{free_port()}",
         "bundled_model": False,
     }
 

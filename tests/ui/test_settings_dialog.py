@@ -7,9 +7,6 @@ import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
-import keyring
-import keyring.backend
-import keyring.errors
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
@@ -21,6 +18,7 @@ from app.secrets import NO_KEYRING, SERVICE, KeyringSecrets, SecretStore, Sessio
 from app.settings import SettingsStore
 from tests.fakes.anthropic_server import AnthropicServer, FakeClaude
 from tests.fakes.http import LoopbackServer, Recorded, Reply, free_port
+from tests.fakes.memory_keyring import MemoryKeyring, installed
 from tests.fakes.openai_server import FakeModel, OpenAIStyleServer
 from ui.settings_dialog import SettingsDialog
 from ui.theme import ThemeManager, load_theme
@@ -28,27 +26,6 @@ from ui.theme import ThemeManager, load_theme
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
 KEY = "sk-test-7c1f0e9a2b4d"
-
-
-class MemoryKeyring(keyring.backend.KeyringBackend):
-    """A keyring that lives in a dict, so the test can look inside it."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.entries: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.entries.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.entries[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        if (service, username) not in self.entries:
-            raise keyring.errors.PasswordDeleteError("no such key")
-        del self.entries[(service, username)]
 
 
 class HangingServer(LoopbackServer):
@@ -62,13 +39,8 @@ class HangingServer(LoopbackServer):
 
 @pytest.fixture
 def memory_keyring() -> Iterator[MemoryKeyring]:
-    backend = MemoryKeyring()
-    old = keyring.get_keyring()
-    keyring.set_keyring(backend)
-    try:
+    with installed(MemoryKeyring()) as backend:
         yield backend
-    finally:
-        keyring.set_keyring(old)
 
 
 @pytest.fixture

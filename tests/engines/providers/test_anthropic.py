@@ -13,7 +13,6 @@ import pytest
 from engines.base import (
     AssistantRaw,
     Done,
-    Event,
     Message,
     Picture,
     ProblemKind,
@@ -27,6 +26,7 @@ from engines.providers.anthropic import AnthropicAdapter
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
 from tests.fakes.anthropic_server import AnthropicServer, ClaudeCall, ClaudeScript, FakeClaude
 from tests.fakes.http import free_port
+from tests.fakes.streams import collect, failure
 
 StartServer = Callable[..., AnthropicServer]
 KEY = "sk-ant-test-secret"
@@ -41,19 +41,6 @@ def adapter_for(
     server: AnthropicServer, client: httpx.AsyncClient, key: str = KEY
 ) -> AnthropicAdapter:
     return AnthropicAdapter(api_key=key, base_url=server.base_url, client=client)
-
-
-async def collect(adapter: AnthropicAdapter, request: ChatRequest) -> list[Event]:
-    return [event async for event in adapter.stream(request)]
-
-
-async def failure(adapter: AnthropicAdapter, request: ChatRequest) -> tuple[ProviderError, str]:
-    shown: list[str] = []
-    with pytest.raises(ProviderError) as caught:
-        async for event in adapter.stream(request):
-            if isinstance(event, TextDelta):
-                shown.append(event.text)
-    return caught.value, "".join(shown)
 
 
 THINKING = ClaudeScript(

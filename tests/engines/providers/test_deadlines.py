@@ -32,6 +32,7 @@ from engines.providers.deadlines import (
 from engines.providers.http import API_TIMEOUT, LOCAL_TIMEOUT
 from engines.providers.ollama import OllamaAdapter
 from engines.providers.openai import ROWS, OpenAIAdapter
+from tests.fakes import streams
 from tests.fakes.keepalive_server import PARTIAL, PIECE, PROTOCOLS, KeepAliveServer
 
 HANG_GUARD = 30.0  # seconds; every test here ends in well under one
@@ -120,18 +121,13 @@ REQUEST = ChatRequest(
 
 async def failure(adapter: ProviderAdapter) -> tuple[ProviderError, str]:
     """The error a stream ends with, and the text shown before it."""
-    shown: list[str] = []
     async with asyncio.timeout(HANG_GUARD):
-        with pytest.raises(ProviderError) as caught:
-            async for event in adapter.stream(REQUEST):
-                if isinstance(event, TextDelta):
-                    shown.append(event.text)
-    return caught.value, "".join(shown)
+        return await streams.failure(adapter, REQUEST)
 
 
 async def answer(adapter: ProviderAdapter) -> list[Event]:
     async with asyncio.timeout(HANG_GUARD):
-        return [event async for event in adapter.stream(REQUEST)]
+        return await streams.collect(adapter, REQUEST)
 
 
 # --- keep-alives do not keep a turn open ------------------------------------------------------

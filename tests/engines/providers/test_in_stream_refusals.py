@@ -8,19 +8,20 @@ SSE event or a final NDJSON line instead.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import httpx
 import pytest
 
-from engines.base import Done, Event, Message, ProblemKind, TextDelta, ThinkingDelta
+from engines.base import Done, Message, ProblemKind, TextDelta
 from engines.providers.anthropic import AnthropicAdapter
-from engines.providers.base import ChatRequest, ProviderError
+from engines.providers.base import ChatRequest
 from engines.providers.ollama import OllamaAdapter
 from engines.providers.openai import ROWS, OpenAIAdapter
 from tests.fakes.anthropic_server import AnthropicServer
 from tests.fakes.ollama_server import CLASSIC_REFUSAL, FakeModel, running_ollama
 from tests.fakes.openai_server import OpenAIStyleServer, Script
+from tests.fakes.streams import failure
 
 StartServer = Callable[..., OpenAIStyleServer]
 LONG = "word " * 4_000  # about 5,000 tokens by the fakes' counts
@@ -28,16 +29,6 @@ LONG = "word " * 4_000  # about 5,000 tokens by the fakes' counts
 
 def ask(text: str = LONG, model: str = "fake-model") -> ChatRequest:
     return ChatRequest(model=model, messages=(Message(role="user", text=text),))
-
-
-async def failure(stream: AsyncIterator[Event]) -> tuple[ProviderError, str]:
-    """The error a stream ends with, and the answer text or thinking shown before it."""
-    shown: list[str] = []
-    with pytest.raises(ProviderError) as caught:
-        async for event in stream:
-            if isinstance(event, TextDelta | ThinkingDelta):
-                shown.append(event.text)
-    return caught.value, "".join(shown)
 
 
 # --- OpenAI-style gateways --------------------------------------------------------------------
@@ -63,7 +54,7 @@ async def test_a_gateway_refusal_inside_a_200_stream_is_too_long_with_its_window
     adapter = OpenAIAdapter(
         ROWS[row], base_url=server.base_url, client=loopback_client, api_key="k"
     )
-    error, shown = await failure(adapter.stream(ask()))
+    error, shown = await failure(adapter, ask(), thinking=True)
     assert error.too_long and error.kind is ProblemKind.TOO_LONG
     assert error.window == 1_000
     assert not error.partial and shown == ""
@@ -78,7 +69,7 @@ async def test_openrouter_says_what_the_upstream_said_not_only_that_it_failed(
     adapter = OpenAIAdapter(
         ROWS["openrouter"], base_url=server.base_url, client=loopback_client, api_key="k"
     )
-    error, _ = await failure(adapter.stream(ask()))
+    error, _ = await failure(adapter, ask(), thinking=True)
     assert error.detail.startswith("Provider returned error: ")
     assert "maximum context length is 1000 tokens" in error.detail
 
@@ -97,7 +88,7 @@ async def test_another_gateway_error_keeps_its_own_kind(
     adapter = OpenAIAdapter(
         ROWS["openai"], base_url=server.base_url, client=loopback_client, api_key="k"
     )
-    error, _ = await failure(adapter.stream(ask("Hi")))
+    error, _ = await failure(adapter, ask("Hi"), thinking=True)
     assert error.kind is ProblemKind.RATE_LIMITED
     assert not error.too_long
 
@@ -109,7 +100,7 @@ async def test_an_answer_that_finishes_with_error_is_not_an_empty_answer(
     adapter = OpenAIAdapter(
         ROWS["openrouter"], base_url=server.base_url, client=loopback_client, api_key="k"
     )
-    error, shown = await failure(adapter.stream(ask("Hi")))
+    error, shown = await failure(adapter, ask("Hi"), thinking=True)
     assert error.kind is ProblemKind.SERVER_ERROR
     assert shown == "" and not error.partial
 
@@ -139,7 +130,7 @@ async def test_an_anthropic_error_event_before_any_text_is_too_long(
     server = anthropic_server(window=2_000, api_key="sk-ant")
     server.in_stream_shape = shape
     adapter = AnthropicAdapter(api_key="sk-ant", base_url=server.base_url, client=loopback_client)
-    error, shown = await failure(adapter.stream(ask(model="claude-fake-1")))
+    error, shown = await failure(adapter, ask(model="claude-fake-1"), thinking=True)
     assert error.too_long and error.window == 2_000
     assert not error.partial and shown == ""
 
@@ -154,7 +145,7 @@ async def test_an_ollama_error_line_in_a_200_stream_is_too_long_with_num_ctx() -
         ollama.refuse_in_stream = True
         adapter = OllamaAdapter(ollama.url, memory=64 * 2**30)
         try:
-            error, shown = await failure(adapter.stream(ask(model="llama3.2")))
+            error, shown = await failure(adapter, ask(model="llama3.2"), thinking=True)
         finally:
             await adapter.aclose()
         refused = [o.refused for o in ollama.outcomes]

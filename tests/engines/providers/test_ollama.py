@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -11,12 +10,10 @@ import pytest
 
 from engines.base import (
     Done,
-    Event,
     Message,
     Note,
     Picture,
     ProblemKind,
-    TextDelta,
     ThinkingDelta,
     ToolCall,
     ToolCallData,
@@ -26,6 +23,7 @@ from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
 from engines.providers.ndjson import NdjsonError, parse_line
 from engines.providers.ndjson import lines as ndjson_lines
 from engines.providers.ollama import OllamaAdapter, ollama_base_url
+from tests.fakes.http import free_port
 from tests.fakes.ollama_server import (
     CLASSIC_REFUSAL,
     LLAMA_SERVER_REFUSAL,
@@ -35,6 +33,7 @@ from tests.fakes.ollama_server import (
     Fault,
     running_ollama,
 )
+from tests.fakes.streams import collect, failure, text_of
 
 GIB = 1024**3
 MODELS = (
@@ -61,30 +60,6 @@ async def adapter(ollama: FakeOllama) -> AsyncIterator[OllamaAdapter]:
 
 def ask(model: str, text: str = "Hello?", **kw: Any) -> ChatRequest:
     return ChatRequest(model=model, messages=(Message(role="user", text=text),), **kw)
-
-
-async def collect(adapter: OllamaAdapter, request: ChatRequest) -> list[Event]:
-    return [e async for e in adapter.stream(request)]
-
-
-async def failure(adapter: OllamaAdapter, request: ChatRequest) -> tuple[ProviderError, str]:
-    """The error a stream ends with, and the answer text that came before it."""
-    text = ""
-    with pytest.raises(ProviderError) as info:
-        async for event in adapter.stream(request):
-            if isinstance(event, TextDelta):
-                text += event.text
-    return info.value, text
-
-
-def text_of(events: list[Event]) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # --- the model list and its windows -------------------------------------------------------------
@@ -466,7 +441,7 @@ async def test_a_server_that_does_not_answer_in_time_is_a_timeout(ollama: FakeOl
 
 
 async def test_a_server_that_is_down_is_unreachable() -> None:
-    adapter = OllamaAdapter(f"http://127.0.0.1:{closed_port()}", memory=32 * GIB)
+    adapter = OllamaAdapter(f"http://127.0.0.1:{free_port()}", memory=32 * GIB)
     try:
         with pytest.raises(ProviderError) as listing:
             await adapter.list_models()
@@ -479,7 +454,7 @@ async def test_a_server_that_is_down_is_unreachable() -> None:
 
 async def test_a_failed_probe_decides_nothing(ollama: FakeOllama) -> None:
     """A window guessed while the server was down must not stick once it is up."""
-    down = OllamaAdapter(f"http://127.0.0.1:{closed_port()}", memory=32 * GIB)
+    down = OllamaAdapter(f"http://127.0.0.1:{free_port()}", memory=32 * GIB)
     try:
         with pytest.raises(ProviderError):
             await down.context_for("llama3.2")

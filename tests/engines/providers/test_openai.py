@@ -13,11 +13,9 @@ import pytest
 
 from engines.base import (
     Done,
-    Event,
     Message,
     Picture,
     ProblemKind,
-    TextDelta,
     ThinkingDelta,
     ToolCall,
     ToolCallData,
@@ -28,6 +26,7 @@ from engines.providers.openai import ROWS, OpenAIAdapter, ProviderRow
 from engines.providers.sse import iter_sse
 from tests.fakes.http import free_port
 from tests.fakes.openai_server import FakeModel, OpenAIStyleServer, Script, ScriptedCall
+from tests.fakes.streams import collect, failure, text_of
 
 StartServer = Callable[..., OpenAIStyleServer]
 LONG = "word " * 400  # about 500 tokens by the fake's count
@@ -44,24 +43,6 @@ def adapter_for(
     **kw: Any,
 ) -> OpenAIAdapter:
     return OpenAIAdapter(ROWS[row or server.flavour], base_url=server.base_url, client=client, **kw)
-
-
-async def collect(adapter: OpenAIAdapter, request: ChatRequest) -> list[Event]:
-    return [event async for event in adapter.stream(request)]
-
-
-async def failure(adapter: OpenAIAdapter, request: ChatRequest) -> tuple[ProviderError, str]:
-    """The error a stream ends with, and the text shown before it."""
-    shown: list[str] = []
-    with pytest.raises(ProviderError) as caught:
-        async for event in adapter.stream(request):
-            if isinstance(event, TextDelta):
-                shown.append(event.text)
-    return caught.value, "".join(shown)
-
-
-def text_of(events: list[Event]) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
 
 
 # --- the adapter and its rows ---------------------------------------------------------------
