@@ -34,6 +34,7 @@ from engines.local.bundled import (
     missing,
 )
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
+from tests.waits import HANG_SECONDS
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -55,7 +56,7 @@ def finder(packages: dict[str, Path | None]) -> Any:
     return find
 
 
-def wait_gone(pid: int, seconds: float = 10.0) -> bool:
+def wait_gone(pid: int, seconds: float = HANG_SECONDS) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if not _alive(pid):
@@ -126,7 +127,7 @@ async def test_start_without_the_runtime_fails_clearly_and_spawns_nothing(data_d
 
 
 async def test_a_stale_pidfile_never_kills_an_unrelated_process(data_dir: Path) -> None:
-    with spawn([sys.executable, "-c", "import time; time.sleep(30)"]) as other:
+    with spawn([sys.executable, "-c", "import time; time.sleep(3600)"]) as other:
         try:
             (data_dir / "local-model.pid").write_text(
                 json.dumps({"pid": other.pid, "owner": dead_pid()})
@@ -205,7 +206,7 @@ async def test_the_bundled_model_starts_lists_answers_refuses_and_stops(data_dir
         await runtime.stop()
     assert runtime.state.phase == "stopped"
     assert states[-1].phase == "stopped"
-    assert wait_gone(pid, 1.0), "the server process is still there after stop()"
+    assert wait_gone(pid), "the server process is still there after stop()"
     assert not (data_dir / "local-model.pid").exists()
     assert (data_dir / "local-model.log").stat().st_size > 0
 
@@ -259,7 +260,7 @@ async def test_a_server_left_by_a_crash_is_stopped_at_the_next_start(data_dir: P
             try:
                 state = await runtime.start()
                 assert state.phase == "ready", state.text
-                assert leftover.wait(timeout=10) is not None
+                assert leftover.wait(timeout=HANG_SECONDS) is not None
                 assert runtime.pid != leftover.pid
             finally:
                 await runtime.stop()
@@ -318,12 +319,12 @@ async def test_killing_conch_outright_leaves_no_orphan(data_dir: Path) -> None:
                     await other.stop()
 
                 os.kill(parent.pid, signal.SIGKILL)
-                parent.wait(timeout=10)
+                parent.wait(timeout=HANG_SECONDS)
             finally:
                 if parent.poll() is None:
                     parent.kill()
                     parent.wait()
-        assert wait_gone(server, 10.0), "the server outlived the Conch that started it"
+        assert wait_gone(server), "the server outlived the Conch that started it"
     finally:
         if server and _alive(server):  # the check failed: do not leave the orphan behind
             os.kill(server, signal.SIGKILL)
@@ -335,7 +336,7 @@ async def test_stopping_while_the_model_loads_leaves_nothing(data_dir: Path) -> 
     states: list[RuntimeState] = []
     runtime = BundledRuntime(data_dir, on_state=states.append)
     starting = asyncio.ensure_future(runtime.start())
-    for _ in range(200):
+    for _ in range(int(HANG_SECONDS / 0.01)):  # a hang guard: the pid comes at once
         if runtime.pid is not None:
             break
         await asyncio.sleep(0.01)
@@ -345,7 +346,7 @@ async def test_stopping_while_the_model_loads_leaves_nothing(data_dir: Path) -> 
     state = await starting
     assert state.phase == "stopped"
     assert [s.phase for s in states] == ["starting", "stopped"]
-    assert wait_gone(pid, 2.0)
+    assert wait_gone(pid)
     assert runtime.base_url is None
 
 
@@ -356,8 +357,8 @@ async def test_a_crashed_server_is_started_again_on_next_use(runtime: BundledRun
     first = runtime.pid
     assert first is not None
     os.kill(first, signal.SIGKILL)
-    assert wait_gone(first, 5.0) or runtime.running() is False
-    for _ in range(100):  # the kernel takes a moment to report the death
+    assert wait_gone(first) or runtime.running() is False
+    for _ in range(int(HANG_SECONDS / 0.01)):  # the kernel takes a moment to report the death
         if not runtime.running():
             break
         await asyncio.sleep(0.01)
