@@ -57,13 +57,7 @@ class MessageSaved:
     kind: str = "saved"
 
 
-@dataclass(frozen=True, slots=True)
-class LearningDone:
-    run: Any  # app.memories.LearningRun
-    kind: str = "learning"
-
-
-ConvEvent = Event | MessageSaved | LearningDone
+ConvEvent = Event | MessageSaved
 
 
 def title_from(text: str, limit: int = 48) -> str:

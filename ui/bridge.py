@@ -19,7 +19,7 @@ from PySide6.QtCore import QObject, Signal
 from shiboken6 import Shiboken
 
 from app.answer_stats import AnswerClock, stats_book
-from app.conversation import Conversation, LearningDone, MessageSaved
+from app.conversation import Conversation, MessageSaved
 from app.sqlite import StorageError
 from engines.base import (
     Attachment,
@@ -239,8 +239,6 @@ class ConversationBridge(QObject):
             self._emit(self.note, event)
         elif isinstance(event, Usage):
             self._emit(self.usage, event)
-        elif isinstance(event, LearningDone):
-            self._emit(self.learning_done, event.run)
         elif isinstance(event, Done):
             return "problem" if reason == "problem" else event.stop_reason
         return reason

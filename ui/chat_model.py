@@ -11,7 +11,7 @@ and new row lists, so the view keeps its scroll position and its size cache.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -33,19 +33,6 @@ COLLAPSE_CHARS = 2_000  # a longer message shows its start and "Show all"
 ROW_ROLE = int(Qt.ItemDataRole.UserRole) + 1
 
 _Index = QModelIndex | QPersistentModelIndex
-
-
-class RunLike(Protocol):
-    """What the model needs of ``app.memories.LearningRun``."""
-
-    @property
-    def id(self) -> int: ...
-    @property
-    def chat_id(self) -> str: ...
-    @property
-    def created(self) -> float: ...
-    @property
-    def memories(self) -> Sequence[Any]: ...
 
 
 class RunSource(Protocol):
