@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -96,17 +96,28 @@ async def test_a_server_that_was_only_probed_is_not_noted(health: HealthLog) -> 
 
 
 class SlowAdapter:
-    """A provider that takes its time to list models (a server loading a model)."""
+    """A provider that takes its time to list models (a server loading a model).
+
+    ``delay=None``: it never answers, and notes whether ``meanwhile()`` held when the
+    catalogue gave up on it.
+    """
 
     name = "slow"
     label = "Slow server"
     local = True
 
-    def __init__(self, delay: float) -> None:
+    def __init__(self, delay: float | None, meanwhile: Callable[[], bool] = lambda: False) -> None:
         self.delay = delay
+        self.meanwhile = meanwhile
+        self.saw_meanwhile = False
 
     async def list_models(self) -> list[ModelInfo]:
-        await asyncio.sleep(self.delay)
+        if self.delay is None:
+            try:
+                await asyncio.Event().wait()
+            finally:
+                self.saw_meanwhile = self.meanwhile()
+        await asyncio.sleep(self.delay or 0)
         return [ModelInfo(provider="slow", id="m", context=0)]
 
     def stream(self, request: ChatRequest):  # type: ignore[no-untyped-def]
@@ -122,16 +133,15 @@ class SlowAdapter:
 async def test_providers_are_asked_at_once_and_a_hanging_one_times_out(
     ollama: FakeOllama, health: HealthLog
 ) -> None:
-    catalogue = ModelCatalogue(
-        [SlowAdapter(30.0), OllamaAdapter(ollama.url)], health=health, timeout=0.5
-    )
-    loop = asyncio.get_running_loop()
-    start = loop.time()
+    hanging = SlowAdapter(None, meanwhile=lambda: bool(ollama.requests))
+    # The timeout is all the test waits; the fake lists in milliseconds even on a busy machine.
+    catalogue = ModelCatalogue([hanging, OllamaAdapter(ollama.url)], health=health, timeout=3.0)
     try:
         models = await catalogue.refresh()
     finally:
         await catalogue.aclose()
-    assert loop.time() - start < 5
+    # Ollama was asked while the hanging one still waited: not one after the other.
+    assert hanging.saw_meanwhile
     assert [m.provider for m in models] == ["ollama", "ollama"]
     assert "slow" in catalogue.unreachable
     assert health.notes(topic="unreachable")[0].text.startswith("Slow server")
