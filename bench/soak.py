@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +180,7 @@ async def soak(url: str, turns: int, window: int, data_dir: Path) -> dict[str, A
         await adapter.aclose()
     first, last = times[:tenth], times[-tenth:]
 
-    def ms(values: list[float], how: Any) -> float:
+    def ms(values: list[float], how: Callable[[list[float]], float]) -> float:
         return round(how(values) * 1000, 2)
 
     return {
