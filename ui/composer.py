@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMimeData, QSize, Qt, Signal
-from PySide6.QtGui import QImage, QKeyEvent
+from PySide6.QtGui import QFocusEvent, QImage, QKeyEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
@@ -33,6 +33,7 @@ from engines.api.context import PICTURE_TOKENS, estimate_tokens
 from engines.base import Attachment, Picture
 from ui.context_meter import ContextMeter
 from ui.icons import MUTED, ON_ACCENT, icon
+from ui.theme import set_style_property
 
 PASTE_LIMIT = 100_000  # characters; a longer paste becomes an attachment
 EDIT_MIN_HEIGHT = 56  # px: two lines and a little room
@@ -124,6 +125,23 @@ class ComposerEdit(QPlainTextEdit):
         self.setMaximumHeight(EDIT_MAX_HEIGHT)
         self._lines = 1
         self.document().contentsChanged.connect(self._grow)
+        # The box has no border of its own: the composer's rounded frame shows the focus ring.
+        self.setProperty("focus_ring_on", "Composer")
+
+    def focusInEvent(self, event: QFocusEvent) -> None:
+        self._ring(True)
+        super().focusInEvent(event)
+
+    def focusOutEvent(self, event: QFocusEvent) -> None:
+        self._ring(False)
+        super().focusOutEvent(event)
+
+    def _ring(self, on: bool) -> None:
+        parent = self.parentWidget()
+        while parent is not None and parent.objectName() != "Composer":
+            parent = parent.parentWidget()
+        if parent is not None:
+            set_style_property(parent, "focused", on)
 
     def sizeHint(self) -> QSize:
         # As tall as the text, from EDIT_MIN_HEIGHT up to EDIT_MAX_HEIGHT. Not the scroll

@@ -36,6 +36,7 @@ from ui.bridge import ConversationBridge
 from ui.chat_view import ChatView
 from ui.composer import Composer, Submission
 from ui.model_picker import ModelPicker, provider_name
+from ui.shortcuts import ShortcutsSheet, window_shortcuts
 from ui.sidebar import Sidebar
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ class MainWindow(QMainWindow):
         self._settings_factory = settings_factory
         self._palette: Any = None
         self._settings_dialog: Any = None
+        self._shortcuts_sheet: ShortcutsSheet | None = None
         self._bridges: dict[str, ConversationBridge] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._current = ""
@@ -139,17 +141,19 @@ class MainWindow(QMainWindow):
         self.setStatusBar(QStatusBar(self))
         self.resize(1100, 760)
 
-        shortcuts: list[tuple[QKeySequence | QKeySequence.StandardKey | str, Callable[[], Any]]] = [
-            (QKeySequence.StandardKey.New, lambda: self.new_chat()),
-            ("Ctrl+K", self.open_palette),
-            ("Ctrl+,", lambda: self.show_settings("providers")),
-            (QKeySequence.StandardKey.Find, lambda: self.sidebar.search.setFocus()),
-            ("Ctrl+L", self.composer.edit.setFocus),
-            ("F2", self.sidebar.start_rename),
-        ]
-        for keys, action in shortcuts:
+        # The keys live in ui/shortcuts.py (the sheet lists them from there); the actions here.
+        actions: dict[str, Callable[[], Any]] = {
+            "new-chat": lambda: self.new_chat(),
+            "palette": self.open_palette,
+            "settings": lambda: self.show_settings("providers"),
+            "search": lambda: self.sidebar.search.setFocus(),
+            "composer": self.composer.edit.setFocus,
+            "rename": self.sidebar.start_rename,
+            "shortcuts": self.show_shortcuts,
+        }
+        for name, keys in window_shortcuts().items():
             shortcut = QShortcut(QKeySequence(keys), self)
-            shortcut.activated.connect(action)
+            shortcut.activated.connect(actions[name])
 
     def _connect_signals(self) -> None:
         self.sidebar.chat_selected.connect(self.open_chat)
@@ -492,13 +496,14 @@ class MainWindow(QMainWindow):
     def palette_commands(self) -> list[Any]:
         from ui.palette import Command
 
+        keys = window_shortcuts()
         return [
             Command(
                 "Summarise the start of this chat",
                 lambda: self.compact_current(""),
                 keywords=("compact", "fold", "summary", "memory"),
             ),
-            Command("New chat", self.new_chat, shortcut="Ctrl+N"),
+            Command("New chat", self.new_chat, shortcut=keys["new-chat"]),
             Command("Switch model…", self.switch_model_dialog, keywords=("model",)),
             Command(
                 "Tidy up memories now",
@@ -506,10 +511,24 @@ class MainWindow(QMainWindow):
                 keywords=("learn", "memories"),
             ),
             Command("Memories", lambda: self.show_settings("memories"), keywords=("remember",)),
-            Command("Settings", lambda: self.show_settings("providers"), shortcut="Ctrl+,"),
+            Command("Settings", lambda: self.show_settings("providers"), shortcut=keys["settings"]),
+            Command(
+                "Keyboard shortcuts",
+                self.show_shortcuts,
+                shortcut=keys["shortcuts"],
+                keywords=("keys", "help"),
+            ),
             Command("Health", lambda: self.show_settings("health"), keywords=("problems",)),
             Command("Export chat as Markdown", self.export_dialog, keywords=("save", "markdown")),
         ]
+
+    def show_shortcuts(self) -> None:
+        """The sheet of every keyboard shortcut (Ctrl+/)."""
+        if self._shortcuts_sheet is None:
+            self._shortcuts_sheet = ShortcutsSheet(self)
+        self._shortcuts_sheet.show()
+        self._shortcuts_sheet.raise_()
+        self._shortcuts_sheet.activateWindow()
 
     def open_palette(self) -> None:
         if self._palette is None:

@@ -1,0 +1,144 @@
+"""The keyboard: a sheet of every shortcut (Ctrl+/), and a ring a person can see on whatever
+control has the focus, in both themes (judged by pixels, not by ``hasFocus``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QImage, QKeySequence, QShortcut
+from PySide6.QtWidgets import QApplication, QLabel, QWidget
+from pytestqt.qtbot import QtBot
+
+from app.services import AppServices, build_services
+from ui.main_window import MainWindow
+from ui.palette import shortcut_text
+from ui.shortcuts import SHORTCUTS, ShortcutsSheet
+from ui.theme import ThemeManager
+
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
+
+
+@pytest.fixture
+def services(data_dir: Path) -> Iterator[AppServices]:
+    built = build_services(data_dir, mock=True, seed_demo_chat=True)
+    yield built
+    built.store.close()
+    built.memories.close()
+    built.health.close()
+
+
+@pytest.fixture(params=("light", "dark"))
+def theme(request: pytest.FixtureRequest, qapp: QApplication) -> Iterator[ThemeManager]:
+    sheet, palette, style = qapp.styleSheet(), qapp.palette(), qapp.style().name()
+    manager = ThemeManager(qapp, str(request.param))
+    yield manager
+    manager.close()
+    qapp.setStyleSheet(sheet)
+    qapp.setPalette(palette)
+    qapp.setStyle(style)
+
+
+@pytest.fixture
+def window(qtbot: QtBot, services: AppServices) -> Iterator[MainWindow]:
+    win = MainWindow(services)
+    qtbot.addWidget(win)
+    win.show()
+    task = asyncio.get_running_loop().create_task(win.start())
+    qtbot.waitUntil(task.done)
+    yield win
+    close = asyncio.get_running_loop().create_task(win.aclose())
+    qtbot.waitUntil(close.done)
+
+
+def test_ctrl_slash_lists_every_shortcut_the_window_has(qtbot: QtBot, window: MainWindow) -> None:
+    qtbot.waitExposed(window)
+    window.activateWindow()
+    qtbot.keyClick(window, Qt.Key.Key_Slash, Qt.KeyboardModifier.ControlModifier)
+    sheet = window.findChild(ShortcutsSheet)
+    assert sheet is not None
+    qtbot.waitUntil(sheet.isVisible)
+    shown = {label.text() for label in sheet.findChildren(QLabel)}
+    # Every key the window answers to is on the sheet, in the platform's own words...
+    installed = [
+        s.key().toString(QKeySequence.SequenceFormat.NativeText)
+        for s in window.findChildren(QShortcut)
+    ]
+    assert installed and all(keys in shown for keys in installed)
+    # ...and so is every key a part of the window handles itself, with what it does.
+    for shortcut in SHORTCUTS:
+        assert shortcut.does in shown
+        assert shortcut_text(shortcut.keys.split(" / ")[0]) in " ".join(shown)
+    assert {"Message box", "Messages", "Chat list", "Command palette"} <= shown
+    qtbot.keyClick(sheet, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: not sheet.isVisible())
+
+
+def test_the_palette_offers_the_sheet_with_its_key(window: MainWindow) -> None:
+    commands = {c.title: c for c in window.palette_commands()}
+    assert commands["Keyboard shortcuts"].shortcut == "Ctrl+/"
+    assert commands["New chat"].shortcut == "Ctrl+N"
+
+
+def _focusable(window: MainWindow) -> list[QWidget]:
+    return [
+        w
+        for w in window.findChildren(QWidget)
+        if w.isVisible()
+        and w.isEnabled()
+        and w.focusPolicy() & Qt.FocusPolicy.TabFocus
+        and w.width() > 4
+        and w.height() > 4
+    ]
+
+
+def _ring_holder(control: QWidget) -> QWidget:
+    """Where the ring is drawn: the control, or the frame it names (the message box's)."""
+    name = control.property("focus_ring_on")
+    parent = control.parentWidget()
+    while name and parent is not None:
+        if parent.objectName() == name:
+            return parent
+        parent = parent.parentWidget()
+    return control
+
+
+def _differs(a: QImage, b: QImage) -> int:
+    """How many border pixels (the outer 3 px) differ between two grabs of one widget."""
+    changed = 0
+    w, h = a.width(), a.height()
+    for x in range(w):
+        for y in (0, 1, 2, h - 3, h - 2, h - 1):
+            if a.pixelColor(x, y) != b.pixelColor(x, y):
+                changed += 1
+    for y in range(h):
+        for x in (0, 1, 2, w - 3, w - 2, w - 1):
+            if a.pixelColor(x, y) != b.pixelColor(x, y):
+                changed += 1
+    return changed
+
+
+def test_every_focusable_control_shows_a_ring_when_it_has_the_focus(
+    qtbot: QtBot, theme: ThemeManager, window: MainWindow
+) -> None:
+    qtbot.waitExposed(window)
+    window.activateWindow()
+    qtbot.waitActive(window)
+    controls = _focusable(window)
+    assert len(controls) >= 5
+    unseen: list[str] = []
+    for control in controls:
+        window.setFocus(Qt.FocusReason.OtherFocusReason)
+        qtbot.waitUntil(lambda c=control: not c.hasFocus())
+        holder = _ring_holder(control)
+        before = holder.grab().toImage()
+        control.setFocus(Qt.FocusReason.TabFocusReason)
+        qtbot.waitUntil(control.hasFocus)
+        after = holder.grab().toImage()
+        # A ring is around the control: a good share of its edge changes colour.
+        if _differs(before, after) < min(before.width(), before.height()):
+            unseen.append(f"{type(control).__name__}#{control.objectName()}")
+    assert unseen == [], "\n".join(unseen)
