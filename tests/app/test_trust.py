@@ -82,10 +82,10 @@ def test_pages_logs_documents_and_long_texts_count_as_pasted(text: str, kind: st
 
 
 def test_a_huge_paste_is_judged_at_once() -> None:
-    started = time.perf_counter()
+    started = time.process_time()  # CPU work, which a busy machine does not inflate
     assert looks_pasted("<p>" * 2_000_000)
     assert looks_pasted("a" * 5_000_000)
-    assert time.perf_counter() - started < 5  # a hang guard: the checks are bounded scans
+    assert time.process_time() - started < 5  # far above need: the checks are bounded scans
 
 
 ORDERS = [

@@ -116,9 +116,9 @@ def test_the_limit_is_read_whatever_was_sent(window: int, sent: int, shape: str)
     ids=lambda body: f"{body[:12]!r}x{len(body)}",
 )
 def test_huge_and_deeply_nested_bodies_are_answered_quickly(body: str) -> None:
-    started = time.perf_counter()
+    started = time.process_time()  # CPU work, which a busy machine does not inflate
     _answers(body, 400)
-    assert time.perf_counter() - started < 5.0  # hang guard; a loaded machine needs well under 1 s
+    assert time.process_time() - started < 5.0  # far above need: well under 1 s
 
 
 WRAPPERS: dict[str, Callable[[str], str]] = {

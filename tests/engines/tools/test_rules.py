@@ -27,9 +27,9 @@ MARKER = re.compile(r"\[… ([\d,]+) characters left out …\]")
 def test_a_5_mb_result_is_cut_to_the_cap_keeping_head_tail_and_how_much_went() -> None:
     text = huge_text()
     cap = result_cap(budget(8_192))
-    began = time.perf_counter()
+    began = time.process_time()  # CPU work, which a busy machine does not inflate
     short = shorten_tool_result(text, cap)
-    assert time.perf_counter() - began < 5  # linear work, whatever the size
+    assert time.process_time() - began < 5  # linear work, whatever the size
 
     assert estimate_tokens(short) <= cap
     assert short.startswith("Row 0000000:")
