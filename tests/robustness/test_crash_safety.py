@@ -90,7 +90,9 @@ async def _drive(data_dir: Path, url: str, run: int, turns: int) -> None:
             if m.text and not m.partial
         ]
 
-    adapter = OpenAIAdapter(ROWS["openai"], base_url=url, api_key="sk-crash-test", timeout=10.0)
+    adapter = OpenAIAdapter(
+        ROWS["openai"], base_url=url, api_key="sk-crash-test", timeout=HANG_SECONDS
+    )
     session = ApiSession(
         chat_id=CHAT,
         data_dir=data_dir,
