@@ -1,5 +1,5 @@
 """Quiet learning: before a fold makes the model forget, read what the person said and keep the
-durable facts as memories (DESIGN §2 "Learn before forgetting", spec 0055 §4).
+durable facts as memories.
 
 Rules, each enforced here whoever asks:
 - only the person's own words are read (never the answers, attachments or tool results, nor
@@ -8,8 +8,9 @@ Rules, each enforced here whoever asks:
 - a chat that read something untrusted (a pasted message found here marks it so), or
   "Remember things automatically" off: the new memories wait for the person's OK; a memory
   that gives the assistant orders always waits (app.memories);
-- only the chat's own model reads the chat (DESIGN §4): when it is not ready the chat waits,
-  nothing is marked read, and it is read as soon as that model is back (``catch_up``);
+- only the chat's own model reads the chat (a local chat never goes to a cloud model): when
+  it is not ready the chat waits, nothing is marked read, and it is read as soon as that model
+  is back (``catch_up``);
 - what is sent is scrubbed of secrets first, and so is every memory;
 - a per-chat read-until mark (and a ``learned`` time) means nothing is read twice, by the next
   fold or by the daily tidy-up; with no model, or an answer that cannot be read, nothing is

@@ -9,7 +9,7 @@ Nothing the person turned down is ever learned again: de-duplication looks at ev
 Two rules hold here, whoever adds a memory: every text is scrubbed of secrets before it is
 saved (and again on its way into a system prompt, for files written before that rule), and a
 learned memory that reads like an order to the assistant waits for the person's OK even when
-its run would keep the others (DESIGN §4).
+its run would keep the others.
 """
 
 from __future__ import annotations

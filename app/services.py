@@ -494,7 +494,7 @@ class AppServices:
 
     def _own_model(self, model_key: str) -> ModelInfo | None:
         """The chat's own model when it is ready, else None: learning about a chat never
-        falls back to another model, which could be a cloud one (DESIGN §4)."""
+        falls back to another model, which could be a cloud one."""
         model = self.catalogue.find(model_key) if model_key else None
         if model is None or not model.ready:
             return None

@@ -1,4 +1,4 @@
-"""What counts as untrusted (DESIGN §4): text the person pasted, and memories that give orders.
+"""What counts as untrusted: text the person pasted, and memories that give orders.
 
 Conch cannot see the clipboard, so a person message counts as pasted by its shape: long, many
 lines, or built like a web page, a log, a document, an e-mail or a prompt aimed at a model. A

@@ -1,7 +1,7 @@
 """How far Conch's token estimate is from real tokenizers, per kind of text, before and after
 the first calibration.
 
-The estimate (DESIGN §2, ``engines.api.context.estimate_tokens``) is ASCII characters / 4 + 1 per
+The estimate (``engines.api.context.estimate_tokens``) is ASCII characters / 4 + 1 per
 other character. Where a server streams no usage (llama-cpp-python), the session now counts the
 request with the server's tokenizer and sets ``factor = max(factor, real / estimate)``
 (``engines.api.calibrate``). This bench counts a mixed corpus (English, Python code, JSON,

@@ -1,6 +1,6 @@
 """Correcting the estimate by counting, where a server reports no usage in a stream.
 
-DESIGN §2: each response's real input usage corrects the chat's ``factor``, only ever upward.
+Each response's real input usage corrects the chat's ``factor``, only ever upward.
 llama-cpp-python (the bundled runtime, and servers people run themselves) never streams usage,
 so there the factor stayed 1.0 while a table of numbers cost 3.5 times the estimate. Instead the
 session asks the server to count the request as it will be sent, with the server's own

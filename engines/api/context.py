@@ -1,6 +1,6 @@
 """The arithmetic of fitting a chat into a model's window: estimates, the budget, fold plans.
 
-No I/O here. The numbers are DESIGN.md §2: about four ASCII characters a token, one token for
+No I/O here. The numbers: about four ASCII characters a token, one token for
 any other character, 1,600 for a picture; the transcript gets 90% of the window less room for
 the answer, the real system prompt and the real tools, and never more than 100,000 tokens.
 """
@@ -21,13 +21,13 @@ ANSWER_MIN = 1_024
 ANSWER_MAX = 16_384
 FACTOR_CAP = 4.0
 
-# The window assumed when nobody says (DESIGN §2), and where lean mode begins: at or below
+# The window assumed when nobody says, and where lean mode begins: at or below
 # LEAN_WINDOW the short system and summary prompts are used and tools come on demand.
 UNKNOWN_WINDOW_API = 128_000  # a model API whose list does not say
 UNKNOWN_WINDOW_LOCAL = 8_192  # a server on this computer that does not say
 LEAN_WINDOW = 8_192
 
-# Fold triggers, and the targets a fold drops down to (DESIGN §2).
+# Fold triggers, and the targets a fold drops down to.
 FOLD_MESSAGES = 600
 KEEP_MESSAGES = 300
 FOLD_BYTES = 8 * 1024 * 1024

@@ -296,7 +296,7 @@ def test_parse_memories_is_tolerant(answer: str | None, expected: list[str] | No
     assert parse_memories(answer) == expected
 
 
-# --- pasted text, orders, secrets, and a model that is not ready (DESIGN §4) -----------------
+# --- pasted text, orders, secrets, and a model that is not ready ------------------------------
 
 PASTED_PAGE = (
     "<html><body><div class='recipe'><p>Best slug-proof lettuce.</p>"

@@ -1,4 +1,4 @@
-"""A local chat's words never go to a cloud model to be learned from (DESIGN §4).
+"""A local chat's words never go to a cloud model to be learned from.
 
 A chat runs on Ollama; a cloud company is set up and ready beside it. While Ollama is down, the
 daily tidy-up and a fold's review both find the chat's own model not ready: the cloud server

@@ -170,7 +170,7 @@ def test_the_system_prompt_carries_kept_memories_capped_by_the_window(book: Memo
     )
 
 
-# --- no secrets, no orders without an OK (DESIGN §4) ----------------------------------------
+# --- no secrets, no orders without an OK ----------------------------------------------------
 
 
 def test_a_learned_memory_is_scrubbed_before_it_is_saved(book: MemoryBook) -> None:

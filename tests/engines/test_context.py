@@ -1,4 +1,4 @@
-"""The arithmetic of DESIGN §2: estimates, budgets, fold plans and shortening."""
+"""The window arithmetic: estimates, budgets, fold plans and shortening."""
 
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ async def test_model_windows_come_from_max_input_tokens(
     assert models["claude-big"].context == 1_000_000
     assert models["claude-big"].name == "Claude Big"
     assert models["claude-std"].context == 200_000
-    assert models["claude-unknown"].context == 128_000  # DESIGN's unknown API window
+    assert models["claude-unknown"].context == 128_000  # the unknown window of a model API
     assert len(server.requests_to("/v1/models")) == 2
     assert all(m.provider == "anthropic" and m.ready for m in models.values())
 
