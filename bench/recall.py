@@ -11,7 +11,8 @@ spacing), in the final request the model got: the summary block plus the kept tu
 it, in the same run, plain "drop the oldest": the newest whole turns of the same chat (the
 person's words and the model's real answers) that fit the same budget, with no summary.
 
-    python -m bench.recall [--mock] [--turns N] [--window TOKENS]
+    python -m bench.recall [--mock] [--person] [--turns N] [--window TOKENS]
+                           [--answer-tokens N] [--paste-every N] [--no-ask]
 
 By default the chat model is the bundled SmolLM2-135M (llama-cpp-python, started in a temp
 dir and stopped at the end); its answers are capped at 48 tokens to keep the run short, its
@@ -19,8 +20,21 @@ summaries are not. ``--mock`` uses a scripted model instead, still through the r
 and summariser: it answers in one line and writes a vague summary that names no fact, so
 whatever survives is the fact keeper's work. Goal: at least 95% reachable.
 
+``--person`` runs it the way a person chats: learning on (the app's ``QuietLearning`` and
+``Conversation``, memories in the system prompt as the app puts them there), a pasted text of
+a few kilobytes (notes, a table, a log) every ``--paste-every`` turns, and full-length answers
+(``--answer-tokens`` caps them; 0, the default with ``--person``, leaves them whole). Between
+turns the bench waits for the summary being written ahead, as a person reading gives it time.
+
+With the bundled model, after the chat the model is asked about each planted fact, once with
+what Conch would send next (summary, kept turns, memories) and once with drop-the-oldest's
+turns, and a fact counts as answered when the answer contains it. A 135M model answers few
+such questions even with the fact in front of it: the share is what it is, beside the share
+reachable and beside drop-the-oldest.
+
 Prints a table, then one JSON object on its last line: folds, the share reachable, the share
-"drop the oldest" keeps, the seconds spent summarising per fold (mean and max), what was lost.
+"drop the oldest" keeps, the shares answered, the seconds spent summarising per fold (mean
+and max), what was lost.
 """
 
 from __future__ import annotations
@@ -29,6 +43,7 @@ import argparse
 import asyncio
 import json
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -41,6 +56,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from app.conversation import Conversation  # noqa: E402
+from app.health import HealthLog  # noqa: E402
+from app.learning import QuietLearning  # noqa: E402
+from app.memories import MemoryBook  # noqa: E402
+from app.services import build_system_prompt, history_messages  # noqa: E402
+from app.settings import SettingsStore  # noqa: E402
+from app.store import ChatStore  # noqa: E402
+from engines.api.calibrate import count_request  # noqa: E402
 from engines.api.context import (  # noqa: E402
     LEAN_WINDOW,
     budget,
@@ -62,8 +85,10 @@ from engines.base import (  # noqa: E402
     TurnInput,
 )
 from engines.local import bundled  # noqa: E402
-from engines.providers.base import ChatRequest, ProviderAdapter  # noqa: E402
+from engines.local.gate import gated  # noqa: E402
+from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError  # noqa: E402
 from engines.resources import read_prompt  # noqa: E402
+from tests.integration.test_bundled_person_chat import LOG, NOTES, TABLE, asker  # noqa: E402
 
 TURNS = 56
 WINDOW = 8_192
@@ -71,6 +96,10 @@ SEED = 20_261_004
 CHAT_ID = "recall-bench"
 MESSAGE_TOKENS = 230  # estimated tokens of each person message
 ANSWER_TOKENS = 48  # the bundled model's answers are capped here (its summaries are not)
+LEARN_TOKENS = 256  # a learning answer (a short JSON list), capped to keep the run bounded
+ASK_TOKENS = 48  # an answer to one question about a planted fact
+PASTE_EVERY = 4
+PASTES = (NOTES, TABLE, LOG)
 GOAL = 0.95
 
 
@@ -178,6 +207,35 @@ PLANTED: tuple[tuple[Fact, ...], ...] = (
 )
 FACTS: tuple[Fact, ...] = tuple(f for turn in PLANTED for f in turn)
 
+# What the model is asked about each fact at the end (keyed by the fact's words).
+QUESTIONS: dict[str, str] = {
+    "Priya Raman": "Who chairs the garden committee?",
+    "Tomasz Wójcik": "Who is our treasurer?",
+    "€1,250": "How much money does the grant give us for the season?",
+    "GR-2026-0417": "What is the grant reference?",
+    "2026-04-18": "What is the date of the first planting day?",
+    "09:30": "At what time do the volunteers meet?",
+    "garden_layout_v3.xlsx": "Which file has the bed layout?",
+    "~/garden/rota/spring.csv": "Where does the watering rota live on the club laptop?",
+    "https://forms.example.org/larch-garden/2026": "Where do sign-ups go this year?",
+    "volunteers@larch-garden.example": "Which e-mail address do questions go to?",
+    "Hillside Supplies": "Where did we decide to buy the topsoil?",
+    "£480": "How much does the topsoil order come to?",
+    "#58213": "What is the order number of the delivery?",
+    "12 kg": "How many kilograms of seed potatoes did we order?",
+    "17.5%": "What share of the budget may tools take at most?",
+    "v2.4.1": "Which firmware version does the watering controller run?",
+    "LARCH_SENSOR_TOKEN": "Which variable do the soil sensors read their key from?",
+    "192.168.1.44": "What is the address of the computer in the shed?",
+    "Bank of Scotland": "Which bank does the garden account stay with?",
+    "4 December": "When is the end-of-season party?",
+    "Marta Lindqvist": "Who looks after the gate?",
+    "07700 900123": "Which number do I call if the gate code changes?",
+    "no pesticides": "What did we decide about pesticides?",
+    "water_schedule.next_run()": "What should I check in the controller script if the pumps stop?",
+}
+assert set(QUESTIONS) == {f.key for f in FACTS}
+
 _OPENERS = (
     "Back to the garden.",
     "A few more thoughts.",
@@ -231,12 +289,24 @@ _QUESTIONS = (
 )
 
 
-def chat_script(turns: int, seed: int = SEED, tokens: int = MESSAGE_TOKENS) -> list[str]:
-    """The person's messages: facts in the first ten, ordinary talk of ``tokens`` each."""
+def chat_script(
+    turns: int, seed: int = SEED, tokens: int = MESSAGE_TOKENS, paste_every: int = 0
+) -> list[str]:
+    """The person's messages: facts in the first ten, ordinary talk of ``tokens`` each, and
+    with ``paste_every`` a pasted text (notes, a table, a log) every that many turns after."""
     rng = random.Random(seed)
     messages: list[str] = []
+    pasted = 0
     for i in range(turns):
         parts = [rng.choice(_OPENERS)]
+        after = i - len(PLANTED)
+        if paste_every and after >= 0 and after % paste_every == paste_every - 1:
+            paste = PASTES[pasted % len(PASTES)]
+            pasted += 1
+            messages.append(
+                f"{parts[0]} I pasted this from our files:\n\n{paste}\n\n{rng.choice(_QUESTIONS)}"
+            )
+            continue
         if i < len(PLANTED):
             parts.extend(f.sentence for f in PLANTED[i])
         size = sum(len(p) + 1 for p in parts)
@@ -261,6 +331,16 @@ def _plain(text: str) -> str:
 def reachable(facts: Sequence[Fact], text: str) -> list[Fact]:
     hay = _plain(text)
     return [f for f in facts if _plain(f.key) in hay]
+
+
+def _core(text: str) -> str:
+    return re.sub(r"[\W_]+", "", text.casefold())
+
+
+def answers(fact: Fact, answer: str) -> bool:
+    """Whether ``answer`` gives the fact: its letters and digits in order ("€1,250" is answered
+    by "1,250 euros"; "no pesticides" is not by "avoid pesticides")."""
+    return _core(fact.key) in _core(answer)
 
 
 def drop_oldest(log: Sequence[tuple[Message, Message]], room: int) -> list[Message]:
@@ -310,6 +390,11 @@ class Recording:
         self.last_chat: ChatRequest | None = None
         self.chat_requests = 0
         self.summary_requests = 0
+        self.learn_requests = 0
+        self._learn_prompt = read_prompt("learn.txt")
+
+    async def count_tokens(self, request: ChatRequest) -> int | None:
+        return await count_request(self.inner, request)
 
     async def list_models(self) -> list[ModelInfo]:
         return await self.inner.list_models()
@@ -323,6 +408,10 @@ class Recording:
     async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
         if _is_summary_request(request):
             self.summary_requests += 1
+        elif request.system == self._learn_prompt:
+            self.learn_requests += 1
+            cap = min(request.max_output_tokens, LEARN_TOKENS)
+            request = request.model_copy(update={"max_output_tokens": cap})
         else:
             self.chat_requests += 1
             self.last_chat = request
@@ -394,6 +483,135 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
     heals: int = 0
     log: list[tuple[Message, Message]] = field(default_factory=list)
+    memories: list[str] = field(default_factory=list)  # learned (with --person)
+    system: str = ""  # the system prompt the next turn would get (memories included)
+    asked: dict[str, list[str]] = field(default_factory=dict)  # policy -> facts answered
+    answers: dict[str, dict[str, str]] = field(default_factory=dict)  # policy -> key -> answer
+
+
+@dataclass(frozen=True)
+class Options:
+    mock: bool = False
+    person: bool = False
+    turns: int = TURNS
+    window: int = WINDOW
+    answer_tokens: int | None = ANSWER_TOKENS
+    paste_every: int = 0
+    ask: bool = True
+
+
+async def run_person_chat(
+    adapter: Recording,
+    timed: TimedSummariser,
+    model: ModelInfo,
+    script: Sequence[str],
+    data_dir: Path,
+) -> Outcome:
+    """The chat as the app runs it: chat log, learning, memories in the system prompt."""
+    store = ChatStore.in_dir(data_dir)
+    health = HealthLog.in_dir(data_dir)
+    book = MemoryBook.in_dir(data_dir)
+    settings = SettingsStore.in_dir(data_dir)
+    chat = store.create_chat(model_key=model.key)
+    adapters: dict[str, ProviderAdapter] = {adapter.name: adapter}
+    session = ApiSession(
+        chat_id=chat.id,
+        data_dir=data_dir,
+        adapters=adapters,
+        summariser=timed,
+        history=lambda: history_messages(store.messages(chat.id)),
+    )
+    learner = QuietLearning(store, book, settings, asker(adapter, model), health=health)
+    conversation = Conversation(
+        chat.id,
+        store=store,
+        engine=session,
+        model=model,
+        learner=learner,
+        health=health,
+        system_prompt=lambda m: build_system_prompt(m, book),
+    )
+    out = Outcome()
+    try:
+        for i, text in enumerate(script):
+            answer: list[str] = []
+            async for event in conversation.turn(text):
+                if isinstance(event, TextDelta):
+                    answer.append(event.text)
+                elif isinstance(event, Compacted):
+                    out.folds.append(event)
+                elif isinstance(event, Healed):
+                    out.heals += 1
+                elif isinstance(event, Problem):
+                    kind = event.problem.kind.value
+                    out.problems.append(f"turn {i}: {kind} {event.problem.detail}"[:300])
+            out.log.append(
+                (Message(role="user", text=text), Message(role="assistant", text="".join(answer)))
+            )
+            print(
+                f"turn {i + 1:3d}/{len(script)}  folds {len(out.folds)}  learned "
+                f"{len(book.list())}  summarising {sum(timed.seconds):6.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+            # The person reads the answer and types the next message meanwhile.
+            await session.wait_prepared()
+    finally:
+        await conversation.aclose()  # lets a learning run under way finish
+        out.memories = [m.text for m in book.list()]
+        out.system = build_system_prompt(model, book)
+        store.close()
+        health.close()
+        book.close()
+    return out
+
+
+async def ask_facts(
+    adapter: ProviderAdapter, model: ModelInfo, system: str, messages: Sequence[Message]
+) -> dict[str, str]:
+    """Each planted fact's question after ``messages``; the model's answer to each."""
+    out: dict[str, str] = {}
+    for fact in FACTS:
+        question = f"{QUESTIONS[fact.key]} Answer in a few words."
+        request = ChatRequest(
+            model=model.id,
+            system=system,
+            messages=(*messages, Message(role="user", text=question)),
+            max_output_tokens=ASK_TOKENS,
+            window=model.context,
+        )
+        parts: list[str] = []
+        try:
+            async for event in adapter.stream(request):
+                if isinstance(event, TextDelta):
+                    parts.append(event.text)
+                elif isinstance(event, Done):
+                    break
+        except ProviderError as exc:
+            parts = [f"(failed: {exc})"]
+        out[fact.key] = "".join(parts).strip()
+    return out
+
+
+async def ask_both(adapter: Recording, model: ModelInfo, outcome: Outcome) -> None:
+    """Ask about every fact with Conch's next request and with drop-the-oldest's turns."""
+    final = adapter.last_chat
+    if final is None:
+        return
+    last_answer = outcome.log[-1][1] if outcome.log else None
+    conch = [*final.messages, *([last_answer] if last_answer and last_answer.text else [])]
+    system = outcome.system or final.system
+    base = read_prompt("system_lean.txt" if model.context <= LEAN_WINDOW else "system.txt")
+    room = budget(model.context, estimate_tokens(base)) - 64  # room for the question
+    policies = {
+        "conch": (system, conch),
+        "drop_oldest": (base, drop_oldest(outcome.log, room)),
+    }
+    for name, (sys_prompt, messages) in policies.items():
+        print(f"asking about {len(FACTS)} facts ({name})", file=sys.stderr, flush=True)
+        replies = await ask_facts(adapter.inner, model, sys_prompt, messages)
+        outcome.answers[name] = replies
+        outcome.asked[name] = [f.key for f in FACTS if answers(f, replies[f.key])]
 
 
 async def run_chat(
@@ -446,15 +664,17 @@ def report(
     timed: TimedSummariser,
     *,
     model_name: str,
-    window: int,
-    turns: int,
+    options: Options,
     seconds: float,
 ) -> dict[str, object]:
+    window, turns = options.window, options.turns
     final = adapter.last_chat
     summary, kept = split_request(final) if final is not None else ("", "")
-    found = reachable(FACTS, summary + "\n" + kept)
+    memories = "\n".join(outcome.memories)
+    found = reachable(FACTS, summary + "\n" + kept + "\n" + memories)
     in_kept = reachable(FACTS, kept)
-    system = final.system if final is not None else ""
+    in_memories = reachable(FACTS, memories)
+    system = read_prompt("system_lean.txt" if window <= LEAN_WINDOW else "system.txt")
     room = budget(window, estimate_tokens(system))
     baseline_messages = drop_oldest(outcome.log, room)
     baseline = reachable(FACTS, "\n".join(m.text for m in baseline_messages))
@@ -463,11 +683,19 @@ def report(
         of_kind = [f for f in FACTS if f.kind == kind]
         by_kind[kind] = f"{sum(f in found for f in of_kind)}/{len(of_kind)}"
     times = timed.seconds
+    asked: dict[str, object] = {}
+    for policy, right in outcome.asked.items():
+        asked[f"{policy}_answered"] = len(right)
+        asked[f"{policy}_answered_share"] = _share(len(right), len(FACTS))
+        asked[f"{policy}_answered_facts"] = right
     return {
         "bench": "recall",
         "model": model_name,
+        "mode": "person" if options.person else "plain",
         "window": window,
         "turns": turns,
+        "answer_tokens": options.answer_tokens,
+        "paste_every": options.paste_every,
         "planted": len(FACTS),
         "folds": len(outcome.folds),
         "summarised_folds": sum(1 for f in outcome.folds if f.summarised),
@@ -478,6 +706,10 @@ def report(
         "drop_oldest_share": _share(len(baseline), len(FACTS)),
         "drop_oldest_turns_kept": len(baseline_messages) // 2,
         "kept_turns_only_share": _share(len(in_kept), len(FACTS)),
+        "memories_learned": len(outcome.memories),
+        "in_memories_share": _share(len(in_memories), len(FACTS)),
+        **asked,
+        "answers": outcome.answers,
         "summarise_seconds_mean": round(statistics.fmean(times), 3) if times else None,
         "summarise_seconds_max": round(max(times), 3) if times else None,
         "summary_chars": len(summary),
@@ -489,37 +721,47 @@ def report(
         "heals": outcome.heals,
         "chat_requests": adapter.chat_requests,
         "summary_requests": adapter.summary_requests,
+        "learn_requests": adapter.learn_requests,
         "seconds": round(seconds, 1),
     }
 
 
-async def run(mock: bool, turns: int, window: int) -> dict[str, object]:
-    script = chat_script(turns)
+async def run(options: Options) -> dict[str, object]:
+    turns, window = options.turns, options.window
+    script = chat_script(turns, paste_every=options.paste_every)
     started = time.monotonic()
-    if mock:
+    if options.mock:
         adapter = Recording(PoorModel(), answer_tokens=None)
         model = ModelInfo(provider="local", id="scripted", label="Scripted", context=window)
         timed = TimedSummariser(ModelSummariser({adapter.name: adapter}))
-        outcome = await run_chat(adapter, timed, model, script)
+        if options.person:
+            with tempfile.TemporaryDirectory(prefix="conch-recall-") as tmp:
+                outcome = await run_person_chat(adapter, timed, model, script, Path(tmp))
+        else:
+            outcome = await run_chat(adapter, timed, model, script)
         return report(
             outcome,
             adapter,
             timed,
             model_name="scripted (poor summaries)",
-            window=window,
-            turns=turns,
+            options=options,
             seconds=time.monotonic() - started,
         )
     why = bundled.missing()
     if why is not None:
         raise UnavailableError(why)
     with tempfile.TemporaryDirectory(prefix="conch-recall-") as tmp:
-        runtime = bundled.BundledRuntime(Path(tmp), n_ctx=window)
+        runtime = bundled.BundledRuntime(Path(tmp) / "runtime", n_ctx=window)
         try:
             state = await runtime.start()
             if state.phase != "ready":
                 raise UnavailableError(f"The bundled model did not start: {state.text}")
-            adapter = Recording(bundled.bundled_adapter(runtime), answer_tokens=ANSWER_TOKENS)
+            inner = bundled.bundled_adapter(runtime)
+            # The app puts a local server behind its gate (one request at a time, the
+            # person's turn first); the plain run keeps the earlier wiring.
+            adapter = Recording(
+                gated(inner) if options.person else inner, answer_tokens=options.answer_tokens
+            )
             model = ModelInfo(
                 provider=adapter.name,
                 id=bundled.MODEL_ID,
@@ -529,7 +771,14 @@ async def run(mock: bool, turns: int, window: int) -> dict[str, object]:
             )
             timed = TimedSummariser(ModelSummariser({adapter.name: adapter}))
             try:
-                outcome = await run_chat(adapter, timed, model, script)
+                if options.person:
+                    chat_dir = Path(tmp) / "chat"
+                    chat_dir.mkdir()
+                    outcome = await run_person_chat(adapter, timed, model, script, chat_dir)
+                else:
+                    outcome = await run_chat(adapter, timed, model, script)
+                if options.ask:
+                    await ask_both(adapter, model, outcome)
             finally:
                 await adapter.aclose()
         finally:
@@ -539,8 +788,7 @@ async def run(mock: bool, turns: int, window: int) -> dict[str, object]:
         adapter,
         timed,
         model_name=f"bundled {bundled.MODEL_ID}",
-        window=window,
-        turns=turns,
+        options=options,
         seconds=time.monotonic() - started,
     )
 
@@ -553,6 +801,17 @@ def print_table(figures: dict[str, object]) -> None:
     )
     print(f"  drop the oldest      : {figures['drop_oldest_share']:.0%}")
     print(f"  kept turns alone     : {figures['kept_turns_only_share']:.0%}")
+    if figures["mode"] == "person":
+        print(
+            f"  memories learned     : {figures['memories_learned']} "
+            f"(holding {figures['in_memories_share']:.0%} of the facts)"
+        )
+    for policy in ("conch", "drop_oldest"):
+        if f"{policy}_answered" in figures:
+            print(
+                f"  answered ({policy:<11}): {figures[f'{policy}_answered']}/"
+                f"{figures['planted']} ({figures[f'{policy}_answered_share']:.0%})"
+            )
     mean, most = figures["summarise_seconds_mean"], figures["summarise_seconds_max"]
     print(f"  summarising per fold : mean {mean} s, max {most} s")
     summary = figures.pop("final_summary", "")
@@ -568,13 +827,51 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--mock", action="store_true", help="a scripted model, not SmolLM2")
     parser.add_argument("--turns", type=int, default=TURNS, help=f"turns (default {TURNS})")
     parser.add_argument("--window", type=int, default=WINDOW, help="the model's window")
+    parser.add_argument(
+        "--person",
+        action="store_true",
+        help="learning on, pasted texts, full-length answers (as a person chats)",
+    )
+    parser.add_argument(
+        "--answer-tokens",
+        type=int,
+        default=None,
+        help=f"cap the chat model's answers (0: whole; default {ANSWER_TOKENS}, whole with "
+        "--person)",
+    )
+    parser.add_argument(
+        "--paste-every",
+        type=int,
+        default=None,
+        help=f"a pasted text every N turns (default {PASTE_EVERY} with --person, else none)",
+    )
+    parser.add_argument(
+        "--no-ask", action="store_true", help="do not ask the model about each fact at the end"
+    )
     args = parser.parse_args(argv)
     if args.turns <= len(PLANTED):
         parser.error(f"--turns must be more than {len(PLANTED)} (the turns that plant facts)")
     if args.window < 2_048:
         parser.error("--window must be at least 2048")
+    cap = args.answer_tokens
+    if cap is None:
+        cap = 0 if args.person else ANSWER_TOKENS
+    paste_every = args.paste_every
+    if paste_every is None:
+        paste_every = PASTE_EVERY if args.person else 0
+    if cap < 0 or paste_every < 0:
+        parser.error("--answer-tokens and --paste-every take 0 or more")
+    options = Options(
+        mock=args.mock,
+        person=args.person,
+        turns=args.turns,
+        window=args.window,
+        answer_tokens=cap or None,
+        paste_every=paste_every,
+        ask=not args.no_ask and not args.mock,
+    )
     try:
-        figures = asyncio.run(run(args.mock, args.turns, args.window))
+        figures = asyncio.run(run(options))
     except UnavailableError as exc:
         print(f"{exc} (or run with --mock)", file=sys.stderr)
         print(json.dumps({"bench": "recall", "error": str(exc)}, ensure_ascii=False))
