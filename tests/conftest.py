@@ -31,6 +31,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+# Nor a real API key from the developer's shell: `conch ask`/`conch models` read the usual
+# variables, and a subprocess test would then call the real company.
+from app.secrets import KEY_ENV_VARS  # noqa: E402
+
+for _name in {n for names in KEY_ENV_VARS.values() for n in names}:
+    os.environ.pop(_name, None)
+
 
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
