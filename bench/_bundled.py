@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from engines.api.calibrate import count_request
 from engines.base import Event, ModelInfo
-from engines.local import bundled
+from engines.local import bundled, serve
 from engines.local.gate import in_background
 from engines.providers.base import ChatRequest, ProviderAdapter
 from engines.resources import read_prompt
@@ -134,13 +135,19 @@ class Probe:
 
 
 @contextlib.asynccontextmanager
-async def running(window: int) -> AsyncIterator[bundled.BundledRuntime]:
-    """A bundled runtime with ``window`` tokens in a temp dir, stopped afterwards."""
+async def running(
+    window: int, extra_args: tuple[str, ...] = ()
+) -> AsyncIterator[bundled.BundledRuntime]:
+    """A bundled runtime with ``window`` tokens in a temp dir, stopped afterwards.
+
+    ``extra_args`` go to llama-cpp-python's server as well (an experiment: ``--cache True``
+    keeps the states of several prompts, not just the last one)."""
     why = bundled.missing()
     if why is not None:
         raise UnavailableError(why)
     with tempfile.TemporaryDirectory(prefix="conch-bench-") as tmp:
-        runtime = bundled.BundledRuntime(Path(tmp), n_ctx=window)
+        server = (sys.executable, "-m", serve.MODULE, *extra_args) if extra_args else None
+        runtime = bundled.BundledRuntime(Path(tmp), n_ctx=window, server=server)
         try:
             state = await runtime.start()
             if state.phase != "ready":

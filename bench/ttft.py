@@ -18,7 +18,7 @@ the prompt prefix it has cached). Answers are capped at 24 tokens and summaries 
 the run bounded. Goals: a fold turn's median time to first token at most 1.5 x a normal
 turn's, and Conch's median at most 0.5 x drop-oldest's.
 
-    python -m bench.ttft [--turns N] [--windows 2048,4096]
+    python -m bench.ttft [--turns N] [--windows 2048,4096] [--server-cache]
 
 Prints a line per window and policy, then one JSON object on its last line.
 """
@@ -329,7 +329,9 @@ def summarise_run(run: PolicyRun) -> dict[str, object]:
     }
 
 
-async def run_window(window: int, script: Sequence[str]) -> dict[str, object]:
+async def run_window(
+    window: int, script: Sequence[str], extra_args: tuple[str, ...] = ()
+) -> dict[str, object]:
     model = ModelInfo(
         provider="local",
         id=bundled.MODEL_ID,
@@ -339,7 +341,7 @@ async def run_window(window: int, script: Sequence[str]) -> dict[str, object]:
         loaded=True,
     )
     out: dict[str, object] = {}
-    async with running(window) as runtime:
+    async with running(window, extra_args) as runtime:
         for policy in POLICIES:
             probe = Probe(
                 bundled.bundled_adapter(runtime),
@@ -389,7 +391,9 @@ def _load() -> list[float] | None:
         return None
 
 
-async def run(turns: int, windows: Sequence[int]) -> dict[str, object]:
+async def run(
+    turns: int, windows: Sequence[int], extra_args: tuple[str, ...] = ()
+) -> dict[str, object]:
     script = chat_script(turns)
     started = time.monotonic()
     result: dict[str, object] = {
@@ -401,10 +405,11 @@ async def run(turns: int, windows: Sequence[int]) -> dict[str, object]:
         "goal_fold_vs_normal": GOAL_FOLD,
         "goal_conch_vs_drop_oldest": GOAL_VS_DROP,
         "cores": os.cpu_count(),
+        "server_args": list(extra_args),
         "load_before": _load(),
     }
     for window in windows:
-        result[str(window)] = await run_window(window, script)
+        result[str(window)] = await run_window(window, script, extra_args)
     result["load_after"] = _load()
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
@@ -418,6 +423,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=",".join(str(w) for w in WINDOWS),
         help="comma-separated windows (default 2048,4096)",
     )
+    parser.add_argument(
+        "--server-cache",
+        action="store_true",
+        help="an experiment: start the server with llama-cpp-python's prompt cache "
+        "(--cache True), which keeps more than the last prompt's state",
+    )
     args = parser.parse_args(argv)
     try:
         windows = [int(w) for w in str(args.windows).split(",") if w.strip()]
@@ -426,7 +437,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.turns < 2 or not windows or min(windows) < 1_024:
         parser.error("--turns must be at least 2 and every window at least 1024")
     try:
-        figures = asyncio.run(run(args.turns, windows))
+        extra = ("--cache", "True") if args.server_cache else ()
+        figures = asyncio.run(run(args.turns, windows, extra))
     except UnavailableError as exc:
         print(json.dumps({"bench": "ttft", "error": str(exc)}, ensure_ascii=False))
         raise SystemExit(2) from None
