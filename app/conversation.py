@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from app.store import ChatStore
+from app.store import ChatStore, StoredMessage
 from app.trust import looks_pasted
 from engines.api.context import LEAN_WINDOW
 from engines.base import (
@@ -117,11 +117,13 @@ class Conversation:
         pictures: Sequence[Picture] = (),
         attachments: Sequence[Attachment] = (),
         again: int | None = None,
+        version_of: int | None = None,
     ) -> AsyncIterator[ConvEvent]:
         """Send one person message and stream the answer (see module docstring).
 
         ``again``: the seq of the person's message this sends once more (``retry``); the chat
-        log gets no second copy of it.
+        log gets no second copy of it. ``version_of``: the answer is a new version of that
+        answer (``regenerate``).
         """
         model = self._model
         if again is None:
@@ -176,13 +178,13 @@ class Conversation:
                 yield event
         except asyncio.CancelledError:
             problem = TurnProblem.of(ProblemKind.CANCELLED, partial=bool(answer))
-            self._save_answer(model, answer, thinking, problem)
+            self._save_answer(model, answer, thinking, problem, version_of)
             raise
         except GeneratorExit:
             # The consumer went away (window closed): keep what arrived.
             if not finished:
                 problem = problem or TurnProblem.of(ProblemKind.CANCELLED, partial=bool(answer))
-            self._save_answer(model, answer, thinking, problem)
+            self._save_answer(model, answer, thinking, problem, version_of)
             raise
         except Exception as exc:  # an engine bug must not lose the person's message
             log.exception("engine failed")
@@ -192,7 +194,7 @@ class Conversation:
                 next_step=default_next_step(ProblemKind.BROKEN_STREAM),
                 partial=bool(answer),
             )
-            seq = self._save_answer(model, answer, thinking, problem)
+            seq = self._save_answer(model, answer, thinking, problem, version_of)
             yield Problem(problem=problem)
             if seq is not None:
                 yield MessageSaved(seq, "assistant")
@@ -214,7 +216,7 @@ class Conversation:
                 message="The model finished without writing anything.",
             )
             yield Problem(problem=problem)
-        seq = self._save_answer(model, answer, thinking, problem)
+        seq = self._save_answer(model, answer, thinking, problem, version_of)
         if seq is not None:
             yield MessageSaved(seq, "assistant")
 
@@ -230,6 +232,72 @@ class Conversation:
             attachments=message.attachments,
             again=seq,
         )
+
+    async def regenerate(self, seq: int) -> AsyncIterator[ConvEvent]:
+        """Answer the question before the answer at ``seq`` again; the new answer becomes a
+        version of it (``ChatStore.versions``) and is the one shown and the one the model
+        remembers. The earlier version comes back when nothing new was saved."""
+        answer = self.store.message(self.chat_id, seq)
+        if answer is None or answer.role != "assistant":
+            raise ValueError(f"no answer at {seq} in this chat")
+        asked = self._asked_before(seq)
+        if asked is None:
+            raise ValueError(f"no message of the person's before {seq} in this chat")
+        root = answer.version_of if answer.version_of is not None else seq
+        shown = self.store.versions(self.chat_id, seq)
+        for s in shown.seqs:  # none shows (nor reaches the model) while the new one comes
+            self.store.set_shelved(self.chat_id, s, True)
+        saved: int | None = None
+        try:
+            async for event in self.turn(
+                asked.text,
+                pictures=asked.pictures,
+                attachments=asked.attachments,
+                again=asked.seq,
+                version_of=root,
+            ):
+                if isinstance(event, MessageSaved) and event.role == "assistant":
+                    saved = event.seq
+                yield event
+        finally:
+            if saved is None:
+                self.store.show_version(self.chat_id, shown.seqs[shown.shown])
+
+    async def edit(self, seq: int, text: str) -> AsyncIterator[ConvEvent]:
+        """Replace the person's message at ``seq`` with ``text`` and send it again: what came
+        after it is deleted (soft), and a fold that summarised it is withdrawn, so the model's
+        memory is rebuilt from the log and folded anew when it is too long."""
+        message = self.store.message(self.chat_id, seq)
+        if message is None or message.role != "user":
+            raise ValueError(f"no message of the person's at {seq} in this chat")
+        later = [m.seq for m in self.store.messages(self.chat_id, start=seq + 1)]
+        self.store.update_message(self.chat_id, seq, text=text)
+        if later:
+            self.store.delete_messages(self.chat_id, later)
+        self._withdraw_fold_before(seq)
+        async for event in self.turn(
+            text, pictures=message.pictures, attachments=message.attachments, again=seq
+        ):
+            yield event
+
+    def delete(self, seq: int) -> float:
+        """Delete the message at ``seq`` (soft); ``undelete`` with the stamp undoes it. A
+        person's message goes with its answers (an answer to nothing would read as an answer
+        to the question before). A fold that summarised it is withdrawn (the model's memory is
+        rebuilt from the log and folded anew)."""
+        message = self.store.message(self.chat_id, seq)
+        seqs = [seq]
+        if message is not None and message.role == "user":
+            for m in self.store.messages(self.chat_id, start=seq + 1):
+                if m.role == "user":
+                    break
+                seqs.append(m.seq)
+        stamp = self.store.delete_messages(self.chat_id, seqs)
+        self._withdraw_fold_before(seq)
+        return stamp
+
+    def undelete(self, stamp: float) -> None:
+        self.store.restore_messages(self.chat_id, stamp)
 
     async def compact(self, focus: str = "") -> AsyncIterator[ConvEvent]:
         """Fold all but the newest turn now (the /compact command)."""
@@ -249,12 +317,22 @@ class Conversation:
 
     # --- internals ------------------------------------------------------------------------
 
+    def _asked_before(self, seq: int) -> StoredMessage | None:
+        before = [m for m in self.store.messages(self.chat_id, limit=seq) if m.seq < seq]
+        return next((m for m in reversed(before) if m.role == "user"), None)
+
+    def _withdraw_fold_before(self, seq: int) -> None:
+        fold = self.store.latest_compaction(self.chat_id)
+        if fold is not None and seq < fold.first_kept_seq:
+            self.store.withdraw_fold(self.chat_id)
+
     def _save_answer(
         self,
         model: ModelInfo,
         answer: list[str],
         thinking: list[str],
         problem: TurnProblem | None,
+        version_of: int | None = None,
     ) -> int | None:
         text = "".join(answer)
         if not text and not thinking and problem is None:
@@ -268,6 +346,7 @@ class Conversation:
             partial=partial,
             problem=problem,
             model_key=model.key,
+            version_of=version_of,
         )
         return msg.seq
 

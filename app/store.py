@@ -64,7 +64,17 @@ CREATE TABLE IF NOT EXISTS compactions (
 );
 CREATE INDEX IF NOT EXISTS compactions_chat ON compactions(chat_id, id);
 """,
+    # Step 2: one message deleted (soft, for Undo), and the versions of a regenerated answer:
+    # ``version_of`` is the seq of the answer's first version, ``shelved`` a version not shown.
+    """
+ALTER TABLE messages ADD COLUMN deleted_at REAL;
+ALTER TABLE messages ADD COLUMN version_of INTEGER;
+ALTER TABLE messages ADD COLUMN shelved INTEGER NOT NULL DEFAULT 0;
+""",
 )
+
+# What the chat shows, and what the model reads: neither deleted nor a shelved version.
+_SHOWN = "deleted_at IS NULL AND shelved = 0"
 
 # After a damaged chat log was recovered: messages whose chat row was lost get a chat again,
 # so everything the person wrote shows in the sidebar.
@@ -110,6 +120,19 @@ class StoredMessage:
     problem: TurnProblem | None = None
     model_key: str = ""
     created: float = 0.0
+    version_of: int | None = None  # a regenerated answer: the seq of its first version
+
+
+@dataclass(frozen=True, slots=True)
+class Versions:
+    """The versions of one answer, oldest first, and which one shows (its index)."""
+
+    seqs: tuple[int, ...]
+    shown: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.shown + 1}/{len(self.seqs)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +150,7 @@ _CHAT_COLS = (
 )
 _MSG_COLS = (
     "chat_id, seq, role, text, thinking, pictures, attachments, partial, problem, "
-    "model_key, created"
+    "model_key, created, version_of"
 )
 
 
@@ -177,6 +200,7 @@ def _message(row: Sequence[Any]) -> StoredMessage:
         problem=_problem(row[8]),
         model_key=row[9],
         created=row[10],
+        version_of=row[11],
     )
 
 
@@ -309,6 +333,7 @@ class ChatStore:
         partial: bool = False,
         problem: TurnProblem | None = None,
         model_key: str = "",
+        version_of: int | None = None,
     ) -> StoredMessage:
         now = time.time()
         with self._lock:
@@ -319,7 +344,7 @@ class ChatStore:
                     (chat_id,),
                 ).fetchone()
                 self._db.execute(
-                    f"INSERT INTO messages ({_MSG_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    f"INSERT INTO messages ({_MSG_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         chat_id,
                         seq,
@@ -332,6 +357,7 @@ class ChatStore:
                         problem.model_dump_json() if problem else None,
                         model_key,
                         now,
+                        version_of,
                     ),
                 )
                 self._db.execute("UPDATE chats SET updated = ? WHERE id = ?", (now, chat_id))
@@ -357,6 +383,7 @@ class ChatStore:
             problem=problem,
             model_key=model_key,
             created=now,
+            version_of=version_of,
         )
 
     _UNSET: Any = object()
@@ -398,7 +425,7 @@ class ChatStore:
         with self._lock:
             rows = self._db.execute(
                 f"SELECT {_MSG_COLS} FROM messages WHERE chat_id = ? AND seq >= ? "
-                "ORDER BY seq LIMIT ?",
+                f"AND {_SHOWN} ORDER BY seq LIMIT ?",
                 (chat_id, start, -1 if limit is None else limit),
             ).fetchall()
         return [_message(r) for r in rows]
@@ -410,6 +437,62 @@ class ChatStore:
                 (chat_id, seq),
             ).fetchone()
         return _message(row) if row else None
+
+    def delete_messages(self, chat_id: str, seqs: Iterable[int]) -> float:
+        """Delete messages (soft: ``restore_messages`` with the returned stamp undoes it)."""
+        stamp = time.time()
+        with self._lock:
+            self._db.executemany(
+                "UPDATE messages SET deleted_at = ? WHERE chat_id = ? AND seq = ? "
+                "AND deleted_at IS NULL",
+                [(stamp, chat_id, s) for s in seqs],
+            )
+        return stamp
+
+    def restore_messages(self, chat_id: str, stamp: float) -> None:
+        """Undo one ``delete_messages`` (the messages it deleted show again)."""
+        self._exec(
+            "UPDATE messages SET deleted_at = NULL WHERE chat_id = ? AND deleted_at = ?",
+            (chat_id, stamp),
+        )
+
+    def versions(self, chat_id: str, seq: int) -> Versions:
+        """The versions of the answer at ``seq`` (one when it was never regenerated)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT COALESCE(version_of, seq) FROM messages WHERE chat_id = ? AND seq = ?",
+                (chat_id, seq),
+            ).fetchone()
+            if row is None:
+                return Versions((seq,), 0)
+            rows = self._db.execute(
+                "SELECT seq, shelved FROM messages WHERE chat_id = ? AND deleted_at IS NULL "
+                "AND (seq = ? OR version_of = ?) ORDER BY seq",
+                (chat_id, row[0], row[0]),
+            ).fetchall()
+        seqs = tuple(int(r[0]) for r in rows) or (seq,)
+        shown = next((i for i, r in enumerate(rows) if not r[1]), len(seqs) - 1)
+        return Versions(seqs, shown)
+
+    def set_shelved(self, chat_id: str, seq: int, shelved: bool) -> None:
+        self._exec(
+            "UPDATE messages SET shelved = ? WHERE chat_id = ? AND seq = ?",
+            (int(shelved), chat_id, seq),
+        )
+
+    def show_version(self, chat_id: str, seq: int) -> None:
+        """Show the version at ``seq`` of its answer and shelve the others."""
+        versions = self.versions(chat_id, seq)
+        with self._lock:
+            self._db.executemany(
+                "UPDATE messages SET shelved = ? WHERE chat_id = ? AND seq = ?",
+                [(int(s != seq), chat_id, s) for s in versions.seqs],
+            )
+
+    def withdraw_fold(self, chat_id: str) -> None:
+        """The latest fold no longer holds (a message before it was edited or deleted): record
+        that there is none, so the model's memory is rebuilt from the log and folded anew."""
+        self.add_compaction(chat_id, 0, "", "")
 
     def message_count(self, chat_id: str) -> int:
         with self._lock:
@@ -438,7 +521,8 @@ class ChatStore:
                 "WHERE chat_id = ? ORDER BY id DESC LIMIT 1",
                 (chat_id,),
             ).fetchone()
-        return Compaction(*row) if row else None
+        # An empty summary is a withdrawn fold (``withdraw_fold``): there is none now.
+        return Compaction(*row) if row and row[2] else None
 
     # --- internals ------------------------------------------------------------------------
 

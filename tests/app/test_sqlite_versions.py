@@ -2,8 +2,8 @@
 and read as they were written, an upgrade keeps every row and a copy of the file as it was, a
 failed upgrade leaves the file as it was, and a file from a newer Conch is read but never written.
 
-No schema has a second version yet, so the upgrade tests pass a made-up next version of the chat
-log as data; the real step lists are tested for recognising today's files as version 1.
+The upgrade tests pass a made-up next two versions of the chat log as data; the real
+step lists are tested on each earlier version's files (older ones are brought up to date).
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ CREATE TRIGGER IF NOT EXISTS tagged_is_pinned AFTER INSERT ON tags BEGIN
 END;
 """
 NEXT_CHAT_LOG = (*CHAT_LOG_STEPS, STEP_2, STEP_3)
+NEXT = len(NEXT_CHAT_LOG)
 
 
 # --- reading files as SQLite sees them ---------------------------------------------------------
@@ -141,8 +142,12 @@ def test_each_earlier_versions_files_open_unchanged_and_read_as_written(
     for name, (steps, _) in FILES.items():
         path = data_dir / name
         assert user_version(path) == len(steps)
-        assert snapshot(path) == before[name]  # recognised, not changed
-        assert copies_beside(path) == []
+        if int(version[1:]) >= len(steps):
+            assert snapshot(path) == before[name]  # recognised, not changed
+            assert copies_beside(path) == []
+        else:  # a file of an older schema: brought up to date, every row kept, a copy beside
+            assert_every_row_kept(before[name], path)
+            assert copies_beside(path) == [f"{name}.before-v{len(steps)}"]
 
 
 def test_a_new_file_starts_at_the_newest_version_without_a_copy(data_dir: Path) -> None:
@@ -160,7 +165,7 @@ def test_a_new_file_starts_at_the_newest_version_without_a_copy(data_dir: Path) 
     made_up = data_dir / "next.sqlite3"
     opened = open_database(made_up, NEXT_CHAT_LOG, what="chat log")
     opened.db.close()
-    assert user_version(made_up) == 3 and copies_beside(made_up) == []
+    assert user_version(made_up) == NEXT and copies_beside(made_up) == []
 
 
 # --- upgrading ------------------------------------------------------------------------------
@@ -175,7 +180,7 @@ def test_an_upgrade_keeps_every_row_and_a_copy_of_the_file_as_it_was(chat_log: P
     opened.db.execute("INSERT INTO tags (chat_id, tag) VALUES ('tools0000002', 'weather')")
     opened.db.close()
 
-    assert user_version(chat_log) == 3
+    assert user_version(chat_log) == NEXT
     assert_every_row_kept(before, chat_log)
     pinned = raw(chat_log, "SELECT id FROM chats WHERE pinned = 1 ORDER BY id")
     assert pinned == [("garden000001",), ("tools0000002",)]  # the backfill, then the trigger
@@ -184,8 +189,8 @@ def test_an_upgrade_keeps_every_row_and_a_copy_of_the_file_as_it_was(chat_log: P
 
     # The file as it was, whole and on its own (no -wal beside it), under the name it was
     # promised.
-    assert copies_beside(chat_log) == ["conch.sqlite3.before-v3"]
-    copy = chat_log.with_name("conch.sqlite3.before-v3")
+    assert copies_beside(chat_log) == [f"conch.sqlite3.before-v{NEXT}"]
+    copy = chat_log.with_name(f"conch.sqlite3.before-v{NEXT}")
     assert not copy.with_name(copy.name + "-wal").exists()
     assert raw(copy, "PRAGMA journal_mode") == [("delete",)]
     assert user_version(copy) == was and snapshot(copy) == before
@@ -194,7 +199,7 @@ def test_an_upgrade_keeps_every_row_and_a_copy_of_the_file_as_it_was(chat_log: P
     again = open_database(chat_log, NEXT_CHAT_LOG, what="chat log")
     assert again.problem == ""
     again.db.close()
-    assert copies_beside(chat_log) == ["conch.sqlite3.before-v3"]
+    assert copies_beside(chat_log) == [f"conch.sqlite3.before-v{NEXT}"]
 
 
 def test_a_failed_upgrade_leaves_the_file_as_it_was_and_says_so(chat_log: Path) -> None:
