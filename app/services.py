@@ -48,6 +48,7 @@ from engines.base import (
 from engines.local import bundled
 from engines.local.gate import background
 from engines.mock import MockEngine, Refuse, demo_chat, echo_reply
+from engines.programs.acp import Approver
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program_engine, program_models
 from engines.providers.base import ChatRequest, ProviderError, closing_stream
@@ -284,6 +285,8 @@ class AppServices:
             piece_chars=self._piece_chars,
             model_ready=lambda chat: self._own_model(chat.model_key) is not None,
         )
+        # The person's own command line for a program (Settings → Programs), by program key.
+        self.program_commands: dict[str, tuple[str, ...]] = {}
         self._closed = False
 
     # -- status --
@@ -413,8 +416,10 @@ class AppServices:
         *,
         model: ModelInfo | None = None,
         on_learning: Callable[[LearningRun], None] | None = None,
+        approve: Approver | None = None,
     ) -> Conversation:
-        """A ``Conversation`` for an existing chat, on its model (or ``model``)."""
+        """A ``Conversation`` for an existing chat, on its model (or ``model``). A program
+        asks ``approve`` before it acts; without one its requests are declined."""
         chat = self.store.get_chat(chat_id)
         if chat is None:
             raise ServicesError(f"There is no chat {chat_id!r}.")
@@ -433,6 +438,8 @@ class AppServices:
                 data_dir=self.data_dir,
                 history=lambda: history_messages(self.store.messages(chat_id)),
                 latest_fold=lambda: latest_fold(self.store, chat_id),
+                approve=approve,
+                commands=self.program_commands,
             )
         else:
             engine = ApiSession(
@@ -460,12 +467,12 @@ class AppServices:
 
     def programs(self) -> list[ModelInfo]:
         """The programs for the picker: found ones ready, missing ones saying how to install."""
-        return [] if self.mock else program_models()
+        return [] if self.mock else program_models(self.program_commands)
 
     def _program(self, key: str) -> ModelInfo | None:
-        if self.mock:
+        if self.mock or not key.startswith(f"{PROGRAMS}/"):
             return None
-        return next((m for m in program_models() if m.key == key), None)
+        return next((m for m in program_models(self.program_commands) if m.key == key), None)
 
     def _mock_engine(self, chat: Chat) -> MockEngine:
         fold = self.store.latest_compaction(chat.id)

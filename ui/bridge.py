@@ -35,9 +35,15 @@ from engines.base import (
     TurnProblem,
     Usage,
 )
+from engines.programs.acp import PermissionAsk
 from engines.providers.base import closing_stream
 
 log = logging.getLogger("conch.ui.bridge")
+
+
+def _tool_of(ask: PermissionAsk) -> str:
+    # Claude Code names the tool in ``kind``; an ACP program may name only the action.
+    return f"{ask.program}:{ask.kind or ask.title}"
 
 
 class ConversationBridge(QObject):
@@ -53,6 +59,8 @@ class ConversationBridge(QObject):
         done(str): the turn or fold ended: the stop reason, "problem", "cancelled" or "error".
         busy_changed(bool): a turn started (True) or ended (False, always, in ``finally``).
         learning_done(LearningRun): a learning run finished (it may outlive the turn).
+        approval_changed(object): a program's permission request now waits for the person
+            (a ``PermissionAsk``), or none does any more (None).
     """
 
     text_delta = Signal(str)
@@ -66,6 +74,7 @@ class ConversationBridge(QObject):
     done = Signal(str)
     busy_changed = Signal(bool)
     learning_done = Signal(object)
+    approval_changed = Signal(object)
 
     def __init__(self, conversation: Conversation, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -76,6 +85,8 @@ class ConversationBridge(QObject):
         self._thinking: list[str] = []
         self._clock: AnswerClock | None = None
         self._closed = False
+        self._asking: tuple[PermissionAsk, asyncio.Future[bool]] | None = None
+        self._always: set[str] = set()  # tools allowed for the rest of this conversation
         # Learning runs end on their own schedule; hear about them whatever else is listening.
         previous = conversation.on_learning
 
@@ -113,6 +124,49 @@ class ConversationBridge(QObject):
     @property
     def partial_thinking(self) -> str:
         return "".join(self._thinking)
+
+    @property
+    def pending_approval(self) -> PermissionAsk | None:
+        """The permission request waiting for the person (a re-opened chat shows its card)."""
+        return self._asking[0] if self._asking is not None else None
+
+    # --- a program asks permission --------------------------------------------------------
+
+    async def approve(self, ask: PermissionAsk) -> bool:
+        """The engine's approver: wait for the person's answer on the card (a future the
+        card's buttons resolve, so the event loop never blocks). Stop withdraws the question."""
+        if _tool_of(ask) in self._always:
+            return True
+        while self._asking is not None:  # one card at a time; the next waits its turn
+            waiting = self._asking[1]
+            if waiting.done():
+                await asyncio.sleep(0)  # its asker is clearing the card away
+            else:
+                await asyncio.wait({waiting})
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._asking = (ask, future)
+        self._emit(self.approval_changed, ask)
+        try:
+            return await future
+        finally:
+            self._asking = None
+            self._emit(self.approval_changed, None)
+
+    def answer_approval(self, choice: str) -> None:
+        """The person's answer: "once", "always" (this tool, for the rest of the chat) or
+        "deny"."""
+        if self._asking is None:
+            return
+        ask, future = self._asking
+        if choice == "always":
+            self._always.add(_tool_of(ask))
+        if not future.done():
+            future.set_result(choice in ("once", "always"))
+
+    def _withdraw_approval(self) -> None:
+        # The program asks from its own task, not the turn's: Stop answers "no" for the person.
+        if self._asking is not None and not self._asking[1].done():
+            self._asking[1].set_result(False)
 
     # --- actions --------------------------------------------------------------------------
 
@@ -152,6 +206,7 @@ class ConversationBridge(QObject):
 
     def stop(self) -> None:
         """Cancel the running turn; the conversation keeps what arrived, marked "Stopped"."""
+        self._withdraw_approval()
         if self._task is not None and not self._task.done():
             self._task.cancel()
 
@@ -212,6 +267,7 @@ class ConversationBridge(QObject):
                 ),
             )
         finally:
+            self._withdraw_approval()  # a question nobody can answer any more
             self._emit(self.done, reason)
             self._emit(self.busy_changed, False)
 

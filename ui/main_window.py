@@ -32,6 +32,10 @@ from PySide6.QtWidgets import (
 from app.settings import SettingsError, write_atomically
 from app.store import StoredMessage
 from engines.base import ModelInfo, NextStep
+from engines.programs.acp import PermissionAsk
+from engines.programs.catalogue import PROVIDER as PROGRAMS
+from engines.programs.catalogue import program
+from ui.approval_card import ApprovalCard
 from ui.bridge import ConversationBridge
 from ui.chat_view import ChatView
 from ui.composer import Composer, Submission
@@ -88,7 +92,7 @@ class MainWindow(QMainWindow):
         self._connect_signals()
         self._restore_geometry()
         self.sidebar.refresh()
-        self.picker.set_models(services.catalogue.models(), "")
+        self.picker.set_models(self._picker_models(services.catalogue.models()), "")
         self.picker.set_starting(services.status or None)
         self._open_first_chat()
         for problem in services.startup_problems:
@@ -110,6 +114,7 @@ class MainWindow(QMainWindow):
             colors=self.theme.color if self.theme is not None else None,
         )
         self.composer = Composer(self)
+        self.approval_card = ApprovalCard(self)
 
         top = QWidget(self)
         top.setObjectName("ChatHeader")
@@ -128,6 +133,7 @@ class MainWindow(QMainWindow):
         holder = QWidget(self)  # room around the composer's rounded box
         holder_layout = QVBoxLayout(holder)
         holder_layout.setContentsMargins(12, 4, 12, 12)
+        holder_layout.addWidget(self.approval_card)  # a program's question, above the box
         holder_layout.addWidget(self.composer)
         right_layout.addWidget(holder)
 
@@ -165,6 +171,7 @@ class MainWindow(QMainWindow):
         self.composer.submitted.connect(self.submit)
         self.composer.stop_requested.connect(self.stop)
         self.picker.model_chosen.connect(self.switch_model)
+        self.approval_card.answered.connect(self._approval_answered)
         self.chat_view.step_requested.connect(self.take_step)
         self.chat_view.status.connect(self.show_status)
         self._unsubscribe.append(self.services.catalogue.on_change(self._models_changed))
@@ -255,13 +262,21 @@ class MainWindow(QMainWindow):
         existing = self._bridges.get(chat_id)
         if existing is not None:
             return existing
+        made: list[ConversationBridge] = []
+
+        async def approve(ask: PermissionAsk) -> bool:
+            # A program's permission request: the chat's card asks the person.
+            return await made[0].approve(ask) if made else False
+
         try:
-            conversation = self.services.conversation(chat_id)
+            conversation = self.services.conversation(chat_id, approve=approve)
         except Exception as exc:  # ServicesError: no model ready, or the chat is gone
             if not quiet:
                 self.show_status(str(exc))
             return None
         bridge = ConversationBridge(conversation, self)
+        made.append(bridge)
+        bridge.approval_changed.connect(lambda ask, b=bridge: self._approval_changed(b, ask))
         bridge.busy_changed.connect(lambda busy, b=bridge: self._busy_changed(b, busy))
         bridge.message_saved.connect(lambda _seq, role, b=bridge: self._saved(b, role))
         bridge.note.connect(lambda note: self.show_status(note.text))
@@ -282,6 +297,7 @@ class MainWindow(QMainWindow):
         model = bridge.conversation.model if bridge is not None else None
         self.picker.select(model.key if model is not None else chat.model_key)
         self.composer.set_busy(bridge is not None and bridge.busy)
+        self.approval_card.show_ask(bridge.pending_approval if bridge is not None else None)
         self._update_meter()
         self.chat_opened.emit(chat_id)
         return True
@@ -303,6 +319,7 @@ class MainWindow(QMainWindow):
 
     def _show_nothing(self) -> None:
         self._current = ""
+        self.approval_card.show_ask(None)
         self.chat_view.set_chat("", None)
         self.title_label.setText("")
         self.setWindowTitle("Conch")
@@ -398,6 +415,10 @@ class MainWindow(QMainWindow):
         """Use ``model`` for the current chat from the next message on."""
         if not self._current:
             return
+        bridge = self._bridges.get(self._current)
+        if bridge is not None and _other_engine(bridge.conversation.model, model):
+            self._change_engine(bridge, model)
+            return
         bridge = self.bridge()
         if bridge is None:
             self.services.store.set_model(self._current, model.key)
@@ -406,6 +427,37 @@ class MainWindow(QMainWindow):
             bridge.conversation.switch_model(model)
         self.picker.select(model.key)
         self._update_meter()
+
+    def _change_engine(self, old: ConversationBridge, model: ModelInfo) -> None:
+        """To or from a program: a new conversation on the new engine (the old one closes);
+        the chat's messages and summary carry over as what the new engine is handed."""
+        if old.busy:
+            self.picker.select(old.conversation.model.key)
+            self.show_status("Wait for the answer to finish, or stop it first.")
+            return
+        chat_id = old.chat_id
+        self._bridges.pop(chat_id, None)
+        self._run(self._retire(old))
+        self.services.store.set_model(chat_id, model.key)
+        bridge = self.bridge(chat_id)
+        self.chat_view.set_chat(chat_id, bridge)  # the divider as the store now has it
+        self.approval_card.show_ask(None)
+        self.picker.select(model.key)
+        self._update_meter()
+
+    def _approval_changed(self, bridge: ConversationBridge, ask: PermissionAsk | None) -> None:
+        if bridge.chat_id == self._current:
+            self.approval_card.show_ask(ask)
+        elif ask is not None:
+            self.show_status(f"{ask.program} asks for permission in another chat.")
+
+    def _approval_answered(self, choice: str) -> None:
+        bridge = self._bridges.get(self._current)
+        if bridge is not None:
+            bridge.answer_approval(choice)
+
+    def _picker_models(self, models: list[ModelInfo]) -> list[ModelInfo]:
+        return [*models, *self.services.programs()]
 
     def switch_model_dialog(self) -> None:
         """The palette's "Switch model…": open the picker's list."""
@@ -428,7 +480,7 @@ class MainWindow(QMainWindow):
         if not key and self._current:
             chat = self.services.store.get_chat(self._current)
             key = chat.model_key if chat else ""
-        self.picker.set_models(models, key)
+        self.picker.set_models(self._picker_models(models), key)
 
     def _runtime_status(self, text: str) -> None:
         if not self._closing:
@@ -443,6 +495,10 @@ class MainWindow(QMainWindow):
         found = self.services.catalogue.find(model_key) if model_key else None
         if found is not None:
             return found.name
+        provider, _, key = model_key.partition("/")
+        listed = program(key) if provider == PROGRAMS else None
+        if listed is not None:
+            return listed.label
         return model_key.split("/", 1)[-1] or "Assistant"
 
     def _update_meter(self) -> None:
@@ -620,3 +676,10 @@ class MainWindow(QMainWindow):
         self.chat_view.follow(bridge)
         self.picker.select(bridge.conversation.model.key)
         self._update_meter()
+
+
+def _other_engine(old: ModelInfo, new: ModelInfo) -> bool:
+    """Whether ``new`` needs another engine: a program keeps (or is handed) the chat itself,
+    so moving to, from or between programs builds a new conversation."""
+    programs = (old.provider == PROGRAMS, new.provider == PROGRAMS)
+    return any(programs) and old.key != new.key

@@ -5,6 +5,10 @@ a model on this computer, whether it is already loaded. While the bundled model 
 the picker says so ("Starting the local model…") with its progress. A model that cannot answer
 for a reason its provider names (the bundled runtime "stopped" after a crash) is listed with
 that word and cannot be chosen; it never shows as ready.
+
+Programs that keep their own chat (Claude Code, Codex, ACP agents) come last, in their own
+"Programs" section, each with a short note of what it is; one that is not installed says so
+with the command that installs it, and cannot be chosen.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from PySide6.QtGui import QFont, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QWidget
 
 from engines.base import ModelInfo
+from engines.programs.catalogue import PROVIDER as PROGRAMS
+from engines.programs.catalogue import program
 
 KEY_ROLE = int(Qt.ItemDataRole.UserRole) + 1
 
@@ -29,6 +35,7 @@ _PROVIDER_NAMES = {
     "anthropic": "Anthropic",
     "openrouter": "OpenRouter",
     "mock": "Mock",
+    PROGRAMS: "Programs",
 }
 
 
@@ -52,7 +59,18 @@ def provider_name(provider: str) -> str:
     return _PROVIDER_NAMES.get(provider, provider.replace("-", " ").title())
 
 
+def program_note(model: ModelInfo) -> str:
+    """What a program is, in one line ("" for a model)."""
+    found = program(model.id) if model.provider == PROGRAMS else None
+    return found.note if found is not None else ""
+
+
 def entry_text(model: ModelInfo) -> str:
+    if model.provider == PROGRAMS:
+        # A program sizes its own context: its note says more than a window would.
+        short = program_note(model).split(";", 1)[0]
+        said = model.status if not model.ready and model.status else short
+        return "  ·  ".join(x for x in (model.name, said) if x)
     parts = [model.name, window_label(model.context)]
     if not model.ready and model.status:
         parts.append(model.status)
@@ -67,7 +85,8 @@ def shown(model: ModelInfo) -> bool:
 
 
 def ordered(models: Sequence[ModelInfo]) -> list[tuple[str, list[ModelInfo]]]:
-    """Shown models grouped by provider: local providers first, each group in listed order."""
+    """Shown models grouped by provider: local providers first, each group in listed order,
+    programs last."""
     groups: dict[str, list[ModelInfo]] = {}
     local: dict[str, bool] = {}
     for m in models:
@@ -75,7 +94,7 @@ def ordered(models: Sequence[ModelInfo]) -> list[tuple[str, list[ModelInfo]]]:
             continue
         groups.setdefault(m.provider, []).append(m)
         local[m.provider] = local.get(m.provider, False) or m.local
-    names = sorted(groups, key=lambda p: (not local[p], list(groups).index(p)))
+    names = sorted(groups, key=lambda p: (p == PROGRAMS, not local[p], list(groups).index(p)))
     return [(p, groups[p]) for p in names]
 
 
@@ -140,7 +159,15 @@ class ModelPicker(QWidget):
                 item.setData(m.key, KEY_ROLE)
                 item.setToolTip(f"{m.name} reads about {m.context:,} tokens at once")
                 spoken = f"{m.name}, {window_label(m.context)}"
-                if not m.ready:
+                note = program_note(m)
+                if note:
+                    item.setToolTip(f"{m.name}: {note}")
+                    spoken = f"{m.name}, {note}"
+                if not m.ready and note:
+                    # Not installed: the entry itself carries the command that installs it.
+                    item.setFlags(Qt.ItemFlag.NoItemFlags)
+                    spoken += f", {m.status}"
+                elif not m.ready:
                     # Seen, not chosen: it cannot answer now (Settings → Health says why).
                     item.setFlags(Qt.ItemFlag.NoItemFlags)
                     item.setToolTip(f"{m.name} is {m.status}; Settings → Health says why")

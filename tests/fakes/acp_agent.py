@@ -12,7 +12,8 @@ line of the prompt changes what it does, so one process can show every kind of t
 - ``[[hang]]``: never answers (until cancelled)
 - ``[[slow]]``: one thought, then waits until it is cancelled (``{"cancelled": session}`` is
   recorded then)
-- ``[[permission]]``: asks to run ``rm -rf build`` first; says whether it was allowed
+- ``[[permission]]``: asks to run ``rm -rf build`` first; records the answer
+  (``{"permission": "allowed"}`` or ``"denied"``) and says whether it was allowed
 - ``[[refuse]]``: ends the turn with the ``refusal`` stop reason
 
 ``--banner`` prints a line that is not JSON before anything else, as a program started
@@ -130,6 +131,9 @@ class FakeAgent(Agent):
             )
             outcome = answer.outcome
             allowed = isinstance(outcome, AllowedOutcome) and outcome.option_id == "yes"
+            if self._record is not None:
+                with self._record.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps({"permission": "allowed" if allowed else "denied"}) + "\n")
             if not allowed:
                 return PromptResponse(stop_reason="end_turn")
             await client.session_update(session_id, update_agent_message_text("Removed build. "))

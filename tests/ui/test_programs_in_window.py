@@ -1,0 +1,207 @@
+"""Programs in the window: the picker's section, a chat on a real ACP agent, its approval card.
+
+The program is ``tests/fakes/acp_agent.py``, a real ACP agent process, set as Gemini CLI's
+command (as Settings → Programs would); it writes down every prompt it is handed and every
+permission answer it gets, so the tests assert on what reached the agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from app.secrets import SessionSecrets
+from app.services import MOCK_MODELS, AppServices, build_services
+from engines.base import ProblemKind
+from ui.main_window import MainWindow
+
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = "programs/gemini"
+MISSING = "programs/copilot"
+WAIT_MS = 30_000  # a hang guard: starting a Python agent process on a loaded machine
+
+
+@pytest.fixture
+def record(tmp_path: Path) -> Path:
+    return tmp_path / "agent.jsonl"
+
+
+@pytest.fixture
+def services(
+    tmp_path: Path, record: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[AppServices]:
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the agent runs as ``-m tests.fakes.acp_agent``
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))  # no real program is found
+    built = build_services(
+        tmp_path / "data", mock=False, secrets=SessionSecrets(), seed_demo_chat=False
+    )
+    built.program_commands = {
+        "gemini": (sys.executable, "-m", "tests.fakes.acp_agent", "--record", str(record))
+    }
+    yield built
+    built.store.close()
+    built.memories.close()
+    built.health.close()
+
+
+@pytest.fixture
+def window(qtbot: QtBot, services: AppServices) -> Iterator[MainWindow]:
+    # Not started: listing models could start the bundled one; programs need no listing.
+    win = MainWindow(services)
+    qtbot.addWidget(win)
+    win.show()
+    yield win
+    close = asyncio.get_running_loop().create_task(win.aclose())
+    qtbot.waitUntil(close.done, timeout=WAIT_MS)
+
+
+def received(record: Path) -> list[dict[str, object]]:
+    if not record.exists():
+        return []
+    return [json.loads(line) for line in record.read_text("utf-8").splitlines()]
+
+
+def open_chat_on(win: MainWindow, services: AppServices, key: str) -> str:
+    chat = services.store.create_chat(model_key=key)
+    win.sidebar.refresh()
+    assert win.open_chat(chat.id)
+    return chat.id
+
+
+def send(qtbot: QtBot, win: MainWindow, text: str) -> None:
+    win.composer.edit.setFocus()
+    qtbot.keyClicks(win.composer.edit, text)
+    qtbot.keyClick(win.composer.edit, Qt.Key.Key_Return)
+
+
+def wait_idle(qtbot: QtBot, win: MainWindow) -> None:
+    bridge = win.bridge()
+    assert bridge is not None
+    qtbot.waitUntil(lambda: not bridge.busy, timeout=WAIT_MS)
+
+
+def test_the_picker_lists_programs_in_their_own_section(window: MainWindow) -> None:
+    entries = window.picker.entries()
+    assert "Programs" in entries
+    below = entries[entries.index("Programs") + 1 :]
+    gemini = next(e for e in below if e.startswith("Gemini CLI"))
+    assert "Google's agent over ACP" in gemini
+    copilot = next(e for e in below if e.startswith("GitHub Copilot CLI"))
+    assert "not installed: npm install -g @github/copilot" in copilot
+
+    keys = {m.key for m in window.picker.models()}
+    assert AGENT in keys  # found: it can be picked
+    assert MISSING not in keys  # missing: seen, not chosen
+    items = window.picker._items
+    row = next(r for r in range(items.rowCount()) if items.item(r).text() == copilot)
+    assert not items.item(row).isEnabled()
+
+
+def test_a_chat_on_an_acp_program_streams_its_answer_in_the_window(
+    qtbot: QtBot, window: MainWindow, services: AppServices, record: Path
+) -> None:
+    chat_id = open_chat_on(window, services, AGENT)
+    assert window.picker.current_key() == AGENT
+    send(qtbot, window, "Hello there")
+    qtbot.waitUntil(lambda: window.composer.busy, timeout=WAIT_MS)
+    wait_idle(qtbot, window)
+
+    assert [r["texts"] for r in received(record)] == [["Hello there"]]
+    log = [(m.role, m.text) for m in services.store.messages(chat_id)]
+    assert log == [("user", "Hello there"), ("assistant", "Heard 11 characters.")]
+    shown = [r.message.text for r in window.chat_view.chat_model.rows() if r.message]
+    assert shown == ["Hello there", "Heard 11 characters."]
+
+
+def ask_permission(qtbot: QtBot, win: MainWindow, services: AppServices) -> str:
+    chat_id = open_chat_on(win, services, AGENT)
+    send(qtbot, win, "clean up [[permission]]")
+    qtbot.waitUntil(win.approval_card.isVisible, timeout=WAIT_MS)
+    assert win.approval_card.label.text() == "Gemini CLI asks to: Run rm -rf build"
+    return chat_id
+
+
+def test_allow_once_on_the_card_lets_the_program_carry_on(
+    qtbot: QtBot, window: MainWindow, services: AppServices, record: Path
+) -> None:
+    chat_id = ask_permission(qtbot, window, services)
+    qtbot.mouseClick(window.approval_card.buttons["once"], Qt.MouseButton.LeftButton)
+    wait_idle(qtbot, window)
+
+    assert {"permission": "allowed"} in received(record)
+    assert not window.approval_card.isVisible()
+    answer = services.store.messages(chat_id)[-1]
+    assert answer.role == "assistant" and answer.text.startswith("Removed build. Heard")
+
+
+def test_deny_on_the_card_reaches_the_program_and_the_chat_says_so(
+    qtbot: QtBot, window: MainWindow, services: AppServices, record: Path
+) -> None:
+    chat_id = ask_permission(qtbot, window, services)
+    qtbot.mouseClick(window.approval_card.buttons["deny"], Qt.MouseButton.LeftButton)
+    wait_idle(qtbot, window)
+
+    assert {"permission": "denied"} in received(record)
+    assert not window.approval_card.isVisible()
+    answer = services.store.messages(chat_id)[-1]
+    assert answer.problem is not None and answer.problem.kind is ProblemKind.REFUSED
+    assert "You did not allow it" in answer.problem.message
+
+
+def test_always_for_this_tool_is_not_asked_again_in_the_chat(
+    qtbot: QtBot, window: MainWindow, services: AppServices, record: Path
+) -> None:
+    ask_permission(qtbot, window, services)
+    qtbot.mouseClick(window.approval_card.buttons["always"], Qt.MouseButton.LeftButton)
+    wait_idle(qtbot, window)
+    send(qtbot, window, "again [[permission]]")
+    wait_idle(qtbot, window)
+
+    answers = [r for r in received(record) if "permission" in r]
+    assert answers == [{"permission": "allowed"}] * 2
+    assert not window.approval_card.isVisible()
+
+
+def test_stop_while_the_card_waits_withdraws_it(
+    qtbot: QtBot, window: MainWindow, services: AppServices, record: Path
+) -> None:
+    ask_permission(qtbot, window, services)
+    qtbot.mouseClick(window.composer.stop_button, Qt.MouseButton.LeftButton)
+    wait_idle(qtbot, window)
+    assert not window.approval_card.isVisible()
+    assert {"permission": "allowed"} not in received(record)
+
+
+def test_picking_a_program_then_a_model_changes_the_engine(
+    qtbot: QtBot, window: MainWindow, services: AppServices, record: Path
+) -> None:
+    model = MOCK_MODELS[0]
+    chat_id = open_chat_on(window, services, AGENT)
+    send(qtbot, window, "First words")
+    wait_idle(qtbot, window)
+    first = window.bridge()
+
+    window.switch_model(model)  # back to a model: a new conversation on the API engine
+    bridge = window.bridge()
+    assert bridge is not None and bridge is not first
+    assert bridge.conversation.model.key == model.key
+    assert type(bridge.conversation.engine).__name__ == "ApiSession"
+    chat = services.store.get_chat(chat_id)
+    assert chat is not None and chat.model_key == model.key
+
+    gemini = next(m for m in services.programs() if m.key == AGENT)
+    window.switch_model(gemini)  # and to the program again, which is handed the chat
+    send(qtbot, window, "Second words")
+    wait_idle(qtbot, window)
+    handed = "\n".join(received(record)[-1]["texts"])  # type: ignore[arg-type]
+    assert "Person: First words" in handed and "Assistant: Heard 11 characters." in handed
+    assert handed.endswith("Second words")
