@@ -474,6 +474,27 @@ class ChatStore:
         shown = next((i for i, r in enumerate(rows) if not r[1]), len(seqs) - 1)
         return Versions(seqs, shown)
 
+    def all_versions(self, chat_id: str) -> dict[int, Versions]:
+        """Every answer of the chat that has more than one version, by each version's seq."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT COALESCE(version_of, seq), seq, shelved FROM messages "
+                "WHERE chat_id = ? AND deleted_at IS NULL AND (version_of IS NOT NULL OR seq IN "
+                "(SELECT version_of FROM messages WHERE chat_id = ? AND version_of IS NOT NULL)) "
+                "ORDER BY seq",
+                (chat_id, chat_id),
+            ).fetchall()
+        groups: dict[int, list[tuple[int, bool]]] = {}
+        for root, seq, shelved in rows:
+            groups.setdefault(int(root), []).append((int(seq), bool(shelved)))
+        out: dict[int, Versions] = {}
+        for members in groups.values():
+            seqs = tuple(s for s, _ in members)
+            shown = next((i for i, (_, off) in enumerate(members) if not off), len(seqs) - 1)
+            for s in seqs:
+                out[s] = Versions(seqs, shown)
+        return out
+
     def set_shelved(self, chat_id: str, seq: int, shelved: bool) -> None:
         self._exec(
             "UPDATE messages SET shelved = ? WHERE chat_id = ? AND seq = ?",

@@ -197,6 +197,43 @@ class ConversationBridge(QObject):
         self._start(stream, "turn")
         return True
 
+    def edit(self, seq: int, text: str) -> bool:
+        """Replace the person's message at ``seq`` with ``text`` and send it again (what came
+        after it is deleted). False while busy, or when there is no such message."""
+        if self.busy or self._closed or not text.strip():
+            return False
+        if self._conversation.store.message(self.chat_id, seq) is None:
+            return False
+        self._start(self._conversation.edit(seq, text), "turn")
+        return True
+
+    def regenerate(self, seq: int) -> bool:
+        """Answer again in place of the answer at ``seq`` (kept as an earlier version). False
+        while busy, or when there is no such answer."""
+        if self.busy or self._closed:
+            return False
+        message = self._conversation.store.message(self.chat_id, seq)
+        if message is None or message.role != "assistant":
+            return False
+        self._start(self._conversation.regenerate(seq), "turn")
+        return True
+
+    def delete_message(self, seq: int) -> float | None:
+        """Delete the message at ``seq``; the stamp undoes it (``undelete``). None while busy."""
+        if self.busy or self._closed:
+            return None
+        return self._conversation.delete(seq)
+
+    def undelete(self, stamp: float) -> None:
+        self._conversation.undelete(stamp)
+
+    def show_version(self, seq: int) -> bool:
+        """Show the version at ``seq`` of its answer (the model reads it from the next turn)."""
+        if self.busy or self._closed:
+            return False
+        self._conversation.store.show_version(self.chat_id, seq)
+        return True
+
     def compact(self, focus: str = "") -> bool:
         """Fold all but the newest turn now (``/compact``). False while busy."""
         if self.busy or self._closed:

@@ -25,7 +25,7 @@ from PySide6.QtCore import (
 )
 
 from app.answer_stats import AnswerStats, stats_book
-from app.store import ChatStore, Compaction, StoredMessage
+from app.store import ChatStore, Compaction, StoredMessage, Versions
 from engines.base import ProblemKind
 
 PAGE = 40  # messages read per page; a screen shows far fewer
@@ -49,6 +49,9 @@ class RowKind(StrEnum):
 
 WIDGET_KINDS = frozenset({RowKind.DIVIDER, RowKind.PROBLEM, RowKind.MEMORIES})
 
+# A message's hover buttons: what each action is called on its button.
+ACTIONS = {"copy": "Copy", "edit": "Edit", "regenerate": "Regenerate", "delete": "Delete"}
+
 
 @dataclass(frozen=True, slots=True)
 class Row:
@@ -66,10 +69,20 @@ class Row:
     who: str = ""  # the streaming row: the model that is answering
     expanded: bool = False  # a long message shown whole ("Show all" was clicked)
     stats: AnswerStats | None = None  # an answer's speed and tokens, shown under it
+    versions: Versions | None = None  # a regenerated answer's versions ("‹ 2/3 ›")
+    editing: bool = False  # the person's message is open for editing under it
 
     @property
     def cache_key(self) -> tuple[Any, ...]:
-        return (*self.key, self.version, self.thinking_open, self.expanded, self.stats)
+        return (
+            *self.key,
+            self.version,
+            self.thinking_open,
+            self.expanded,
+            self.stats,
+            self.versions,
+            self.editing,
+        )
 
     @property
     def collapsible(self) -> bool:
@@ -132,6 +145,8 @@ class ChatModel(QAbstractListModel):
         self._open_thinking: set[int] = set()
         self._expanded: set[int] = set()  # seqs of long messages shown whole
         self._stats: dict[int, AnswerStats] = {}
+        self._versions: dict[int, Versions] = {}
+        self._editing: int | None = None  # the seq of the message open for editing
         self._streaming = False
         self._stream_text = ""
         self._stream_thinking = ""
@@ -196,6 +211,26 @@ class ChatModel(QAbstractListModel):
                 return i
         return -1
 
+    def actions(self, i: int) -> tuple[str, ...]:
+        """The buttons row ``i`` offers (``ACTIONS`` names): copy on every message, edit on
+        the person's, regenerate on the last answer, delete on each; none while answering."""
+        row = self._rows[i]
+        m = row.message
+        if row.kind is not RowKind.MESSAGE or m is None or row.editing:
+            return ()
+        if self._streaming:
+            return ("copy",)
+        out = ["copy"]
+        if m.role == "user":
+            out.append("edit")
+        elif m.role == "assistant" and self._last_answer() == m.seq:
+            out.append("regenerate")
+        out.append("delete")
+        return tuple(out)
+
+    def _last_answer(self) -> int | None:
+        return next((m.seq for m in reversed(self._messages) if m.role == "assistant"), None)
+
     def model_name(self, model_key: str) -> str:
         return self._model_name(model_key)
 
@@ -230,6 +265,7 @@ class ChatModel(QAbstractListModel):
         self._chat_id = chat_id
         self._open_thinking.clear()
         self._expanded.clear()
+        self._editing = None
         self._end_stream_state()
         if chat_id:
             count = self._store.message_count(chat_id)
@@ -283,6 +319,28 @@ class ChatModel(QAbstractListModel):
             self._messages = self._store.messages(self._chat_id, start=start)
         self._compaction = self._store.latest_compaction(self._chat_id)
         self._read_stats()
+        self._apply(self._build())
+
+    def reload(self) -> None:
+        """Read the loaded messages again (one was edited, deleted, or another version of an
+        answer shows), keeping the rows that did not change."""
+        if not self._chat_id:
+            return
+        start = self._messages[0].seq if self._messages else 0
+        self._messages = self._store.messages(self._chat_id, start=start)
+        self._compaction = self._store.latest_compaction(self._chat_id)
+        if self._editing is not None and all(m.seq != self._editing for m in self._messages):
+            self._editing = None
+        self._read_stats()
+        self._apply(self._build())
+
+    @property
+    def editing(self) -> int | None:
+        return self._editing
+
+    def set_editing(self, seq: int | None) -> None:
+        """Open the person's message at ``seq`` for editing (None: close it)."""
+        self._editing = seq
         self._apply(self._build())
 
     def reload_message(self, seq: int) -> None:
@@ -379,7 +437,9 @@ class ChatModel(QAbstractListModel):
         return True
 
     def _read_stats(self) -> None:
-        """The figures of the loaded answers (one small query per page read)."""
+        """The figures of the loaded answers (one small query per page read), and which
+        answers have versions."""
+        self._versions = self._store.all_versions(self._chat_id) if self._chat_id else {}
         book = stats_book(self._store) if self._chat_id and self._messages else None
         if book is None:
             self._stats = {}
@@ -452,6 +512,8 @@ class ChatModel(QAbstractListModel):
                         thinking_open=open_,
                         expanded=whole,
                         stats=self._stats.get(m.seq),
+                        versions=self._versions.get(m.seq),
+                        editing=m.seq == self._editing,
                     )
                 )
             if card:
@@ -508,6 +570,7 @@ class ChatModel(QAbstractListModel):
 
 
 __all__ = [
+    "ACTIONS",
     "COLLAPSE_CHARS",
     "PAGE",
     "ROW_ROLE",

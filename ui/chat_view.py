@@ -34,8 +34,19 @@ from PySide6.QtGui import (
     QPainter,
     QPaintEvent,
     QPalette,
+    QResizeEvent,
 )
-from PySide6.QtWidgets import QAbstractItemView, QListView, QMenu, QWidget
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QLabel,
+    QListView,
+    QMenu,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.store import ChatStore
 from ui.bridge import ConversationBridge
@@ -49,6 +60,92 @@ from ui.too_long_card import ProblemCard
 log = logging.getLogger("conch.ui.chat_view")
 
 FLUSH_MS = 40  # how often streamed text reaches the screen
+UNDO_MS = 10_000  # how long "Message deleted. Undo" stays
+EDIT_HINT = "Editing your message — Enter to resend, Shift+Enter for a new line, Esc to cancel"
+
+
+class MessageEditor(QWidget):
+    """The person's message open for editing, in place of its bubble.
+
+    Signals:
+        submitted(str): Enter: resend with this text.
+        cancelled(): Esc.
+    """
+
+    submitted = Signal(str)
+    cancelled = Signal()
+
+    def __init__(self, text: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("MessageEditor")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self.setAutoFillBackground(True)
+        self.hint = QLabel(EDIT_HINT, self)
+        self.hint.setWordWrap(True)
+        self.text = QPlainTextEdit(self)
+        self.text.setAccessibleName("Edit your message")
+        self.text.setPlainText(text)
+        self.text.setMinimumHeight(80)
+        self.text.installEventFilter(self)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 6, 8, 6)
+        layout.addWidget(self.hint)
+        layout.addWidget(self.text)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.text and event.type() == QEvent.Type.KeyPress:
+            key = cast(QKeyEvent, event)
+            if key.key() == Qt.Key.Key_Escape:
+                self.cancelled.emit()
+                return True
+            if key.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (
+                key.modifiers() & Qt.KeyboardModifier.ShiftModifier
+            ):
+                if self.text.toPlainText().strip():
+                    self.submitted.emit(self.text.toPlainText())
+                return True
+        return super().eventFilter(watched, event)
+
+
+class MessageUndoBar(QWidget):
+    """ "Message deleted. Undo" at the foot of the chat for a while.
+
+    Signals:
+        undo_clicked(float): the deletion's stamp.
+    """
+
+    undo_clicked = Signal(float)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("UndoBar")
+        # Without it a plain QWidget paints no stylesheet background: there but invisible.
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self.setAutoFillBackground(True)
+        self.label = QLabel(self)
+        self.button = QPushButton("Undo", self)
+        self.button.setAccessibleName("Undo deleting the message")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(8, 4, 8, 4)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(self.button)
+        self._stamp = 0.0
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.timeout.connect(self.hide)
+        self.button.clicked.connect(self._undo)
+        self.hide()
+
+    def offer(self, words: str, stamp: float) -> None:
+        self.label.setText(words)
+        self._stamp = stamp
+        self.show()
+        self.raise_()
+        self._timer.start(UNDO_MS)
+
+    def _undo(self) -> None:
+        self.hide()
+        self.undo_clicked.emit(self._stamp)
 
 
 class ChatView(QListView):
@@ -88,6 +185,7 @@ class ChatView(QListView):
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setMouseTracking(True)
+        self.viewport().setAttribute(Qt.WidgetAttribute.WA_Hover, True)  # hover buttons
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.verticalScrollBar().setSingleStep(24)
 
@@ -98,6 +196,10 @@ class ChatView(QListView):
         self._keep_from_bottom: int | None = None
         self._adjusting = False
         self._fetching = False
+        self._reload_on_save = False  # an edit or regenerate changed what is above the turn
+        self._editor: MessageEditor | None = None
+        self.undo_bar = MessageUndoBar(self)
+        self.undo_bar.undo_clicked.connect(self._undelete)
 
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)
@@ -114,6 +216,8 @@ class ChatView(QListView):
         self.delegate.thinking_toggled.connect(self.chat_model.toggle_thinking)
         self.delegate.expand_toggled.connect(self.chat_model.toggle_expanded)
         self.delegate.copied.connect(self.status)
+        self.delegate.action_requested.connect(self.act)
+        self.delegate.version_step.connect(self.step_version)
         self.customContextMenuRequested.connect(self._menu)
 
     # --- which chat -----------------------------------------------------------------------
@@ -169,7 +273,11 @@ class ChatView(QListView):
 
     def _message_saved(self, seq: int, role: str) -> None:
         if role == "user":
-            self.chat_model.sync()
+            if self._reload_on_save:
+                self._reload_on_save = False
+                self.chat_model.reload()
+            else:
+                self.chat_model.sync()
             if self._bridge is not None:
                 self.chat_model.start_stream(who=self._answering(self._bridge))
             self.scroll_to_bottom()
@@ -360,6 +468,8 @@ class ChatView(QListView):
             copy_to_clipboard(self.chat_model.plain_text(row))
             self.status.emit("Message copied")
             return
+        if row is not None and event.key() == Qt.Key.Key_Delete and self.act(index.row(), "delete"):
+            return
         if row is not None and event.key() in (
             Qt.Key.Key_Return,
             Qt.Key.Key_Enter,
@@ -412,7 +522,144 @@ class ChatView(QListView):
         if thinking:
             word = "Hide thinking" if row.thinking_open else "Show thinking"
             menu.addAction(word, lambda: self.chat_model.toggle_thinking(i))
+        for action in self.chat_model.actions(i):
+            if action != "copy":
+                menu.addAction(
+                    {"edit": "Edit and resend", "regenerate": "Regenerate answer"}.get(
+                        action, "Delete message"
+                    ),
+                    functools.partial(self.act, i, action),
+                )
+        versions = row.versions
+        if versions is not None and len(versions.seqs) > 1:
+            if versions.shown > 0:
+                menu.addAction("Previous version", lambda: self.step_version(i, -1))
+            if versions.shown < len(versions.seqs) - 1:
+                menu.addAction("Next version", lambda: self.step_version(i, 1))
         return menu
+
+    # --- message actions (hover buttons, menu, keys) ---------------------------------------
+
+    def act(self, i: int, action: str) -> bool:
+        """Do ``action`` (an ``ACTIONS`` name) on row ``i``; False when it cannot be done now."""
+        if not 0 <= i < self.chat_model.rowCount() or action not in self.chat_model.actions(i):
+            return False
+        row = self.chat_model.row(i)
+        m = row.message
+        if m is None:
+            return False
+        if action == "copy":
+            self._copy(m.text, "Message copied")
+            return True
+        bridge = self._bridge
+        if bridge is None or bridge.busy:
+            self.status.emit("Wait for the answer to finish (or Stop it) first.")
+            return False
+        if action == "edit":
+            return self.start_edit(i)
+        if action == "regenerate":
+            self._reload_on_save = True
+            if not bridge.regenerate(m.seq):
+                self._reload_on_save = False
+                return False
+            return True
+        if action == "delete":
+            stamp = bridge.delete_message(m.seq)
+            if stamp is None:
+                return False
+            self.chat_model.reload()
+            words = (
+                "Message deleted." if m.role == "assistant" else "Message and its answer deleted."
+            )
+            self.undo_bar.offer(words, stamp)
+            self._place_undo_bar()
+            return True
+        return False
+
+    def start_edit(self, i: int) -> bool:
+        """Open the person's message at row ``i`` for editing, in place."""
+        self.cancel_edit()
+        row = self.chat_model.row(i)
+        if row.message is None or row.message.role != "user":
+            return False
+        seq = row.message.seq
+        self.chat_model.set_editing(seq)
+        i = self.chat_model.find(RowKind.MESSAGE, seq)
+        editor = MessageEditor(row.message.text)
+        editor.submitted.connect(lambda text, s=seq: self._finish_edit(s, text))
+        editor.cancelled.connect(self.cancel_edit)
+        index = self.chat_model.index(i, 0)
+        self.setIndexWidget(index, editor)
+        self._editor = editor
+        self.delegate.sizeHintChanged.emit(index)
+        editor.text.setFocus(Qt.FocusReason.OtherFocusReason)
+        editor.text.moveCursor(editor.text.textCursor().MoveOperation.End)
+        self.scrollTo(index)
+        return True
+
+    @property
+    def editor(self) -> MessageEditor | None:
+        return self._editor
+
+    def cancel_edit(self) -> None:
+        seq = self.chat_model.editing
+        editor, self._editor = self._editor, None
+        if seq is None:
+            return
+        i = self.chat_model.find(RowKind.MESSAGE, seq)
+        if i >= 0:
+            self.setIndexWidget(self.chat_model.index(i, 0), None)  # type: ignore[arg-type]
+        if editor is not None:
+            editor.deleteLater()
+        self.chat_model.set_editing(None)
+        self.setFocus(Qt.FocusReason.OtherFocusReason)
+
+    def _finish_edit(self, seq: int, text: str) -> None:
+        bridge = self._bridge
+        if bridge is None or bridge.busy:
+            self.status.emit("Wait for the answer to finish (or Stop it) first.")
+            return
+        self.cancel_edit()
+        self._reload_on_save = True
+        if not bridge.edit(seq, text):
+            self._reload_on_save = False
+            self.status.emit("That message could not be sent again.")
+
+    def step_version(self, i: int, delta: int) -> bool:
+        """Show the previous (-1) or next (+1) version of the answer at row ``i``."""
+        row = self.chat_model.row(i)
+        versions = row.versions
+        bridge = self._bridge
+        if versions is None or bridge is None:
+            return False
+        n = versions.shown + delta
+        if not 0 <= n < len(versions.seqs) or not bridge.show_version(versions.seqs[n]):
+            return False
+        self.chat_model.reload()
+        return True
+
+    def _undelete(self, stamp: float) -> None:
+        if self._bridge is not None:
+            self._bridge.undelete(stamp)
+            self.chat_model.reload()
+            self.status.emit("Message restored")
+
+    def _place_undo_bar(self) -> None:
+        bar = self.undo_bar
+        hint = bar.sizeHint()
+        area = self.viewport().geometry()
+        width = min(area.width() - 16, max(hint.width(), 320))
+        bar.setGeometry(
+            area.left() + (area.width() - width) // 2,
+            area.bottom() - hint.height() - 8,
+            width,
+            hint.height(),
+        )
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if self.undo_bar.isVisible():
+            self._place_undo_bar()
 
     def _copy(self, text: str, note: str) -> None:
         copy_to_clipboard(text)

@@ -45,7 +45,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ui.chat_model import ROW_ROLE, WIDGET_KINDS, Row, RowKind, mark_for, preview
+from ui.chat_model import ACTIONS, ROW_ROLE, WIDGET_KINDS, Row, RowKind, mark_for, preview
 from ui.markdown import (
     COPY_SCHEME,
     DARK,
@@ -68,6 +68,9 @@ _HTML_CACHE = 2_000
 
 _Index = QModelIndex | QPersistentModelIndex
 
+ACTION_SCHEME = "conch-action"  # a hover button: "conch-action:edit"
+VERSION_SCHEME = "conch-version"  # "‹" and "›" beside an answer's "2/3": -1 or +1
+
 
 def _is_dark(palette: QPalette) -> bool:
     return palette.color(QPalette.ColorRole.Base).lightness() < 128
@@ -80,11 +83,15 @@ class MessageDelegate(QStyledItemDelegate):
         copied(str): something was put on the clipboard (what, in words, for a status line).
         thinking_toggled(int): the "Thinking" link of a row was clicked (the row).
         expand_toggled(int): "Show all" or "Show less" of a long message (the row).
+        action_requested(int, str): a hover button was clicked (the row, an ``ACTIONS`` name).
+        version_step(int, int): "‹" (-1) or "›" (+1) beside an answer's versions (the row).
     """
 
     copied = Signal(str)
     thinking_toggled = Signal(int)
     expand_toggled = Signal(int)
+    action_requested = Signal(int, str)
+    version_step = Signal(int, int)
 
     def __init__(
         self, view: QAbstractItemView, colors: Callable[[str], QColor] | None = None
@@ -116,7 +123,7 @@ class MessageDelegate(QStyledItemDelegate):
         width = self._view.viewport().width()
         if row is None:
             return QSize(width, 0)
-        if row.kind in WIDGET_KINDS:
+        if row.kind in WIDGET_KINDS or row.editing:
             # The stubs say never None, but a row's widget is only set just after insertion.
             widget = cast("QWidget | None", self._view.indexWidget(index))
             if widget is None:
@@ -139,7 +146,7 @@ class MessageDelegate(QStyledItemDelegate):
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
         row: Row | None = index.data(ROW_ROLE)
-        if row is None or row.kind in WIDGET_KINDS:
+        if row is None or row.kind in WIDGET_KINDS or row.editing:
             return
         rect = self.column(QRect(option.rect))
         rect.setHeight(rect.height() - GAP)
@@ -171,6 +178,51 @@ class MessageDelegate(QStyledItemDelegate):
         ctx.palette = palette
         ctx.clip = clip
         doc.documentLayout().draw(painter, ctx)
+        painter.restore()
+        shown = state & (
+            QStyle.StateFlag.State_MouseOver
+            | QStyle.StateFlag.State_HasFocus
+            | QStyle.StateFlag.State_Selected
+        )
+        if shown:
+            self._paint_buttons(painter, palette, index, QRect(option.rect))
+
+    # --- hover buttons --------------------------------------------------------------------
+
+    def buttons(self, index: _Index, rect: QRect) -> list[tuple[str, QRect]]:
+        """Row ``index``'s buttons (action, where) in view coordinates: on its name line, at
+        the right of its column."""
+        model = self._view.model()
+        if not hasattr(model, "actions"):
+            return []
+        actions: tuple[str, ...] = model.actions(index.row())
+        if not actions:
+            return []
+        metrics = QFontMetrics(self._view.font())
+        column = self.column(rect)
+        right = column.right() - PAD_X
+        top = column.top() + PAD_Y - 2
+        height = metrics.height() + 4
+        out: list[tuple[str, QRect]] = []
+        for action in reversed(actions):
+            width = metrics.horizontalAdvance(ACTIONS[action]) + 12
+            out.append((action, QRect(right - width, top, width, height)))
+            right -= width + 4
+        out.reverse()
+        return out
+
+    def _paint_buttons(
+        self, painter: QPainter, palette: QPalette, index: _Index, rect: QRect
+    ) -> None:
+        painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setFont(self._view.font())
+        for action, where in self.buttons(index, rect):
+            painter.setPen(palette.color(QPalette.ColorRole.Mid))
+            painter.setBrush(palette.color(QPalette.ColorRole.Base))
+            painter.drawRoundedRect(QRectF(where), 4, 4)
+            painter.setPen(palette.color(QPalette.ColorRole.Text))
+            painter.drawText(where, Qt.AlignmentFlag.AlignCenter, ACTIONS[action])
         painter.restore()
 
     # --- documents ------------------------------------------------------------------------
@@ -272,6 +324,8 @@ class MessageDelegate(QStyledItemDelegate):
             parts.append(
                 f'<p style="color:{quiet}; margin:4px 0 0 0;"><i>{html.escape(mark)}</i></p>'
             )
+        if row.versions is not None and len(row.versions.seqs) > 1:
+            parts.append(_versions_line(row.versions.label, quiet))
         line = row.stats.line() if row.stats is not None else ""
         if line:
             parts.append(
@@ -285,8 +339,11 @@ class MessageDelegate(QStyledItemDelegate):
     def anchor_at(self, index: _Index, pos: QPointF, rect: QRect) -> str:
         """The link under ``pos`` (view coordinates) in row ``index``, or ""."""
         row: Row | None = index.data(ROW_ROLE)
-        if row is None or row.kind in WIDGET_KINDS:
+        if row is None or row.kind in WIDGET_KINDS or row.editing:
             return ""
+        for action, where in self.buttons(index, rect):
+            if where.contains(pos.toPoint()):
+                return f"{ACTION_SCHEME}:{action}"
         doc = self.document(row, self.content_width())
         left = self.column(rect).left()
         local = QPointF(pos.x() - left - PAD_X, pos.y() - rect.top() - PAD_Y)
@@ -315,6 +372,12 @@ class MessageDelegate(QStyledItemDelegate):
             return True
         if href == EXPAND_HREF:
             self.expand_toggled.emit(index.row())
+            return True
+        if href.startswith(ACTION_SCHEME + ":"):
+            self.action_requested.emit(index.row(), href.split(":", 1)[1])
+            return True
+        if href.startswith(VERSION_SCHEME + ":"):
+            self.version_step.emit(index.row(), int(href.split(":", 1)[1]))
             return True
         if href.startswith(COPY_SCHEME + ":"):
             text = row.message.text if row.message is not None else row.text
@@ -347,10 +410,19 @@ def _expand_link(words: str, color: str) -> str:
     )
 
 
+def _versions_line(label: str, color: str) -> str:
+    link = f'style="color:{color}; text-decoration:none;"'
+    return (
+        f'<p style="color:{color}; margin:4px 0 0 0;">'
+        f'<a href="{VERSION_SCHEME}:-1" {link}>&#8249;</a> {html.escape(label)} '
+        f'<a href="{VERSION_SCHEME}:1" {link}>&#8250;</a></p>'
+    )
+
+
 def copy_to_clipboard(text: str) -> None:
     clipboard = QGuiApplication.clipboard()
     if clipboard is not None:
         clipboard.setText(text)
 
 
-__all__ = ["GAP", "MessageDelegate", "copy_to_clipboard"]
+__all__ = ["ACTION_SCHEME", "GAP", "VERSION_SCHEME", "MessageDelegate", "copy_to_clipboard"]
