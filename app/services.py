@@ -49,6 +49,7 @@ from engines.local import bundled
 from engines.local.gate import background
 from engines.mock import MockEngine, Refuse, demo_chat, echo_reply
 from engines.programs.acp import Approver
+from engines.programs.catalogue import PROGRAMS as PROGRAM_LIST
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program_engine, program_models
 from engines.providers.base import ChatRequest, ProviderError, closing_stream
@@ -285,8 +286,6 @@ class AppServices:
             piece_chars=self._piece_chars,
             model_ready=lambda chat: self._own_model(chat.model_key) is not None,
         )
-        # The person's own command line for a program (Settings → Programs), by program key.
-        self.program_commands: dict[str, tuple[str, ...]] = {}
         self._closed = False
 
     # -- status --
@@ -464,6 +463,18 @@ class AppServices:
         if chosen.key != chat.model_key:
             self.store.set_model(chat_id, chosen.key)
         return conv
+
+    @property
+    def program_commands(self) -> dict[str, tuple[str, ...]]:
+        """Each program the person set a path for (Settings → Programs): that path with the
+        program's usual arguments."""
+        paths = self.settings.settings.program_paths
+        out: dict[str, tuple[str, ...]] = {}
+        for p in PROGRAM_LIST:
+            path = paths.get(p.command[0], "").strip()
+            if path:
+                out[p.key] = (path, *p.command[1:])
+        return out
 
     def programs(self) -> list[ModelInfo]:
         """The programs for the picker: found ones ready, missing ones saying how to install."""

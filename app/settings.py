@@ -50,6 +50,10 @@ class Settings(BaseModel):
     last_chat_id: str = ""
     window_geometry: str = ""  # base64 of QWidget.saveGeometry()
     default_model_key: str = ""  # "provider/model-id"
+    # The person's own path to a program (Settings → Programs), by its usual command name
+    # ("claude", "codex", "gemini"); its usual arguments (``--acp``) still follow it. Empty:
+    # found on the PATH.
+    program_paths: dict[str, str] = {}
 
 
 _FIELDS = tuple(Settings.model_fields)

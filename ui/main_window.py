@@ -176,6 +176,8 @@ class MainWindow(QMainWindow):
         self.chat_view.status.connect(self.show_status)
         self._unsubscribe.append(self.services.catalogue.on_change(self._models_changed))
         self._unsubscribe.append(self.services.on_status(self._runtime_status))
+        self._program_paths = self.services.settings.settings.program_paths
+        self._unsubscribe.append(self.services.settings.on_change(self._settings_changed))
 
     # --- start and stop -------------------------------------------------------------------
 
@@ -455,6 +457,12 @@ class MainWindow(QMainWindow):
         bridge = self._bridges.get(self._current)
         if bridge is not None:
             bridge.answer_approval(choice)
+
+    def _settings_changed(self, settings: Any) -> None:
+        # A program's path set in Settings → Programs: list the programs again.
+        if settings.program_paths != self._program_paths and not self._closing:
+            self._program_paths = settings.program_paths
+            self._models_changed(self.services.catalogue.models())
 
     def _picker_models(self, models: list[ModelInfo]) -> list[ModelInfo]:
         return [*models, *self.services.programs()]

@@ -1,4 +1,5 @@
-"""Settings: Providers, Memory, Appearance and Health, one page each (plus the Memories list).
+"""Settings: Providers, Memory, Appearance, Programs and Health, one page each (plus the
+Memories list).
 
 The dialog is non-modal (``show()``), so it never blocks the event loop. API keys go to the
 secret store (the system keyring) the moment they are entered and are never put back into a
@@ -50,6 +51,7 @@ from engines.providers.errors import plain_os_error
 from ui.health_page import HealthPage, StartLocal
 from ui.icons import ON_ACCENT, icon
 from ui.memories_page import ChatTitle, MemoriesPage
+from ui.programs_page import ProgramsPage
 from ui.settings_sync import listen_to_settings, save_remember, set_checked_quietly
 from ui.theme import ThemeManager, set_style_property
 
@@ -67,6 +69,7 @@ PAGES: tuple[tuple[str, str, str], ...] = (
     ("providers", "Providers", "providers"),
     ("memory", "Memory", "memory"),
     ("appearance", "Appearance", "appearance"),
+    ("programs", "Programs", "command"),
     ("health", "Health", "health"),
 )
 MEMORIES_PAGE = "memories"  # opened from the Memory page; the nav keeps "Memory" selected
@@ -299,10 +302,12 @@ class SettingsDialog(QDialog):
         self.memories_page = MemoriesPage(memories, settings, chat_title)
         self.memories_page.memories_changed.connect(self.memories_changed)
         self.health_page = HealthPage(health, crashes=crashes, start_local=start_local)
+        self.programs_page = ProgramsPage(settings)
         pages: dict[str, QWidget] = {
             "providers": self._providers_page(),
             "memory": self._memory_page(),
             "appearance": self._appearance_page(),
+            "programs": self._scrolling(self.programs_page),
             "health": self.health_page,
         }
         for key, label, icon_name in PAGES:

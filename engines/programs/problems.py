@@ -27,7 +27,7 @@ def missing(program: str, command: Sequence[str], install: str = "") -> TurnProb
     return TurnProblem.of(
         ProblemKind.MODEL_MISSING,
         detail=f"not found: {command_text(command)}",
-        next_step=NextStep(kind="open-settings", label=SETTINGS_LABEL),
+        next_step=NextStep(kind="open-settings", label=SETTINGS_LABEL, text="programs"),
         message=(
             f"Conch could not start {program}: “{command[0] if command else ''}” was not found."
             f"{how} its command in Settings → Programs."
@@ -39,7 +39,7 @@ def did_not_start(program: str, why: str, stderr: Iterable[str] = ()) -> TurnPro
     return TurnProblem.of(
         ProblemKind.UNREACHABLE,
         detail=_detail([why, *stderr]),
-        next_step=NextStep(kind="open-settings", label=SETTINGS_LABEL),
+        next_step=NextStep(kind="open-settings", label=SETTINGS_LABEL, text="programs"),
         message=f"{program} did not start: {why} Check its command in Settings → Programs.",
     )
 
@@ -49,7 +49,7 @@ def not_protocol(program: str, line: str, *, partial: bool, mode: str) -> TurnPr
     return TurnProblem.of(
         ProblemKind.BROKEN_STREAM,
         detail=scrub(line[:2_000]),
-        next_step=NextStep(kind="open-settings", label=SETTINGS_LABEL),
+        next_step=NextStep(kind="open-settings", label=SETTINGS_LABEL, text="programs"),
         partial=partial,
         message=(
             f"{program} printed “{shown}” where Conch expected {mode} messages, so Conch "

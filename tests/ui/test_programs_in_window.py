@@ -1,8 +1,8 @@
 """Programs in the window: the picker's section, a chat on a real ACP agent, its approval card.
 
-The program is ``tests/fakes/acp_agent.py``, a real ACP agent process, set as Gemini CLI's
-command (as Settings → Programs would); it writes down every prompt it is handed and every
-permission answer it gets, so the tests assert on what reached the agent.
+The program is ``tests/fakes/acp_agent.py``, a real ACP agent process, behind a small script
+set as Gemini CLI's path in Settings → Programs; it writes down every prompt it is handed and
+every permission answer it gets, so the tests assert on what reached the agent.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from pytestqt.qtbot import QtBot
 from app.secrets import SessionSecrets
 from app.services import MOCK_MODELS, AppServices, build_services
 from engines.base import ProblemKind
+from ui.chat_model import RowKind
 from ui.main_window import MainWindow
+from ui.too_long_card import ProblemCard
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
@@ -36,17 +38,28 @@ def record(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def services(
-    tmp_path: Path, record: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[AppServices]:
+def agent(tmp_path: Path, record: Path) -> Path:
+    """An executable that runs the fake ACP agent (whatever arguments it is given)."""
+    script = tmp_path / "fake-agent"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import runpy, sys\n"
+        f"sys.argv = ['acp_agent', '--record', {str(record)!r}]\n"
+        "runpy.run_module('tests.fakes.acp_agent', run_name='__main__')\n",
+        "utf-8",
+    )
+    script.chmod(0o755)
+    return script
+
+
+@pytest.fixture
+def services(tmp_path: Path, agent: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[AppServices]:
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the agent runs as ``-m tests.fakes.acp_agent``
     monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))  # no real program is found
     built = build_services(
         tmp_path / "data", mock=False, secrets=SessionSecrets(), seed_demo_chat=False
     )
-    built.program_commands = {
-        "gemini": (sys.executable, "-m", "tests.fakes.acp_agent", "--record", str(record))
-    }
+    built.settings.update(program_paths={"gemini": str(agent)})
     yield built
     built.store.close()
     built.memories.close()
@@ -205,3 +218,45 @@ def test_picking_a_program_then_a_model_changes_the_engine(
     handed = "\n".join(received(record)[-1]["texts"])  # type: ignore[arg-type]
     assert "Person: First words" in handed and "Assistant: Heard 11 characters." in handed
     assert handed.endswith("Second words")
+
+
+def test_a_path_set_in_settings_makes_a_program_choosable(
+    qtbot: QtBot, window: MainWindow, services: AppServices, agent: Path
+) -> None:
+    window.show_settings("programs")
+    dialog = window._settings_dialog
+    assert dialog.current_page() == "programs"
+    page = dialog.programs_page
+    assert page.rows["gemini"].result.text() == f"Found: {agent}"
+    copilot = page.rows["copilot"]
+    assert "Install it with “npm install -g @github/copilot”" in copilot.result.text()
+
+    copilot.field.setText("/nowhere/copilot")
+    assert not page.save("copilot")
+    assert "is not a program Conch can run" in copilot.result.text()
+    assert copilot.field.text() == "/nowhere/copilot"  # what was typed stays
+    assert "copilot" not in services.settings.settings.program_paths
+    assert MISSING not in {m.key for m in window.picker.models()}
+
+    copilot.field.setText(str(agent))
+    assert page.save("copilot")
+    assert services.settings.settings.program_paths["copilot"] == str(agent)
+    assert MISSING in {m.key for m in window.picker.models()}
+    entry = next(e for e in window.picker.entries() if e.startswith("GitHub Copilot CLI"))
+    assert "not installed" not in entry
+
+
+def test_a_chat_on_a_missing_program_says_so_and_opens_settings_on_programs(
+    qtbot: QtBot, window: MainWindow, services: AppServices
+) -> None:
+    chat_id = open_chat_on(window, services, MISSING)  # e.g. a chat made on another computer
+    send(qtbot, window, "Hello")
+    wait_idle(qtbot, window)
+
+    answer = services.store.messages(chat_id)[-1]
+    assert answer.problem is not None
+    assert "“copilot” was not found" in answer.problem.message
+    card = window.chat_view.widget_at(RowKind.PROBLEM)
+    assert isinstance(card, ProblemCard) and card.button is not None
+    qtbot.mouseClick(card.button, Qt.MouseButton.LeftButton)
+    assert window._settings_dialog.current_page() == "programs"
