@@ -70,8 +70,8 @@ class ApprovalCard(QFrame):
             return
         self.label.setText(question(ask))
         self.label.setAccessibleName(question(ask))
+        # No focus taken: a key meant for the message box must never answer the question.
         self.setVisible(True)
-        self.buttons["once"].setFocus()
 
     def _answer(self, choice: Choice) -> None:
         if self.ask is not None:

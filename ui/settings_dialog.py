@@ -356,7 +356,8 @@ class SettingsDialog(QDialog):
     # --- pages ------------------------------------------------------------------------------
 
     def show_page(self, page: str) -> None:
-        """Show one page: "providers", "memory", "memories", "appearance" or "health"."""
+        """Show one page: "providers", "memory", "memories", "appearance", "programs"
+        or "health"."""
         key = page.lower()
         if key == MEMORIES_PAGE:
             self._select_nav("memory")

@@ -260,3 +260,20 @@ def test_a_chat_on_a_missing_program_says_so_and_opens_settings_on_programs(
     assert isinstance(card, ProblemCard) and card.button is not None
     qtbot.mouseClick(card.button, Qt.MouseButton.LeftButton)
     assert window._settings_dialog.current_page() == "programs"
+
+
+def test_the_engine_does_not_change_under_a_running_answer(
+    qtbot: QtBot, window: MainWindow, services: AppServices, record: Path
+) -> None:
+    chat_id = open_chat_on(window, services, AGENT)
+    send(qtbot, window, "think [[slow]]")
+    qtbot.waitUntil(lambda: len(received(record)) == 1, timeout=WAIT_MS)
+    running = window.bridge()
+
+    window.switch_model(MOCK_MODELS[0])
+    assert window.bridge() is running and window.picker.current_key() == AGENT
+    assert window.statusBar().currentMessage() == "Wait for the answer to finish, or stop it first."
+    chat = services.store.get_chat(chat_id)
+    assert chat is not None and chat.model_key == AGENT
+    window.stop()
+    wait_idle(qtbot, window)
