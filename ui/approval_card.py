@@ -70,6 +70,10 @@ class ApprovalCard(QFrame):
             return
         self.label.setText(question(ask))
         self.label.setAccessibleName(question(ask))
+        # What "always" covers: the tool (Claude Code) or the kind of action (an ACP program).
+        self.buttons["always"].setToolTip(
+            f"Allow it, and do not ask again in this chat for: {ask.kind or ask.title}"
+        )
         # No focus taken: a key meant for the message box must never answer the question.
         self.setVisible(True)
 

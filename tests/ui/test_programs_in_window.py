@@ -140,6 +140,7 @@ def ask_permission(qtbot: QtBot, win: MainWindow, services: AppServices) -> str:
     send(qtbot, win, "clean up [[permission]]")
     qtbot.waitUntil(win.approval_card.isVisible, timeout=WAIT_MS)
     assert win.approval_card.label.text() == "Gemini CLI asks to: Run rm -rf build"
+    assert win.approval_card.buttons["always"].toolTip().endswith("for: Run rm -rf build")
     return chat_id
 
 
