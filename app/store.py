@@ -474,18 +474,24 @@ class ChatStore:
         shown = next((i for i, r in enumerate(rows) if not r[1]), len(seqs) - 1)
         return Versions(seqs, shown)
 
-    def all_versions(self, chat_id: str) -> dict[int, Versions]:
-        """Every answer of the chat that has more than one version, by each version's seq."""
+    def all_versions(self, chat_id: str, start: int = 0) -> dict[int, Versions]:
+        """The answers from seq ``start`` on that have more than one version, by each
+        version's seq (read by key range: a page of a long chat stays quick)."""
         with self._lock:
-            rows = self._db.execute(
-                "SELECT COALESCE(version_of, seq), seq, shelved FROM messages "
-                "WHERE chat_id = ? AND deleted_at IS NULL AND (version_of IS NOT NULL OR seq IN "
-                "(SELECT version_of FROM messages WHERE chat_id = ? AND version_of IS NOT NULL)) "
-                "ORDER BY seq",
-                (chat_id, chat_id),
+            later = self._db.execute(
+                "SELECT version_of, seq, shelved FROM messages WHERE chat_id = ? AND seq >= ? "
+                "AND deleted_at IS NULL AND version_of IS NOT NULL ORDER BY seq",
+                (chat_id, start),
+            ).fetchall()
+            roots = sorted({int(r[0]) for r in later})
+            marks = ",".join("?" * len(roots))
+            firsts = self._db.execute(
+                f"SELECT seq, seq, shelved FROM messages WHERE chat_id = ? AND seq IN ({marks}) "
+                "AND deleted_at IS NULL",
+                (chat_id, *roots),
             ).fetchall()
         groups: dict[int, list[tuple[int, bool]]] = {}
-        for root, seq, shelved in rows:
+        for root, seq, shelved in sorted(firsts + later, key=lambda r: int(r[1])):
             groups.setdefault(int(root), []).append((int(seq), bool(shelved)))
         out: dict[int, Versions] = {}
         for members in groups.values():

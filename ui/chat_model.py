@@ -439,7 +439,8 @@ class ChatModel(QAbstractListModel):
     def _read_stats(self) -> None:
         """The figures of the loaded answers (one small query per page read), and which
         answers have versions."""
-        self._versions = self._store.all_versions(self._chat_id) if self._chat_id else {}
+        first = self._messages[0].seq if self._messages else 0
+        self._versions = self._store.all_versions(self._chat_id, first) if self._chat_id else {}
         book = stats_book(self._store) if self._chat_id and self._messages else None
         if book is None:
             self._stats = {}

@@ -185,7 +185,6 @@ class ChatView(QListView):
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setMouseTracking(True)
-        self.viewport().setAttribute(Qt.WidgetAttribute.WA_Hover, True)  # hover buttons
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.verticalScrollBar().setSingleStep(24)
 
@@ -198,6 +197,7 @@ class ChatView(QListView):
         self._fetching = False
         self._reload_on_save = False  # an edit or regenerate changed what is above the turn
         self._editor: MessageEditor | None = None
+        self._hovered = QPersistentModelIndex()  # the row under the pointer: its buttons show
         self.undo_bar = MessageUndoBar(self)
         self.undo_bar.undo_clicked.connect(self._undelete)
 
@@ -234,6 +234,8 @@ class ChatView(QListView):
         """Show ``chat_id`` and follow ``bridge`` (its running turn, if any, shows at once)."""
         self._detach()
         self._flush_timer.stop()
+        self._editor = None  # the reset below takes an open editor with it
+        self.undo_bar.hide()
         self._stick = True
         self._keep_from_bottom = None
         self.chat_model.set_chat(chat_id)
@@ -459,7 +461,26 @@ class ChatView(QListView):
         )
         shape = Qt.CursorShape.PointingHandCursor if href else Qt.CursorShape.ArrowCursor
         self.viewport().setCursor(shape)
+        self._hover(index)
         super().mouseMoveEvent(event)
+
+    def leaveEvent(self, event: QEvent) -> None:
+        self._hover(QModelIndex())
+        super().leaveEvent(event)
+
+    def _hover(self, index: QModelIndex) -> None:
+        valid = self._hovered.isValid()
+        old = self.chat_model.index(self._hovered.row(), 0) if valid else QModelIndex()
+        if index == old:
+            return
+        self._hovered = QPersistentModelIndex(index)
+        for i in (old, index):
+            if i.isValid():
+                self.viewport().update(self.visualRect(i))
+
+    def hovered(self, index: QModelIndex | QPersistentModelIndex) -> bool:
+        """Whether the pointer is over row ``index`` (the delegate shows its buttons)."""
+        return self._hovered.isValid() and index.row() == self._hovered.row()
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         index = self.currentIndex()

@@ -179,12 +179,9 @@ class MessageDelegate(QStyledItemDelegate):
         ctx.clip = clip
         doc.documentLayout().draw(painter, ctx)
         painter.restore()
-        shown = state & (
-            QStyle.StateFlag.State_MouseOver
-            | QStyle.StateFlag.State_HasFocus
-            | QStyle.StateFlag.State_Selected
-        )
-        if shown:
+        hovered = getattr(self._view, "hovered", None)
+        shown = state & (QStyle.StateFlag.State_HasFocus | QStyle.StateFlag.State_Selected)
+        if shown or (hovered is not None and hovered(index)):
             self._paint_buttons(painter, palette, index, QRect(option.rect))
 
     # --- hover buttons --------------------------------------------------------------------

@@ -109,6 +109,9 @@ async def test_a_regenerated_answer_is_a_version_and_the_model_reads_the_shown_o
     assert shown(store, conv.chat_id) == [("user", "Name a colour"), ("assistant", "Blue.")]
     versions = store.versions(conv.chat_id, second)
     assert versions.seqs == (first, second) and versions.label == "2/2"
+    # A page that starts after the first version still knows both (the chat view's read).
+    assert store.all_versions(conv.chat_id, start=second)[second] == versions
+    assert store.all_versions(conv.chat_id)[first] == versions
 
     # Flip back to the first version: the chat shows it and the model reads it.
     store.show_version(conv.chat_id, first)

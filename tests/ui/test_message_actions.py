@@ -207,3 +207,46 @@ def test_a_deleted_message_can_be_brought_back_with_undo(
     qtbot.mouseClick(bar.button, Qt.MouseButton.LeftButton)
     assert ("assistant", "Four.") in messages(view)
     assert not bar.isVisible()
+
+
+def test_the_pointer_over_a_message_shows_its_buttons(
+    qtbot: QtBot, chatted: tuple[Chat, ConversationBridge]
+) -> None:
+    chat, bridge = chatted
+    view = make_view(qtbot, chat, bridge)
+    turn(qtbot, bridge, lambda: bridge.send("What is 2+2?"))
+    view.clearSelection()
+    view.setCurrentIndex(view.chat_model.index(-1, 0))
+    i = row_of(view, "What is 2+2?")
+    index = view.chat_model.index(i, 0)
+    (where,) = [r for a, r in view.delegate.buttons(index, view.visualRect(index)) if a == "edit"]
+    before = grab(view).copy(where)
+    qtbot.mouseMove(view.viewport(), view.visualRect(index).center())
+    qtbot.waitUntil(lambda: grab(view).copy(where) != before, timeout=5000)
+
+
+def test_a_stopped_answer_can_be_answered_again_and_keeps_what_arrived(
+    qtbot: QtBot, chat_factory: Callable[..., Chat]
+) -> None:
+    chat = chat_factory(
+        [Reply("Once upon a time " * 40, chunk_delay=0.05, chunk_size=4), Reply("The end.")]
+    )
+    bridge = ConversationBridge(chat.conversation)
+    view = make_view(qtbot, chat, bridge)
+    with qtbot.waitSignal(bridge.text_delta, timeout=10_000):
+        bridge.send("Tell a story")
+    with qtbot.waitSignal(bridge.busy_changed, timeout=10_000, check_params_cb=lambda b: not b):
+        bridge.stop()
+    stopped = view.chat_model.rows()[-1]
+    assert stopped.message is not None and stopped.message.partial
+    arrived = stopped.message.text
+    assert "Stopped" in shown_text(view, stopped)
+    i = len(view.chat_model.rows()) - 1
+    assert "regenerate" in view.chat_model.actions(i)
+
+    with qtbot.waitSignal(bridge.busy_changed, timeout=10_000, check_params_cb=lambda b: not b):
+        click_button(qtbot, view, i, "regenerate")
+    assert messages(view)[-1] == ("assistant", "The end.")
+    assert chat.engine.inputs[-1].text == "Tell a story"
+    assert view.step_version(len(view.chat_model.rows()) - 1, -1)
+    assert messages(view)[-1] == ("assistant", arrived)
