@@ -491,6 +491,14 @@ class ChatView(QListView):
             return
         if row is not None and event.key() == Qt.Key.Key_Delete and self.act(index.row(), "delete"):
             return
+        menu_key = event.key() == Qt.Key.Key_Menu or (
+            event.key() == Qt.Key.Key_F10 and event.modifiers() & Qt.KeyboardModifier.ShiftModifier
+        )
+        if row is not None and menu_key and row.kind not in WIDGET_KINDS:
+            # The chosen message's menu (copy, edit, regenerate, delete), at that message.
+            rect = self.visualRect(index)
+            self._menu(QPoint(rect.left() + rect.width() // 2, rect.top() + 8))
+            return
         if row is not None and event.key() in (
             Qt.Key.Key_Return,
             Qt.Key.Key_Enter,

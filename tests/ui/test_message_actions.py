@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QGuiApplication, QImage
+from PySide6.QtWidgets import QMenu
 from pytestqt.qtbot import QtBot
 
 from engines.mock import Reply
@@ -250,3 +251,22 @@ def test_a_stopped_answer_can_be_answered_again_and_keeps_what_arrived(
     assert chat.engine.inputs[-1].text == "Tell a story"
     assert view.step_version(len(view.chat_model.rows()) - 1, -1)
     assert messages(view)[-1] == ("assistant", arrived)
+
+
+def test_the_menu_key_opens_the_chosen_messages_actions(
+    qtbot: QtBot, chatted: tuple[Chat, ConversationBridge]
+) -> None:
+    chat, bridge = chatted
+    view = make_view(qtbot, chat, bridge)
+    turn(qtbot, bridge, lambda: bridge.send("What is 2+2?"))
+    view.setFocus()
+    view.setCurrentIndex(view.chat_model.index(row_of(view, "Four."), 0))
+    qtbot.keyClick(view, Qt.Key.Key_Menu)
+
+    def opened() -> list[str]:
+        menus = [m for m in view.findChildren(QMenu) if m.isVisible()]
+        return [a.text() for a in menus[0].actions()] if menus else []
+
+    qtbot.waitUntil(lambda: bool(opened()), timeout=5000)
+    assert "Regenerate answer" in opened() and "Delete message" in opened()
+    assert "Edit and resend" not in opened()  # an answer is the model's, not the person's
