@@ -15,11 +15,21 @@ from PySide6.QtGui import QGuiApplication, QImage
 from PySide6.QtWidgets import QMenu
 from pytestqt.qtbot import QtBot
 
+from app.services import AppServices
 from engines.mock import Reply
 from tests.ui.conftest import Chat
+from tests.ui.test_main_window import (  # the window's fixtures, reused
+    Scripts,
+    scripts,  # noqa: F401
+    send,
+    services,  # noqa: F401
+    wait_idle,
+    window,  # noqa: F401
+)
 from ui.bridge import ConversationBridge
 from ui.chat_model import Row, RowKind
 from ui.chat_view import EDIT_HINT, ChatView
+from ui.main_window import MainWindow
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
@@ -270,3 +280,38 @@ def test_the_menu_key_opens_the_chosen_messages_actions(
     qtbot.waitUntil(lambda: bool(opened()), timeout=5000)
     assert "Regenerate answer" in opened() and "Delete message" in opened()
     assert "Edit and resend" not in opened()  # an answer is the model's, not the person's
+
+
+# --- in the real window, on mock-mode services -----------------------------------------------
+
+
+def test_in_the_window_an_edit_resends_and_a_regenerate_makes_a_version(
+    qtbot: QtBot,
+    window: MainWindow,  # noqa: F811
+    scripts: Scripts,  # noqa: F811
+    services: AppServices,  # noqa: F811
+) -> None:
+    scripts.queue.append([Reply("Four."), Reply("Six."), Reply("Ten."), Reply("Still ten.")])
+    chat_id = window.new_chat()
+    for text in ("What is 2+2?", "And 3+3?"):
+        send(qtbot, window, text)
+        wait_idle(qtbot, window)
+    view = window.chat_view
+
+    click_button(qtbot, view, row_of(view, "What is 2+2?"), "edit")
+    editor = view.editor
+    assert editor is not None
+    editor.text.selectAll()
+    qtbot.keyClicks(editor.text, "What is 5+5?")
+    qtbot.keyClick(editor.text, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: window.composer.busy, timeout=5000)
+    wait_idle(qtbot, window)
+    assert messages(view) == [("user", "What is 5+5?"), ("assistant", "Ten.")]
+
+    click_button(qtbot, view, row_of(view, "Ten."), "regenerate")
+    qtbot.waitUntil(lambda: window.composer.busy, timeout=5000)
+    wait_idle(qtbot, window)
+    assert messages(view) == [("user", "What is 5+5?"), ("assistant", "Still ten.")]
+    stored = [(m.role, m.text) for m in services.store.messages(chat_id)]
+    assert stored == messages(view)  # what shows is what the chat log (and the model) holds
+    assert "‹ 2/2 ›" in shown_text(view, view.chat_model.rows()[-1])
