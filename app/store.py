@@ -314,7 +314,8 @@ class ChatStore:
             rows = self._db.execute(
                 f"SELECT {_CHAT_COLS} FROM chats c WHERE deleted_at IS NULL AND ("
                 "title LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM messages m "
-                "WHERE m.chat_id = c.id AND m.text LIKE ? ESCAPE '\\')) ORDER BY updated DESC",
+                "WHERE m.chat_id = c.id AND m.deleted_at IS NULL AND m.text LIKE ? ESCAPE '\\')) "
+                "ORDER BY updated DESC",
                 (like, like),
             ).fetchall()
         return [_chat(r) for r in rows]

@@ -62,6 +62,8 @@ log = logging.getLogger("conch.ui.chat_view")
 FLUSH_MS = 40  # how often streamed text reaches the screen
 UNDO_MS = 10_000  # how long "Message deleted. Undo" stays
 EDIT_HINT = "Editing your message — Enter to resend, Shift+Enter for a new line, Esc to cancel"
+# An edit or delete above the summary line: the fold that summarised it no longer holds.
+REFOLD_NOTE = "It is above the summary line, so the summary will be made again when needed."
 
 
 class MessageEditor(QWidget):
@@ -75,12 +77,12 @@ class MessageEditor(QWidget):
     submitted = Signal(str)
     cancelled = Signal()
 
-    def __init__(self, text: str, parent: QWidget | None = None) -> None:
+    def __init__(self, text: str, hint: str = EDIT_HINT, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("MessageEditor")
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         self.setAutoFillBackground(True)
-        self.hint = QLabel(EDIT_HINT, self)
+        self.hint = QLabel(hint, self)
         self.hint.setWordWrap(True)
         self.text = QPlainTextEdit(self)
         self.text.setAccessibleName("Edit your message")
@@ -596,10 +598,13 @@ class ChatView(QListView):
             stamp = bridge.delete_message(m.seq)
             if stamp is None:
                 return False
+            above = self._above_fold(m.seq)
             self.chat_model.reload()
             words = (
                 "Message deleted." if m.role == "assistant" else "Message and its answer deleted."
             )
+            if above:
+                words += " " + REFOLD_NOTE
             self.undo_bar.offer(words, stamp)
             self._place_undo_bar()
             return True
@@ -614,7 +619,8 @@ class ChatView(QListView):
         seq = row.message.seq
         self.chat_model.set_editing(seq)
         i = self.chat_model.find(RowKind.MESSAGE, seq)
-        editor = MessageEditor(row.message.text)
+        hint = f"{EDIT_HINT}. {REFOLD_NOTE}" if self._above_fold(seq) else EDIT_HINT
+        editor = MessageEditor(row.message.text, hint)
         editor.submitted.connect(lambda text, s=seq: self._finish_edit(s, text))
         editor.cancelled.connect(self.cancel_edit)
         index = self.chat_model.index(i, 0)
@@ -625,6 +631,10 @@ class ChatView(QListView):
         editor.text.moveCursor(editor.text.textCursor().MoveOperation.End)
         self.scrollTo(index)
         return True
+
+    def _above_fold(self, seq: int) -> bool:
+        fold = self.chat_model.compaction
+        return fold is not None and seq < fold.first_kept_seq
 
     @property
     def editor(self) -> MessageEditor | None:

@@ -148,6 +148,7 @@ async def test_a_deleted_question_leaves_the_next_request_with_its_answer_and_un
 
     stamp = conv.delete(answer - 1)
     assert shown(store, conv.chat_id) == [("user", "One"), ("assistant", "Uno.")]
+    assert store.search_chats("Dos") == []  # a deleted message is not found either
     await ask(conv, server, "Three", "Tres.")
     assert sent(server) == [("user", "One"), ("assistant", "Uno."), ("user", "Three")]
 

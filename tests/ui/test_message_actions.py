@@ -28,7 +28,7 @@ from tests.ui.test_main_window import (  # the window's fixtures, reused
 )
 from ui.bridge import ConversationBridge
 from ui.chat_model import Row, RowKind
-from ui.chat_view import EDIT_HINT, ChatView
+from ui.chat_view import EDIT_HINT, REFOLD_NOTE, ChatView
 from ui.main_window import MainWindow
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
@@ -315,3 +315,24 @@ def test_in_the_window_an_edit_resends_and_a_regenerate_makes_a_version(
     stored = [(m.role, m.text) for m in services.store.messages(chat_id)]
     assert stored == messages(view)  # what shows is what the chat log (and the model) holds
     assert "‹ 2/2 ›" in shown_text(view, view.chat_model.rows()[-1])
+
+
+def test_an_edit_above_the_summary_line_says_the_summary_will_be_made_again(
+    qtbot: QtBot, chatted: tuple[Chat, ConversationBridge]
+) -> None:
+    chat, bridge = chatted
+    chat.engine._script.pop(2)  # "Ten." answers the edit
+    view = make_view(qtbot, chat, bridge)
+    turn(qtbot, bridge, lambda: bridge.send("What is 2+2?"))
+    turn(qtbot, bridge, lambda: bridge.send("And 3+3?"))
+    chat.store.add_compaction(chat.chat_id, 2, "They asked about sums.", "small")
+    view.set_chat(chat.chat_id, bridge)
+    assert [r.kind for r in view.chat_model.rows()].count(RowKind.DIVIDER) == 1
+
+    assert view.start_edit(row_of(view, "What is 2+2?"))
+    editor = view.editor
+    assert editor is not None and REFOLD_NOTE in editor.hint.text()
+    with qtbot.waitSignal(bridge.busy_changed, timeout=10_000, check_params_cb=lambda b: not b):
+        qtbot.keyClick(editor.text, Qt.Key.Key_Return)
+    assert RowKind.DIVIDER not in [r.kind for r in view.chat_model.rows()]
+    assert messages(view) == [("user", "What is 2+2?"), ("assistant", "Ten.")]
