@@ -303,14 +303,14 @@ class Ledger:
             or self.size > share * FOLD_BYTES
         )
 
-    def recent_person_tokens(self, turns: int = 4) -> int:
-        """The mean estimate of the person's message in the newest ``turns`` turns (0 with
-        none): how much the next message may bring."""
+    def recent_person_tokens(self, turns: int = 4, *, largest: bool = False) -> int:
+        """The mean (or ``largest``) estimate of the person's message in the newest ``turns``
+        turns (0 with none): how much the next message may bring."""
         first = max(self._first_user, len(self._users) - max(1, turns))
-        recent = self._users[first:]
-        if not recent:
+        sizes = [self._tok[u + 1] - self._tok[u] for u in self._users[first:]]
+        if not sizes:
             return 0
-        return sum(self._tok[u + 1] - self._tok[u] for u in recent) // len(recent)
+        return max(sizes) if largest else sum(sizes) // len(sizes)
 
     def cut_ahead(self, budget: int, factor: float = 1.0, reserved: int = 0, ahead: int = 0) -> int:
         """How many messages (whole turns) the next fold would drop if the next message added

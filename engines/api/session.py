@@ -565,6 +565,7 @@ class ApiSession:
         *,
         local: bool = False,
         bounded: bool = True,
+        waited: float = 0.0,
     ) -> AsyncGenerator[Event, None]:
         """Drop the first ``drop`` messages (whole turns), summarising them; emits Compacted.
 
@@ -572,7 +573,8 @@ class ApiSession:
         lacks is folded into it now). Inside a turn (``bounded``) the summariser has a time
         that grows with what it reads (``local``: a model on this computer, slower); when it
         runs out the fold goes ahead with the dropped turns' facts kept word for word, and
-        their summary is written in the background for the next fold.
+        their summary is written in the background for the next fold. ``waited``: seconds
+        this turn already gave a summary being written ahead (they count against that time).
         """
         drop = max(0, min(drop, self._current_turn_start()))
         if drop == 0:
@@ -595,22 +597,27 @@ class ApiSession:
             todo = folded[starts[covered] :] if covered < len(starts) else []
         result: SummaryResult | None = None
         timed_out = False
+        deferred = False  # what the prepared summary lacks is summarised in the background
         seconds: float | None = None
         if prepared is not None and not todo:
             result = SummaryResult(text=prepared.text, model=prepared.model)
+        elif prepared is not None and bounded and (local or model.local):
+            # On this computer a summary takes most of a minute: the one written ahead is used
+            # as it is, what it lacks keeps its facts now and is summarised after the turn.
+            deferred = True
         elif self.summariser is not None:
             if bounded:
                 reading = sum(estimate_message(m) for m in todo) + estimate_tokens(previous)
-                seconds = self._summary_wait(reading, local or model.local)
+                seconds = max(0.0, self._summary_wait(reading, local or model.local) - waited)
             result, timed_out = await self._summarise_now(todo, previous, sized, focus, seconds)
         text = (result.text or "").strip() if result is not None else ""
         summarised = bool(text)
         self._late = []
-        if not text and (timed_out or prepared is not None):
+        if not text and (timed_out or deferred or prepared is not None):
             # No (new) summary in time: what there is, with the facts of what it lacks.
             text = facts_kept(previous, previous, todo, window)
             summarised = prepared is not None
-            if timed_out:
+            if timed_out or deferred:
                 self._late = self._capped_late(todo, window)
         if text:
             self._summary = text
@@ -746,17 +753,20 @@ class ApiSession:
         task.cancel()
         await asyncio.wait({task})
 
-    async def _settle_preparation(self, adapter: ProviderAdapter) -> None:
+    async def _settle_preparation(self, adapter: ProviderAdapter) -> float:
         """Before a fold: a summary being written ahead by a model API is given the time an
-        in-turn summary would have (a local one was stopped when the turn began)."""
+        in-turn summary would have (a local one was stopped when the turn began); returns
+        the seconds waited."""
         task, job = self._prep_task, self._prep_job
         if task is None or task.done() or job is None:
-            return
+            return 0.0
+        began = time.monotonic()
         if not adapter.local:
             reading = sum(estimate_message(m) for m in job.messages)
             seconds = self._summary_wait(reading + estimate_tokens(job.previous), False)
             await asyncio.wait({task}, timeout=seconds)
         await self._stop_preparing()
+        return time.monotonic() - began
 
     def _prepare_next_fold(self, model: ModelInfo, window: int, b: int) -> None:
         """After a turn: when the next fold is near, start writing its summary (a task this
@@ -785,13 +795,17 @@ class ApiSession:
         fold = self._first_kept_seq()
         if self._prep_failed == fold:
             return None
-        near = self._ledger.near(b, self._factor, self._reserved(), PREPARE_AT)
+        f, r = self._factor, self._reserved()
+        ahead = self._ledger.recent_person_tokens(RECENT_TURNS)
+        # The next message may be as big as the biggest recent one (a pasted page).
+        big = self._ledger.recent_person_tokens(RECENT_TURNS, largest=True)
+        room = max(0, b - int(big * f))  # what the transcript may hold before such a message
+        near = self._ledger.near(b, f, r, PREPARE_AT) or self._ledger.near(room, f, r)
         if not near and not self._late:
             return None
         cut = 0
-        ahead = self._ledger.recent_person_tokens(RECENT_TURNS)
         if near:
-            cut = self._ledger.cut_ahead(b, self._factor, self._reserved(), ahead)
+            cut = self._ledger.cut_ahead(b, f, r, ahead)
         starts = self._ledger.turn_starts
         wanted = bisect.bisect_left(starts, cut) if cut > 0 else 0
         late = fingerprint(self._late)
@@ -799,10 +813,9 @@ class ApiSession:
             have = len(p.covers)
             if have >= wanted:
                 return None  # written already
-            # Extended once more when the next message of the usual size will bring the fold,
-            # not after every turn (each extension is a request, and rewrites the summary).
-            room = max(0, b - int(ahead * self._factor))
-            if not self._ledger.near(room, self._factor, self._reserved()):
+            # Extended once more when the next message may bring the fold, not after every
+            # turn (each extension is a request, and rewrites the summary).
+            if not self._ledger.near(room, f, r):
                 return None
             messages: list[Message] = self._messages[starts[have] : cut]
             previous, spent = p.text, p.tokens
@@ -1041,8 +1054,9 @@ class ApiSession:
         for _ in range(2):  # a second fold only when the count after the first says so
             if not plan.drop:
                 break
-            await self._settle_preparation(adapter)
-            async for ev in self._fold(self._drop_for(plan.drop), model, local=adapter.local):
+            waited = await self._settle_preparation(adapter)
+            drop = self._drop_for(plan.drop)
+            async for ev in self._fold(drop, model, local=adapter.local, waited=waited):
                 yield ev
             folded = True
             await self._calibrate(turn, adapter, window, b)
@@ -1250,8 +1264,9 @@ class ApiSession:
         if b <= 0:
             yield self._too_long(turn, window, turn_tokens, detail=err.detail)
             return
-        await self._settle_preparation(adapter)
-        async for ev in self._fold(self._current_turn_start(), model, local=adapter.local):
+        waited = await self._settle_preparation(adapter)
+        start = self._current_turn_start()
+        async for ev in self._fold(start, model, local=adapter.local, waited=waited):
             yield ev
         start = self._current_turn_start()
         current = sum(estimate_message(m) for m in self._messages[start:])

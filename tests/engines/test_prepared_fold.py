@@ -146,6 +146,40 @@ async def test_the_fold_sends_the_summary_written_before_it(
     await adapter.aclose()
 
 
+async def test_on_this_computer_the_fold_never_waits_for_what_the_summary_lacks(
+    writer: SummaryWritingServer, client: httpx.AsyncClient, data_dir: Path
+) -> None:
+    adapter = gated(OpenAIAdapter(ROWS["local"], base_url=writer.base_url, client=client))
+    session = session_on(adapter, data_dir)
+    i = 0
+    while session.prepared is None:
+        text = f"Note {i}: see https://example.org/note-{i} " + NOTE * 20
+        assert isinstance(ending(await run(session, 2 * i, text)), Done)
+        await asyncio.wait_for(session.wait_prepared(), HANG_GUARD)
+        i += 1
+        assert i < 30, "no summary was ever prepared"
+    written = writer.summary_requests[-1].json["messages"][-1]["content"]
+    covered = max(k for k in range(i) if f"Note {k}:" in written)
+    # A pasted page, far bigger than anything before: the fold drops more than was foreseen.
+    asked = len(writer.summary_requests)
+    events = await run(session, 2 * i, "Please read this page:\n" + NOTE * 90)
+    assert isinstance(ending(events), Done)
+    (compacted,) = only(events, Compacted)
+    assert len(writer.summary_requests) == asked  # no summary written inside the turn
+    dropped = compacted.first_kept_seq // 2
+    assert dropped > covered + 1
+    # The summary written ahead, with the facts of the turns it lacks kept word for word.
+    assert compacted.summary.startswith(writer.summaries[-1])
+    for k in range(covered + 1, dropped):
+        assert f"https://example.org/note-{k}" in compacted.summary
+    # Those turns are summarised after the turn, in the background.
+    await asyncio.wait_for(session.wait_prepared(), HANG_GUARD)
+    late = writer.summary_requests[-1].json["messages"][-1]["content"]
+    assert len(writer.summary_requests) == asked + 1
+    assert all(f"Note {k}:" in late for k in range(covered + 1, dropped))
+    await adapter.aclose()
+
+
 class HangingSummaryServer:
     """Answers turns at once and summary requests with one piece and then nothing until the
     client hangs up; writes down, in order, when each arrives and when a client hangs up."""
