@@ -18,7 +18,8 @@ the prompt prefix it has cached). Answers are capped at 24 tokens and summaries 
 the run bounded. Goals: a fold turn's median time to first token at most 1.5 x a normal
 turn's, and Conch's median at most 0.5 x drop-oldest's.
 
-    python -m bench.ttft [--turns N] [--windows 2048,4096] [--server-cache]
+    python -m bench.ttft [--turns N] [--windows 2048,4096] [--policies conch,...]
+                         [--server-cache]
 
 Prints a line per window and policy, then one JSON object on its last line.
 """
@@ -330,7 +331,10 @@ def summarise_run(run: PolicyRun) -> dict[str, object]:
 
 
 async def run_window(
-    window: int, script: Sequence[str], extra_args: tuple[str, ...] = ()
+    window: int,
+    script: Sequence[str],
+    extra_args: tuple[str, ...] = (),
+    policies: Sequence[str] = POLICIES,
 ) -> dict[str, object]:
     model = ModelInfo(
         provider="local",
@@ -342,7 +346,7 @@ async def run_window(
     )
     out: dict[str, object] = {}
     async with running(window, extra_args) as runtime:
-        for policy in POLICIES:
+        for policy in policies:
             probe = Probe(
                 bundled.bundled_adapter(runtime),
                 runtime.log_path,
@@ -369,11 +373,12 @@ async def run_window(
                 f"evaluated median {figures['evaluated_median']} tokens",
                 flush=True,
             )
-    conch, drop = out["conch"], out["drop_oldest"]
-    assert isinstance(conch, dict) and isinstance(drop, dict)
+    conch, drop = out.get("conch"), out.get("drop_oldest")
+    if not isinstance(conch, dict):
+        return out
     vs_drop = (
         conch["ttft_median"] / drop["ttft_median"]
-        if conch["ttft_median"] and drop["ttft_median"]
+        if isinstance(drop, dict) and conch["ttft_median"] and drop["ttft_median"]
         else None
     )
     out["conch_vs_drop_oldest"] = _r(vs_drop)
@@ -392,7 +397,10 @@ def _load() -> list[float] | None:
 
 
 async def run(
-    turns: int, windows: Sequence[int], extra_args: tuple[str, ...] = ()
+    turns: int,
+    windows: Sequence[int],
+    extra_args: tuple[str, ...] = (),
+    policies: Sequence[str] = POLICIES,
 ) -> dict[str, object]:
     script = chat_script(turns)
     started = time.monotonic()
@@ -409,7 +417,7 @@ async def run(
         "load_before": _load(),
     }
     for window in windows:
-        result[str(window)] = await run_window(window, script, extra_args)
+        result[str(window)] = await run_window(window, script, extra_args, policies)
     result["load_after"] = _load()
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
@@ -429,7 +437,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="an experiment: start the server with llama-cpp-python's prompt cache "
         "(--cache True), which keeps more than the last prompt's state",
     )
+    parser.add_argument(
+        "--policies",
+        default=",".join(POLICIES),
+        help=f"comma-separated, any of {', '.join(POLICIES)} (default all)",
+    )
     args = parser.parse_args(argv)
+    policies = [p.strip() for p in str(args.policies).split(",") if p.strip()]
+    if not policies or any(p not in POLICIES for p in policies):
+        parser.error(f"--policies takes any of {', '.join(POLICIES)}, separated by commas")
     try:
         windows = [int(w) for w in str(args.windows).split(",") if w.strip()]
     except ValueError:
@@ -438,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error("--turns must be at least 2 and every window at least 1024")
     try:
         extra = ("--cache", "True") if args.server_cache else ()
-        figures = asyncio.run(run(args.turns, windows, extra))
+        figures = asyncio.run(run(args.turns, windows, extra, policies))
     except UnavailableError as exc:
         print(json.dumps({"bench": "ttft", "error": str(exc)}, ensure_ascii=False))
         raise SystemExit(2) from None
