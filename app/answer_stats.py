@@ -3,8 +3,8 @@
 ``AnswerClock`` watches one turn's events; the token counts are the provider's own (its
 ``Usage``) where it gives them, otherwise the answer's estimated size, marked as an estimate.
 ``AnswerStatsBook`` keeps the figures beside each answer, in a table of the chat log's own
-file (``answer_stats``, keyed like ``messages`` by chat and seq). The table is additive: a
-chat log without it gets it on first use, and one with it opens in a Conch that ignores it.
+file (``answer_stats``, keyed like ``messages`` by chat and seq), made by the chat log's
+schema step 3 (app/store.py).
 Nothing here is ever sent anywhere.
 """
 
@@ -22,18 +22,6 @@ from typing import Protocol
 from engines.api.context import estimate_tokens
 from engines.base import Problem, TextDelta, ThinkingDelta, Usage
 
-_TABLE = """
-CREATE TABLE IF NOT EXISTS answer_stats (
-    chat_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    first_token_s REAL,
-    tokens_per_s REAL,
-    input_tokens INTEGER NOT NULL DEFAULT 0,
-    output_tokens INTEGER NOT NULL DEFAULT 0,
-    estimated INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (chat_id, seq)
-)
-"""
 MIN_SPAN_S = 0.05  # a shorter stream says nothing about speed (it came in one piece)
 
 
@@ -115,7 +103,6 @@ class AnswerStatsBook:
     def __init__(self, path: Path) -> None:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA busy_timeout = 5000")
-        self._db.execute(_TABLE)
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -153,6 +140,9 @@ class _HasPath(Protocol):
     @property
     def path(self) -> Path: ...
 
+    @property
+    def read_only(self) -> bool: ...
+
 
 _BOOKS: weakref.WeakKeyDictionary[object, AnswerStatsBook] = weakref.WeakKeyDictionary()
 
@@ -160,6 +150,8 @@ _BOOKS: weakref.WeakKeyDictionary[object, AnswerStatsBook] = weakref.WeakKeyDict
 def stats_book(store: _HasPath) -> AnswerStatsBook | None:
     """The one book for ``store``'s file (shared by its views and bridges), or None when the
     table cannot be made (a read-only or damaged file: the figures are a nicety)."""
+    if store.read_only:  # a newer Conch wrote the file: not a byte is written to it
+        return None
     book = _BOOKS.get(store)
     if book is None:
         try:

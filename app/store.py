@@ -71,6 +71,19 @@ ALTER TABLE messages ADD COLUMN deleted_at REAL;
 ALTER TABLE messages ADD COLUMN version_of INTEGER;
 ALTER TABLE messages ADD COLUMN shelved INTEGER NOT NULL DEFAULT 0;
 """,
+    # Step 3: how each answer went (app/answer_stats.py reads and writes it).
+    """
+CREATE TABLE IF NOT EXISTS answer_stats (
+    chat_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    first_token_s REAL,
+    tokens_per_s REAL,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    estimated INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (chat_id, seq)
+);
+""",
 )
 
 # What the chat shows, and what the model reads: neither deleted nor a shelved version.
@@ -235,6 +248,11 @@ class ChatStore:
         self._db = opened.db
         self.problem = opened.problem
         self._lock = threading.RLock()
+
+    @property
+    def read_only(self) -> bool:
+        """Whether a newer Conch wrote the file, so nothing may be written to it."""
+        return self._db.read_only
 
     @classmethod
     def in_dir(cls, data_dir: Path) -> ChatStore:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from app.answer_stats import AnswerClock, AnswerStats, AnswerStatsBook, stats_book
@@ -94,5 +95,20 @@ def test_figures_are_kept_in_the_chat_log_file_by_chat_and_seq(data_dir: Path) -
 def test_a_file_that_cannot_hold_the_figures_costs_only_the_figures(tmp_path: Path) -> None:
     class Unreadable:
         path = tmp_path / "missing-folder" / "conch.sqlite3"
+        read_only = False
 
     assert stats_book(Unreadable()) is None
+
+
+def test_a_file_a_newer_conch_wrote_gets_no_figures(data_dir: Path) -> None:
+    ChatStore.in_dir(data_dir).close()
+    path = data_dir / ChatStore.FILE_NAME
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version = 999")
+    db.close()
+    before = path.read_bytes()
+    store = ChatStore.in_dir(data_dir)
+    assert store.read_only
+    assert stats_book(store) is None
+    store.close()
+    assert path.read_bytes() == before
