@@ -63,6 +63,7 @@ from app.memories import MemoryBook  # noqa: E402
 from app.services import build_system_prompt, history_messages  # noqa: E402
 from app.settings import SettingsStore  # noqa: E402
 from app.store import ChatStore  # noqa: E402
+from bench._person import PASTES, asker  # noqa: E402
 from engines.api.calibrate import count_request  # noqa: E402
 from engines.api.context import (  # noqa: E402
     LEAN_WINDOW,
@@ -88,7 +89,6 @@ from engines.local import bundled  # noqa: E402
 from engines.local.gate import gated  # noqa: E402
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError  # noqa: E402
 from engines.resources import read_prompt  # noqa: E402
-from tests.integration.test_bundled_person_chat import LOG, NOTES, TABLE, asker  # noqa: E402
 
 TURNS = 56
 WINDOW = 8_192
@@ -99,7 +99,6 @@ ANSWER_TOKENS = 48  # the bundled model's answers are capped here (its summaries
 LEARN_TOKENS = 256  # a learning answer (a short JSON list), capped to keep the run bounded
 ASK_TOKENS = 48  # an answer to one question about a planted fact
 PASTE_EVERY = 4
-PASTES = (NOTES, TABLE, LOG)
 GOAL = 0.95
 
 
