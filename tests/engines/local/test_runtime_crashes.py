@@ -100,6 +100,8 @@ async def test_the_runtime_is_started_with_requests_that_wait_their_turn(
     assert (await runtime.start()).phase == "ready"
     args = starts(data_dir)[0]
     assert args[args.index("--interrupt_requests") + 1] == "False"
+    # and with a cache of prompt states, so background work does not cost the chat its prefix
+    assert args[args.index("--cache") + 1] == "True"
 
 
 async def test_sigill_on_the_self_test_stops_the_runtime_before_it_is_called_ready(
