@@ -7,6 +7,15 @@ any answer text heals itself once: everything but the current turn is folded, th
 shortened harder and sent again. Between folds every request starts with the same bytes, so
 providers' prompt caches keep working.
 
+A fold never fails its turn and never waits long: the summary is usually written ahead, in
+the background, once the next fold is near (``engines.api.prepare``; on this computer only
+while no turn needs the server, and stopped when the person sends). Without one, the summariser
+gets a bounded time, after which the fold keeps the dropped turns' facts and their summary is
+written for the next fold. An empty answer right after a fold is counted: an overflow is healed,
+a silent model asked once more. Where a server streams no usage, its own tokenizer counts the
+request once per fold and near the budget to correct the estimate (``engines.api.calibrate``).
+A message cut to less than half of what the person wrote is said in the turn (``Shortened``).
+
 The chat log is the source of truth. Before each turn the transcript is checked against it (the
 turns it keeps, their words and answers, the summary against the log's latest fold) and rebuilt
 from the log where they disagree: after a failed save, another process on the same chat, or a

@@ -285,6 +285,43 @@ def test_an_empty_ledger_plans_nothing() -> None:
     assert ledger.last_turn_start() == 0
 
 
+# --- foreseeing the next fold (prepared summaries) ----------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 800), st.integers(0, 800)), min_size=2, max_size=30),
+    st.integers(1, 3_000),
+    st.integers(1_000, 12_000),
+    st.floats(1.0, 3.0),
+)
+def test_the_cut_foreseen_is_the_cut_the_next_message_brings(
+    turns: list[tuple[int, int]], ahead: int, b: int, factor: float
+) -> None:
+    messages = chat(turns)
+    foreseen = Ledger(messages).cut_ahead(b, factor, 0, ahead)
+    # The next message comes, of exactly that size; if it brings a fold, the fold drops the
+    # turns foreseen (never the newest turn before it, which the person may still retry).
+    later = Ledger([*messages, Message(role="user", text="n" * (4 * ahead))])
+    plan = later.plan(b, factor)
+    starts = [i for i, m in enumerate(messages) if m.role == "user"]
+    assert foreseen == 0 or foreseen in starts
+    assert foreseen <= starts[-1]
+    if plan.reason == "budget" and plan.drop <= starts[-1]:
+        assert foreseen == plan.drop
+
+
+def test_the_fold_is_near_past_a_share_of_any_trigger() -> None:
+    ledger = Ledger(chat([(100, 200)] * 10))  # 3,000 tokens
+    assert not ledger.near(4_000, share=0.8)  # 3,000 <= 3,200
+    assert ledger.near(3_700, share=0.8)
+    assert ledger.near(2_000, factor=1.0, reserved=0, share=1.0)
+    assert ledger.recent_person_tokens(4) == 100
+    bigger = Ledger(chat([(100, 200), (900, 10), (50, 10)]))
+    assert bigger.recent_person_tokens(2, largest=True) == 900
+    assert bigger.recent_person_tokens(2) == 475
+
+
 turns_strategy = st.lists(
     st.lists(st.integers(0, 3_000), min_size=1, max_size=5).map(tuple), min_size=1, max_size=40
 )
