@@ -1,11 +1,13 @@
-"""Test-wide setup: offscreen Qt, isolated data dirs, no stray keyring, and no test that a busy
-machine can fail (property tests without deadlines, Qt waits that time out only on a hang)."""
+"""Test-wide setup: offscreen Qt, isolated data dirs, no stray keyring, no test that a busy
+machine can fail (property tests without deadlines, Qt waits that time out only on a hang), and
+no error Conch logs without a test expecting it."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,42 @@ from app.secrets import KEY_ENV_VARS  # noqa: E402
 
 for _name in {n for names in KEY_ENV_VARS.values() for n in names}:
     os.environ.pop(_name, None)
+
+
+class _ErrorRecords(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture(autouse=True)
+def no_unexpected_error_logs(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test in which a Conch logger ("conch", "conch.*") logged at ERROR or above.
+
+    Such a log is a failure Conch swallowed to keep going; a test that provokes one on purpose
+    says so with ``@pytest.mark.allow_error_log``.
+    """
+    handler = _ErrorRecords()
+    conch = logging.getLogger("conch")
+    conch.addHandler(handler)
+    try:
+        yield
+    finally:
+        conch.removeHandler(handler)
+    if handler.records and request.node.get_closest_marker("allow_error_log") is None:
+        logged = "\n".join(
+            f"  {r.name} {r.levelname}: {r.getMessage()}"
+            + (f" ({r.exc_info[0].__name__})" if r.exc_info and r.exc_info[0] else "")
+            for r in handler.records[:10]
+        )
+        pytest.fail(
+            f"Conch logged {len(handler.records)} error(s) this test did not expect:\n{logged}\n"
+            "Fix the cause, or mark the test @pytest.mark.allow_error_log if it provokes them.",
+            pytrace=False,
+        )
 
 
 @pytest.fixture

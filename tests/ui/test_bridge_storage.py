@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from pytestqt.qtbot import QtBot
 
 from engines.base import TurnProblem
@@ -12,6 +13,7 @@ from tests.ui.conftest import Chat
 from ui.bridge import ConversationBridge
 
 
+@pytest.mark.allow_error_log  # the failed save is logged with its traceback
 def test_a_full_disk_reaches_the_problem_card_in_plain_words(
     qtbot: QtBot, chat_factory: Callable[..., Chat]
 ) -> None:

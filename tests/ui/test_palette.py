@@ -167,6 +167,7 @@ def test_a_command_that_returns_a_coroutine_runs_as_a_task(qtbot: QtBot, host: Q
     qtbot.waitUntil(lambda: done == ["compacted"], timeout=2000)
 
 
+@pytest.mark.allow_error_log  # the command's failure is logged, and the test reads it
 def test_a_failing_command_does_not_take_the_palette_down(
     qtbot: QtBot, host: QWidget, caplog: pytest.LogCaptureFixture
 ) -> None:
