@@ -42,6 +42,7 @@ FILLER = (
 ) * 10
 
 _PIECE = re.compile(r"<next-part-of-the-chat>\n(.*?)\n</next-part-of-the-chat>", re.DOTALL)
+_SO_FAR = re.compile(r"<summary-so-far>\n(.*?)\n</summary-so-far>", re.DOTALL)
 # The frames as the app writes them; a closing tag inside the text has been defused.
 _FRAMES = re.compile(
     r"<earlier-in-this-chat>\n.*?\n</earlier-in-this-chat>\n\n"
@@ -66,7 +67,11 @@ class GullibleModel(OpenAIStyleServer):
         last = str(messages[-1].get("content", "")) if messages else ""
         piece = _PIECE.search(last)
         if piece:
-            text = "Facts to keep: " + " ".join(piece.group(1).split())[:2000]
+            # A summary folded into the one so far keeps what that one said (a summary is
+            # written ahead of a fold and extended at it).
+            so_far = _SO_FAR.search(last)
+            earlier = so_far.group(1) if so_far and so_far.group(1) != "(none yet)" else ""
+            text = " ".join(f"{earlier} Facts to keep: {piece.group(1)}".split())[:4000]
         elif "remember useful things" in system:
             text = json.dumps(["The person is planning a community garden.", EVIL_MEMORY])
         else:
