@@ -38,7 +38,16 @@ from app.secrets import EnvironmentKeys, SecretStore, open_secrets
 from app.services import AppServices, ServicesError, build_services
 from app.store import StoreError
 from engines.api.transcript import TranscriptError, check_chat_id
-from engines.base import Compacted, Healed, ModelInfo, Note, Problem, TextDelta, TurnProblem
+from engines.base import (
+    Compacted,
+    Healed,
+    ModelInfo,
+    Note,
+    Problem,
+    Shortened,
+    TextDelta,
+    TurnProblem,
+)
 from engines.local import bundled
 
 OK, FAILED, USAGE = 0, 1, 2
@@ -346,6 +355,12 @@ async def _turn(
                     f"The message was too long for {event.model}; Conch folded the chat "
                     "and sent it again.\n"
                 )
+            elif isinstance(event, Shortened):
+                line = event.text
+                if event.next_step is not None and event.next_step.model is not None:
+                    line += f" ({event.next_step.model.name} reads the whole message: "
+                    line += f"--model {event.next_step.model.key})"
+                err.write(_one_line(line) + "\n")
             elif isinstance(event, Note):
                 err.write(f"Note: {_one_line(event.text)}\n")
             elif isinstance(event, Problem):

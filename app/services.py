@@ -32,7 +32,7 @@ from app.store import Chat, ChatStore, StoredMessage
 from app.trust import looks_pasted
 from engines.api.context import LEAN_WINDOW, UNKNOWN_WINDOW_LOCAL, answer_reserve, unknown_window
 from engines.api.scrub import scrub
-from engines.api.session import ApiSession, render_attachments
+from engines.api.session import ApiSession, chat_window, render_attachments
 from engines.api.summarise import ModelSummariser
 from engines.base import (
     Done,
@@ -507,7 +507,12 @@ class AppServices:
 
     def _piece_chars(self, chat: Chat) -> int:
         model = self.model_for(chat)
-        window = model.context if model is not None else UNKNOWN_WINDOW_LOCAL
+        # The window the chat really uses: a smaller one a refusal named counts.
+        window = (
+            chat_window(self.data_dir, chat.id, model)
+            if model is not None and not self.mock
+            else (model.context if model is not None else UNKNOWN_WINDOW_LOCAL)
+        )
         return max(1_000, min(24_000, window * 3 // 2))
 
     def _own_model(self, model_key: str) -> ModelInfo | None:

@@ -312,3 +312,20 @@ def test_with_nothing_else_reachable_the_bundled_model_answers(
     # The server it started is gone with the command (its pidfile too).
     assert not (data_dir / bundled.PID_NAME).exists()
     assert list(home.rglob("*")) == []
+
+
+def test_ask_says_when_it_sent_only_part_of_the_message(
+    ollama: FakeOllama, data_dir: Path, home: Path
+) -> None:
+    isolated(data_dir)
+    paste = "HEAD " + "The rota for watering changes every week. " * 1_500 + " TAIL"
+    result = conch(
+        "ask", "--data-dir", str(data_dir), "--model", "ollama/tiny:latest", "-",
+        home=home, ollama=ollama.url, stdin=paste,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    said = [line for line in result.stderr.splitlines() if "first and last" in line]
+    assert len(said) == 1, result.stderr
+    assert "llama3.2" in said[0]  # the ready model that reads all of it, and how to pick it
+    sent = ollama.chat_requests()[-1]["messages"][-1]["content"]
+    assert "HEAD" in sent and "TAIL" in sent and len(sent) < len(paste) // 2
