@@ -23,6 +23,7 @@ from engines.base import (
     Note,
     Problem,
     ProblemKind,
+    Shortened,
     TextDelta,
     ThinkingDelta,
     TurnInput,
@@ -76,7 +77,16 @@ class CompactBefore:
     summary: str = ""
 
 
-Step = Reply | Fail | Refuse | CompactBefore
+@dataclass(frozen=True)
+class ShortenBefore:
+    """Say the turn's message was cut to ``sent_chars`` before the reply (the next step answers
+    the turn), offering ``next_step``, as the real engine does for a message too big to send."""
+
+    sent_chars: int = 1_000
+    next_step: NextStep | None = None
+
+
+Step = Reply | Fail | Refuse | CompactBefore | ShortenBefore
 
 
 @dataclass
@@ -176,9 +186,19 @@ class MockEngine:
 
         step = self._script.pop(0) if self._script else None
         folded_by_script = False
-        while isinstance(step, CompactBefore):
-            folded_by_script = True
-            yield self._fold(step.first_kept_seq, summary=step.summary or None)
+        while isinstance(step, CompactBefore | ShortenBefore):
+            if isinstance(step, CompactBefore):
+                folded_by_script = True
+                yield self._fold(step.first_kept_seq, summary=step.summary or None)
+            else:
+                half = step.sent_chars // 2
+                yield Shortened(
+                    seq=turn.seq,
+                    sent_chars=step.sent_chars,
+                    total_chars=len(turn.text),
+                    text=f"Conch sent the first and last {half:,} characters of your message.",
+                    next_step=step.next_step,
+                )
             step = self._script.pop(0) if self._script else None
 
         if not folded_by_script and self.fold_every and self._since_fold >= self.fold_every:

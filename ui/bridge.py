@@ -30,6 +30,7 @@ from engines.base import (
     Picture,
     Problem,
     ProblemKind,
+    Shortened,
     TextDelta,
     ThinkingDelta,
     TurnProblem,
@@ -56,6 +57,7 @@ class ConversationBridge(QObject):
         compacted(Compacted): the model's word-for-word memory now starts elsewhere.
         problem(TurnProblem): the turn failed (the partial answer is kept and marked).
         healed(Healed), note(Note), usage(Usage): for Health and the context meter.
+        shortened(Shortened): less than half of the person's message was sent.
         done(str): the turn or fold ended: the stop reason, "problem", "cancelled" or "error".
         busy_changed(bool): a turn started (True) or ended (False, always, in ``finally``).
         learning_done(LearningRun): a learning run finished (it may outlive the turn).
@@ -70,6 +72,7 @@ class ConversationBridge(QObject):
     problem = Signal(object)
     healed = Signal(object)
     note = Signal(object)
+    shortened = Signal(object)
     usage = Signal(object)
     done = Signal(str)
     busy_changed = Signal(bool)
@@ -330,6 +333,8 @@ class ConversationBridge(QObject):
             self._emit(self.healed, event)
         elif isinstance(event, Note):
             self._emit(self.note, event)
+        elif isinstance(event, Shortened):
+            self._emit(self.shortened, event)
         elif isinstance(event, Usage):
             self._emit(self.usage, event)
         elif isinstance(event, Done):

@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 
 from app.settings import SettingsError, write_atomically
 from app.store import StoredMessage
-from engines.base import ModelInfo, NextStep
+from engines.base import ModelInfo, NextStep, Shortened
 from engines.programs.acp import PermissionAsk
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program
@@ -39,6 +39,7 @@ from ui.approval_card import ApprovalCard
 from ui.bridge import ConversationBridge
 from ui.chat_view import ChatView
 from ui.composer import Composer, Submission
+from ui.cut_notice import CutNotice
 from ui.model_picker import ModelPicker, provider_name
 from ui.shortcuts import ShortcutsSheet, window_shortcuts
 from ui.sidebar import Sidebar
@@ -115,6 +116,7 @@ class MainWindow(QMainWindow):
         )
         self.composer = Composer(self)
         self.approval_card = ApprovalCard(self)
+        self.cut_notice = CutNotice(self)
 
         top = QWidget(self)
         top.setObjectName("ChatHeader")
@@ -134,6 +136,7 @@ class MainWindow(QMainWindow):
         holder_layout = QVBoxLayout(holder)
         holder_layout.setContentsMargins(12, 4, 12, 12)
         holder_layout.addWidget(self.approval_card)  # a program's question, above the box
+        holder_layout.addWidget(self.cut_notice)  # "Conch sent the first and last N characters"
         holder_layout.addWidget(self.composer)
         right_layout.addWidget(holder)
 
@@ -172,6 +175,8 @@ class MainWindow(QMainWindow):
         self.composer.stop_requested.connect(self.stop)
         self.picker.model_chosen.connect(self.switch_model)
         self.approval_card.answered.connect(self._approval_answered)
+        # The person's message is at ``seq``; take_step looks for it before the seq it is given.
+        self.cut_notice.step_requested.connect(lambda step, seq: self.take_step(step, seq + 1))
         self.chat_view.step_requested.connect(self.take_step)
         self.chat_view.status.connect(self.show_status)
         self._unsubscribe.append(self.services.catalogue.on_change(self._models_changed))
@@ -282,6 +287,7 @@ class MainWindow(QMainWindow):
         bridge.busy_changed.connect(lambda busy, b=bridge: self._busy_changed(b, busy))
         bridge.message_saved.connect(lambda _seq, role, b=bridge: self._saved(b, role))
         bridge.note.connect(lambda note: self.show_status(note.text))
+        bridge.shortened.connect(lambda event, b=bridge: self._shortened(b, event))
         bridge.done.connect(self._turn_done)
         self._bridges[chat_id] = bridge
         return bridge
@@ -300,6 +306,7 @@ class MainWindow(QMainWindow):
         self.picker.select(model.key if model is not None else chat.model_key)
         self.composer.set_busy(bridge is not None and bridge.busy)
         self.approval_card.show_ask(bridge.pending_approval if bridge is not None else None)
+        self.cut_notice.show_for(None)
         self._update_meter()
         self.chat_opened.emit(chat_id)
         return True
@@ -660,6 +667,10 @@ class MainWindow(QMainWindow):
         return path
 
     # --- small helpers --------------------------------------------------------------------
+
+    def _shortened(self, bridge: ConversationBridge, event: Shortened) -> None:
+        if bridge.chat_id == self._current:
+            self.cut_notice.show_for(event)
 
     def show_status(self, text: str) -> None:
         self.statusBar().showMessage(text, STATUS_MS)

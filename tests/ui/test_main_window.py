@@ -19,7 +19,7 @@ from pytestqt.qtbot import QtBot
 from app.main import QUIT_AFTER_ENV, build_parser, quit_after_ms
 from app.services import MOCK_MODELS, AppServices, build_services
 from engines.base import NextStep, ProblemKind
-from engines.mock import CompactBefore, MockEngine, Refuse, Reply, Step
+from engines.mock import CompactBefore, MockEngine, Refuse, Reply, ShortenBefore, Step
 from ui.chat_model import RowKind
 from ui.main_window import MainWindow
 from ui.memory_card import MemoryCard
@@ -503,3 +503,43 @@ def test_quit_after_comes_from_the_flag_or_the_environment() -> None:
     assert quit_after_ms(none, {QUIT_AFTER_ENV: "1500"}) == 1500
     assert quit_after_ms(none, {QUIT_AFTER_ENV: "soon"}) is None
     assert quit_after_ms(none, {}) is None
+
+
+PASTED = ("A pasted report " * 40).strip()
+
+
+def test_a_message_sent_in_part_says_so_and_the_switch_sends_it_whole(
+    qtbot: QtBot, window: MainWindow, scripts: Scripts, services: AppServices
+) -> None:
+    step = NextStep(kind="switch-model", label=f"Switch to {BIG.name}", model=BIG)
+    scripts.queue.append(
+        [
+            ShortenBefore(sent_chars=400, next_step=step),
+            Reply("Read the ends."),
+            Reply("All of it."),
+        ]
+    )
+    chat_id = window.new_chat()
+    window.switch_model(SMALL)
+    send(qtbot, window, PASTED)
+    wait_idle(qtbot, window)
+
+    notice = window.cut_notice
+    assert notice.isVisible() and "first and last 200 characters" in notice.label.text()
+    # Painted, not only visible: the notice's pixels are not all one colour.
+    picture = notice.grab().toImage()
+    colours = {picture.pixel(x, picture.height() // 2) for x in range(0, picture.width(), 3)}
+    assert len(colours) > 2
+    assert notice.button.isVisible() and notice.button.text() == f"Switch to {BIG.name}"
+    qtbot.mouseClick(notice.button, Qt.MouseButton.LeftButton)
+    wait_idle(qtbot, window)
+
+    assert not notice.isVisible()
+    assert window.picker.current_key() == BIG.key
+    log = [(m.role, m.text) for m in services.store.messages(chat_id)]
+    assert [text for role, text in log if role == "user"] == [PASTED]
+    assert log[-1] == ("assistant", "All of it.")
+    inputs = scripts.engines[chat_id].inputs
+    # Sent again in place, whole, from the chat log.
+    assert inputs[-1].model.key == BIG.key and inputs[-1].seq == inputs[0].seq
+    assert inputs[-1].text == PASTED
