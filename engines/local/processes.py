@@ -94,3 +94,16 @@ def die_with(parent: int) -> None:
         hook(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     if os.getppid() != parent:
         os._exit(1)
+
+
+def close_transport(proc: object) -> None:
+    """Close an asyncio subprocess's transport once Conch is done with the child.
+
+    asyncio closes it only when the child has exited *and* its pipes are closed; a grandchild
+    holding the pipes, or a reap that comes late on a busy machine, leaves it open until the
+    garbage collector finds it and warns. Closing it kills a child still running.
+    """
+    transport = getattr(proc, "_transport", None)  # asyncio.subprocess.Process keeps it here
+    close = getattr(transport, "close", None)
+    if callable(close):
+        close()

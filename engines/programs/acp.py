@@ -63,6 +63,7 @@ from engines.base import (
     TurnProblem,
     Usage,
 )
+from engines.local.processes import close_transport
 from engines.programs import problems
 from engines.programs.handoff import HANDOFF_CHARS, build_handoff
 
@@ -171,6 +172,7 @@ class _Process:
                 self.proc.kill()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.proc.wait(), 5.0)
+        close_transport(self.proc)
         for task in self._pumps:
             task.cancel()
         await asyncio.gather(*self._pumps, return_exceptions=True)

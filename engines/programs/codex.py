@@ -39,6 +39,7 @@ from engines.base import (
     TurnProblem,
     Usage,
 )
+from engines.local.processes import close_transport
 from engines.programs import problems
 from engines.programs.handoff import HANDOFF_CHARS, build_handoff
 from engines.programs.state import SessionState, load_state, save_state
@@ -227,6 +228,7 @@ class CodexEngine:
                     proc.kill()
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(proc.wait(), 10.0)
+            close_transport(proc)
             pump.cancel()
             with contextlib.suppress(BaseException):
                 await pump

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from engines.local.bundled import ending_words
-from engines.local.processes import death_signal_hook
+from engines.local.processes import close_transport, death_signal_hook
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
@@ -330,6 +330,7 @@ class StdioProcess:
             self.returncode = proc.returncode
         else:
             log.warning("a stdio MCP server (pid %d) outlived the kill", proc.pid)
+        close_transport(proc)
 
     @staticmethod
     async def _exited(proc: asyncio.subprocess.Process, seconds: float) -> bool:
