@@ -41,6 +41,7 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # one message larger than this ends the co
 GRACE = 2.0  # seconds a server has to leave on its own once its stdin is closed
 KILL_WAIT = 2.0  # seconds after SIGTERM before SIGKILL, and after SIGKILL before giving up
 POLL = 0.01  # how often a stopping server is looked at
+REAP_WAIT = 30.0  # seconds to wait for a killed server to be reaped (a hang guard)
 STDERR_LINES = 20
 NOISE_LINES = 3
 LINE_CHARS = 300
@@ -319,7 +320,8 @@ class StdioProcess:
             _signal_group(proc.pid, signal.SIGTERM)
             if not await self._exited(proc, KILL_WAIT):
                 _signal_group(proc.pid, signal.SIGKILL)
-                await self._exited(proc, KILL_WAIT)
+                # SIGKILL always works; only the reap can be late on a busy machine.
+                await self._exited(proc, REAP_WAIT)
         # The leader is gone; children it left in its group go too.
         if _group_alive(proc.pid):
             _signal_group(proc.pid, signal.SIGTERM)
