@@ -29,11 +29,11 @@ from engines.api.protocols import SummaryResult
 from engines.base import Message, ModelInfo
 from tests.fakes.http import Recorded, Reply
 from tests.fakes.openai_server import OpenAIStyleServer, Script
+from tests.waits import HANG_SECONDS as HANG
 
 CHAT = "shared-chat"
 MODEL = ModelInfo(provider="openai", id="fake-model", label="Fake", context=2_048)
 ROOT = Path(__file__).resolve().parents[2]
-HANG = 60.0  # seconds; only a guard against a hang, far above what any step needs
 FILLER = "Some detail worth keeping in mind for later. " * 6
 
 

@@ -41,10 +41,10 @@ from engines.local.bundled import (
     idle_exit_setting,
 )
 from engines.providers.base import ChatRequest
+from tests.waits import HANG_SECONDS as GUARD
 
 FAKE = Path(__file__).with_name("fake_served.py")
 ROOT = Path(__file__).resolve().parents[3]
-GUARD = 60.0  # seconds: a hang guard only; each wait ends on the event it waits for
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes and signals")
 
 
