@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from engines.tools.config import ServerConfig
+
 SETTINGS_FILE = "settings.json"
 _MAX_BYTES = 4 * 1024 * 1024  # a settings file is a few hundred bytes; anything huge is damage
 
@@ -54,6 +56,9 @@ class Settings(BaseModel):
     # ("claude", "codex", "gemini"); its usual arguments (``--acp``) still follow it. Empty:
     # found on the PATH.
     program_paths: dict[str, str] = {}
+    # MCP servers (Settings → Tools), in the order shown. A secret in one is a keyring entry's
+    # name (engines.tools.config.SecretRef), never the value.
+    tool_servers: tuple[ServerConfig, ...] = ()
 
 
 _FIELDS = tuple(Settings.model_fields)
