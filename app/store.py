@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -84,6 +84,17 @@ CREATE TABLE IF NOT EXISTS answer_stats (
     PRIMARY KEY (chat_id, seq)
 );
 """,
+    # Step 4: what the person set for one chat (``ChatSettings``); no row, or NULL in a
+    # column, is the default. ``tool_servers`` is a JSON list of server ids.
+    """
+CREATE TABLE IF NOT EXISTS chat_settings (
+    chat_id TEXT PRIMARY KEY,
+    system_prompt TEXT,
+    temperature REAL,
+    max_answer_tokens INTEGER,
+    tool_servers TEXT
+);
+""",
 )
 
 # What the chat shows, and what the model reads: neither deleted nor a shelved version.
@@ -118,6 +129,49 @@ class Chat:
     routine: bool = False
     read_until: int = -1
     learned_at: float | None = None
+
+
+# The limits of what a chat's settings may hold; the settings panel offers the same range.
+TEMPERATURE_MAX = 2.0  # what OpenAI-style APIs accept; Anthropic's 1.0 is the adapter's cap
+ANSWER_TOKENS_MIN = 16
+ANSWER_TOKENS_MAX = 65_536
+
+
+@dataclass(frozen=True, slots=True)
+class ChatSettings:
+    """What the person set for one chat. ``None`` anywhere means "the default":
+
+    - ``system_prompt``: None follows the person's default (Settings → Chat); "" is none for
+      this chat. The person's own words, so trusted; sent and counted on every turn.
+    - ``temperature``: None lets the model's server choose.
+    - ``max_answer_tokens``: None keeps Conch's own room for the answer (a share of the
+      window); a number is sent as the answer's limit and reserved in the budget.
+    - ``tool_servers``: the ids of the MCP servers (Settings → Tools) this chat may use; None
+      follows the default there.
+    """
+
+    system_prompt: str | None = None
+    temperature: float | None = None
+    max_answer_tokens: int | None = None
+    tool_servers: tuple[str, ...] | None = None
+
+    def checked(self) -> ChatSettings:
+        """The same settings with values out of range brought into it (a hand-edited file,
+        a newer Conch's wider range), so every reader sees sensible ones."""
+        temperature = self.temperature
+        if temperature is not None:
+            temperature = (
+                None
+                if temperature != temperature
+                else min(TEMPERATURE_MAX, max(0.0, float(temperature)))
+            )
+        answer = self.max_answer_tokens
+        if answer is not None:
+            answer = min(ANSWER_TOKENS_MAX, max(ANSWER_TOKENS_MIN, int(answer)))
+        servers = self.tool_servers
+        if servers is not None:
+            servers = tuple(dict.fromkeys(str(s) for s in servers if str(s)))
+        return ChatSettings(self.system_prompt, temperature, answer, servers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +243,18 @@ def _load_list(raw: str, cls: type[Picture] | type[Attachment]) -> tuple[Any, ..
         return tuple(cls.model_validate(i) for i in items)
     except (ValueError, TypeError, ValidationError):
         return ()
+
+
+def _load_ids(raw: Any) -> tuple[str, ...] | None:
+    if not isinstance(raw, str):
+        return None
+    try:
+        items = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(items, list):
+        return None
+    return tuple(i for i in items if isinstance(i, str))
 
 
 def _problem(raw: str | None) -> TurnProblem | None:
@@ -546,6 +612,45 @@ class ChatStore:
                 "SELECT COUNT(*) FROM messages WHERE chat_id = ?", (chat_id,)
             ).fetchone()
         return int(n)
+
+    # --- per-chat settings ----------------------------------------------------------------
+
+    def chat_settings(self, chat_id: str) -> ChatSettings:
+        """What the person set for the chat; every field None (the defaults) when nothing."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT system_prompt, temperature, max_answer_tokens, tool_servers "
+                "FROM chat_settings WHERE chat_id = ?",
+                (chat_id,),
+            ).fetchone()
+        if row is None:
+            return ChatSettings()
+        system_prompt, temperature, answer, servers = row
+        return ChatSettings(
+            system_prompt=system_prompt if isinstance(system_prompt, str) else None,
+            temperature=float(temperature) if isinstance(temperature, int | float) else None,
+            max_answer_tokens=int(answer) if isinstance(answer, int) else None,
+            tool_servers=_load_ids(servers),
+        ).checked()
+
+    def set_chat_settings(self, chat_id: str, settings: ChatSettings) -> ChatSettings:
+        """Keep ``settings`` for the chat (all of them: a None goes back to the default)."""
+        new = settings.checked()
+        servers = None if new.tool_servers is None else json.dumps(list(new.tool_servers))
+        self._exec(
+            "INSERT INTO chat_settings "
+            "(chat_id, system_prompt, temperature, max_answer_tokens, tool_servers) "
+            "VALUES (?,?,?,?,?) ON CONFLICT(chat_id) DO UPDATE SET "
+            "system_prompt = excluded.system_prompt, temperature = excluded.temperature, "
+            "max_answer_tokens = excluded.max_answer_tokens, "
+            "tool_servers = excluded.tool_servers",
+            (chat_id, new.system_prompt, new.temperature, new.max_answer_tokens, servers),
+        )
+        return new
+
+    def update_chat_settings(self, chat_id: str, **changes: Any) -> ChatSettings:
+        """Change some of the chat's settings (``tool_servers=("files",)``), keep the rest."""
+        return self.set_chat_settings(chat_id, replace(self.chat_settings(chat_id), **changes))
 
     # --- compactions ----------------------------------------------------------------------
 
