@@ -389,6 +389,39 @@ class ChatStore:
     def restore_chat(self, chat_id: str) -> None:
         self._exec("UPDATE chats SET deleted_at = NULL WHERE id = ?", (chat_id,))
 
+    def deleted_chats(self) -> list[Chat]:
+        """The chats in the trash, the most recently deleted first."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_CHAT_COLS} FROM chats WHERE deleted_at IS NOT NULL "
+                "ORDER BY deleted_at DESC"
+            ).fetchall()
+        return [_chat(r) for r in rows]
+
+    def purge_chats(self, chat_ids: Iterable[str]) -> None:
+        """Delete chats in the trash for good, with every row keyed by them (messages,
+        summaries, answer figures, settings), in one transaction. A chat restored meanwhile
+        is left alone."""
+        ids = [(cid,) for cid in chat_ids]
+        gone = "SELECT id FROM chats WHERE id = ? AND deleted_at IS NOT NULL"
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for table in ("messages", "compactions", "answer_stats", "chat_settings"):
+                    self._db.executemany(f"DELETE FROM {table} WHERE chat_id IN ({gone})", ids)
+                self._db.executemany(f"DELETE FROM chats WHERE id IN ({gone})", ids)
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+
+    def query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read-only query, for a feature that keeps its SQL beside it
+        (app/search.py)."""
+        with self._lock:
+            return [tuple(r) for r in self._db.execute(sql, tuple(args)).fetchall()]
+
     def search_chats(self, query: str) -> list[Chat]:
         q = query.strip()
         if not q:
