@@ -210,6 +210,18 @@ class Compacted(_Data):
     summarised: bool = True  # False: no summariser gave one; turns were dropped, old summary kept
 
 
+class HandedOff(_Data):
+    """A program that keeps no chat of Conch's was handed the chat: its memory of it starts at
+    the message ``first_seq`` (with ``summary`` in front when one went along). Not saved: the
+    window shows it as the divider while the chat stays on the program."""
+
+    kind: Literal["handed_off"] = "handed_off"
+    first_seq: int
+    program: str
+    text: str  # "<program> starts from here, with a handoff of …"
+    summary: str = ""
+
+
 class Healed(_Data):
     """A too-long refusal was healed quietly (for Health; the person sees just the answer)."""
 
@@ -265,6 +277,7 @@ Event = Annotated[
     | ToolCall
     | Usage
     | Compacted
+    | HandedOff
     | Healed
     | Shortened
     | Note
