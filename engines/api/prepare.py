@@ -19,13 +19,19 @@ summary than the one the chat now has, is thrown away.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engines.base import Message
+from engines.local.gate import GaveWayError
+from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError, closing_stream
 
 PREPARE_AT = 0.8  # share of the budget (or of the message and size limits) that starts one
+WARM_TOKENS = 1  # the answer of a request sent only so the server evaluates its prompt
 RECENT_TURNS = 4  # the next message is taken to be as big as the mean of this many recent ones
+
+log = logging.getLogger("conch.api.prepare")
 
 Mark = tuple[int, str]  # (the turn's seq in the chat log, fingerprint of its messages)
 
@@ -81,3 +87,32 @@ class Prepared:
     def valid(self, base: str, pending: str, marks_now: Sequence[Mark]) -> bool:
         """Whether it still describes the start of the transcript the chat has now."""
         return self.base == base and self.pending == pending and is_prefix(self.covers, marks_now)
+
+
+def warm_request(template: ChatRequest, block: str, kept: Sequence[Message]) -> ChatRequest | None:
+    """The request a fold to ``kept`` (with ``block``, the framed summary, in front of its
+    first person message) will send, minus the next message; None when nothing is kept."""
+    messages = list(kept)
+    i = next((k for k, m in enumerate(messages) if m.role == "user"), None)
+    if i is None:
+        return None
+    if block:
+        messages[i] = messages[i].model_copy(update={"text": block + messages[i].text})
+    return template.model_copy(
+        update={"messages": tuple(messages), "max_output_tokens": WARM_TOKENS}
+    )
+
+
+async def warm(adapter: ProviderAdapter, request: ChatRequest) -> bool:
+    """Send ``request`` and read its answer to the end (call it inside ``background()``);
+    whether the server got through it. Failing is harmless: the fold evaluates it then."""
+    try:
+        async with closing_stream(adapter.stream(request)) as events:
+            async for _event in events:
+                pass
+    except GaveWayError:
+        return False
+    except ProviderError as exc:
+        log.info("evaluating the next fold's prompt ahead failed: %s", exc)
+        return False
+    return True

@@ -62,6 +62,8 @@ from engines.api.prepare import (
     Prepared,
     fingerprint,
     marks,
+    warm,
+    warm_request,
 )
 from engines.api.protocols import ModelDirectory, Summariser, SummaryResult
 from engines.api.summarise import facts_kept, fit, fold_wait, summary_cap
@@ -240,6 +242,9 @@ class ApiSession:
         self._prep_job: Job | None = None
         self._prep_task: asyncio.Task[None] | None = None
         self._prep_failed: int | None = None  # the fold in which preparing failed: not retried
+        # A local server evaluates the request a prepared fold will send ahead (bench.ttft
+        # turns it off to measure the difference).
+        self.warm_folds = True
         self._closed = False
 
     # -- state --------------------------------------------------------------------------------
@@ -532,8 +537,10 @@ class ApiSession:
 
     # -- budgeting ----------------------------------------------------------------------------
 
-    def _budget(self, window: int, system: str, tools: Sequence[dict[str, Any]]) -> int:
-        return budget(window, estimate_tokens(system), _tools_tokens(tools))
+    def _budget(
+        self, window: int, system: str, tools: Sequence[dict[str, Any]], answer: int | None = None
+    ) -> int:
+        return budget(window, estimate_tokens(system), _tools_tokens(tools), answer)
 
     def _reserved(self) -> int:
         return int(self._summary_tokens * self._factor)
@@ -558,11 +565,13 @@ class ApiSession:
         """Tokens the current turn may keep when it must fit half the budget (healing)."""
         return max(0, int((b / 2 - self._reserved()) / self._factor))
 
-    def context_usage(self, model: ModelInfo, system: str = "") -> tuple[int, int]:
+    def context_usage(
+        self, model: ModelInfo, system: str = "", answer_tokens: int | None = None
+    ) -> tuple[int, int]:
         self._ensure_loaded()
         used = int(self._ledger.tokens * self._factor) + self._summary_tokens
         window = self._window(model, estimate_tokens(system), 0)
-        return used, self._budget(window, system, ())
+        return used, self._budget(window, system, (), answer_tokens)
 
     # -- folding ------------------------------------------------------------------------------
 
@@ -777,20 +786,28 @@ class ApiSession:
         await self._stop_preparing()
         return time.monotonic() - began
 
-    def _prepare_next_fold(self, model: ModelInfo, window: int, b: int) -> None:
+    def _prepare_next_fold(
+        self, model: ModelInfo, window: int, b: int, template: ChatRequest | None = None
+    ) -> None:
         """After a turn: when the next fold is near, start writing its summary (a task this
-        session owns; on this computer it runs only while no turn needs the server)."""
+        session owns; on this computer it runs only while no turn needs the server), and
+        have a local server evaluate the request that fold will send (``template``: this
+        turn's request)."""
         if self.summariser is None or self._closed or b <= 0:
             return
         task = self._prep_task
         if task is not None and not task.done():
             return
         job = self._next_job(b)
-        if job is None:
-            return
         self._prep_job = job
+        if job is not None:
+            work = self._run_job(job, model, window, template)
+        elif self._prepared is not None and template is not None and self.warm_folds:
+            work = self._warm_fold(model, template)  # the turn just added is read ahead too
+        else:
+            return
         self._prep_task = asyncio.get_running_loop().create_task(
-            self._run_job(job, model, window), name=f"prepare-fold:{self.chat_id}"
+            work, name=f"prepare-fold:{self.chat_id}"
         )
 
     def _next_job(self, b: int) -> Job | None:
@@ -843,7 +860,9 @@ class ApiSession:
             spent=spent,
         )
 
-    async def _run_job(self, job: Job, model: ModelInfo, window: int) -> None:
+    async def _run_job(
+        self, job: Job, model: ModelInfo, window: int, template: ChatRequest | None = None
+    ) -> None:
         summariser = self.summariser
         if summariser is None:
             return
@@ -873,6 +892,26 @@ class ApiSession:
             tokens=job.spent + result.tokens,
             model=result.model,
         )
+        if template is not None:
+            await self._warm_fold(model, template)
+
+    async def _warm_fold(self, model: ModelInfo, template: ChatRequest) -> None:
+        """Have a local server evaluate the request the prepared fold will send, so the fold
+        turn finds it in the server's prompt cache."""
+        p = self._prepared
+        adapter = self.adapters.get(model.provider)
+        if not self.warm_folds or p is None or adapter is None or not adapter.local:
+            return
+        if not self._valid(p):
+            return
+        starts = self._ledger.turn_starts
+        if len(p.covers) >= len(starts):
+            return
+        kept = self._messages[starts[len(p.covers)] :]
+        request = warm_request(template, summary_block(p.text), kept)
+        if request is not None:
+            with background():
+                await warm(adapter, request)
 
     def _first_kept_seq(self) -> int:
         """Where the model's word-for-word memory starts in the chat log."""
@@ -894,7 +933,8 @@ class ApiSession:
             system=turn.system,
             messages=tuple(messages),
             tools=turn.tools,
-            max_output_tokens=answer_reserve(window),
+            max_output_tokens=answer_reserve(window, turn.max_answer_tokens),
+            temperature=turn.temperature,
             window=window,
         )
 
@@ -1048,7 +1088,7 @@ class ApiSession:
             return
 
         window = self._window(model, estimate_tokens(turn.system), _tools_tokens(turn.tools))
-        b = self._budget(window, turn.system, turn.tools)
+        b = self._budget(window, turn.system, turn.tools, turn.max_answer_tokens)
         turn_tokens = estimate_message(person)
         if b <= 0:
             async for ev in self._try_anyway(turn, adapter, window, turn_tokens):
@@ -1213,7 +1253,8 @@ class ApiSession:
             system=turn.system,
             messages=messages,
             tools=turn.tools,
-            max_output_tokens=answer_reserve(window),
+            max_output_tokens=answer_reserve(window, turn.max_answer_tokens),
+            temperature=turn.temperature,
             window=window,
         )
         sent = (
@@ -1269,7 +1310,7 @@ class ApiSession:
         if learned is not None:
             yield learned
         window = self._window(model, estimate_tokens(turn.system), _tools_tokens(turn.tools))
-        b = self._budget(window, turn.system, turn.tools)
+        b = self._budget(window, turn.system, turn.tools, turn.max_answer_tokens)
         if b <= 0:
             yield self._too_long(turn, window, turn_tokens, detail=err.detail)
             return
@@ -1349,7 +1390,8 @@ class ApiSession:
         if note is not None:
             yield note
         # Before Done: the consumer may stop reading at it.
-        self._prepare_next_fold(turn.model, window, self._budget(window, turn.system, turn.tools))
+        b = self._budget(window, turn.system, turn.tools, turn.max_answer_tokens)
+        self._prepare_next_fold(turn.model, window, b, self._request(turn, window))
         yield done
 
     def _too_long(
@@ -1384,7 +1426,7 @@ class ApiSession:
             if m.ready
             and m.key != turn.model.key
             and m.context >= 1.5 * window
-            and budget(m.context, sys_tokens, tools_tokens) >= turn_tokens
+            and budget(m.context, sys_tokens, tools_tokens, turn.max_answer_tokens) >= turn_tokens
         ]
         if not fits:
             return None

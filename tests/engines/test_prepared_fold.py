@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from engines.api.prepare import WARM_TOKENS
 from engines.api.session import SUMMARY_OPEN, ApiSession, summary_block
 from engines.api.summarise import ModelSummariser
 from engines.base import Compacted, Done, Event, ModelInfo, Note, TurnInput
@@ -42,6 +43,11 @@ def is_summary(body: Any) -> bool:
     messages = body.get("messages") if isinstance(body, dict) else None
     users = [m.get("content") for m in messages or [] if m.get("role") == "user"]
     return bool(users) and str(users[0]).startswith("<summary-so-far>")
+
+
+def is_warm(body: Any) -> bool:
+    """A request sent ahead only so the server evaluates its prompt (a one-token answer)."""
+    return isinstance(body, dict) and body.get("max_tokens") == WARM_TOKENS
 
 
 def sse(text: str) -> list[str]:
@@ -77,7 +83,11 @@ class SummaryWritingServer(OpenAIStyleServer):
 
     @property
     def turn_requests(self) -> list[Recorded]:
-        return [r for r in self.chat_requests if not is_summary(r.json)]
+        return [r for r in self.chat_requests if not is_summary(r.json) and not is_warm(r.json)]
+
+    @property
+    def warm_requests(self) -> list[Recorded]:
+        return [r for r in self.chat_requests if is_warm(r.json)]
 
 
 @pytest.fixture
@@ -143,6 +153,45 @@ async def test_the_fold_sends_the_summary_written_before_it(
     for k in range(1, fold_turn):
         assert turns[k][: len(turns[k - 1])] == turns[k - 1], k
     assert not any(SUMMARY_OPEN in m["content"] for t in turns[:fold_turn] for m in t)
+    await adapter.aclose()
+
+
+async def test_the_request_the_fold_sends_is_read_by_the_server_before_the_fold(
+    writer: SummaryWritingServer, client: httpx.AsyncClient, data_dir: Path
+) -> None:
+    adapter = gated(OpenAIAdapter(ROWS["local"], base_url=writer.base_url, client=client))
+    session = session_on(adapter, data_dir)
+    fold_request: list[dict[str, Any]] | None = None
+    for i in range(14):
+        events = await run(session, 2 * i, f"Note {i}: " + NOTE * 33)
+        assert isinstance(ending(events), Done)
+        if only(events, Compacted):
+            fold_request = writer.turn_requests[-1].json["messages"]
+            break
+        await asyncio.wait_for(session.wait_prepared(), HANG_GUARD)
+    assert fold_request is not None, "the chat never folded"
+    # Between the summary written ahead and the fold, the server was sent the fold's request
+    # without the person's next message: the fold turn's prompt starts with what it read.
+    assert writer.warm_requests
+    warmed = writer.warm_requests[-1].json["messages"]
+    assert warmed == fold_request[: len(warmed)]
+    assert len(warmed) == len(fold_request) - 1
+    assert SUMMARY_OPEN + writer.summaries[-1] in warmed[1]["content"]
+    await adapter.aclose()
+
+
+async def test_no_prompt_is_read_ahead_when_that_is_turned_off(
+    writer: SummaryWritingServer, client: httpx.AsyncClient, data_dir: Path
+) -> None:
+    adapter = gated(OpenAIAdapter(ROWS["local"], base_url=writer.base_url, client=client))
+    session = session_on(adapter, data_dir)
+    session.warm_folds = False
+    for i in range(14):
+        events = await run(session, 2 * i, f"Note {i}: " + NOTE * 33)
+        if only(events, Compacted):
+            break
+        await asyncio.wait_for(session.wait_prepared(), HANG_GUARD)
+    assert writer.summary_requests and not writer.warm_requests
     await adapter.aclose()
 
 
