@@ -7,7 +7,8 @@ the context capability (``ContextEngine.compact``) and emits ``Compacted`` when 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
@@ -96,7 +97,13 @@ class TurnInput(_Data):
     pictures: tuple[Picture, ...] = ()
     attachments: tuple[Attachment, ...] = ()
     system: str = ""  # the real system prompt, memories included
+    # The tool list as sent ({name, description, parameters} each). An engine given tools of its
+    # own (ApiSession.tools) fills this in itself, with what it really sends.
     tools: tuple[dict[str, Any], ...] = ()
+    # The chat's settings: None leaves the answer's room to the engine (and the budget) and
+    # the temperature to the model's server.
+    max_answer_tokens: int | None = None
+    temperature: float | None = None
     lean: bool = False  # the app chose the short system prompt for a tiny window
 
 
@@ -245,13 +252,121 @@ class Shortened(_Data):
 
 
 class Note(_Data):
-    """Something worth a Health note that is not a problem for this turn."""
+    """Something worth a Health note that is not a problem for this turn.
+
+    ``topic`` "tools" is about this turn's tools (the round limit reached, a model that cannot
+    use tools, a server that did not start): the chat shows it in the answer, not only Health.
+    """
 
     kind: Literal["note"] = "note"
     topic: Literal[
-        "summary-failed", "unreachable", "transcript-recovered", "window-learned", "other"
+        "summary-failed", "unreachable", "transcript-recovered", "window-learned", "tools", "other"
     ]
     text: str
+
+
+# --- tools ------------------------------------------------------------------------------------
+
+
+class Approval(StrEnum):
+    """The person's answer to a tool call: the approval card's three buttons."""
+
+    ONCE = "once"  # "Allow once": this call runs
+    ALWAYS = "always"  # "Always for this tool": this call and every later one of the tool
+    DENY = "deny"  # "Deny": the model is told the person did not allow it; the turn goes on
+
+
+class ToolAsk(_Data):
+    """A tool call waiting for the person's OK (what the approval card shows).
+
+    ``tool`` is the name the model called; ``server`` the MCP server's name as the person
+    named it in Settings → Tools. ``program``, ``title`` and ``kind`` read like
+    ``engines.programs.acp.PermissionAsk``'s fields, so the programs' card can show either.
+    """
+
+    call_id: str
+    tool: str
+    server: str = ""
+    description: str = ""  # the tool's own description, first sentence
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def program(self) -> str:
+        return "The model"
+
+    @property
+    def title(self) -> str:
+        where = f" ({self.server})" if self.server else ""
+        return f"use {self.tool}{where} with {arguments_line(self.arguments)}"
+
+    @property
+    def kind(self) -> str:
+        return self.tool
+
+
+ToolApprover = Callable[[ToolAsk], Awaitable[Approval]]
+"""Asks the person about one call and returns their answer. Cancelled when the person stops
+the turn (take that as Deny). The engine remembers ALWAYS per tool for the chat itself."""
+
+ARGUMENTS_LINE_CHARS = 200
+
+
+def arguments_line(arguments: dict[str, Any]) -> str:
+    """A call's arguments on one line, for a card or a tool row: ``path="notes.txt", head=5``."""
+    if not arguments:
+        return "no arguments"
+    parts = [f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in arguments.items()]
+    line = " ".join(", ".join(parts).split())
+    if len(line) > ARGUMENTS_LINE_CHARS:
+        line = line[: ARGUMENTS_LINE_CHARS - 1] + "…"
+    return line
+
+
+ToolStatus = Literal["done", "failed", "denied", "unknown", "invalid", "stopped", "not-run"]
+
+
+class ToolStarted(_Data):
+    """A tool call the person allowed (or Conch answers itself) starts running now.
+
+    A tool row appears at the model's ``ToolCall``; this marks it running (a spinner)."""
+
+    kind: Literal["tool_started"] = "tool_started"
+    call_id: str
+    tool: str
+    server: str = ""  # the server's name ("" for Conch's own lean-mode tools)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResult(_Data):
+    """How one tool call ended: what the tool row shows and what the chat log keeps.
+
+    ``status``: "done" (the tool answered), "failed" (the tool or its server failed; ``text``
+    says how in words), "denied" (the person said no), "unknown" (no such tool), "invalid"
+    (arguments that are not JSON or miss a required field), "stopped" (Stop pressed while it
+    ran), "not-run" (the turn's round limit was reached). ``text`` is the whole result as the
+    tool gave it (or the note the model was given instead), to keep in the chat log;
+    ``preview`` its first lines; ``shortened`` says the model was sent less than all of it
+    (``sent_chars`` of ``total_chars``: head and tail, the middle marked).
+    A "done" or "failed" result came from outside the person: the chat is untrusted from then on.
+    """
+
+    kind: Literal["tool_result"] = "tool_result"
+    call_id: str
+    tool: str
+    server: str = ""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    status: ToolStatus
+    text: str
+    preview: str
+    seconds: float = 0.0
+    shortened: bool = False
+    sent_chars: int = 0
+    total_chars: int = 0
+
+    @property
+    def untrusted(self) -> bool:
+        """The chat read text from outside the person (learning from it waits for an OK)."""
+        return self.status in ("done", "failed")
 
 
 class AssistantRaw(_Data):
@@ -281,6 +396,8 @@ Event = Annotated[
     | Healed
     | Shortened
     | Note
+    | ToolStarted
+    | ToolResult
     | AssistantRaw
     | Problem
     | Done,
@@ -308,6 +425,9 @@ class ContextEngine(Engine, Protocol):
         """Fold all but the newest turn now; ``focus`` says what the summary should keep."""
         ...
 
-    def context_usage(self, model: ModelInfo, system: str = "") -> tuple[int, int]:
-        """(estimated tokens the next request would send, budget) for the context meter."""
+    def context_usage(
+        self, model: ModelInfo, system: str = "", answer_tokens: int | None = None
+    ) -> tuple[int, int]:
+        """(estimated tokens the next request would send, budget) for the context meter;
+        ``answer_tokens``: the answer length the chat's settings reserve."""
         ...

@@ -257,8 +257,10 @@ class MockEngine:
         yield self._fold(self._turns[-1].seq, focus=focus)
         yield Done()
 
-    def context_usage(self, model: ModelInfo, system: str = "") -> tuple[int, int]:
-        b = budget(model.context, estimate_tokens(system))
+    def context_usage(
+        self, model: ModelInfo, system: str = "", answer_tokens: int | None = None
+    ) -> tuple[int, int]:
+        b = budget(model.context, estimate_tokens(system), 0, answer_tokens)
         return self._used(""), b
 
     async def aclose(self) -> None:

@@ -51,22 +51,30 @@ def unknown_window(local: bool) -> int:
     return UNKNOWN_WINDOW_LOCAL if local else UNKNOWN_WINDOW_API
 
 
-def answer_reserve(window: int) -> int:
-    """Room kept for the answer: 15% of the window, between 1,024 and 16,384 tokens."""
+def answer_reserve(window: int, asked: int | None = None) -> int:
+    """Room kept for the answer: 15% of the window, between 1,024 and 16,384 tokens; or the
+    answer length the person ``asked`` for in the chat's settings, which is also the limit
+    sent, within half of the 90% of the window a request may fill (the rest is the chat's)."""
     w = max(0, int(window))
+    if asked is not None and asked > 0:
+        return max(1, min(int(asked), 9 * w // 20))
     # Integer arithmetic (round half up) so the figure never depends on float rounding.
     return min(ANSWER_MAX, max(ANSWER_MIN, (15 * w + 50) // 100))
 
 
-def budget(window: int, system_tokens: int = 0, tools_tokens: int = 0) -> int:
-    """Tokens of transcript one request may carry; 0 when the window cannot hold any."""
+def budget(
+    window: int, system_tokens: int = 0, tools_tokens: int = 0, answer_tokens: int | None = None
+) -> int:
+    """Tokens of transcript one request may carry; 0 when the window cannot hold any.
+    ``answer_tokens``: the answer length the person asked for (``answer_reserve``)."""
     try:
         w = int(window)
     except (TypeError, ValueError, OverflowError):
         return 0
     if w <= 0:
         return 0
-    room = 9 * w // 10 - answer_reserve(w) - max(0, system_tokens) - max(0, tools_tokens)
+    reserve = answer_reserve(w, answer_tokens)
+    room = 9 * w // 10 - reserve - max(0, system_tokens) - max(0, tools_tokens)
     return max(0, min(TRANSCRIPT_CAP, room))
 
 

@@ -537,8 +537,10 @@ class ApiSession:
 
     # -- budgeting ----------------------------------------------------------------------------
 
-    def _budget(self, window: int, system: str, tools: Sequence[dict[str, Any]]) -> int:
-        return budget(window, estimate_tokens(system), _tools_tokens(tools))
+    def _budget(
+        self, window: int, system: str, tools: Sequence[dict[str, Any]], answer: int | None = None
+    ) -> int:
+        return budget(window, estimate_tokens(system), _tools_tokens(tools), answer)
 
     def _reserved(self) -> int:
         return int(self._summary_tokens * self._factor)
@@ -563,11 +565,13 @@ class ApiSession:
         """Tokens the current turn may keep when it must fit half the budget (healing)."""
         return max(0, int((b / 2 - self._reserved()) / self._factor))
 
-    def context_usage(self, model: ModelInfo, system: str = "") -> tuple[int, int]:
+    def context_usage(
+        self, model: ModelInfo, system: str = "", answer_tokens: int | None = None
+    ) -> tuple[int, int]:
         self._ensure_loaded()
         used = int(self._ledger.tokens * self._factor) + self._summary_tokens
         window = self._window(model, estimate_tokens(system), 0)
-        return used, self._budget(window, system, ())
+        return used, self._budget(window, system, (), answer_tokens)
 
     # -- folding ------------------------------------------------------------------------------
 
@@ -929,7 +933,8 @@ class ApiSession:
             system=turn.system,
             messages=tuple(messages),
             tools=turn.tools,
-            max_output_tokens=answer_reserve(window),
+            max_output_tokens=answer_reserve(window, turn.max_answer_tokens),
+            temperature=turn.temperature,
             window=window,
         )
 
@@ -1083,7 +1088,7 @@ class ApiSession:
             return
 
         window = self._window(model, estimate_tokens(turn.system), _tools_tokens(turn.tools))
-        b = self._budget(window, turn.system, turn.tools)
+        b = self._budget(window, turn.system, turn.tools, turn.max_answer_tokens)
         turn_tokens = estimate_message(person)
         if b <= 0:
             async for ev in self._try_anyway(turn, adapter, window, turn_tokens):
@@ -1248,7 +1253,8 @@ class ApiSession:
             system=turn.system,
             messages=messages,
             tools=turn.tools,
-            max_output_tokens=answer_reserve(window),
+            max_output_tokens=answer_reserve(window, turn.max_answer_tokens),
+            temperature=turn.temperature,
             window=window,
         )
         sent = (
@@ -1304,7 +1310,7 @@ class ApiSession:
         if learned is not None:
             yield learned
         window = self._window(model, estimate_tokens(turn.system), _tools_tokens(turn.tools))
-        b = self._budget(window, turn.system, turn.tools)
+        b = self._budget(window, turn.system, turn.tools, turn.max_answer_tokens)
         if b <= 0:
             yield self._too_long(turn, window, turn_tokens, detail=err.detail)
             return
@@ -1384,7 +1390,7 @@ class ApiSession:
         if note is not None:
             yield note
         # Before Done: the consumer may stop reading at it.
-        b = self._budget(window, turn.system, turn.tools)
+        b = self._budget(window, turn.system, turn.tools, turn.max_answer_tokens)
         self._prepare_next_fold(turn.model, window, b, self._request(turn, window))
         yield done
 
@@ -1420,7 +1426,7 @@ class ApiSession:
             if m.ready
             and m.key != turn.model.key
             and m.context >= 1.5 * window
-            and budget(m.context, sys_tokens, tools_tokens) >= turn_tokens
+            and budget(m.context, sys_tokens, tools_tokens, turn.max_answer_tokens) >= turn_tokens
         ]
         if not fits:
             return None

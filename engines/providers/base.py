@@ -24,6 +24,7 @@ class ChatRequest(BaseModel):
     messages: tuple[Message, ...]
     tools: tuple[dict[str, Any], ...] = ()
     max_output_tokens: int = 1024
+    temperature: float | None = None  # None: the server's own (the chat's settings)
     # The window the session budgeted against (Ollama sends it as num_ctx).
     window: int = UNKNOWN_WINDOW_LOCAL
     extra: dict[str, Any] = Field(default_factory=dict)
