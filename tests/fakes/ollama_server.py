@@ -74,10 +74,18 @@ class FakeModel:
     context: int | None = 131_072  # trained window (model_info "<arch>.context_length")
     capabilities: tuple[str, ...] = ("completion", "tools")
     family: str = "llama"
+    size: int = 2_019_393_189  # bytes on disk (/api/tags), about what the weights take
+    layers: int = 28  # model_info: what the KV cache's size follows from
+    kv_heads: int = 8
+    head_dim: int = 128
 
     @property
     def key(self) -> str:
         return _key(self.name)
+
+    def kv_bytes(self, num_ctx: int) -> int:
+        """The f16 KV cache this model needs at ``num_ctx`` (keys and values, every layer)."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * 2 * num_ctx
 
 
 @dataclass(frozen=True)
@@ -157,6 +165,16 @@ class FakeOllama:
         self.requests: list[RecordedRequest] = []
         self.outcomes: list[ChatOutcome] = []
         self.reloads: dict[str, int] = {}
+        # /api/pull: the models the registry has, bytes already on disk per model (a pull
+        # that was stopped resumes from there), and a hold after this many bytes until
+        # `pull_release` is set (a download that takes a while); `pulls_closed` counts pulls
+        # the client hung up on.
+        self.registry: dict[str, FakeModel] = {}
+        self.pulled: dict[str, int] = {}
+        self.pull_step = 250_000_000
+        self.pull_hold_at: int | None = None
+        self.pull_release = threading.Event()
+        self.pulls_closed = 0
         # model key -> (num_ctx, shift) it is loaded with
         self._loaded: dict[str, tuple[int, bool]] = {
             _key(k): (v, True) for k, v in (loaded or {}).items()
@@ -398,6 +416,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self._chat(body or {})
             except (_DisconnectError, OSError):
                 self.close_connection = True
+        elif self.path == "/api/pull":
+            try:
+                self._pull(body or {})
+            except OSError:  # the client closed the stream: what arrived stays on disk
+                self.close_connection = True
+                with self.fake._lock:
+                    self.fake.pulls_closed += 1
         else:
             self._plain(404, "404 page not found")
 
@@ -424,7 +449,7 @@ class _Handler(BaseHTTPRequestHandler):
             "name": m.key,
             "model": m.key,
             "modified_at": "2026-08-01T10:00:00Z",
-            "size": 2_019_393_189,
+            "size": m.size,
             "digest": "a80c4f17acd5" + "0" * 52,
             "details": self._details(m),
         }
@@ -441,11 +466,12 @@ class _Handler(BaseHTTPRequestHandler):
             model = self.fake.models.get(key)
             if model is None:
                 continue
+            used = model.size + model.kv_bytes(ctx)
             entry: dict[str, Any] = {
                 "name": key,
                 "model": key,
-                "size": 3_000_000_000,
-                "size_vram": 3_000_000_000,
+                "size": used,
+                "size_vram": used,
                 "digest": "a80c4f17acd5" + "0" * 52,
                 "details": self._details(model),
                 "expires_at": "2099-01-01T00:00:00Z",
@@ -461,9 +487,18 @@ class _Handler(BaseHTTPRequestHandler):
         if model is None:
             self._send_error(404, f"model '{name}' not found")
             return
-        info: dict[str, Any] = {"general.architecture": model.family}
+        arch = model.family
+        info: dict[str, Any] = {
+            "general.architecture": arch,
+            f"{arch}.block_count": model.layers,
+            f"{arch}.attention.head_count": model.kv_heads * 4,
+            f"{arch}.attention.head_count_kv": model.kv_heads,
+            f"{arch}.attention.key_length": model.head_dim,
+            f"{arch}.attention.value_length": model.head_dim,
+            f"{arch}.embedding_length": model.kv_heads * 4 * model.head_dim,
+        }
         if model.context:
-            info[f"{model.family}.context_length"] = model.context
+            info[f"{arch}.context_length"] = model.context
         self._send_json(
             200,
             {
@@ -530,6 +565,51 @@ class _Handler(BaseHTTPRequestHandler):
         reply = fake._reply_for(body)
         thinks = "thinking" in model.capabilities and think is not False
         self._answer(body, model, reply, prompt_eval, thinks=thinks, fault=fault)
+
+    def _pull(self, body: Mapping[str, Any]) -> None:
+        """``/api/pull`` streamed like Ollama: the manifest, one layer's growing ``completed``
+        of ``total`` bytes (from what is already on disk), then verifying and ``success``; a
+        name the registry lacks is an error line in the 200 stream."""
+        fake = self.fake
+        name = _key(str(body.get("model") or body.get("name") or ""))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self._line({"status": "pulling manifest"})
+        model = fake.registry.get(name)
+        if model is None:
+            self._line({"error": "pull model manifest: file does not exist"})
+            self._chunk(b"")
+            return
+        digest = "sha256:" + "5e1a" * 16
+        total = model.size
+        while True:
+            with fake._lock:
+                done = fake.pulled.get(name, 0)
+            self._line(
+                {
+                    "status": f"pulling {digest[7:19]}",
+                    "digest": digest,
+                    "total": total,
+                    "completed": done,
+                }
+            )
+            if done >= total:
+                break
+            held = fake.pull_hold_at is not None and done >= fake.pull_hold_at
+            if held and not fake.pull_release.is_set():
+                # Still downloading, as far as the client can tell: the same figure again.
+                if fake._stopping.wait(0.01):
+                    return
+                continue
+            with fake._lock:
+                fake.pulled[name] = min(total, done + fake.pull_step)
+        for status in ("verifying sha256 digest", "writing manifest", "success"):
+            self._line({"status": status})
+        with fake._lock:
+            fake.models[name] = model
+        self._chunk(b"")
 
     def _finish_only(self, body: Mapping[str, Any], model: FakeModel, reason: str) -> None:
         final = {

@@ -20,6 +20,7 @@ numbers is several times what Conch's estimate says.
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,7 @@ class FakeModel:
     loaded: bool = True
     name: str = ""
     type: str = "llm"
+    size_bytes: int = 4_920_000_000  # LM Studio lists the model file's size
 
 
 @dataclass
@@ -383,6 +385,10 @@ class OpenAIStyleServer(LoopbackServer):
         self.tokenizer = True  # local and llamacpp answer their tokenizer endpoint
         self.digit_tokens = False  # the fake tokenizer spends a token per digit
         self.tokenizer_fault: str | None = None  # "500" or "no-count" for the next counts
+        # LM Studio's load endpoint: held until this is set (a load that takes a while), and
+        # counts of loads that made a second instance beside a loaded one.
+        self.load_gate: threading.Event | None = None
+        self.duplicate_loads = 0
 
     @property
     def base_url(self) -> str:
@@ -402,6 +408,9 @@ class OpenAIStyleServer(LoopbackServer):
         elif request.method == "GET" and path == "/api/v0/models" and self.flavour == "lmstudio":
             if self.lmstudio_rest in ("v1", "v0"):
                 return Reply.json(self._lmstudio_v0())
+        elif request.method == "POST" and path.startswith("/api/v1/models/"):
+            if self.flavour == "lmstudio" and self.lmstudio_rest == "v1":
+                return self._lmstudio_load(request)
         elif request.method == "GET" and path == "/props" and self.flavour == "llamacpp":
             if self.props:
                 window = self.models[0].window if self.models else None
@@ -599,6 +608,8 @@ class OpenAIStyleServer(LoopbackServer):
                 {
                     "key": model.id,
                     "type": model.type,
+                    "architecture": "llama",
+                    "size_bytes": model.size_bytes,
                     "max_context_length": model.trained,
                     "loaded_instances": (
                         [{"id": model.id, "config": {"context_length": model.window}}]
@@ -609,6 +620,46 @@ class OpenAIStyleServer(LoopbackServer):
                 for model in self.models
             ]
         }
+
+    def _lmstudio_load(self, request: Recorded) -> Reply:
+        """``/api/v1/models/load`` and ``/unload`` as LM Studio 0.4 has them: a load names
+        ``context_length`` at the top level and makes a new instance (a second one if the model
+        is already loaded); an unload names the instance. The enforced window follows."""
+        body = request.json or {}
+        action = request.path.rsplit("/", 1)[-1]
+        wanted = body.get("model") if action == "load" else body.get("instance_id")
+        model = next((m for m in self.models if m.id == wanted), None)
+        if model is None:
+            return Reply.json({"error": {"message": f"Model '{wanted}' not found"}}, status=404)
+        if action == "unload":
+            model.loaded = False
+            return Reply.json({"instance_id": model.id})
+        if action != "load":
+            return super().handle(request)
+        while self.load_gate is not None and not self.load_gate.wait(0.02):
+            if self.stopping.is_set():
+                return Reply.json({"error": {"message": "LM Studio is shutting down"}}, 503)
+        length = body.get("context_length")
+        if not isinstance(length, int) or length <= 0:
+            length = 4096  # LM Studio's own default for a model without saved settings
+        if model.trained and length > model.trained:
+            message = f"context_length {length} exceeds the model's maximum {model.trained}"
+            return Reply.json({"error": {"message": message}}, status=400)
+        if model.loaded:
+            self.duplicate_loads += 1
+        model.loaded = True
+        model.window = length
+        if self.window is not None:
+            self.window = length
+        reply: dict[str, Any] = {
+            "type": "llm",
+            "instance_id": model.id,
+            "load_time_seconds": 0.01,
+            "status": "loaded",
+        }
+        if body.get("echo_load_config"):
+            reply["load_config"] = {"context_length": length}
+        return Reply.json(reply)
 
     # --- chat ---------------------------------------------------------------------------------
 
