@@ -162,6 +162,12 @@ class ContextFor:
         self._decided[key] = window
         return window
 
+    def choose(self, model: str, window: int) -> None:
+        """The person asked for ``model`` to be reloaded with ``window``: from now on that is
+        the one decision for it (``known``, ``decide`` and ``context_for`` all give it)."""
+        if window > 0:
+            self._decided[model_key(model)] = window
+
     async def context_for(self, model: str, *, loaded: dict[str, int] | None = None) -> int:
         """The ``num_ctx`` for ``model``; ``loaded`` is a fresh ``/api/ps`` the caller has."""
         key = model_key(model)

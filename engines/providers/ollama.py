@@ -312,6 +312,11 @@ class OllamaAdapter:
         """The ``num_ctx`` Conch sends for ``model``: the same value for the adapter's life."""
         return await self._windows.context_for(model)
 
+    def use_window(self, model: str, window: int) -> None:
+        """Send ``window`` as ``model``'s num_ctx from now on (the person chose to reload it
+        with a bigger one and the caller loads it so)."""
+        self._windows.choose(model, window)
+
     # --- ProviderAdapter ----------------------------------------------------------------------
 
     async def list_models(self) -> list[ModelInfo]:
