@@ -3,7 +3,7 @@
 - Servers on this computer, no key: Ollama (settings, else ``OLLAMA_HOST``, else its port),
   LM Studio, llama.cpp and vLLM. One the person did not set up is only *probed* at its usual
   address: not finding it there is normal and is not written to Health.
-- Every company row (OpenAI-style, and Anthropic) whose key is in the secret store; when
+- Every company (engines.providers.registry) whose key is in the secret store; when
   ``Settings.companies`` lists names, only those.
 - The bundled model (``local``) is not built here: the services start it only when nothing
   else can answer (see app/services.py).
@@ -11,19 +11,32 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from app.secrets import SecretStore
+from app.secrets import SecretStore, SessionSecrets
 from app.settings import Settings
+from engines.base import ModelInfo
 from engines.providers.anthropic import AnthropicAdapter
 from engines.providers.base import ProviderAdapter
 from engines.providers.ollama import OllamaAdapter, ollama_base_url
 from engines.providers.openai import ROWS, OpenAIAdapter
+from engines.providers.registry import BUNDLED as BUNDLED
+from engines.providers.registry import COMPANIES, LOCAL_SERVERS
 
-LOCAL_SERVERS = ("lmstudio", "llamacpp", "vllm")  # OpenAI-style servers on this computer
-BUNDLED = "local"
+# The Settings field that holds the address of each server on this computer.
+ADDRESS_FIELDS: dict[str, str] = {
+    "ollama": "ollama_url",
+    "lmstudio": "lmstudio_url",
+    "llamacpp": "llamacpp_url",
+    "vllm": "vllm_url",
+}
+
+
+class NotSetUpError(Exception):
+    """The provider is not set up enough to test (a company without a key)."""
 
 
 @dataclass
@@ -44,8 +57,8 @@ def _v1(url: str) -> str:
 
 
 def company_names() -> list[str]:
-    """Every company Conch knows, in a stable order (OpenAI-style rows, then Anthropic)."""
-    return [name for name, row in ROWS.items() if row.needs_key] + ["anthropic"]
+    """Every company Conch knows, in the order the Providers page shows them."""
+    return list(COMPANIES)
 
 
 def build_adapters(
@@ -58,26 +71,20 @@ def build_adapters(
     environ = os.environ if env is None else env
     setup = ProviderSetup()
 
-    host = settings.ollama_url.strip() or environ.get("OLLAMA_HOST", "").strip()
-    setup.adapters.append(OllamaAdapter(ollama_base_url(host)))
-    setup.configs["ollama"] = (ollama_base_url(host), "")
-    if not host:
-        setup.probed.add("ollama")
-
-    urls = {
-        "lmstudio": settings.lmstudio_url,
-        "llamacpp": settings.llamacpp_url,
-        "vllm": settings.vllm_url,
-    }
     for name in LOCAL_SERVERS:
-        url = urls[name].strip()
-        setup.adapters.append(OpenAIAdapter(ROWS[name], base_url=_v1(url) if url else None))
-        setup.configs[name] = (url, "")
+        url = str(getattr(settings, ADDRESS_FIELDS[name])).strip()
+        if name == "ollama":
+            url = url or environ.get("OLLAMA_HOST", "").strip()
+            setup.adapters.append(OllamaAdapter(ollama_base_url(url)))
+            setup.configs[name] = (ollama_base_url(url), "")
+        else:
+            setup.adapters.append(OpenAIAdapter(ROWS[name], base_url=_v1(url) if url else None))
+            setup.configs[name] = (url, "")
         if not url:
             setup.probed.add(name)
 
     wanted = set(settings.companies)
-    for name in company_names():
+    for name in COMPANIES:
         if wanted and name not in wanted:
             continue
         key = secrets.get(name)
@@ -95,3 +102,34 @@ def build_adapters(
             setup.adapters.append(OpenAIAdapter(ROWS[name], base_url=base, api_key=key))
         setup.configs[name] = (base or "", key)
     return setup
+
+
+def with_address(settings: Settings, name: str, address: str) -> Settings:
+    """``settings`` with a server on this computer at ``address`` (a company: unchanged)."""
+    field_name = ADDRESS_FIELDS.get(name)
+    if field_name is None:
+        return settings
+    return settings.model_copy(update={field_name: address})
+
+
+async def list_models_with(
+    name: str, settings: Settings, key: str | None = None
+) -> list[ModelInfo]:
+    """Build one provider's adapter as the app would, from ``settings`` and ``key`` (kept in
+    memory only), list its models and close it. ``NotSetUpError`` for a company with no key."""
+    secrets = SessionSecrets()
+    if key:
+        secrets.set(name, key)
+    trial = settings
+    if name in COMPANIES:
+        trial = settings.model_copy(update={"companies": (name,)})
+    setup = build_adapters(trial, secrets)
+    chosen = next((a for a in setup.adapters if a.name == name), None)
+    try:
+        if chosen is None:
+            raise NotSetUpError("Add an API key first.")
+        return list(await chosen.list_models())
+    finally:
+        for adapter in setup.adapters:
+            with contextlib.suppress(Exception):
+                await adapter.aclose()

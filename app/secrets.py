@@ -17,6 +17,8 @@ from typing import Protocol, runtime_checkable
 import keyring
 import keyring.errors
 
+from engines.providers.registry import PROVIDERS
+
 SERVICE = "Conch"
 NO_KEYRING = "No system keyring was found; API keys are kept only until Conch quits."
 
@@ -158,20 +160,11 @@ def open_secrets() -> SecretStore:
         return SessionSecrets(NO_KEYRING)
 
 
-# The environment variables each company's own CLI and SDK read its key from, first found wins.
-# Only `conch ask` and `conch models` read them (a headless machine has no keyring to hold a
-# key); they are never copied into the keyring, a file or a log.
+# Each company's key environment variables (engines.providers.registry), by short name. Only
+# `conch ask` and `conch models` read them (a headless machine has no keyring to hold a key);
+# they are never copied into the keyring, a file or a log.
 KEY_ENV_VARS: dict[str, tuple[str, ...]] = {
-    "openai": ("OPENAI_API_KEY",),
-    "openrouter": ("OPENROUTER_API_KEY",),
-    "groq": ("GROQ_API_KEY",),
-    "together": ("TOGETHER_API_KEY",),
-    "deepseek": ("DEEPSEEK_API_KEY",),
-    "mistral": ("MISTRAL_API_KEY",),
-    "xai": ("XAI_API_KEY",),
-    "google": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-    "zhipu": ("ZHIPUAI_API_KEY",),
-    "anthropic": ("ANTHROPIC_API_KEY",),
+    p.name: p.key_env for p in PROVIDERS.values() if p.key_env
 }
 KEYRING_SOURCE = "keyring"
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 
@@ -50,6 +50,7 @@ from engines.providers.errors import (
     is_redirect,
 )
 from engines.providers.http import join, make_client, request_json, root_of, same_origin
+from engines.providers.registry import PROVIDERS, WindowSource
 from engines.providers.sse import SSEEvent, SSELineTooLongError, iter_sse
 from engines.providers.tokens import (
     TokenizerKind,
@@ -60,10 +61,6 @@ from engines.providers.tokens import (
 )
 
 log = logging.getLogger("conch.providers.openai")
-
-# Where a row's windows come from: its /models list, LM Studio's REST lists, llama-server's
-# /props, Gemini's native list beside its OpenAI-style one, or the caller (the bundled server).
-WindowSource = Literal["models", "lmstudio", "llamacpp", "gemini", "given"]
 
 
 @dataclass(frozen=True)
@@ -93,118 +90,45 @@ class ProviderRow:
         return unknown_window(self.local)
 
 
+def _row(name: str, **wire: Any) -> ProviderRow:
+    """A row: what a person sees and sets up (the registry), plus what only the wire needs."""
+    p = PROVIDERS[name]
+    return ProviderRow(
+        p.name,
+        p.label,
+        p.address,
+        needs_key=p.needs_key,
+        local=p.local,
+        window_source=p.window_source,
+        cheap=p.cheap,
+        **wire,
+    )
+
+
 ROWS: dict[str, ProviderRow] = {
     row.name: row
     for row in (
-        ProviderRow(
-            "openai",
-            "OpenAI",
-            "https://api.openai.com/v1",
-            needs_key=True,
-            max_tokens_field="max_completion_tokens",
-            cheap=("gpt-4.1-nano", "gpt-4.1-mini"),
-        ),
-        ProviderRow(
-            "openrouter",
-            "OpenRouter",
-            "https://openrouter.ai/api/v1",
-            needs_key=True,
-            window_fields=("context_length", "top_provider.context_length"),
-            cheap=("google/gemini-2.0-flash-lite-001", "openai/gpt-4.1-nano"),
-        ),
-        ProviderRow(
-            "groq",
-            "Groq",
-            "https://api.groq.com/openai/v1",
-            needs_key=True,
-            window_fields=("context_window",),
-            cheap=("llama-3.1-8b-instant",),
-        ),
-        ProviderRow(
-            "together",
-            "Together AI",
-            "https://api.together.xyz/v1",
-            needs_key=True,
-            window_fields=("context_length",),
-            include_usage=False,  # sends usage in its last chunk unasked
-            cheap=("meta-llama/Llama-3.2-3B-Instruct-Turbo",),
-        ),
-        ProviderRow(
-            "deepseek",
-            "DeepSeek",
-            "https://api.deepseek.com/v1",
-            needs_key=True,
-            cheap=("deepseek-chat",),
-        ),
-        ProviderRow(
-            "mistral",
-            "Mistral AI",
-            "https://api.mistral.ai/v1",
-            needs_key=True,
-            window_fields=("max_context_length",),
-            include_usage=False,  # rejects unknown fields; streams usage on its own anyway
-            cheap=("ministral-3b-latest", "mistral-small-latest"),
-        ),
-        ProviderRow(
-            "xai",
-            "xAI",
-            "https://api.x.ai/v1",
-            needs_key=True,
-            cheap=("grok-3-mini",),
-        ),
-        ProviderRow(
-            "google",
-            "Google Gemini",
-            "https://generativelanguage.googleapis.com/v1beta/openai",
-            needs_key=True,
-            window_source="gemini",  # the OpenAI-style list names no window; the native one does
-            cheap=("gemini-2.5-flash-lite", "gemini-2.0-flash-lite"),
-        ),
-        ProviderRow(
-            "zhipu",
-            "Zhipu AI",
-            "https://open.bigmodel.cn/api/paas/v4",
-            needs_key=True,
-            include_usage=False,
-            cheap=("glm-4-flash",),
-        ),
-        ProviderRow(
-            "lmstudio",
-            "LM Studio",
-            "http://127.0.0.1:1234/v1",
-            needs_key=False,
-            local=True,
-            window_source="lmstudio",
-        ),
-        ProviderRow(
+        _row("openai", max_tokens_field="max_completion_tokens"),
+        _row("openrouter", window_fields=("context_length", "top_provider.context_length")),
+        _row("groq", window_fields=("context_window",)),
+        # Together sends usage in its last chunk unasked.
+        _row("together", window_fields=("context_length",), include_usage=False),
+        _row("deepseek"),
+        # Mistral rejects unknown fields; it streams usage on its own anyway.
+        _row("mistral", window_fields=("max_context_length",), include_usage=False),
+        _row("xai"),
+        _row("google"),
+        _row("zhipu", include_usage=False),
+        _row("lmstudio"),
+        _row(
             "llamacpp",
-            "llama.cpp",
-            "http://127.0.0.1:8080/v1",
-            needs_key=False,
-            local=True,
-            window_source="llamacpp",
             alt_base_urls=("http://127.0.0.1:9931/v1",),
             # A llama-cpp-python server is often set up here too: it has no /tokenize.
             tokenizers=("llama-server", "llama-cpp-python"),
         ),
-        ProviderRow(
-            "vllm",
-            "vLLM",
-            "http://127.0.0.1:8000/v1",
-            needs_key=False,
-            local=True,
-            window_fields=("max_model_len",),
-        ),
-        ProviderRow(
-            "local",
-            "This computer",
-            "http://127.0.0.1:8000/v1",  # replaced by the port the bundled runtime chose
-            needs_key=False,
-            local=True,
-            window_source="given",
-            include_usage=False,  # llama-cpp-python never streams usage
-            tokenizers=("llama-cpp-python",),
-        ),
+        _row("vllm", window_fields=("max_model_len",)),
+        # llama-cpp-python never streams usage.
+        _row("local", include_usage=False, tokenizers=("llama-cpp-python",)),
     )
 }
 
