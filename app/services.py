@@ -29,6 +29,7 @@ from app.providers_config import BUNDLED, build_adapters
 from app.secrets import SecretStore, SessionSecrets, open_secrets
 from app.settings import SettingsStore
 from app.store import Chat, ChatStore, StoredMessage
+from app.tools import ToolSettings
 from app.trust import looks_pasted
 from engines.api.context import LEAN_WINDOW, UNKNOWN_WINDOW_LOCAL, answer_reserve, unknown_window
 from engines.api.scrub import scrub
@@ -274,6 +275,9 @@ class AppServices:
         self.secrets = secrets
         self.catalogue = catalogue
         self.runtime = runtime
+        # The MCP servers (Settings → Tools), one set for every chat; each starts when a chat
+        # first needs its tools, and all stop in ``aclose``.
+        self.tools = ToolSettings(settings, secrets)
         self._configs = dict(configs or {})  # how each adapter was built (in memory only)
         self.status = ""  # "Starting the local model…" and the like, for the window
         self._status_listeners: list[StatusListener] = []
@@ -612,6 +616,7 @@ class AppServices:
         if self._closed:
             return
         self._closed = True
+        await self.tools.stop()
         await self.catalogue.aclose()
         if self.runtime is not None:
             await self.runtime.stop()

@@ -44,6 +44,7 @@ from app.health import HealthLog
 from app.memories import MemoryBook
 from app.secrets import SecretStore, SessionSecrets
 from app.settings import Settings, SettingsError, SettingsStore
+from app.tools import ToolSettings
 from engines.base import HUMAN_TEXT, ModelInfo
 from engines.local.bundled import CrashBook
 from engines.providers.base import ProviderError
@@ -54,6 +55,7 @@ from ui.memories_page import ChatTitle, MemoriesPage
 from ui.programs_page import ProgramsPage
 from ui.settings_sync import listen_to_settings, save_remember, set_checked_quietly
 from ui.theme import ThemeManager, set_style_property
+from ui.tools_page import ToolsPage
 
 if TYPE_CHECKING:
     from app.services import AppServices
@@ -70,6 +72,7 @@ PAGES: tuple[tuple[str, str, str], ...] = (
     ("memory", "Memory", "memory"),
     ("appearance", "Appearance", "appearance"),
     ("programs", "Programs", "command"),
+    ("tools", "Tools", "plug"),
     ("health", "Health", "health"),
 )
 MEMORIES_PAGE = "memories"  # opened from the Memory page; the nav keeps "Memory" selected
@@ -277,6 +280,7 @@ class SettingsDialog(QDialog):
         test_timeout: float = TEST_TIMEOUT,
         crashes: CrashBook | None = None,
         start_local: StartLocal | None = None,
+        tools: ToolSettings | None = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -303,11 +307,15 @@ class SettingsDialog(QDialog):
         self.memories_page.memories_changed.connect(self.memories_changed)
         self.health_page = HealthPage(health, crashes=crashes, start_local=start_local)
         self.programs_page = ProgramsPage(settings)
+        self.tools_page = ToolsPage(
+            tools or ToolSettings(settings, secrets), keyring_warning=secrets.warning
+        )
         pages: dict[str, QWidget] = {
             "providers": self._providers_page(),
             "memory": self._memory_page(),
             "appearance": self._appearance_page(),
             "programs": self._scrolling(self.programs_page),
+            "tools": self._scrolling(self.tools_page),
             "health": self.health_page,
         }
         for key, label, icon_name in PAGES:
@@ -350,6 +358,7 @@ class SettingsDialog(QDialog):
             chat_title=chat_title,
             crashes=None if services.mock else CrashBook(services.data_dir),
             start_local=services.start_bundled,
+            tools=services.tools,
             parent=parent,
         )
 

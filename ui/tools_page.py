@@ -1,0 +1,476 @@
+"""Settings → Tools: the MCP servers a chat can use, each with its state in words.
+
+One row per server: its name, what it runs or where it is reached (secrets shown as dots), its
+state as it changes ("Starts when a chat needs it", "Starting…", "Ready, 14 tools", "Failed:
+…"), a switch that turns it off for every chat, "Start again" after a failure, and Remove.
+Below, a server is added by hand (a program with its arguments and environment, or a Streamable
+HTTP address with its headers) or imported from the ``mcpServers`` JSON that Claude Desktop,
+Cursor and LM Studio use, pasted or picked from a file. A value that is a secret goes to the
+keyring; settings keep only its name. Bad input is one sentence under the form; nothing typed
+is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+from shiboken6 import Shiboken
+
+from app.tools import ToolsError, ToolSettings, parse_pairs, split_args
+from engines.tools.config import HttpServer, SecretRef, ServerConfig, Value
+from engines.tools.servers import ServerState
+from ui.icons import icon
+from ui.theme import set_style_property
+
+log = logging.getLogger("conch.ui.tools")
+
+IMPORT_MAX_BYTES = 1024 * 1024  # an mcpServers file is a few KB; anything far larger is not one
+SECRET_SHOWN = "•••"
+EMPTY = "No tool servers yet. Add one below, or import the list you use in another app."
+
+FilePicker = Callable[[QWidget, Callable[[str], None]], None]
+
+
+def shown(value: Value) -> str:
+    """A value as the page shows it: a secret as dots, never its text."""
+    return SECRET_SHOWN if isinstance(value, SecretRef) else value
+
+
+def what_it_runs(config: ServerConfig) -> str:
+    """ "npx -y @modelcontextprotocol/server-filesystem /home/me" or the server's address."""
+    if isinstance(config, HttpServer):
+        return shown(config.url)
+    parts = [config.command, *(shown(a) for a in config.args)]
+    text = " ".join(parts)
+    if config.env:
+        names = ", ".join(sorted(config.env))
+        text += f"  (with {names})"
+    return text
+
+
+def state_look(state: ServerState) -> str:
+    """The stylesheet's state for a server's words: ok, busy, error or "" (quiet)."""
+    return {"ready": "ok", "starting": "busy", "failed": "error"}.get(state.phase, "")
+
+
+def _pick_file(parent: QWidget, chosen: Callable[[str], None]) -> None:
+    # open(), not exec(): a modal loop would stall the asyncio loop's tasks.
+    dialog = QFileDialog(parent, "Import MCP servers")
+    dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+    dialog.setNameFilter("JSON (*.json);;All files (*)")
+    dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    dialog.fileSelected.connect(chosen)
+    dialog.open()
+
+
+class ServerRow(QFrame):
+    """One server: name, what it runs, its state, and what the person can do with it."""
+
+    def __init__(self, config: ServerConfig, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.server_id = config.id
+        self.setObjectName("ProviderRow")
+        self.title = QLabel(config.name)
+        self.title.setObjectName("ProviderName")
+        self.detail = QLabel(what_it_runs(config))
+        self.detail.setProperty("role", "caption")
+        self.detail.setWordWrap(True)
+        self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.state_label = QLabel()
+        self.state_label.setObjectName("TestResult")
+        self.state_label.setWordWrap(True)
+        self.state_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.switch = QCheckBox("On")
+        self.switch.setChecked(config.enabled)
+        self.switch.setAccessibleName(f"Use {config.name}")
+        self.again_button = QPushButton("Start again")
+        self.again_button.setProperty("variant", "secondary")
+        self.again_button.hide()
+        self.remove_button = QPushButton("Remove")
+        self.remove_button.setProperty("variant", "ghost")
+        self.remove_button.setIcon(icon("trash"))
+        self.remove_button.setAccessibleName(f"Remove {config.name}")
+        grid = QGridLayout(self)
+        grid.setContentsMargins(0, 12, 0, 12)
+        grid.setHorizontalSpacing(12)
+        grid.setVerticalSpacing(4)
+        grid.addWidget(self.title, 0, 0)
+        grid.addWidget(self.switch, 0, 1, Qt.AlignmentFlag.AlignRight)
+        grid.addWidget(self.again_button, 0, 2)
+        grid.addWidget(self.remove_button, 0, 3)
+        grid.addWidget(self.detail, 1, 0, 1, 4)
+        grid.addWidget(self.state_label, 2, 0, 1, 4)
+        grid.setColumnStretch(0, 1)
+
+    def show_state(self, state: ServerState) -> None:
+        set_style_property(self.state_label, "state", state_look(state))
+        self.state_label.setText(state.text)
+        self.state_label.setAccessibleName(state.text)
+        self.again_button.setVisible(state.phase == "failed")
+
+
+class ToolsPage(QWidget):
+    """The Tools page for the app's ``ToolSettings``."""
+
+    def __init__(
+        self,
+        tools: ToolSettings,
+        *,
+        keyring_warning: str = "",
+        pick_file: FilePicker | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._tools = tools
+        self._pick_file = pick_file or _pick_file
+        self._tasks: set[asyncio.Task[ServerState]] = set()
+        self.rows: dict[str, ServerRow] = {}
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(24, 24, 24, 24)
+        layout.setSpacing(12)
+        title = QLabel("Tools")
+        title.setObjectName("SettingsPageTitle")
+        layout.addWidget(title)
+        layout.addWidget(
+            self._hint(
+                "Tool servers (MCP) let a model read files, search and more. A server starts "
+                "when a chat first needs it, and Conch asks you before a tool runs. Each chat "
+                "can choose which servers it uses."
+            )
+        )
+        warning = QLabel(keyring_warning)
+        warning.setObjectName("SessionWarning")
+        warning.setWordWrap(True)
+        warning.setVisible(bool(keyring_warning))
+        layout.addWidget(warning)
+
+        card = QFrame()
+        card.setObjectName("SettingsCard")
+        card.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self._list = QVBoxLayout(card)
+        self._list.setContentsMargins(16, 8, 16, 8)
+        self._list.setSpacing(0)
+        self.empty = QLabel(EMPTY)
+        self.empty.setProperty("role", "caption")
+        self.empty.setWordWrap(True)
+        self.empty.setContentsMargins(0, 8, 0, 8)
+        self._list.addWidget(self.empty)
+        layout.addWidget(card)
+
+        layout.addSpacing(4)
+        layout.addWidget(self._heading("Add a server"))
+        layout.addWidget(self._add_form())
+        layout.addSpacing(4)
+        layout.addWidget(self._heading("Import"))
+        layout.addWidget(
+            self._hint(
+                "Paste the “mcpServers” JSON from Claude Desktop, Cursor or LM Studio's "
+                "mcp.json, or choose the file. Keys and tokens in it go to the keyring."
+            )
+        )
+        layout.addWidget(self._import_form())
+        layout.addStretch(1)
+
+        stop = tools.on_change(self._changed)
+        self.destroyed.connect(lambda *_: stop())
+        self.refresh()
+
+    # --- building ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _hint(text: str) -> QLabel:
+        label = QLabel(text)
+        label.setObjectName("SettingsHint")
+        label.setWordWrap(True)
+        return label
+
+    @staticmethod
+    def _heading(text: str) -> QLabel:
+        label = QLabel(text)
+        label.setProperty("role", "heading")
+        return label
+
+    @staticmethod
+    def _result() -> QLabel:
+        label = QLabel()
+        label.setObjectName("TestResult")
+        label.setWordWrap(True)
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        label.hide()
+        return label
+
+    def _add_form(self) -> QWidget:
+        card = QFrame()
+        card.setObjectName("SettingsCard")
+        card.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        grid = QGridLayout(card)
+        grid.setContentsMargins(16, 12, 16, 12)
+        grid.setHorizontalSpacing(12)
+        grid.setVerticalSpacing(8)
+        self.kind = QComboBox()
+        self.kind.setObjectName("ToolServerKind")
+        self.kind.addItem("A program on this computer (stdio)", "stdio")
+        self.kind.addItem("A web address (Streamable HTTP)", "http")
+        self.kind.setAccessibleName("How Conch reaches the server")
+        self.name_field = QLineEdit()
+        self.name_field.setPlaceholderText("Files")
+        self.name_field.setAccessibleName("Server name")
+        grid.addWidget(QLabel("Reached as"), 0, 0)
+        grid.addWidget(self.kind, 0, 1)
+        grid.addWidget(QLabel("Name"), 1, 0)
+        grid.addWidget(self.name_field, 1, 1)
+
+        self.kind_pages = QStackedWidget()
+        stdio = QWidget()
+        sgrid = QGridLayout(stdio)
+        sgrid.setContentsMargins(0, 0, 0, 0)
+        sgrid.setHorizontalSpacing(12)
+        self.command_field = QLineEdit()
+        self.command_field.setPlaceholderText("npx")
+        self.command_field.setAccessibleName("Command")
+        self.args_field = QLineEdit()
+        self.args_field.setPlaceholderText("-y @modelcontextprotocol/server-filesystem ~/Documents")
+        self.args_field.setAccessibleName("Arguments")
+        self.env_field = QPlainTextEdit()
+        self.env_field.setPlaceholderText("NAME=value, one a line (keys go to the keyring)")
+        self.env_field.setAccessibleName("Environment")
+        self.env_field.setFixedHeight(64)
+        sgrid.addWidget(QLabel("Command"), 0, 0)
+        sgrid.addWidget(self.command_field, 0, 1)
+        sgrid.addWidget(QLabel("Arguments"), 1, 0)
+        sgrid.addWidget(self.args_field, 1, 1)
+        sgrid.addWidget(QLabel("Environment"), 2, 0, Qt.AlignmentFlag.AlignTop)
+        sgrid.addWidget(self.env_field, 2, 1)
+        http = QWidget()
+        hgrid = QGridLayout(http)
+        hgrid.setContentsMargins(0, 0, 0, 0)
+        hgrid.setHorizontalSpacing(12)
+        self.url_field = QLineEdit()
+        self.url_field.setPlaceholderText("https://example.com/mcp")
+        self.url_field.setAccessibleName("Address")
+        self.headers_field = QPlainTextEdit()
+        self.headers_field.setPlaceholderText("Name: value, one a line (tokens go to the keyring)")
+        self.headers_field.setAccessibleName("Headers")
+        self.headers_field.setFixedHeight(64)
+        hgrid.addWidget(QLabel("Address"), 0, 0)
+        hgrid.addWidget(self.url_field, 0, 1)
+        hgrid.addWidget(QLabel("Headers"), 1, 0, Qt.AlignmentFlag.AlignTop)
+        hgrid.addWidget(self.headers_field, 1, 1)
+        # The labels of both forms line up with the name's.
+        for g in (sgrid, hgrid):
+            g.setColumnMinimumWidth(0, 90)
+        grid.setColumnMinimumWidth(0, 90)
+        self.kind_pages.addWidget(stdio)
+        self.kind_pages.addWidget(http)
+        self.kind.currentIndexChanged.connect(self.kind_pages.setCurrentIndex)
+        grid.addWidget(self.kind_pages, 2, 0, 1, 2)
+
+        self.add_button = QPushButton("Add server")
+        self.add_button.setProperty("variant", "primary")
+        self.add_button.clicked.connect(self.add_server)
+        self.add_result = self._result()
+        row = QHBoxLayout()
+        row.addWidget(self.add_result, 1)
+        row.addWidget(self.add_button)
+        grid.addLayout(row, 3, 0, 1, 2)
+        grid.setColumnStretch(1, 1)
+        return card
+
+    def _import_form(self) -> QWidget:
+        card = QFrame()
+        card.setObjectName("SettingsCard")
+        card.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        inner = QVBoxLayout(card)
+        inner.setContentsMargins(16, 12, 16, 12)
+        inner.setSpacing(8)
+        self.import_field = QPlainTextEdit()
+        self.import_field.setObjectName("ToolImport")
+        self.import_field.setPlaceholderText('{"mcpServers": {"files": {"command": "npx", …}}}')
+        self.import_field.setAccessibleName("Servers' JSON to import")
+        self.import_field.setFixedHeight(96)
+        inner.addWidget(self.import_field)
+        self.import_button = QPushButton("Import")
+        self.import_button.setProperty("variant", "secondary")
+        self.import_button.clicked.connect(
+            lambda: self.import_text(self.import_field.toPlainText())
+        )
+        self.file_button = QPushButton("Choose a file…")
+        self.file_button.setProperty("variant", "ghost")
+        self.file_button.clicked.connect(lambda: self._pick_file(self, self._import_chosen))
+        self.import_result = self._result()
+        row = QHBoxLayout()
+        row.addWidget(self.import_result, 1)
+        row.addWidget(self.file_button)
+        row.addWidget(self.import_button)
+        inner.addLayout(row)
+        return card
+
+    # --- the list ---------------------------------------------------------------------------
+
+    def _changed(self) -> None:
+        if Shiboken.isValid(self):
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Rows for the servers in settings (made or dropped as the list changes), each
+        showing its current state."""
+        configs = self._tools.configs
+        wanted = [c.id for c in configs]
+        if list(self.rows) != wanted or any(
+            self.rows[c.id].title.text() != c.name
+            or self.rows[c.id].detail.text() != what_it_runs(c)
+            for c in configs
+        ):
+            self._rebuild(configs)
+        for config in configs:
+            row = self.rows[config.id]
+            if row.switch.isChecked() != config.enabled:
+                row.switch.blockSignals(True)
+                row.switch.setChecked(config.enabled)
+                row.switch.blockSignals(False)
+            row.show_state(self._tools.state(config.id))
+        self.empty.setVisible(not configs)
+
+    def _rebuild(self, configs: tuple[ServerConfig, ...]) -> None:
+        for row in self.rows.values():
+            self._list.removeWidget(row)
+            row.deleteLater()
+        self.rows = {}
+        for n, config in enumerate(configs):
+            row = ServerRow(config)
+            row.setProperty("first", n == 0)
+            row.switch.toggled.connect(lambda on, s=config.id: self.set_enabled(s, on))
+            row.again_button.clicked.connect(lambda _c=False, s=config.id: self.start_again(s))
+            row.remove_button.clicked.connect(lambda _c=False, s=config.id: self.remove(s))
+            self.rows[config.id] = row
+            self._list.addWidget(row)
+
+    # --- actions ----------------------------------------------------------------------------
+
+    def _say(self, label: QLabel, text: str, state: str) -> None:
+        set_style_property(label, "state", state)
+        label.setText(text)
+        label.setVisible(bool(text))
+
+    def add_server(self) -> bool:
+        """Add the server the form describes; False (the form says why, and keeps what was
+        typed) when it cannot be added."""
+        name = self.name_field.text()
+        try:
+            if self.kind.currentData() == "http":
+                headers = parse_pairs(self.headers_field.toPlainText(), ":")
+                server: ServerConfig = self._tools.add_http(name, self.url_field.text(), headers)
+            else:
+                args = split_args(self.args_field.text())
+                env = parse_pairs(self.env_field.toPlainText(), "=")
+                server = self._tools.add_stdio(name, self.command_field.text(), args, env)
+        except ToolsError as exc:
+            self._say(self.add_result, str(exc), "error")
+            return False
+        for field in (self.name_field, self.command_field, self.args_field, self.url_field):
+            field.clear()
+        self.env_field.clear()
+        self.headers_field.clear()
+        self._say(self.add_result, f"Added “{server.name}”. It starts when a chat needs it.", "ok")
+        return True
+
+    def import_text(self, text: str) -> int:
+        """Import pasted JSON; returns how many servers were added (the page says what was
+        skipped, and keeps the text when nothing was added)."""
+        try:
+            imported = self._tools.import_text(text)
+        except ToolsError as exc:
+            self._say(self.import_result, str(exc), "error")
+            return 0
+        n = len(imported.servers)
+        parts: list[str] = []
+        if n:
+            names = ", ".join(f"“{s.name}”" for s in imported.servers)
+            parts.append(f"Added {names}.")
+            self.import_field.clear()
+        parts.extend(imported.problems)
+        self._say(
+            self.import_result, " ".join(parts), "ok" if n and not imported.problems else "error"
+        )
+        return n
+
+    def _import_pasted(self) -> None:
+        self.import_text(self.import_field.toPlainText())
+
+    def _import_chosen(self, path: str) -> None:
+        self.import_file(path)
+
+    def import_file(self, path: str) -> int:
+        """Import the servers in the file at ``path`` (its text shows in the box)."""
+        file = Path(path)
+        try:
+            if file.stat().st_size > IMPORT_MAX_BYTES:
+                self._say(
+                    self.import_result,
+                    f"“{file.name}” is too large to be a list of servers; choose its mcp.json "
+                    "or Claude Desktop's config.",
+                    "error",
+                )
+                return 0
+            text = file.read_text("utf-8-sig")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not text"
+            self._say(self.import_result, f"“{file.name}” could not be read ({why}).", "error")
+            return 0
+        self.import_field.setPlainText(text)
+        return self.import_text(text)
+
+    def set_enabled(self, sid: str, on: bool) -> None:
+        try:
+            self._tools.set_enabled(sid, on)
+        except ToolsError as exc:
+            row = self.rows.get(sid)
+            if row is not None:
+                self._say(row.state_label, str(exc), "error")
+                row.switch.blockSignals(True)
+                row.switch.setChecked(not on)
+                row.switch.blockSignals(False)
+
+    def remove(self, sid: str) -> None:
+        try:
+            self._tools.remove(sid)
+        except ToolsError as exc:
+            row = self.rows.get(sid)
+            if row is not None:
+                self._say(row.state_label, str(exc), "error")
+
+    def start_again(self, sid: str) -> asyncio.Task[ServerState] | None:
+        """Lift a failed server's hold and start it (as a task; the row follows its state)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        task = loop.create_task(self._tools.start_again(sid))
+        self._tasks.add(task)
+        task.add_done_callback(self._started)
+        return task
+
+    def _started(self, task: asyncio.Task[ServerState]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("starting a tool server again failed", exc_info=task.exception())
