@@ -2,12 +2,16 @@
 
 A seeded chat of ``--turns`` turns (60 by default: mostly short messages, now and then a
 longer one or a pasted note) runs on the bundled SmolLM2-135M (llama-cpp-python) at each of
-``--windows`` (2,048 and 4,096 by default), three times on the same server:
+``--windows`` (2,048 and 4,096 by default), once per policy, each on a freshly started server
+(so no policy finds another's prompts in the server's cache):
 
 - **conch**: the real ``ApiSession`` with the real summariser and the estimate corrected by the
   runtime's tokenizer, behind the server gate as the app wires it. Between turns the bench
   waits for the summary being written ahead, as a person reading the answer and typing gives
-  it time (that work is counted apart, as background);
+  it time, and for the server reading the request the fold will send (that work is counted
+  apart, as background);
+- **conch-unwarmed**: the same, without the fold's request read ahead (how it was before), so
+  the two fold ÷ normal ratios come from one run;
 - **drop-oldest**: the oldest messages cut every turn so the request fits the budget;
 - **summarise-at-75%**: at 75% of the window, everything but the last 20 messages summarised
   inside the turn by the same model and summariser.
@@ -71,7 +75,7 @@ SUMMARY_TOKENS = 256
 GOAL_FOLD = 1.5  # a fold turn's median time to first token / a normal turn's
 GOAL_VS_DROP = 0.5  # Conch's median / drop-oldest's
 CHAT_ID = "ttft-bench"
-POLICIES = ("conch", "drop_oldest", "summarise_at_75")
+POLICIES = ("conch", "conch_unwarmed", "drop_oldest", "summarise_at_75")
 
 
 def chat_script(turns: int, seed: int = SEED) -> list[str]:
@@ -139,12 +143,18 @@ def _figures(probe: Probe, start: int, ttft: float | None, fold: bool, problem: 
 
 
 async def run_conch(
-    adapter: ProviderAdapter, probe: Probe, model: ModelInfo, script: Sequence[str]
+    adapter: ProviderAdapter,
+    probe: Probe,
+    model: ModelInfo,
+    script: Sequence[str],
+    *,
+    warm: bool = True,
 ) -> PolicyRun:
     adapters = {adapter.name: adapter}
     session = ApiSession(
         chat_id=CHAT_ID, data_dir=None, adapters=adapters, summariser=ModelSummariser(adapters)
     )
+    session.warm_folds = warm
     system = read_prompt("system_lean.txt")
     out = PolicyRun()
     began = time.monotonic()
@@ -166,7 +176,8 @@ async def run_conch(
                 elif isinstance(event, Problem):
                     problem = f"{event.problem.kind.value}: {event.problem.detail}"[:200]
             out.turns.append(_figures(probe, start, ttft, fold, problem))
-            _progress("conch", model.context, i, len(script), out.turns[-1])
+            policy = "conch" if warm else "conch_unwarmed"
+            _progress(policy, model.context, i, len(script), out.turns[-1])
             # The person reads the answer and types the next message meanwhile.
             after = len(probe.sent)
             await session.wait_prepared()
@@ -345,8 +356,8 @@ async def run_window(
         loaded=True,
     )
     out: dict[str, object] = {}
-    async with running(window, extra_args) as runtime:
-        for policy in policies:
+    for policy in policies:
+        async with running(window, extra_args) as runtime:
             probe = Probe(
                 bundled.bundled_adapter(runtime),
                 runtime.log_path,
@@ -356,14 +367,15 @@ async def run_window(
             adapter = gated(probe)
             model = model.model_copy(update={"provider": adapter.name})
             try:
-                if policy == "conch":
-                    run = await run_conch(adapter, probe, model, script)
+                if policy in ("conch", "conch_unwarmed"):
+                    warm = policy == "conch"
+                    run = await run_conch(adapter, probe, model, script, warm=warm)
                 else:
                     run = await run_reference(policy, adapter, probe, model, script)
             finally:
                 await adapter.aclose()
             figures = summarise_run(run)
-            if policy == "conch":
+            if policy in ("conch", "conch_unwarmed"):
                 figures["tokenizer_counts"] = probe.counts
             out[policy] = figures
             print(
@@ -374,8 +386,12 @@ async def run_window(
                 flush=True,
             )
     conch, drop = out.get("conch"), out.get("drop_oldest")
+    unwarmed = out.get("conch_unwarmed")
+    if isinstance(unwarmed, dict):
+        out["fold_vs_normal_unwarmed"] = unwarmed["fold_vs_normal"]
     if not isinstance(conch, dict):
         return out
+    out["fold_vs_normal"] = conch["fold_vs_normal"]
     vs_drop = (
         conch["ttft_median"] / drop["ttft_median"]
         if isinstance(drop, dict) and conch["ttft_median"] and drop["ttft_median"]
