@@ -49,13 +49,14 @@ from engines.providers.errors import (
     is_redirect,
 )
 from engines.providers.http import join, make_client, request_json, same_origin
+from engines.providers.registry import PROVIDERS
 from engines.providers.sse import SSELineTooLongError, iter_sse
 
 log = logging.getLogger("conch.providers.anthropic")
 
-BASE_URL = "https://api.anthropic.com"
+BASE_URL = PROVIDERS["anthropic"].address
 API_VERSION = "2023-06-01"
-CHEAP_MODELS = ("claude-haiku-4-5", "claude-3-5-haiku-latest")
+CHEAP_MODELS = PROVIDERS["anthropic"].cheap
 _MAX_PAGES = 20
 
 
@@ -202,7 +203,7 @@ class AnthropicAdapter:
     """``ProviderAdapter`` for the Anthropic Messages API."""
 
     name = "anthropic"
-    label = "Anthropic"
+    label = PROVIDERS["anthropic"].label
     local = False
 
     def __init__(
@@ -285,6 +286,8 @@ class AnthropicAdapter:
         }
         if request.system:
             body["system"] = request.system
+        if request.temperature is not None:
+            body["temperature"] = min(1.0, request.temperature)  # Anthropic's range ends at 1
         if request.tools:
             body["tools"] = [_tool_spec(tool) for tool in request.tools]
         body.update(request.extra)

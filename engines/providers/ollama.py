@@ -60,9 +60,10 @@ from engines.providers.errors import (
     is_redirect,
 )
 from engines.providers.http import make_client, request_json
+from engines.providers.registry import PROVIDERS
 
-DEFAULT_PORT = 11434
-DEFAULT_BASE_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
+DEFAULT_BASE_URL = PROVIDERS["ollama"].address
+DEFAULT_PORT = int(DEFAULT_BASE_URL.rsplit(":", 1)[1])  # 11434
 
 # Each message costs a few tokens of template around its text (role markers, separators).
 _MESSAGE_OVERHEAD = 4
@@ -210,7 +211,7 @@ class OllamaAdapter:
     """
 
     name = "ollama"
-    label = "Ollama"
+    label = PROVIDERS["ollama"].label
     local = True
 
     def __init__(
@@ -375,6 +376,8 @@ class OllamaAdapter:
         options["num_ctx"] = num_ctx
         if request.max_output_tokens > 0:
             options["num_predict"] = request.max_output_tokens
+        if request.temperature is not None:
+            options["temperature"] = request.temperature
         body: dict[str, Any] = {
             "model": request.model,
             "messages": messages,
