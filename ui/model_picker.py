@@ -22,21 +22,9 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QWid
 from engines.base import ModelInfo
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program
+from engines.providers.registry import label_of
 
 KEY_ROLE = int(Qt.ItemDataRole.UserRole) + 1
-
-_PROVIDER_NAMES = {
-    "local": "Bundled with Conch",
-    "ollama": "Ollama",
-    "lmstudio": "LM Studio",
-    "llamacpp": "llama.cpp",
-    "vllm": "vLLM",
-    "openai": "OpenAI",
-    "anthropic": "Anthropic",
-    "openrouter": "OpenRouter",
-    "mock": "Mock",
-    PROGRAMS: "Programs",
-}
 
 
 def window_label(tokens: int) -> str:
@@ -56,7 +44,8 @@ def window_label(tokens: int) -> str:
 
 
 def provider_name(provider: str) -> str:
-    return _PROVIDER_NAMES.get(provider, provider.replace("-", " ").title())
+    """The heading a provider's models are listed under."""
+    return "Programs" if provider == PROGRAMS else label_of(provider)
 
 
 def program_note(model: ModelInfo) -> str:
