@@ -1,0 +1,182 @@
+"""Importing chats from Conch's own export, ChatGPT and Open WebUI (fixtures in
+tests/data/imports, described in its README), into a real chat log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.export import to_json
+from app.importers import ImportedChat, ImportFailedError, parse_bytes, read_file, save
+from app.store import ChatStore, StoredMessage, StoreError
+
+DATA = Path(__file__).parent.parent / "data" / "imports"
+
+
+def _texts(chat: ImportedChat) -> list[tuple[str, str]]:
+    return [(m.role, m.text) for m in chat.messages]
+
+
+def test_chatgpt_export_follows_the_branch_last_shown_and_leaves_out_the_machinery() -> None:
+    parsed = read_file(DATA / "chatgpt-conversations.json")
+
+    assert parsed.source == "chatgpt"
+    sourdough, bike = parsed.chats
+    assert sourdough.title == "Sourdough starter"
+    assert _texts(sourdough) == [
+        ("user", "My sourdough starter smells like nail polish. Is it dead?"),
+        ("assistant", "Not dead: an acetone smell means it is hungry. Feed it twice a day."),
+        (
+            "user",
+            "[A picture that was not part of the export]\n\n"
+            "Here is a photo of it. How much flour and water per feeding?",
+        ),
+        ("assistant", "Feed it 1:1:1 by weight: 50 g starter, 50 g flour, 50 g water."),
+    ]
+    assert _texts(bike) == [
+        ("user", "Which lube for a wet climate?"),
+        ("assistant", "A wet lube: it lasts through rain."),
+    ]
+
+
+def test_chatgpt_without_a_current_node_takes_the_newest_branch() -> None:
+    data = json.loads((DATA / "chatgpt-conversations.json").read_text(encoding="utf-8"))
+    del data[0]["current_node"]
+
+    parsed = parse_bytes(json.dumps(data).encode())
+
+    assert parsed.chats[0].messages[-1].text.startswith("Feed it 1:1:1")
+
+
+def test_open_webui_export_follows_current_id_with_reasoning_and_earlier_versions() -> None:
+    parsed = read_file(DATA / "open-webui-chat-export.json")
+
+    assert parsed.source == "open-webui"
+    [chat] = parsed.chats
+    assert chat.title == "Tomato blight"
+    assert _texts(chat) == [
+        ("user", "Brown spots on my tomato leaves, what is it?"),
+        ("assistant", "Likely early blight (Alternaria). Remove the lower leaves."),
+        ("user", "Should I spray copper?"),
+        ("assistant", "Copper fungicide helps as a preventive; start early in the season."),
+    ]
+    assert chat.messages[1].thinking == "Spots on lower leaves first."
+    assert [v.text for v in chat.messages[1].other_versions] == [
+        "An earlier answer that was regenerated."
+    ]
+
+
+def test_open_webui_legacy_export_reads_its_message_list() -> None:
+    parsed = read_file(DATA / "open-webui-legacy-export.json")
+
+    assert parsed.source == "open-webui"
+    assert parsed.chats[0].title == "Packing list"
+    assert [m.role for m in parsed.chats[0].messages] == ["user", "assistant"]
+
+
+def test_conchs_own_export_comes_back_whole(data_dir: Path) -> None:
+    store = ChatStore.in_dir(data_dir)
+    chat = store.create_chat("Round trip")
+    store.append_message(chat.id, "user", "Question", pictures=[])
+    first = store.append_message(chat.id, "assistant", "First answer", thinking="hmm")
+    second = store.append_message(chat.id, "assistant", "Second answer", version_of=first.seq)
+    store.show_version(chat.id, second.seq)
+
+    parsed = parse_bytes(to_json(store, chat.id).encode(), "chat.json")
+    [new_id] = save(store, data_dir, parsed.chats)
+
+    assert parsed.source == "conch"
+    assert [m.text for m in store.messages(new_id)] == ["Question", "Second answer"]
+    answer = store.messages(new_id)[1]
+    versions = store.versions(new_id, answer.seq)
+    assert len(versions.seqs) == 2
+    shelved = [store.message(new_id, s) for s in versions.seqs if s != answer.seq]
+    assert [(m.text, m.thinking) for m in shelved if m] == [("First answer", "hmm")]
+
+
+def test_saved_chats_show_in_the_sidebar_list_and_learning_waits(data_dir: Path) -> None:
+    store = ChatStore.in_dir(data_dir)
+    parsed = read_file(DATA / "chatgpt-conversations.json")
+
+    ids = save(store, data_dir, parsed.chats)
+    store.close()
+
+    again = ChatStore.in_dir(data_dir)
+    assert {c.id for c in again.list_chats()} == set(ids)
+    assert again.deleted_chats() == []
+    assert all(again.get_chat(i).untrusted for i in ids)  # type: ignore[union-attr]
+    assert [m.role for m in again.messages(ids[0])] == ["user", "assistant"] * 2
+
+
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [
+        (b'[{"mapping": {"a": ', "is damaged or not JSON (line 1"),
+        (b"\xff\xfe\x00garbage", "is not a text file"),
+        (b'{"hello": "world"}', "is not a chat export Conch knows"),
+        (b"[]", "is not a chat export Conch knows"),
+        (b'[{"mapping": {"a": 5}, "current_node": "a"}]', "could not be read"),
+        (
+            b'[{"mapping": {"a": {"message": {"author": {"role": "user"}, '
+            b'"content": {"content_type": "text", "parts": "oops"}}}}, "current_node": "a"}]',
+            "could not be read",
+        ),
+        (b'[{"mapping": {}, "title": "empty"}]', "could not be read"),
+        (b'[{"chat": {"messages": [{"role": "system", "content": ""}]}}]', "no messages"),
+        (b"[" * 100_000, "nested too deeply"),
+    ],
+)
+def test_bad_input_is_one_sentence_and_creates_nothing(
+    data_dir: Path, tmp_path: Path, raw: bytes, words: str
+) -> None:
+    store = ChatStore.in_dir(data_dir)
+    path = tmp_path / "export.json"
+    path.write_bytes(raw)
+
+    with pytest.raises(ImportFailedError) as caught:
+        read_file(path)
+
+    sentence = str(caught.value)
+    assert words in sentence and sentence.startswith("export.json ")
+    assert sentence.count(". ") == 0 and sentence.endswith(".")
+    assert store.list_chats() == [] and store.deleted_chats() == []
+
+
+def test_a_huge_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "conversations.json"
+    path.write_bytes(b" " * 3 * 1024 * 1024)
+
+    with pytest.raises(ImportFailedError) as caught:
+        read_file(path, max_bytes=2 * 1024 * 1024)
+
+    assert str(caught.value) == (
+        "conversations.json is 3 MB, more than the 2 MB Conch imports at once; "
+        "export fewer chats and try again."
+    )
+
+
+class FullDiskStore(ChatStore):
+    """A chat log whose disk fills up after ``room`` more messages."""
+
+    room = 4
+
+    def append_message(self, *args: Any, **kwargs: Any) -> StoredMessage:
+        if self.room == 0:
+            raise StoreError("The disk is full; free some space and try again.")
+        self.room -= 1
+        return super().append_message(*args, **kwargs)
+
+
+def test_a_failure_while_saving_leaves_no_chat_half_made(data_dir: Path) -> None:
+    store = FullDiskStore.in_dir(data_dir)
+    parsed = read_file(DATA / "chatgpt-conversations.json")  # 4 messages, then 2
+
+    with pytest.raises(ImportFailedError) as caught:
+        save(store, data_dir, parsed.chats)
+
+    assert "The disk is full" in str(caught.value)
+    assert store.list_chats() == [] and store.deleted_chats() == []
+    assert store.query("SELECT COUNT(*) FROM messages") == [(0,)]
