@@ -15,7 +15,6 @@ import contextlib
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QPointF, Qt, Signal
@@ -42,13 +41,15 @@ from PySide6.QtWidgets import (
 
 from app.health import HealthLog
 from app.memories import MemoryBook
-from app.secrets import SecretStore, SessionSecrets
+from app.providers_config import ADDRESS_FIELDS, NotSetUpError, list_models_with, with_address
+from app.secrets import SecretStore
 from app.settings import Settings, SettingsError, SettingsStore
 from app.tools import ToolSettings
 from engines.base import HUMAN_TEXT, ModelInfo
 from engines.local.bundled import CrashBook
 from engines.providers.base import ProviderError
 from engines.providers.errors import plain_os_error
+from engines.providers.registry import COMPANIES, LOCAL_SERVERS, PROVIDERS
 from ui.health_page import HealthPage, StartLocal
 from ui.icons import ON_ACCENT, icon
 from ui.memories_page import ChatTitle, MemoriesPage
@@ -78,75 +79,11 @@ PAGES: tuple[tuple[str, str, str], ...] = (
 MEMORIES_PAGE = "memories"  # opened from the Memory page; the nav keeps "Memory" selected
 
 
-@dataclass(frozen=True)
-class LocalServer:
-    name: str  # provider short name
-    label: str
-    field: str  # the Settings field holding its address
-    placeholder: str
-
-
-LOCAL_SERVERS: tuple[LocalServer, ...] = (
-    LocalServer("ollama", "Ollama", "ollama_url", "http://127.0.0.1:11434"),
-    LocalServer("lmstudio", "LM Studio", "lmstudio_url", "http://127.0.0.1:1234"),
-    LocalServer("llamacpp", "llama.cpp", "llamacpp_url", "http://127.0.0.1:8080"),
-    LocalServer("vllm", "vLLM", "vllm_url", "http://127.0.0.1:8000"),
-)
-
-# The companies the Providers page offers a key field for, in the order shown.
-COMPANIES: tuple[tuple[str, str], ...] = (
-    ("openai", "OpenAI"),
-    ("anthropic", "Anthropic"),
-    ("openrouter", "OpenRouter"),
-    ("google", "Google Gemini"),
-    ("mistral", "Mistral AI"),
-    ("groq", "Groq"),
-    ("together", "Together AI"),
-    ("deepseek", "DeepSeek"),
-    ("xai", "xAI"),
-    ("zhipu", "Zhipu AI"),
-)
-
 APPEARANCE: tuple[tuple[str, str, str, str], ...] = (
     ("system", "Follow the system", "monitor", "Light or dark, as your computer is set."),
     ("light", "Light", "sun", "Always light."),
     ("dark", "Dark", "moon", "Always dark."),
 )
-
-
-class NotSetUpError(Exception):
-    """The provider is not set up enough to test (a company without a key)."""
-
-
-def _with_address(settings: Settings, name: str, address: str) -> Settings:
-    server = next((s for s in LOCAL_SERVERS if s.name == name), None)
-    if server is not None:
-        return settings.model_copy(update={server.field: address})
-    return settings
-
-
-async def list_models_with(
-    name: str, settings: Settings, key: str | None = None
-) -> list[ModelInfo]:
-    """Build the provider's adapter as the app would (app/providers_config) and list models."""
-    from app.providers_config import build_adapters, company_names
-
-    secrets = SessionSecrets()
-    if key:
-        secrets.set(name, key)
-    trial = settings
-    if name in company_names():
-        trial = settings.model_copy(update={"companies": (name,)})
-    setup = build_adapters(trial, secrets)
-    chosen = next((a for a in setup.adapters if a.name == name), None)
-    try:
-        if chosen is None:
-            raise NotSetUpError("Add an API key first.")
-        return list(await chosen.list_models())
-    finally:
-        for adapter in setup.adapters:
-            with contextlib.suppress(Exception):
-                await adapter.aclose()
 
 
 def describe_models(models: Sequence[ModelInfo]) -> str:
@@ -427,14 +364,15 @@ class SettingsDialog(QDialog):
         layout.addWidget(_label("On this computer", role="heading"))
         card, inner = _card()
         current = self._settings.settings
-        for n, server in enumerate(LOCAL_SERVERS):
-            row = ProviderRow(server.name, server.label)
+        for n, name in enumerate(LOCAL_SERVERS):
+            server = PROVIDERS[name]
+            row = ProviderRow(name, server.label)
             row.setProperty("first", n == 0)
-            row.field.setPlaceholderText(server.placeholder)
-            row.field.setText(str(getattr(current, server.field)))
-            row.field.editingFinished.connect(lambda s=server: self._save_address(s))
-            row.test_button.clicked.connect(lambda _c=False, n=server.name: self.test(n))
-            self.rows[server.name] = row
+            row.field.setPlaceholderText(server.server_address)
+            row.field.setText(str(getattr(current, ADDRESS_FIELDS[name])))
+            row.field.editingFinished.connect(lambda n=name: self._save_address(n))
+            row.test_button.clicked.connect(lambda _c=False, n=name: self.test(n))
+            self.rows[name] = row
             inner.addWidget(row)
         layout.addWidget(card)
 
@@ -443,8 +381,8 @@ class SettingsDialog(QDialog):
         where = "for this session only" if self._secrets.warning else "in your system keyring"
         layout.addWidget(_label(f"Keys are kept {where}, never in a file.", "SettingsHint"))
         card, inner = _card()
-        for n, (name, label) in enumerate(COMPANIES):
-            row = ProviderRow(name, label)
+        for n, name in enumerate(COMPANIES):
+            row = ProviderRow(name, PROVIDERS[name].label)
             row.setProperty("first", n == 0)
             row.field.setEchoMode(QLineEdit.EchoMode.Password)
             row.field.editingFinished.connect(lambda n=name: self._save_key(n))
@@ -527,21 +465,22 @@ class SettingsDialog(QDialog):
 
     # --- providers --------------------------------------------------------------------------
 
-    def _save_address(self, server: LocalServer) -> None:
-        row = self.rows[server.name]
+    def _save_address(self, name: str) -> None:
+        row = self.rows[name]
         address = row.field.text().strip()
         if not valid_address(address):
             row.show_result("An address looks like http://127.0.0.1:11434.", "error")
             return
-        if getattr(self._settings.settings, server.field) == address:
+        field = ADDRESS_FIELDS[name]
+        if getattr(self._settings.settings, field) == address:
             return
         try:
-            self._settings.update(**{server.field: address})
+            self._settings.update(**{field: address})
         except SettingsError as exc:
             row.show_result(str(exc), "error")
             return
         row.show_result("", "busy")
-        self.providers_changed.emit(server.name)
+        self.providers_changed.emit(name)
 
     def _save_key(self, name: str) -> None:
         row = self.rows[name]
@@ -585,14 +524,13 @@ class SettingsDialog(QDialog):
     def test(self, name: str) -> asyncio.Task[None] | None:
         """Start testing a provider (cancelling an earlier test of it). Returns the task."""
         row = self.rows[name]
-        if name in dict(COMPANIES):
+        if name in COMPANIES:
             self._save_key(name)
         else:
-            server = next(s for s in LOCAL_SERVERS if s.name == name)
             if not valid_address(row.field.text()):
                 row.show_result("An address looks like http://127.0.0.1:11434.", "error")
                 return None
-            self._save_address(server)
+            self._save_address(name)
         old = self._tests.pop(name, None)
         if old is not None:
             old.cancel()
@@ -610,7 +548,7 @@ class SettingsDialog(QDialog):
 
     async def _run_test(self, name: str) -> None:
         row = self.rows[name]
-        if name in dict(COMPANIES):
+        if name in COMPANIES:
             address, key = "", self._secrets.get(name)
         else:
             address, key = row.field.text().strip(), None
@@ -640,7 +578,7 @@ class SettingsDialog(QDialog):
     async def _default_tester(
         self, name: str, address: str, key: str | None
     ) -> Sequence[ModelInfo]:
-        settings = _with_address(self._settings.settings, name, address)
+        settings = with_address(self._settings.settings, name, address)
         return await list_models_with(name, settings, key)
 
     def running_tests(self) -> list[asyncio.Task[None]]:
@@ -701,14 +639,11 @@ class SettingsDialog(QDialog):
 
 
 __all__ = [
-    "COMPANIES",
-    "LOCAL_SERVERS",
     "PAGES",
     "ProviderRow",
     "ProviderTester",
     "SettingsDialog",
     "describe_failure",
     "describe_models",
-    "list_models_with",
     "valid_address",
 ]
