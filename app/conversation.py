@@ -106,8 +106,11 @@ class Conversation:
         return self.system_prompt(self._model) if self.system_prompt else ""
 
     def context_usage(self) -> tuple[int, int] | None:
+        """(tokens the next request would send, budget): the system prompt the person wrote
+        and the answer length they asked for take room from the budget, as they do in a turn."""
         if isinstance(self.engine, ContextEngine):
-            return self.engine.context_usage(self._model, self._system())
+            answer = self.store.chat_settings(self.chat_id).max_answer_tokens
+            return self.engine.context_usage(self._model, self._system(), answer)
         return None
 
     async def turn(
@@ -147,6 +150,7 @@ class Conversation:
             asked = again
         yield MessageSaved(asked, "user")
 
+        settings = self.store.chat_settings(self.chat_id)
         turn = TurnInput(
             chat_id=self.chat_id,
             seq=asked,
@@ -155,6 +159,8 @@ class Conversation:
             pictures=tuple(pictures),
             attachments=tuple(attachments),
             system=self._system(),
+            max_answer_tokens=settings.max_answer_tokens,
+            temperature=settings.temperature,
             lean=model.context <= LEAN_WINDOW,
         )
         answer: list[str] = []

@@ -80,11 +80,20 @@ def memory_chars(window: int) -> int:
     return max(0, min(MEMORY_CHARS_MAX, window * 4 // share))
 
 
-def build_system_prompt(model: ModelInfo, memories: MemoryBook) -> str:
+# Heads the person's own system prompt: their words, so trusted, and said to be theirs.
+OWN_PROMPT_HEADING = "The person's own instructions for this chat:"
+
+
+def build_system_prompt(model: ModelInfo, memories: MemoryBook, own: str = "") -> str:
+    """Conch's prompt, then the person's own (``own``), then the memories."""
     lean = model.context <= LEAN_WINDOW
-    base = read_prompt("system_lean.txt" if lean else "system.txt").strip()
+    parts = [read_prompt("system_lean.txt" if lean else "system.txt").strip()]
+    if own.strip():
+        parts.append(f"{OWN_PROMPT_HEADING}\n{own.strip()}")
     kept = memories.kept_for_prompt(memory_chars(model.context))
-    return f"{base}\n\n{kept}" if kept else base
+    if kept:
+        parts.append(kept)
+    return "\n\n".join(parts)
 
 
 # --- the chat log as the engine's history -----------------------------------------------------
@@ -461,7 +470,7 @@ class AppServices:
             model=chosen,
             learner=self.learner,
             health=self.health,
-            system_prompt=self.system_prompt,
+            system_prompt=lambda m: self.system_prompt(m, chat_id),
             on_learning=on_learning,
         )
         if chosen.key != chat.model_key:
@@ -504,8 +513,14 @@ class AppServices:
         found = self.catalogue.find(f"{provider}/{model_id}")
         return found.context if found is not None else None
 
-    def system_prompt(self, model: ModelInfo) -> str:
-        return build_system_prompt(model, self.memories)
+    def system_prompt(self, model: ModelInfo, chat_id: str = "") -> str:
+        return build_system_prompt(model, self.memories, self.own_prompt(chat_id))
+
+    def own_prompt(self, chat_id: str = "") -> str:
+        """The person's system prompt for the chat: its own (Chat settings), else their
+        default (Settings → Chat)."""
+        own = self.store.chat_settings(chat_id).system_prompt if chat_id else None
+        return self.settings.settings.system_prompt if own is None else own
 
     # -- learning --
 

@@ -56,6 +56,9 @@ class Settings(BaseModel):
     # ("claude", "codex", "gemini"); its usual arguments (``--acp``) still follow it. Empty:
     # found on the PATH.
     program_paths: dict[str, str] = {}
+    # The person's own system prompt for every chat (Settings → Chat); a chat's own one, set
+    # in its Chat settings, wins. Sent with every message and counted in the budget.
+    system_prompt: str = ""
     # MCP servers (Settings → Tools), in the order shown. A secret in one is a keyring entry's
     # name (engines.tools.config.SecretRef), never the value.
     tool_servers: tuple[ServerConfig, ...] = ()

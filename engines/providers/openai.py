@@ -724,6 +724,8 @@ class OpenAIAdapter:
         }
         if stream and self.row.include_usage:
             body["stream_options"] = {"include_usage": True}
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
         if request.tools:
             body["tools"] = [_tool_spec(tool) for tool in request.tools]
         body.update(request.extra)

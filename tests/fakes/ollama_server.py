@@ -175,6 +175,7 @@ class FakeOllama:
         self.pull_hold_at: int | None = None
         self.pull_release = threading.Event()
         self.pulls_closed = 0
+        self.pull_closed = threading.Event()  # set when a client hangs up on a pull
         # model key -> (num_ctx, shift) it is loaded with
         self._loaded: dict[str, tuple[int, bool]] = {
             _key(k): (v, True) for k, v in (loaded or {}).items()
@@ -423,6 +424,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 with self.fake._lock:
                     self.fake.pulls_closed += 1
+                self.fake.pull_closed.set()
         else:
             self._plain(404, "404 page not found")
 
