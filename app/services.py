@@ -48,6 +48,7 @@ from engines.base import (
 )
 from engines.local import bundled
 from engines.local.gate import background
+from engines.local.reload import LocalModels
 from engines.mock import MockEngine, Refuse, demo_chat, echo_reply
 from engines.programs.acp import Approver
 from engines.programs.catalogue import PROGRAMS as PROGRAM_LIST
@@ -289,6 +290,8 @@ class AppServices:
         self.tools = ToolSettings(settings, secrets)
         self._configs = dict(configs or {})  # how each adapter was built (in memory only)
         self.status = ""  # "Starting the local model…" and the like, for the window
+        # Reload offers for models of this computer's servers, the reloads, Ollama pulls.
+        self.local_models = LocalModels(catalogue.adapter)
         self._status_listeners: list[StatusListener] = []
         self.learner = QuietLearning(
             store,
@@ -632,6 +635,7 @@ class AppServices:
             return
         self._closed = True
         await self.tools.stop()
+        await self.local_models.aclose()
         await self.catalogue.aclose()
         if self.runtime is not None:
             await self.runtime.stop()
