@@ -129,7 +129,7 @@ async def test_the_meter_counts_the_system_prompt_and_the_answer_length(data_dir
         services.store.set_chat_settings(chat.id, ChatSettings(system_prompt="Be kind. " * 400))
         usage = conv.context_usage()
         assert usage is not None
-        used, longer_prompt = usage
+        _, longer_prompt = usage
         assert longer_prompt < before - 800
         services.store.update_chat_settings(chat.id, max_answer_tokens=6_000)
         usage = conv.context_usage()
