@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-import json
 import logging
 import math
 import re
@@ -42,6 +41,7 @@ from typing import Any
 from engines.api import transcript as tfile
 from engines.api.calibrate import Calibrated, count_request, needs_calibration
 from engines.api.context import (
+    LEAN_WINDOW,
     TURN_ROOM,
     FoldPlan,
     Ledger,
@@ -49,7 +49,6 @@ from engines.api.context import (
     budget,
     estimate_message,
     estimate_tokens,
-    shorten_turn,
     smallest_window,
     unknown_window,
     update_factor,
@@ -67,6 +66,18 @@ from engines.api.prepare import (
 )
 from engines.api.protocols import ModelDirectory, Summariser, SummaryResult
 from engines.api.summarise import facts_kept, fit, fold_wait, summary_cap
+from engines.api.tool_loop import (
+    MAX_ROUNDS,
+    NO_TOOLS_MODEL,
+    ROUNDS_TEXT,
+    CallOutcome,
+    ToolHost,
+    not_run,
+    run_call,
+    server_names,
+    specs_for,
+    stopped,
+)
 from engines.base import (
     AssistantRaw,
     Attachment,
@@ -91,11 +102,14 @@ from engines.base import (
 )
 from engines.local.gate import GaveWayError, background
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
+from engines.tools.catalogue import Catalogue
+from engines.tools.rules import FRAME_TAG, guard_frame, result_cap, shorten_turn_tools_first
+from engines.tools.rules import tool_list_tokens as _tools_tokens
 
 log = logging.getLogger("conch.api.session")
 
-SUMMARY_OPEN = "<earlier-in-this-chat>\n"
-SUMMARY_CLOSE = "\n</earlier-in-this-chat>\n\n"
+SUMMARY_OPEN = f"<{FRAME_TAG}>\n"
+SUMMARY_CLOSE = f"\n</{FRAME_TAG}>\n\n"
 HEALED_TEXT = "Folded the chat and shortened the message after a too-long refusal."
 
 WINDOW_HINT_MAX_AGE = 30 * 24 * 3600.0  # seconds a learned window is remembered as a hint
@@ -133,7 +147,7 @@ def summary_block(summary: str) -> str:
     if not summary.strip():
         return ""
     # The summary may quote what tools returned; it must not be able to close its own frame.
-    body = summary.strip().replace("</earlier-in-this-chat>", "</earlier-in-this-chat\u200b>")
+    body = guard_frame(summary.strip())
     return f"{SUMMARY_OPEN}{body}{SUMMARY_CLOSE}"
 
 
@@ -151,12 +165,17 @@ def render_attachments(text: str, attachments: Sequence[Attachment]) -> str:
     return "\n\n".join(parts)
 
 
-def _tools_tokens(tools: Sequence[dict[str, Any]]) -> int:
-    if not tools:
-        return 0
-    return estimate_tokens(
-        json.dumps(list(tools), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    )
+async def _can_use_tools(adapter: ProviderAdapter, model: ModelInfo) -> bool:
+    """Whether ``model`` may be sent tools: an adapter that can tell (Ollama, by the model's
+    capabilities) is asked; the others take tools from every model."""
+    check = getattr(adapter, "tool_support", None)
+    if check is None:
+        return True
+    try:
+        return bool(await check(model.id))
+    except Exception:  # the server could not say: no tools rather than a refused request
+        log.warning("could not learn whether %s can use tools", model.key, exc_info=True)
+        return False
 
 
 def _silent(out: _Attempt) -> bool:
@@ -204,6 +223,7 @@ class ApiSession:
         history: HistoryLoader | None = None,
         latest_fold: FoldLoader | None = None,
         summary_wait: SummaryWait = fold_wait,
+        tools: ToolHost | None = None,
     ) -> None:
         self.chat_id = tfile.check_chat_id(chat_id)
         self.data_dir = data_dir
@@ -246,6 +266,14 @@ class ApiSession:
         # turns it off to measure the difference).
         self.warm_folds = True
         self._closed = False
+        # The chat's tools (None: no tool is offered; a call the model makes anyway is told so).
+        self.tools = tools
+        self._catalogue = Catalogue()  # this turn's tools, as the model sees them
+        self._lean_tools = False  # this turn sends lean mode's small tools, not every schema
+        self._sent_tools: tuple[dict[str, Any], ...] = ()  # the tool list the last request sent
+        self._round = 0  # tool rounds this turn has taken
+        self._whole = ""  # the person's whole message this turn (for the cut notice)
+        self._no_tools_told: set[str] = set()  # models already said to be unable to use tools
 
     # -- state --------------------------------------------------------------------------------
 
@@ -452,7 +480,9 @@ class ApiSession:
             if not _same_start(turn[0].text, users[seq].text):
                 return "a message differs from the log"
             until = self._seqs[k + 1] if k + 1 < len(self._seqs) else math.inf
-            said = "\n".join(m.text for m in turn if m.role == "assistant")
+            # An answer that used tools is logged as one text, its rounds' words run together.
+            words = [m.text for m in turn if m.role == "assistant"]
+            said = "\n".join(words) + "\n" + "".join(words)
             i = bisect.bisect_right(answer_seqs, seq)
             while i < len(answers) and answers[i][0] < until:
                 if answers[i][1] not in said:
@@ -470,6 +500,10 @@ class ApiSession:
         joined: list[int] = []
         for seq, m in rows:
             if not start <= seq < limit or (not messages and m.role != "user"):
+                continue
+            if m.role == "tool":
+                # A logged tool result without the call it answers cannot be sent back (every
+                # provider wants the pair); the answer that used it is kept.
                 continue
             last = messages[-1] if messages else None
             if last is not None and m.role == last.role == "user":
@@ -552,7 +586,7 @@ class ApiSession:
         """Shorten the current turn to ``target`` tokens; True if anything changed."""
         start = self._current_turn_start()
         turn = self._messages[start:]
-        shorter = shorten_turn(turn, max(0, target))
+        shorter = shorten_turn_tools_first(turn, max(0, target))
         if shorter == tuple(turn):
             return False
         self._messages[start:] = shorter
@@ -570,8 +604,10 @@ class ApiSession:
     ) -> tuple[int, int]:
         self._ensure_loaded()
         used = int(self._ledger.tokens * self._factor) + self._summary_tokens
-        window = self._window(model, estimate_tokens(system), 0)
-        return used, self._budget(window, system, (), answer_tokens)
+        # The tool list the chat last sent is counted: the next request sends it again.
+        tools = self._sent_tools
+        window = self._window(model, estimate_tokens(system), _tools_tokens(tools))
+        return used, self._budget(window, system, tools, answer_tokens)
 
     # -- folding ------------------------------------------------------------------------------
 
@@ -1087,6 +1123,10 @@ class ApiSession:
             )
             return
 
+        self._whole = person.text
+        turn, notes = await self._with_tools(turn, adapter)
+        for note in notes:
+            yield note
         window = self._window(model, estimate_tokens(turn.system), _tools_tokens(turn.tools))
         b = self._budget(window, turn.system, turn.tools, turn.max_answer_tokens)
         turn_tokens = estimate_message(person)
@@ -1141,7 +1181,7 @@ class ApiSession:
             async for ev in self._after_silence(turn, adapter, window, turn_tokens, whole, out):
                 yield ev
             return
-        async for ev in self._finish(turn, out, window, turn_tokens):
+        async for ev in self._finish(turn, out, window, turn_tokens, adapter):
             yield ev
 
     def _plan(self, b: int) -> FoldPlan:
@@ -1235,7 +1275,7 @@ class ApiSession:
                 )
             )
             return
-        async for ev in self._finish(turn, again, window, turn_tokens):
+        async for ev in self._finish(turn, again, window, turn_tokens, adapter):
             yield ev
 
     async def _try_anyway(
@@ -1247,7 +1287,7 @@ class ApiSession:
         The transcript is left as it is (no fold for a request that will likely be refused).
         """
         start = self._current_turn_start()
-        messages = shorten_turn(self._messages[start:], TURN_ROOM)
+        messages = shorten_turn_tools_first(self._messages[start:], TURN_ROOM)
         request = ChatRequest(
             model=turn.model.id,
             system=turn.system,
@@ -1270,7 +1310,7 @@ class ApiSession:
             detail = out.error.detail or "no room left in the window"
             yield self._too_long(turn, window, turn_tokens, detail=detail)
             return
-        async for ev in self._finish(turn, out, window, turn_tokens):
+        async for ev in self._finish(turn, out, window, turn_tokens, adapter):
             yield ev
 
     def _learn_window(self, turn: TurnInput, named: int | None) -> Note | None:
@@ -1359,18 +1399,25 @@ class ApiSession:
             return
         if out.error is None and not healed:
             yield Healed(model=model.name, window=err.window, what=HEALED_TEXT)
-        async for ev in self._finish(turn, out, window, turn_tokens):
+        async for ev in self._finish(turn, out, window, turn_tokens, adapter):
             yield ev
 
     async def _finish(
-        self, turn: TurnInput, out: _Attempt, window: int, turn_tokens: int
+        self,
+        turn: TurnInput,
+        out: _Attempt,
+        window: int,
+        turn_tokens: int,
+        adapter: ProviderAdapter,
     ) -> AsyncGenerator[Event, None]:
         err = out.error
         if err is not None:
             if err.too_long:
                 yield self._too_long(turn, window, turn_tokens, detail=err.detail, partial=True)
             else:
-                yield Problem(problem=err.to_problem(partial=bool(out.text)))
+                # Words from an earlier tool round of this turn were shown already.
+                partial = bool(out.text) or self._round > 0
+                yield Problem(problem=err.to_problem(partial=partial))
             return
         done = out.done or Done()
         answer = Message(
@@ -1382,6 +1429,11 @@ class ApiSession:
         )
         self._messages.append(answer)
         self._ledger.append(answer)
+        if answer.tool_calls:
+            # Every call gets its answer before anything else is sent (providers insist).
+            async for ev in self._tool_round(turn, adapter, window, turn_tokens, answer):
+                yield ev
+            return
         self._unanswered = []
         if self._pending_summary_tokens:
             extra, self._pending_summary_tokens = self._pending_summary_tokens, 0
@@ -1393,6 +1445,150 @@ class ApiSession:
         b = self._budget(window, turn.system, turn.tools, turn.max_answer_tokens)
         self._prepare_next_fold(turn.model, window, b, self._request(turn, window))
         yield done
+
+    # -- tools --------------------------------------------------------------------------------
+
+    async def _with_tools(
+        self, turn: TurnInput, adapter: ProviderAdapter
+    ) -> tuple[TurnInput, list[Note]]:
+        """The turn with the tool list this chat really sends (every schema, or lean mode's
+        small tools on a window of 8K or less), and notes about tools for the turn."""
+        self._round = 0
+        self._catalogue = Catalogue()
+        host = self.tools
+        if host is None:
+            self._sent_tools = turn.tools
+            return turn, []
+        notes: list[Note] = []
+        try:
+            catalogue = await host.catalogue()
+        except Exception as exc:  # the servers are the app's; a failure only loses the tools
+            log.warning("listing the chat's tools failed", exc_info=True)
+            notes.append(
+                Note(
+                    topic="tools",
+                    text=f"Conch could not list this chat's tools ({type(exc).__name__}), so "
+                    "the model answers without them.",
+                )
+            )
+            catalogue = Catalogue()
+        model = turn.model
+        if len(catalogue) and not await _can_use_tools(adapter, model):
+            if model.key not in self._no_tools_told:
+                self._no_tools_told.add(model.key)
+                notes.append(Note(topic="tools", text=NO_TOOLS_MODEL.format(model=model.name)))
+            catalogue = Catalogue()
+        self._catalogue = catalogue
+        self._lean_tools = turn.lean or self.window_for(model) <= LEAN_WINDOW
+        specs = specs_for(catalogue, host.loaded, lean_mode=self._lean_tools)
+        self._sent_tools = specs
+        return turn.model_copy(update={"tools": specs}), notes
+
+    def _append(self, message: Message) -> None:
+        self._messages.append(message)
+        self._ledger.append(message)
+
+    def _result_cap(self, b: int) -> int:
+        """Tokens one tool result may take as sent now: a share of what the budget has free."""
+        used = int(self._ledger.tokens * self._factor) + self._reserved()
+        return max(0, int(result_cap(b, used) / self._factor))
+
+    async def _tool_round(
+        self,
+        turn: TurnInput,
+        adapter: ProviderAdapter,
+        window: int,
+        turn_tokens: int,
+        answer: Message,
+    ) -> AsyncGenerator[Event, None]:
+        """Run the calls ``answer`` ends with, send their results, and go on with the model's
+        next answer (which may call tools again, up to ``MAX_ROUNDS`` rounds a turn)."""
+        calls = answer.tool_calls
+        b = self._budget(window, turn.system, turn.tools, turn.max_answer_tokens)
+        if self._round >= MAX_ROUNDS:
+            for call in calls:
+                outcome = not_run(call, self._round, self._result_cap(b))
+                self._append(outcome.message)
+                yield outcome.event
+            self._unanswered = []
+            if self._pending_summary_tokens:
+                extra, self._pending_summary_tokens = self._pending_summary_tokens, 0
+                yield Usage(summary_tokens=extra)
+            note = await self._persist()
+            if note is not None:
+                yield note
+            yield Note(topic="tools", text=ROUNDS_TEXT.format(n=MAX_ROUNDS))
+            self._prepare_next_fold(turn.model, window, b, self._request(turn, window))
+            yield Done(stop_reason="tool-rounds")
+            return
+        self._round += 1
+        host = self.tools
+        names = server_names(host.runner) if host is not None else {}
+        answered = 0
+        try:
+            for call in calls:
+                outs: list[CallOutcome] = []
+                running = run_call(
+                    host,
+                    self._catalogue,
+                    call,
+                    lean_mode=self._lean_tools,
+                    cap=self._result_cap(b),
+                    servers=names,
+                    out=outs,
+                )
+                async with contextlib.aclosing(running) as events:
+                    async for started in events:
+                        yield started
+                self._append(outs[0].message)
+                answered += 1
+                yield outs[0].event
+        finally:
+            # Stopped (or the window went away) in the middle: the calls not answered yet get
+            # an answer saying so, so the transcript still pairs every call with its result.
+            for call in calls[answered:]:
+                self._append(stopped(call, self._result_cap(b)).message)
+        note = await self._persist()
+        if note is not None:
+            yield note
+
+        if host is not None and self._lean_tools:
+            # A schema the model fetched is sent in full from now on.
+            specs = specs_for(self._catalogue, host.loaded, lean_mode=True)
+            if specs != turn.tools:
+                turn = turn.model_copy(update={"tools": specs})
+                self._sent_tools = specs
+                tools_tokens = _tools_tokens(specs)
+                window = self._window(turn.model, estimate_tokens(turn.system), tools_tokens)
+                b = self._budget(window, turn.system, turn.tools, turn.max_answer_tokens)
+        # The results made the transcript bigger: fold earlier turns when it no longer fits,
+        # and when this turn alone does not, shorten its tool results before the person's words.
+        plan = self._plan(b)
+        if plan.drop:
+            waited = await self._settle_preparation(adapter)
+            drop = self._drop_for(plan.drop)
+            async for ev in self._fold(drop, turn.model, local=adapter.local, waited=waited):
+                yield ev
+            plan = self._plan(b)
+        if plan.shorten_to is not None:
+            self._replace_current_turn(int((b - self._reserved()) / self._factor))
+            note = await self._persist()
+            if note is not None:
+                yield note
+
+        out = _Attempt()
+        request = self._request(turn, window)
+        sent = self._sent_estimate(turn)
+        async with contextlib.aclosing(self._attempt(adapter, request, sent, out)) as events:
+            async for ev in events:
+                yield ev
+        err = out.error
+        if err is not None and err.too_long and not out.began:
+            async for ev in self._heal(turn, adapter, err, turn_tokens, self._whole):
+                yield ev
+            return
+        async for ev in self._finish(turn, out, window, turn_tokens, adapter):
+            yield ev
 
     def _too_long(
         self,

@@ -34,6 +34,7 @@ from engines.base import Event, Message, ModelInfo, TextDelta, ToolCall, Usage
 from engines.local.gate import GaveWayError
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError, closing_stream
 from engines.resources import read_prompt
+from engines.tools.rules import fold_line
 
 log = logging.getLogger("conch.summarise")
 
@@ -43,7 +44,6 @@ ANSWER_MIN = 128
 MIN_PIECE_TOKENS = 150  # below this a window cannot hold a useful piece
 SMALL_WINDOW_CHARS = 6_000  # a summary for an 8K model stays under this
 FACTS_MAX_CHARS = 3_000  # the "Kept word for word" list never grows past this
-TOOL_RESULT_CHARS = 8_000  # a tool result is read as its head and tail
 MESSAGE_CHARS = 24_000  # so is anything else longer than a whole piece
 OVERHEAD_TOKENS = 48  # chat template, role markers, the frame's own words
 
@@ -119,9 +119,10 @@ def render(folded: Sequence[Message]) -> str:
                 args = json.dumps(call.arguments, ensure_ascii=False, default=str)
                 lines.append(f"Assistant used {call.name}: {_shorten(args, 400)}")
         else:
-            name = f" ({m.tool_name})" if m.tool_name else ""
-            body = " ".join(x for x in (_shorten(text, TOOL_RESULT_CHARS), pictures) if x)
-            lines.append(f"Tool result{name}: {body or '(empty)'}")
+            # One labelled entry whose own lines cannot pose as the chat's, nor close a frame.
+            lines.append(
+                fold_line(m.tool_name or "tool", " ".join(x for x in (text, pictures) if x))
+            )
     return "\n".join(lines)
 
 
