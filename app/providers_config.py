@@ -104,25 +104,22 @@ def build_adapters(
     return setup
 
 
-def with_address(settings: Settings, name: str, address: str) -> Settings:
-    """``settings`` with a server on this computer at ``address`` (a company: unchanged)."""
-    field_name = ADDRESS_FIELDS.get(name)
-    if field_name is None:
-        return settings
-    return settings.model_copy(update={field_name: address})
-
-
-async def list_models_with(
-    name: str, settings: Settings, key: str | None = None
+async def try_provider(
+    settings: Settings, name: str, address: str = "", key: str | None = None
 ) -> list[ModelInfo]:
-    """Build one provider's adapter as the app would, from ``settings`` and ``key`` (kept in
-    memory only), list its models and close it. ``NotSetUpError`` for a company with no key."""
+    """Settings' "Test": build one provider's adapter as the app would, from ``settings`` with
+    ``address`` (a server on this computer; "" for its usual one) or ``key`` (a company, kept
+    in memory only), list its models and close it. ``NotSetUpError`` for a company without a
+    key. Nothing is saved."""
+    field_name = ADDRESS_FIELDS.get(name)
+    trial = settings
+    if field_name is not None:
+        trial = trial.model_copy(update={field_name: address})
+    if name in COMPANIES:
+        trial = trial.model_copy(update={"companies": (name,)})
     secrets = SessionSecrets()
     if key:
         secrets.set(name, key)
-    trial = settings
-    if name in COMPANIES:
-        trial = settings.model_copy(update={"companies": (name,)})
     setup = build_adapters(trial, secrets)
     chosen = next((a for a in setup.adapters if a.name == name), None)
     try:

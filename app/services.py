@@ -25,7 +25,7 @@ from app.conversation import Conversation
 from app.health import HealthLog
 from app.learning import QuietLearning
 from app.memories import LearningRun, MemoryBook
-from app.providers_config import BUNDLED, build_adapters
+from app.providers_config import BUNDLED, build_adapters, try_provider
 from app.secrets import SecretStore, SessionSecrets, open_secrets
 from app.settings import SettingsStore
 from app.store import Chat, ChatStore, StoredMessage
@@ -393,6 +393,13 @@ class AppServices:
         """Store (or, with an empty key, remove) a provider's API key and list its models."""
         self.secrets.set(provider, key)
         return await self.reconfigure()
+
+    async def test_provider(
+        self, name: str, address: str = "", key: str | None = None
+    ) -> list[ModelInfo]:
+        """Settings' "Test": list a provider's models as it would be set up with ``address``
+        (a server on this computer) or ``key`` (a company), saving neither."""
+        return await try_provider(self.settings.settings, name, address, key)
 
     def default_model(self) -> ModelInfo | None:
         """The model for a new chat: the person's default if ready, else the first ready."""
