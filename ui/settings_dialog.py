@@ -295,6 +295,7 @@ class SettingsDialog(QDialog):
             chat_title=chat_title,
             crashes=None if services.mock else CrashBook(services.data_dir),
             start_local=services.start_bundled,
+            tester=services.test_provider,
             tools=services.tools,
             parent=parent,
         )
