@@ -6,8 +6,9 @@ import json
 import re
 import time
 
-from engines.api.context import budget, estimate_tokens, shorten_text
+from engines.api.context import budget, estimate_message, estimate_tokens, shorten_text
 from engines.api.session import summary_block
+from engines.base import Message, ToolCallData
 from engines.tools.catalogue import ServerTool, build_catalogue, clean_schema, tool_spec
 from engines.tools.rules import (
     FRAME_TAG,
@@ -16,6 +17,7 @@ from engines.tools.rules import (
     guard_frame,
     result_cap,
     shorten_tool_result,
+    shorten_turn_tools_first,
     tool_list_tokens,
     unknown_tool,
 )
@@ -139,3 +141,25 @@ def test_a_call_to_a_tool_that_does_not_exist_is_answered_with_the_names_there_a
         "There is no tool called “read”. The tools are: read_file, list_directory."
     )
     assert "no tools are available" in unknown_tool("read", ())
+
+
+def test_a_turn_too_big_loses_tool_result_text_before_the_persons_and_never_the_models() -> None:
+    person = Message(role="user", text="Please compare these two reports. " * 240)
+    asked = Message(
+        role="assistant",
+        text="Reading both. " * 200,
+        tool_calls=(ToolCallData(id="1", name="read", arguments={"path": "a"}),),
+    )
+    result = Message(role="tool", text="Quarterly figures row. " * 600, tool_call_id="1")
+    turn = [person, asked, result]
+    total = sum(estimate_message(m) for m in turn)
+
+    fitted = shorten_turn_tools_first(turn, total - 1_000)
+    assert fitted[0] == person and fitted[1] == asked
+    assert MARKER.search(fitted[2].text) and sum(map(estimate_message, fitted)) <= total - 1_000
+
+    # Only when the results cannot give enough does the person's text lose its middle too.
+    tight = shorten_turn_tools_first(turn, estimate_message(asked) + 600)
+    assert tight[1] == asked
+    assert MARKER.search(tight[0].text) and MARKER.search(tight[2].text)
+    assert estimate_message(tight[2]) < estimate_message(tight[0])
