@@ -64,6 +64,7 @@ class AnthropicServer(LoopbackServer):
         super().__init__()
         self.models = models if models is not None else [FakeClaude("claude-fake-1")]
         self.script = script or ClaudeScript()
+        self.scripts: list[ClaudeScript] = []  # the next requests' answers, then ``script``
         self.window = window
         self.api_key = api_key
         self.page_size = page_size
@@ -154,6 +155,8 @@ class AnthropicServer(LoopbackServer):
             if self.in_stream_shape is not None:
                 return Reply.stream(self._refused_in_stream(body, refusal))
             return Reply.json(refusal, status=400)
+        if self.scripts:  # a tool loop: each answer in turn (a tool_use, then words)
+            self.script = self.scripts.pop(0)
         reply = Reply.stream(self._events(body))
         if self.fault == "disconnect":
             reply.cut_after = 4

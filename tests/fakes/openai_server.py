@@ -361,6 +361,7 @@ class OpenAIStyleServer(LoopbackServer):
         self.flavour = flavour
         self.models = models if models is not None else [FakeModel("fake-model")]
         self.script = script or Script()
+        self.scripts: list[Script] = []  # the next requests' answers, one each, then ``script``
         self.window = window
         self.api_key = api_key
         self.fault: str | None = None
@@ -708,6 +709,8 @@ class OpenAIStyleServer(LoopbackServer):
                 return Reply.stream(pieces, kind or "text/event-stream")
             status, text = too_long_reply(self.flavour, self.window, tokens)
             return Reply.text(text, status, "application/json")
+        if self.scripts:  # a tool loop: each answer in turn (a call, then words)
+            self.script = self.scripts.pop(0)
         if not streaming:
             reply = Reply.json(self._whole())
         else:
