@@ -353,6 +353,14 @@ class MainWindow(QMainWindow):
         finally:
             bridge.deleteLater()
 
+    def _restored_from_trash(self, chat_id: str) -> None:
+        self.sidebar.refresh()
+        chat = self.services.store.get_chat(chat_id)
+        if chat is not None:
+            self.show_status(f"“{chat.title}” is back in your chats.")
+        if not self._current:
+            self.open_chat(chat_id)
+
     def _chat_renamed(self, chat_id: str, title: str) -> None:
         if chat_id == self._current:
             self.title_label.setText(title)
@@ -629,6 +637,10 @@ class MainWindow(QMainWindow):
             if changed is not None:
                 # A memory edited on the Memories page: the chat's card shows the new words.
                 changed.connect(self.chat_view.refresh_memories)
+            trash = getattr(self._settings_dialog, "trash_page", None)
+            if trash is not None:
+                trash.chat_restored.connect(self._restored_from_trash)
+                self.sidebar.chat_deleted.connect(lambda _id: trash.refresh())
         self._settings_dialog.show_page(page)
         self._settings_dialog.show()
         self._settings_dialog.raise_()

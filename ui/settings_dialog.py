@@ -57,6 +57,7 @@ from ui.programs_page import ProgramsPage
 from ui.settings_sync import listen_to_settings, save_remember, set_checked_quietly
 from ui.theme import ThemeManager, set_style_property
 from ui.tools_page import ToolsPage
+from ui.trash_page import TrashPage
 
 if TYPE_CHECKING:
     from app.services import AppServices
@@ -74,6 +75,7 @@ PAGES: tuple[tuple[str, str, str], ...] = (
     ("appearance", "Appearance", "appearance"),
     ("programs", "Programs", "command"),
     ("tools", "Tools", "plug"),
+    ("trash", "Trash", "trash"),
     ("health", "Health", "health"),
 )
 MEMORIES_PAGE = "memories"  # opened from the Memory page; the nav keeps "Memory" selected
@@ -218,6 +220,7 @@ class SettingsDialog(QDialog):
         crashes: CrashBook | None = None,
         start_local: StartLocal | None = None,
         tools: ToolSettings | None = None,
+        trash: TrashPage | None = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -255,7 +258,12 @@ class SettingsDialog(QDialog):
             "tools": self._scrolling(self.tools_page),
             "health": self.health_page,
         }
+        self.trash_page = trash  # the deleted chats, when the dialog has a chat log
+        if trash is not None:
+            pages["trash"] = trash
         for key, label, icon_name in PAGES:
+            if key not in pages:
+                continue
             item = QListWidgetItem(icon(icon_name), label)
             item.setData(Qt.ItemDataRole.UserRole, key)
             self.nav.addItem(item)
@@ -297,6 +305,7 @@ class SettingsDialog(QDialog):
             start_local=services.start_bundled,
             tester=services.test_provider,
             tools=services.tools,
+            trash=TrashPage(services.store, services.data_dir),
             parent=parent,
         )
 

@@ -41,13 +41,15 @@ ID_ROLE = int(Qt.ItemDataRole.UserRole) + 1
 
 
 class UndoBar(QWidget):
-    """ "Chat deleted. Undo" for a few seconds.
+    """ "Chat deleted. Undo" for a few seconds (or any other words, with ``offer``).
 
     Signals:
-        undo_clicked(str): the chat id to restore.
+        undo_clicked(str): the key it was offered for (a chat id) — undo that.
+        expired(str): the time to undo ran out for that key (it was not clicked).
     """
 
     undo_clicked = Signal(str)
+    expired = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -66,7 +68,7 @@ class UndoBar(QWidget):
         self._chat_id = ""
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
-        self._timer.timeout.connect(self.hide_bar)
+        self._timer.timeout.connect(self._expire)
         self.button.clicked.connect(self._undo)
         self.setVisible(False)
 
@@ -75,10 +77,22 @@ class UndoBar(QWidget):
         return self._chat_id
 
     def show_for(self, chat_id: str, title: str, seconds: float = UNDO_SECONDS) -> None:
-        self._chat_id = chat_id
-        self.label.setText(f"“{title}” deleted.")
+        self.offer(chat_id, f"“{title}” deleted.", seconds)
+
+    def offer(self, key: str, words: str, seconds: float = UNDO_SECONDS) -> None:
+        """Show ``words`` with Undo for ``key``; a key still offered expires first."""
+        if self._chat_id and self._chat_id != key:
+            self._expire()
+        self._chat_id = key
+        self.label.setText(words)
         self.setVisible(True)
         self._timer.start(int(seconds * 1000))
+
+    def _expire(self) -> None:
+        key = self._chat_id
+        self.hide_bar()
+        if key:
+            self.expired.emit(key)
 
     def hide_bar(self) -> None:
         self._chat_id = ""
