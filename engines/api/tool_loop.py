@@ -130,7 +130,7 @@ def preview(text: str) -> str:
 def _check_arguments(arguments: Mapping[str, Any], parameters: Mapping[str, Any]) -> str | None:
     """Why the arguments cannot be right (said to the model), or None. The server checks the
     rest; this spares the person a question about a call that cannot work."""
-    if "_unparsed" in arguments or "_raw" in arguments:
+    if "_unparsed" in arguments:
         return "The arguments were not valid JSON. Call the tool again with a JSON object."
     if "_value" in arguments and len(arguments) == 1:
         return "The arguments must be a JSON object of named fields. Call the tool again."

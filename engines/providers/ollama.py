@@ -194,7 +194,7 @@ def _tool_call(raw: Any, index: int) -> ToolCallData | None:
         try:
             args = json.loads(args) if args.strip() else {}
         except (ValueError, RecursionError):
-            args = {"_raw": args}
+            args = {"_unparsed": args}  # the tool loop tells the model it was not JSON
     if not isinstance(args, dict):
         args = {}
     call_id = raw.get("id") or f"ollama-{uuid.uuid4().hex[:12]}-{index}"
@@ -308,6 +308,11 @@ class OllamaAdapter:
         """What the model can do ("tools", "vision", "thinking", …), once it has been shown."""
         shown = self._shown.get(model_key(model))
         return shown.capabilities if shown else frozenset()
+
+    async def tool_support(self, model: str) -> bool:
+        """Whether ``model`` takes native tools: only when ``/api/show`` lists the "tools"
+        capability (Ollama refuses a request with tools for any other model)."""
+        return "tools" in (await self.show(model)).capabilities
 
     async def context_for(self, model: str) -> int:
         """The ``num_ctx`` Conch sends for ``model``: the same value for the adapter's life."""
