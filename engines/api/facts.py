@@ -7,6 +7,15 @@ that has already been scrubbed, so a secret left out stays left out; the list it
 scrubbed once more item by item (it is sent on every later turn), and so is a list carried
 over from an earlier summary, which may predate a scrubbing rule.
 
+What it keeps is ranked by whose words a fact came from, then by kind. The person's own names,
+files, links, amounts, dates and decisions come first (the earliest of them first: who the
+person is and works with comes up at the start of a chat); then what the assistant said (a
+model may have made it up); then what the person pasted (a log, a table, code, an attached
+file); numbers and code names from pastes, and whatever tools returned, come last. The list is
+capped at ``FACTS_SHARE`` of the budget, counted the way tokenizers count digits (one each),
+and when the cap leaves facts out a line under the list says how many and of which kind, so
+the summary line in the chat can show it.
+
 Every pattern starts only at a token boundary and uses bounded or unambiguous quantifiers, so a
 huge paste costs linear time.
 """
@@ -19,20 +28,59 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from engines.api.context import budget
 from engines.api.scrub import scrub
 
 HEADING = "Kept word for word:"
+LEFT_OUT = "(Left out of this list to keep it short:"  # starts the line naming what the cap cut
+FACTS_SHARE = 0.10  # of a request's budget the kept list may take
 
-# Importance: lower is kept first when the list must be shortened.
-_LINK, _WHEN, _NUMBER, _CODE, _NAME = 0, 1, 2, 3, 4
-_MINOR = 5  # added to the rank of a fact only a tool result holds
+# Kinds of fact. The rank a fact is kept by comes from its kind and from whose words it is in.
+_LINK, _WHEN, _NUMBER, _CODE, _NAME, _DECISION = 0, 1, 2, 3, 4, 5
+
+# Whose words a fact is in.
+PERSON, CARRIED, ASSISTANT, PASTED, TOOL = "person", "carried", "assistant", "pasted", "tool"
+# Within a tier: decisions and names with files, links, dates and money, then numbers with a
+# unit, then code names and plain numbers.
+_KIND_ORDER = {_DECISION: 0, _NAME: 0, _LINK: 0, _WHEN: 0, _NUMBER: 1, _CODE: 2}
+_NOISY_KINDS = frozenset({_WHEN, _NUMBER, _CODE})  # a log's timestamps, a table's cells
 
 
 @dataclass(frozen=True)
 class Fact:
     text: str
-    rank: int
+    rank: int  # its kind
     pos: int
+    origin: str = PERSON  # whose words it came from
+
+    @property
+    def tier(self) -> int:
+        """Lower is kept first: the person's own words, then the assistant's (and the noisier
+        kinds of an earlier list), then the names and links of pasted text, then the rest."""
+        noisy = self.rank in _NOISY_KINDS
+        if self.origin == PERSON:
+            return 0
+        if self.origin == CARRIED:
+            return 1 if noisy else 0
+        if self.origin == ASSISTANT:
+            return 1
+        if self.origin == PASTED and not noisy:
+            return 2
+        return 3
+
+
+def facts_cap(window: int) -> int:
+    """Tokens the kept list may take in a summary for a model with ``window``."""
+    return max(16, int(budget(window) * FACTS_SHARE))
+
+
+def list_tokens(text: str) -> int:
+    """Tokens ``text`` costs, a digit counted as one (both tokenizers of the bundled models
+    spend a token per digit; characters ÷ 4 under-counts a list of numbers several times)."""
+    digits = sum(c.isdigit() for c in text)
+    rest = len(text) - digits
+    ascii_rest = len(text.encode("ascii", "ignore")) - digits
+    return digits + -(-ascii_rest // 4) + (rest - ascii_rest)
 
 
 # --- patterns, most specific first (a later one never takes text an earlier one found) ------
@@ -257,16 +305,17 @@ def _scan(
 
 
 def _add(found: dict[str, Fact], fact: Fact) -> None:
-    """Keep each fact once, at its first appearance."""
+    """Keep each fact once, at its first appearance, in the best tier it was seen in."""
     key = _norm(fact.text)
     if not key:
         return
     old = found.get(key)
     if old is None:
         found[key] = fact
-    elif fact.pos < old.pos or fact.rank < old.rank:
+    elif fact.pos < old.pos or fact.rank < old.rank or fact.tier < old.tier:
         first = fact if fact.pos < old.pos else old
-        found[key] = Fact(first.text, min(fact.rank, old.rank), first.pos)
+        best = fact if fact.tier < old.tier else old
+        found[key] = Fact(first.text, min(fact.rank, old.rank), first.pos, best.origin)
 
 
 def _names(text: str, spans: _Spans, found: dict[str, Fact]) -> None:
@@ -365,9 +414,23 @@ def missing_facts(facts: list[str], summary: str) -> list[str]:
     return [f for f in facts if not _present(f, haystack)]
 
 
+def _is_note(line: str) -> bool:
+    return line.strip().startswith(LEFT_OUT)
+
+
 def split_kept(summary: str) -> tuple[str, list[str]]:
-    """The summary without an earlier "Kept word for word:" list, and that list's items."""
+    """The summary without an earlier "Kept word for word:" list (nor the line saying what it
+    left out), and that list's items."""
+    body, items, _note = kept_parts(summary)
+    return body, items
+
+
+def kept_parts(summary: str) -> tuple[str, list[str], str]:
+    """(the summary's own words, the items kept word for word, the line saying what the cap
+    left out or "")."""
     lines = summary.rstrip().splitlines()
+    note = next((x.strip() for x in lines if _is_note(x)), "")
+    lines = [x for x in lines if not _is_note(x)]
     for i, line in enumerate(lines):
         if line.strip() == HEADING:
             items: list[str] = []
@@ -376,25 +439,226 @@ def split_kept(summary: str) -> tuple[str, list[str]]:
                 items.append(lines[j].strip()[2:].strip())
                 j += 1
             rest = lines[:i] + lines[j:]
-            return "\n".join(rest).rstrip(), [x for x in items if x]
-    return summary.rstrip(), []
+            return "\n".join(rest).rstrip(), [x for x in items if x], note
+    return "\n".join(lines).rstrip(), [], note
 
 
-def _block(items: list[str]) -> str:
-    return HEADING + "\n" + "\n".join(f"- {x}" for x in items)
+def _block(items: list[str], note: str = "") -> str:
+    block = HEADING + "\n" + "\n".join(f"- {x}" for x in items)
+    return f"{block}\n{note}" if note else block
 
 
-def keep_facts(summary: str, folded_text: str, limit_chars: int, *, minor_text: str = "") -> str:
+# --- whose words: the person's, the assistant's, pasted, a tool's -----------------------------
+
+# The lines ``summarise.render`` writes: each message starts with who said it.
+_SPEAKER = re.compile(
+    r"(?m)^(?:(Person)|(Assistant)(?: used [^:\n]{1,80})?|(Tool result)(?: \([^)\n]{0,80}\))?): "
+)
+_FENCE = re.compile(r"^\s{0,3}(?:```|~~~)")
+_FRAME_OPEN = re.compile(r"^\s*<attached-file\b")
+_FRAME_CLOSE = re.compile(r"</attached-file>\s*$")
+# A line of a log or a table: a timestamp or level first, or cells between separators.
+_LOG_START = re.compile(
+    r"\s*(?:\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}|\[?\d{2}:\d{2}:\d{2}"
+    r"|\[?(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|FATAL|CRITICAL)\b)"
+)
+_PASTE_LINES = 3  # a block of this many lines or more ...
+_PASTE_BLOCK_CHARS = 300  # ... and this long reads as pasted, not typed
+_LONG_MESSAGE = 2_000  # in a message this long, every block of several lines reads as pasted
+_LONG_LINE = 2_000  # one line this long (a minified file) reads as pasted
+
+
+def _blocks(text: str, start: int, end: int) -> list[tuple[int, int, bool]]:
+    """The blank-line separated blocks of ``text[start:end]`` as (start, end, fenced): a code
+    fence or an attached file's frame counts as one fenced block, blank lines and all."""
+    out: list[tuple[int, int, bool]] = []
+    pos = start
+    block_start: int | None = None
+    fence_start: int | None = None
+    closer: re.Pattern[str] | None = None
+    while pos < end:
+        nl = text.find("\n", pos, end)
+        line_end = end if nl < 0 else nl
+        line = text[pos:line_end]
+        if fence_start is not None and closer is not None:
+            if closer.search(line):
+                out.append((fence_start, line_end, True))
+                fence_start, closer = None, None
+        elif _FENCE.match(line) or _FRAME_OPEN.match(line):
+            if block_start is not None:
+                out.append((block_start, pos, False))
+                block_start = None
+            fence_start = pos
+            closer = _FENCE if _FENCE.match(line) else _FRAME_CLOSE
+            if closer is _FRAME_CLOSE and _FRAME_CLOSE.search(line):
+                out.append((pos, line_end, True))
+                fence_start, closer = None, None
+        elif not line.strip():
+            if block_start is not None:
+                out.append((block_start, pos, False))
+                block_start = None
+        elif block_start is None:
+            block_start = pos
+        pos = line_end + 1
+    if fence_start is not None:
+        out.append((fence_start, end, True))
+    elif block_start is not None:
+        out.append((block_start, end, False))
+    return out
+
+
+def _row(line: str) -> bool:
+    """A line of a log (a timestamp or a level first) or of a table (cells between
+    separators, numbers among them)."""
+    if _LOG_START.match(line):
+        return True
+    cells = max(line.count(","), line.count("|"), line.count("\t"), line.count(";"))
+    return cells >= 3 and any(c.isdigit() for c in line)
+
+
+def _pasted_block(text: str, start: int, end: int, long_message: bool) -> bool:
+    lines = text[start:end].split("\n")
+    if any(len(x) >= _LONG_LINE for x in lines):
+        return True
+    if len(lines) < 2:
+        return False
+    if long_message:
+        return True
+    if len(lines) >= _PASTE_LINES and end - start >= _PASTE_BLOCK_CHARS:
+        return True
+    rows = sum(1 for x in lines if _row(x))
+    return len(lines) >= _PASTE_LINES and 2 * rows >= len(lines)
+
+
+class _Origins:
+    """Whose words each position of a rendered chat is in."""
+
+    def __init__(self, text: str, before: str = CARRIED) -> None:
+        self.starts: list[int] = [0]
+        self.origins: list[str] = [before]
+        speakers = list(_SPEAKER.finditer(text))
+        for k, m in enumerate(speakers):
+            end = speakers[k + 1].start() if k + 1 < len(speakers) else len(text)
+            who = PERSON if m.group(1) else ASSISTANT if m.group(2) else TOOL
+            self._mark(m.start(), who)
+            if who == TOOL:
+                continue
+            long_message = end - m.end() >= _LONG_MESSAGE
+            for b_start, b_end, fenced in _blocks(text, m.end(), end):
+                if fenced or (who == PERSON and _pasted_block(text, b_start, b_end, long_message)):
+                    self._mark(b_start, PASTED)
+                    self._mark(b_end, who)
+        if not speakers and before == PERSON:
+            # Text that is not a rendered chat (a test, a caller's own text): the person's.
+            for b_start, b_end, fenced in _blocks(text, 0, len(text)):
+                long_message = len(text) >= _LONG_MESSAGE
+                if fenced or _pasted_block(text, b_start, b_end, long_message):
+                    self._mark(b_start, PASTED)
+                    self._mark(b_end, PERSON)
+
+    def _mark(self, pos: int, origin: str) -> None:
+        if self.starts[-1] == pos:
+            self.origins[-1] = origin
+        elif pos > self.starts[-1]:
+            self.starts.append(pos)
+            self.origins.append(origin)
+
+    def at(self, pos: int) -> str:
+        return self.origins[bisect.bisect_right(self.starts, pos) - 1]
+
+    def typed(self) -> list[tuple[int, int]]:
+        """The spans the person typed."""
+        ends = [*self.starts[1:], -1]
+        return [
+            (s, e) for s, e, o in zip(self.starts, ends, self.origins, strict=True) if o == PERSON
+        ]
+
+
+# A decision in the person's own words: "we decided …", "I'll go with …", "decision: …".
+_DECIDED = re.compile(
+    r"(?i)\b(?:we|i|they)(?:'ve|’ve| have)?\s+(?:decided|agreed|chose|settled on|opted)\b"
+    r"|\b(?:let'?s|let’s|we(?:'ll|’ll| will)|i(?:'ll|’ll| will))\s+go\s+with\b"
+    r"|\bdecision\s*:"
+)
+_DECISION_CHARS = 200  # a decision longer than this is kept from its start, cut at a word
+_SENTENCE_END = ".!?\n"
+
+
+def _decisions(text: str, origins: _Origins) -> list[Fact]:
+    """The sentences where the person says what was decided, word for word."""
+    out: list[Fact] = []
+    for span_start, span_end in origins.typed():
+        end_of_span = len(text) if span_end < 0 else span_end
+        for m in _DECIDED.finditer(text, span_start, end_of_span):
+            start = m.start()
+            floor = max(span_start, start - _DECISION_CHARS)
+            while start > floor and text[start - 1] not in _SENTENCE_END:
+                start -= 1
+            head = _SPEAKER.match(text, start)
+            if head is not None:
+                start = head.end()
+            stop = m.end()
+            ceiling = min(end_of_span, start + _DECISION_CHARS)
+            while stop < ceiling and text[stop] not in _SENTENCE_END:
+                stop += 1
+            sentence = text[start:stop].strip()
+            if stop >= ceiling and stop < end_of_span and text[stop] not in _SENTENCE_END:
+                sentence = sentence.rsplit(" ", 1)[0]  # cut at a word, not inside one
+            if len(sentence) >= 8 and _usable(sentence):
+                out.append(Fact(sentence, _DECISION, start, PERSON))
+    return out
+
+
+# --- choosing what to keep ----------------------------------------------------------------------
+
+_WHOSE = {
+    PERSON: "from the person's messages",
+    CARRIED: "from earlier summaries",
+    ASSISTANT: "from the assistant's answers",
+    PASTED: "from pasted text",
+    TOOL: "from tool results",
+}
+
+
+def _left_out(facts: list[Fact]) -> str:
+    """The line saying what the cap left out, in words."""
+    counts: dict[str, int] = {}
+    for f in facts:
+        counts[f.origin] = counts.get(f.origin, 0) + 1
+    parts = [
+        f"{n} {_WHOSE[origin]}"
+        for origin, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+    total = len(facts)
+    noun = "fact" if total == 1 else "facts"
+    return f"{LEFT_OUT} {total} more {noun}, " + ", ".join(parts) + ".)"
+
+
+def _cost(text: str) -> tuple[int, int]:
+    """(characters, tokens) one line of the list takes."""
+    line = f"- {text}\n"
+    return len(text) + 3, list_tokens(line)
+
+
+def keep_facts(
+    summary: str,
+    folded_text: str,
+    limit_chars: int,
+    *,
+    minor_text: str = "",
+    limit_tokens: int | None = None,
+) -> str:
     """``summary`` with every fact from ``folded_text`` it left out appended under
     "Kept word for word:".
 
-    The appended block (heading included) is at most ``limit_chars`` long. When everything
-    does not fit, names are left out first, then code identifiers and plain numbers, then
-    numbers with units, then dates and money; links, paths and e-mail addresses stay longest.
-    Within one rank the oldest go first. Facts found only in ``minor_text`` (what tools
-    returned) rank after all of those. An earlier "Kept word for word:" list in ``summary``
-    is merged, not repeated. The texts must already be scrubbed: this only ever copies from
-    them.
+    ``folded_text`` is the folded turns as ``summarise.render`` writes them ("Person: …",
+    "Assistant: …", "Tool result: …"; text before the first of those is an earlier list's
+    items); text without those marks counts as the person's. The appended block (heading
+    and the line naming what was left out included) is at most ``limit_chars`` long and, when
+    given, ``limit_tokens`` (digits counted one a token). What goes first when everything
+    does not fit: see the module's docstring. Facts found only in ``minor_text`` (what tools
+    returned) come last. An earlier "Kept word for word:" list in ``summary`` is merged, not
+    repeated. The texts must already be scrubbed: this only ever copies from them.
     """
     body, earlier = split_kept(summary)
     # Items an earlier pass kept stay candidates even if this text no longer holds them.
@@ -402,40 +666,88 @@ def keep_facts(summary: str, folded_text: str, limit_chars: int, *, minor_text: 
     for i, item in enumerate(earlier):
         clean = scrub(item)
         if _usable(clean):
-            _add(found, Fact(clean, _rank_of(clean), i - len(earlier)))
+            _add(found, Fact(clean, _rank_of(clean), i - len(earlier), CARRIED))
+    speakers = _SPEAKER.search(folded_text) is not None
+    origins = _Origins(folded_text, CARRIED if speakers else PERSON)
     for fact in _facts(folded_text):
+        _add(found, Fact(fact.text, fact.rank, fact.pos, origins.at(fact.pos)))
+    decisions = _decisions(folded_text, origins)
+    for fact in decisions:
         _add(found, fact)
     if minor_text:
         offset = len(folded_text) + 1
         for fact in _facts(minor_text):
             if _norm(fact.text) not in found:
-                _add(found, Fact(fact.text, fact.rank + _MINOR, offset + fact.pos))
+                _add(found, Fact(fact.text, fact.rank, offset + fact.pos, TOOL))
     candidates = sorted(found.values(), key=lambda f: f.pos)
     haystack = _haystack(body)
-    missing = [f for f in candidates if not _present(f.text, haystack)]
+    missing = [
+        f for f in candidates if not _present(f.text, haystack) and scrub(f.text) == f.text
+    ]  # the list goes out on every turn: never a secret in it
     if not missing or limit_chars <= len(HEADING) + 4:
         return body
-    # Most important first; among equals the newest first (they are likelier to matter next).
-    order = sorted(missing, key=lambda f: (f.rank, -f.pos))
+    max_tokens = limit_tokens if limit_tokens is not None else 1 << 30
+    # Most important first; the person's earliest words first (who they are, who they work
+    # with), elsewhere the newest (likelier to matter next).
+    order = sorted(
+        missing,
+        key=lambda f: (f.tier, _KIND_ORDER.get(f.rank, 2), f.pos if f.tier <= 1 else -f.pos),
+    )
     chosen: list[Fact] = []
-    size = len(HEADING)
+    said: list[str] = []  # decisions kept: a fact inside one needs no line of its own
+    said_hay = _haystack("")
+    size, tokens = len(HEADING), list_tokens(HEADING + "\n")
     for fact in order:
-        cost = len(fact.text) + 3
-        if size + cost > limit_chars:
+        if fact.rank != _DECISION and said and _present(fact.text, said_hay):
             continue
-        if scrub(fact.text) != fact.text:
-            continue  # the list goes out on every turn: never a secret in it
+        chars, cost = _cost(fact.text)
+        if size + chars > limit_chars or tokens + cost > max_tokens:
+            continue
         chosen.append(fact)
-        size += cost
+        size += chars
+        tokens += cost
+        if fact.rank == _DECISION:
+            said.append(fact.text)
+            said_hay = _haystack("\n".join(said))
+    note = ""
+    while True:
+        kept = set(chosen)
+        left = [
+            f
+            for f in order
+            if f not in kept and not (f.rank != _DECISION and said and _present(f.text, said_hay))
+        ]
+        if not left:
+            break
+        # The line naming what was left out, for which a fact of anyone's but the person's
+        # own words makes room; else at least how many.
+        full, short = _left_out(left), f"{LEFT_OUT} {len(left)} more.)"
+        fitting = [
+            x
+            for x in (full, short)
+            if size + len(x) + 1 <= limit_chars and tokens + list_tokens(x + "\n") <= max_tokens
+        ]
+        if full in fitting or not chosen or chosen[-1].tier == 0:
+            note = fitting[0] if fitting else ""
+            break
+        dropped = chosen.pop()  # the least important makes room for the line
+        chars, cost = _cost(dropped.text)
+        size -= chars
+        tokens -= cost
+        if dropped.rank == _DECISION:
+            said.remove(dropped.text)
+            said_hay = _haystack("\n".join(said))
     if not chosen:
         return body
     chosen.sort(key=lambda f: f.pos)
-    block = _block([f.text for f in chosen])
+    block = _block([f.text for f in chosen], note)
     return f"{body}\n\n{block}" if body else block
 
 
 def _rank_of(item: str) -> int:
-    """The rank of a fact seen on its own (an item of an earlier list, a backticked span)."""
+    """The kind of a fact seen on its own (an item of an earlier list, a backticked span)."""
+    if _DECIDED.search(item):
+        return _DECISION
     found: dict[str, Fact] = {}
     _scan(item, _PATTERNS, _Spans(), found)
     return min((f.rank for f in found.values()), default=_NAME)

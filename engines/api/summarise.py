@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from engines.api.context import LEAN_WINDOW, budget, estimate_tokens, unknown_window
-from engines.api.facts import HEADING, keep_facts, split_kept
+from engines.api.facts import HEADING, facts_cap, keep_facts, split_kept
 from engines.api.protocols import SummaryResult
 from engines.api.scrub import scrub
 from engines.base import Event, Message, ModelInfo, TextDelta, ToolCall, Usage
@@ -369,7 +369,13 @@ def facts_kept(summary: str, before: str, folded: Sequence[Message], window: int
     # Only the earlier summary's checked list carries over, not its prose: a fact a model
     # made up there must not become "kept word for word".
     _prose, carried = split_kept(before)
-    result = keep_facts(summary, "\n".join([*carried, said]), limit, minor_text=returned)
+    result = keep_facts(
+        summary,
+        "\n".join([*carried, said]),
+        limit,
+        minor_text=returned,
+        limit_tokens=facts_cap(window),
+    )
     return fit(result, cap_tokens, cap_chars) if result else result
 
 

@@ -4,8 +4,22 @@ from __future__ import annotations
 
 import pytest
 
-from engines.api.facts import HEADING, extract_facts, keep_facts, missing_facts, split_kept
+from engines.api.context import budget, estimate_tokens
+from engines.api.facts import (
+    FACTS_SHARE,
+    HEADING,
+    LEFT_OUT,
+    extract_facts,
+    facts_cap,
+    keep_facts,
+    kept_parts,
+    list_tokens,
+    missing_facts,
+    split_kept,
+)
 from engines.api.scrub import MARKER, scrub
+from engines.api.summarise import FACTS_MAX_CHARS, facts_kept
+from engines.base import Message
 from tests.cost import LINEAR_GROWTH, growth
 
 
@@ -114,17 +128,118 @@ def test_keep_facts_changes_nothing_when_every_fact_is_there() -> None:
     assert keep_facts(summary, "Person: Priya Raman, 2026-11-29, 23 kg.", 1_000) == summary
 
 
-def test_over_the_limit_names_go_before_links_paths_money_and_dates() -> None:
+def test_over_the_limit_the_persons_own_words_go_before_what_the_assistant_said() -> None:
     folded = (
-        "Person: Priya Raman, Tomás Oliveira and Ana Costa fly on 2026-11-29 for $1,200. "
-        "Plan at https://example.org/plan and /srv/trips/lisbon.md."
+        "Person: Priya Raman and Tomás Oliveira fly on 2026-11-29 for $1,200.\n"
+        "Assistant: Booked flight TP-1234 at 07:45 (confirmation ABC12345), details in "
+        "/srv/flights/tp1234.json and https://example.org/booking/99887766."
     )
-    important = ["2026-11-29", "$1,200", "https://example.org/plan", "/srv/trips/lisbon.md"]
-    limit = len(HEADING) + sum(len(x) + 3 for x in important)
-    _, items = split_kept(keep_facts("A trip.", folded, limit))
-    assert items == important
-    block = keep_facts("A trip.", folded, limit).split("\n\n", 1)[1]
-    assert len(block) <= limit
+    person = ["Priya Raman", "Tomás Oliveira", "2026-11-29", "$1,200"]
+    limit = len(HEADING) + sum(len(x) + 3 for x in person) + 90
+    kept = keep_facts("A trip.", folded, limit)
+    _body, items, note = kept_parts(kept)
+    assert items[:4] == person and len(items) < 9
+    # What the cap left out is said in words under the list.
+    assert note.startswith(LEFT_OUT) and note.endswith("from the assistant's answers.)")
+    assert len(kept.split("\n\n", 1)[1]) <= limit
+
+
+# A person's chat as the summariser reads it: their facts, then a pasted log full of numbers,
+# an answer and a tool result with numbers of their own.
+PLANTED = [
+    "Priya Raman",
+    "Tomasz Wójcik",
+    "€1,250",
+    "GR-2026-0417",
+    "garden_layout_v3.xlsx",
+    "~/garden/rota/spring.csv",
+    "https://forms.example.org/larch-garden/2026",
+    "17.5%",
+    "07700 900123",
+]
+PERSON_TURNS = (
+    "Person: Priya Raman chairs the garden committee. Our treasurer is Tomasz Wójcik.\n"
+    "Assistant: Noted.\n"
+    "Person: The grant gives us €1,250 and its reference is GR-2026-0417.\n"
+    "Assistant: Good to know.\n"
+    "Person: The layout is in garden_layout_v3.xlsx; the rota lives at "
+    "~/garden/rota/spring.csv. Sign-ups go through https://forms.example.org/larch-garden/2026.\n"
+    "Assistant: I will remember that.\n"
+    "Person: Tools may take at most 17.5% of the budget. Call Marta on 07700 900123.\n"
+    "Person: And we decided: no pesticides anywhere in the garden, not even on the roses.\n"
+    "Assistant: Understood.\n"
+)
+LOG = "\n".join(
+    f"2026-05-{1 + n % 28:02d} 06:{n % 60:02d}:41 irrigation INFO zone {1 + n % 4} "
+    f"moisture={18 + n % 9}% run={4 + n % 6}min host=10.0.{n % 7}.{n + 10} valve=closed"
+    for n in range(60)
+)
+PASTED_TURN = f"Person: I pasted this from our files:\n\n{LOG}\n\nWhat am I missing?\n"
+ANSWER = "Assistant: Zone 3 ran 9min at 2026-05-07 06:12:41 with 24% moisture; 4.2 L/min.\n"
+
+
+def test_a_pasted_log_full_of_numbers_does_not_crowd_out_the_persons_facts() -> None:
+    folded = PERSON_TURNS + PASTED_TURN + ANSWER
+    returned = "Tool result (weather): 2026-05-08 rain 12 mm, 2026-05-09 rain 3 mm, 14.5 °C"
+    kept = keep_facts(
+        "The person runs a garden.",
+        folded,
+        FACTS_MAX_CHARS,
+        minor_text=returned,
+        limit_tokens=facts_cap(8_192),
+    )
+    _, items, note = kept_parts(kept)
+    assert missing_facts(PLANTED, "\n".join(items)) == []
+    # The decision is kept in the person's words, not only as "a decision was made".
+    assert any("no pesticides" in x for x in items)
+    # The log did not fit whole: what the cap left out is said in words.
+    assert "from pasted text" in note
+    log_lines = [x for x in items if x in LOG]
+    assert len(log_lines) < 60
+
+
+def test_the_person_who_came_first_is_not_the_first_to_go() -> None:
+    # Fold after fold the list carries over; new pasted numbers never push out the start.
+    summary = "The person runs a garden."
+    summary = keep_facts(summary, PERSON_TURNS, 3_000, limit_tokens=facts_cap(8_192))
+    for k in range(4):
+        carried = "\n".join(kept_parts(summary)[1])
+        folded = carried + "\n" + PASTED_TURN.replace("06:", f"0{k}:") + ANSWER
+        summary = keep_facts(summary, folded, 3_000, limit_tokens=facts_cap(8_192))
+    _, items, _note = kept_parts(summary)
+    assert missing_facts(PLANTED, "\n".join(items)) == []
+
+
+@pytest.mark.parametrize("window", [2_048, 4_096, 8_192, 32_768])
+def test_the_cap_holds(window: int) -> None:
+    folded = [
+        Message(role="user", text=PERSON_TURNS.replace("Person: ", "").replace("Assistant: ", "")),
+        Message(role="assistant", text="Noted, " + LOG[:2_000]),
+        Message(role="user", text="I pasted this from our files:\n\n" + LOG + "\n\nAnd?"),
+        Message(role="assistant", text=ANSWER),
+    ]
+    result = facts_kept("The person runs a garden.", "", folded, window)
+    block = result.split("\n\n", 1)[1]
+    assert block.startswith(HEADING)
+    # A tenth of the budget, counting every digit as a token (as the tokenizers do), and the
+    # ordinary estimate is under it too.
+    assert list_tokens(block) <= FACTS_SHARE * budget(window)
+    assert estimate_tokens(block) <= FACTS_SHARE * budget(window)
+    if window <= 8_192:
+        assert LEFT_OUT in block  # the log did not fit: said in words
+
+
+def test_what_the_cap_left_out_is_said_once_and_not_kept_as_summary() -> None:
+    first = keep_facts("A garden.", PERSON_TURNS + PASTED_TURN, 3_000, limit_tokens=200)
+    body, items, note = kept_parts(first)
+    assert note and body == "A garden." and first.count(LEFT_OUT) == 1
+    # The next pass (on a model's summary that copied the old one whole) ends with one such
+    # line, about what it left out itself.
+    folded = "\n".join(items) + "\nPerson: The hotel costs €480.\n" + PASTED_TURN
+    second = keep_facts(f"A garden.\n{note}\n\n{first}", folded, 3_000, limit_tokens=200)
+    assert second.count(LEFT_OUT) == 1
+    assert "€480" in kept_parts(second)[1]
+    assert kept_parts(second)[0] == "A garden.\n\nA garden."
 
 
 def test_a_second_pass_merges_into_the_kept_list_instead_of_adding_another() -> None:
@@ -172,10 +287,15 @@ def test_facts_only_a_tool_returned_give_way_to_what_the_person_said() -> None:
     returned = "Tool result (web_search): " + " ".join(
         f"https://example.org/page{i}" for i in range(50)
     )
-    limit = len(HEADING) + (len("2026-11-29") + 3) + (len("Priya Raman") + 3) + 30
+    limit = len(HEADING) + (len("2026-11-29") + 3) + (len("Priya Raman") + 3) + 100
     kept = keep_facts("A trip.", said, limit, minor_text=returned)
-    _, items = split_kept(kept)
-    assert items == ["2026-11-29", "Priya Raman", "https://example.org/page49"]
+    _, items, note = kept_parts(kept)
+    assert items == ["2026-11-29", "Priya Raman"]
+    assert note.endswith("from tool results.)")
+    # With more room, the newest of what a tool returned comes first.
+    _, items, note = kept_parts(keep_facts("A trip.", said, limit + 40, minor_text=returned))
+    assert items[:2] == ["2026-11-29", "Priya Raman"]
+    assert items[2:] == [f"https://example.org/page{i}" for i in range(52 - len(items), 50)]
 
 
 def test_numbers_ending_a_clause_references_and_phone_numbers_are_facts() -> None:
