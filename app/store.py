@@ -95,6 +95,16 @@ CREATE TABLE IF NOT EXISTS chat_settings (
     tool_servers TEXT
 );
 """,
+    # Step 5: how each tool call went, beside its result's "tool" message (app/tool_calls.py
+    # reads and writes it): the tool, its server and arguments, status, time, shortened or not.
+    """
+CREATE TABLE IF NOT EXISTS tool_calls (
+    chat_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    call TEXT NOT NULL,
+    PRIMARY KEY (chat_id, seq)
+);
+""",
 )
 
 # What the chat shows, and what the model reads: neither deleted nor a shelved version.
@@ -407,7 +417,13 @@ class ChatStore:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                for table in ("messages", "compactions", "answer_stats", "chat_settings"):
+                for table in (
+                    "messages",
+                    "compactions",
+                    "answer_stats",
+                    "chat_settings",
+                    "tool_calls",
+                ):
                     self._db.executemany(f"DELETE FROM {table} WHERE chat_id IN ({gone})", ids)
                 self._db.executemany(f"DELETE FROM chats WHERE id IN ({gone})", ids)
                 self._db.execute("COMMIT")

@@ -1,0 +1,89 @@
+"""How each tool call of a chat went, kept beside its result in the chat log.
+
+The conversation saves a tool call's whole result as a "tool" message (the chat log is the
+source of truth, and a "tool" message marks the chat untrusted); ``ToolCallBook`` keeps the
+rest of the call beside it, keyed like ``messages`` by chat and seq, in a table of the chat
+log's own file (``tool_calls``, made by the chat log's schema step 5, app/store.py): the tool
+and its server, the arguments, how it ended, how long it took and whether the model was sent
+all of it. The window's tool rows read it back. Nothing here is ever sent anywhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import weakref
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import ValidationError
+
+from engines.base import ToolResult
+
+log = logging.getLogger("conch.tool_calls")
+
+
+class ToolCallBook:
+    """The ``tool_calls`` table of a chat log file (see the module doc)."""
+
+    def __init__(self, path: Path) -> None:
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA busy_timeout = 5000")
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def save(self, chat_id: str, seq: int, call: ToolResult) -> None:
+        """Keep ``call`` for the "tool" message at ``seq`` (its text lives in that message)."""
+        kept = call.model_copy(update={"text": ""}).model_dump_json()
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO tool_calls (chat_id, seq, call) VALUES (?,?,?)",
+                (chat_id, seq, kept),
+            )
+
+    def between(self, chat_id: str, first: int, last: int) -> dict[int, ToolResult]:
+        """The calls of "tool" messages ``first`` ≤ seq ≤ ``last`` in ``chat_id``, by seq; a
+        row that cannot be read is left out (its message still shows, plainly)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT seq, call FROM tool_calls WHERE chat_id = ? AND seq BETWEEN ? AND ?",
+                (chat_id, first, last),
+            ).fetchall()
+        out: dict[int, ToolResult] = {}
+        for seq, raw in rows:
+            try:
+                out[int(seq)] = ToolResult.model_validate_json(raw)
+            except (ValidationError, ValueError):
+                log.warning("a tool call's record in the chat log could not be read")
+        return out
+
+
+class _HasPath(Protocol):
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def read_only(self) -> bool: ...
+
+
+_BOOKS: weakref.WeakKeyDictionary[object, ToolCallBook] = weakref.WeakKeyDictionary()
+
+
+def tool_call_book(store: _HasPath) -> ToolCallBook | None:
+    """The one book for ``store``'s file, or None when its table cannot be used (a read-only
+    or damaged file: the rows then show just the results)."""
+    if store.read_only:  # a newer Conch wrote the file: not a byte is written to it
+        return None
+    book = _BOOKS.get(store)
+    if book is None:
+        try:
+            book = ToolCallBook(store.path)
+        except sqlite3.Error:
+            return None
+        _BOOKS[store] = book
+        weakref.finalize(store, book.close)
+    return book
