@@ -34,6 +34,7 @@ from engines.base import (
     TextDelta,
     ThinkingDelta,
     ToolCall,
+    ToolResult,
     TurnInput,
     TurnProblem,
 )
@@ -180,6 +181,9 @@ class Conversation:
                     finished = True
                 elif isinstance(event, ToolCall):
                     called = True
+                elif isinstance(event, ToolResult) and event.untrusted:
+                    # The chat read what a tool returned: memories from it wait for an OK.
+                    self.store.mark_chat(self.chat_id, untrusted=True)
                 self._observe(event, model)
                 yield event
         except asyncio.CancelledError:

@@ -1,0 +1,50 @@
+"""A chat that read a tool result is untrusted for learning; one whose call was denied is not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.conversation import Conversation
+from app.store import ChatStore
+from engines.api.session import ApiSession
+from engines.api.tool_loop import ToolHost
+from engines.base import Approval, ModelInfo, TextDelta, ToolAsk, ToolCallData
+from tests.engines.scripted_adapter import Answer, ScriptedAdapter
+from tests.engines.tools.test_loop import Runner, notes_file
+
+MODEL = ModelInfo(provider="openai", id="gpt-wide", label="GPT Wide", context=128_000)
+
+
+async def chat_with_a_tool(data_dir: Path, answer: Approval) -> tuple[ChatStore, str, str]:
+    async def person(_ask: ToolAsk) -> Approval:
+        return answer
+
+    store = ChatStore.in_dir(data_dir)
+    chat = store.create_chat()
+    call = ToolCallData(id="c1", name="read_file", arguments={"path": "list.txt"})
+    adapter = ScriptedAdapter([Answer(text="", tool_calls=(call,)), Answer(text="Eggs.")])
+    engine = ApiSession(
+        chat_id=chat.id,
+        data_dir=data_dir,
+        adapters={adapter.name: adapter},
+        tools=ToolHost(Runner({"read_file": notes_file}), person),
+    )
+    conv = Conversation(chat.id, store=store, engine=engine, model=MODEL)
+    events = [e async for e in conv.turn("What do I buy?")]
+    said = "".join(e.text for e in events if isinstance(e, TextDelta))
+    await conv.aclose()
+    return store, chat.id, said
+
+
+async def test_reading_a_tool_result_makes_the_chat_untrusted(data_dir: Path) -> None:
+    store, chat_id, said = await chat_with_a_tool(data_dir, Approval.ONCE)
+    assert said == "Eggs."
+    chat = store.get_chat(chat_id)
+    assert chat is not None and chat.untrusted
+
+
+async def test_a_denied_call_read_nothing_and_leaves_the_chat_trusted(data_dir: Path) -> None:
+    store, chat_id, said = await chat_with_a_tool(data_dir, Approval.DENY)
+    assert said == "Eggs."
+    chat = store.get_chat(chat_id)
+    assert chat is not None and not chat.untrusted
