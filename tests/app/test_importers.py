@@ -9,9 +9,16 @@ from typing import Any
 
 import pytest
 
+from app.conversation import Conversation
 from app.export import to_json
+from app.health import HealthLog
 from app.importers import ImportedChat, ImportFailedError, parse_bytes, read_file, save
+from app.services import history_messages
 from app.store import ChatStore, StoredMessage, StoreError
+from engines.api.context import budget, estimate_tokens
+from engines.api.session import ApiSession
+from engines.base import Compacted, Done, ModelInfo
+from tests.engines.scripted_adapter import Answer, ScriptedAdapter
 
 DATA = Path(__file__).parent.parent / "data" / "imports"
 
@@ -180,3 +187,66 @@ def test_a_failure_while_saving_leaves_no_chat_half_made(data_dir: Path) -> None
     assert "The disk is full" in str(caught.value)
     assert store.list_chats() == [] and store.deleted_chats() == []
     assert store.query("SELECT COUNT(*) FROM messages") == [(0,)]
+
+
+# --- an imported long chat folds on first use, like any long chat ------------------------------
+
+
+class Directory:
+    def __init__(self, models: list[ModelInfo]) -> None:
+        self.models = models
+
+    def ready_models(self) -> list[ModelInfo]:
+        return self.models
+
+
+def _long_chatgpt_chat(turns: int) -> list[dict[str, Any]]:
+    mapping: dict[str, Any] = {"root": {"id": "root", "message": None, "parent": None}}
+    parent = "root"
+    for i in range(turns * 2):
+        role = "user" if i % 2 == 0 else "assistant"
+        words = f"Turn {i // 2} about the shed roof and the rain barrels. " * 12
+        mapping[f"n{i}"] = {
+            "id": f"n{i}",
+            "parent": parent,
+            "children": [],
+            "message": {
+                "author": {"role": role},
+                "content": {"content_type": "text", "parts": [words]},
+                "recipient": "all",
+            },
+        }
+        mapping[parent].setdefault("children", []).append(f"n{i}")
+        parent = f"n{i}"
+    return [{"title": "Shed", "mapping": mapping, "current_node": parent}]
+
+
+async def test_an_imported_long_chat_folds_on_its_first_turn(data_dir: Path) -> None:
+    store = ChatStore.in_dir(data_dir)
+    health = HealthLog.in_dir(data_dir)
+    small = ModelInfo(provider="openai", id="gpt-small", label="GPT Small", context=8_192)
+    parsed = parse_bytes(json.dumps(_long_chatgpt_chat(120)).encode())
+    [chat_id] = save(store, data_dir, parsed.chats)
+    imported = sum(estimate_tokens(m.text) for m in store.messages(chat_id))
+    assert imported > 4 * budget(small.context)  # far more than the model reads
+
+    adapter = ScriptedAdapter(default=Answer("Fix the roof first."))
+    session = ApiSession(
+        chat_id=chat_id,
+        data_dir=data_dir,
+        adapters={adapter.name: adapter},
+        directory=Directory([small]),
+        history=lambda: history_messages(store.messages(chat_id)),
+    )
+    conv = Conversation(chat_id, store=store, engine=session, model=small, health=health)
+    events = [e async for e in conv.turn("What did we decide first?")]
+
+    [fold] = [e for e in events if isinstance(e, Compacted)]
+    assert fold.first_kept_seq > 100  # the model's memory starts near the end
+    assert isinstance(events[-2], Done)
+    request = adapter.requests[-1]
+    sent = sum(estimate_tokens(m.text) for m in request.messages)
+    assert sent <= budget(small.context)
+    assert request.messages[-1].text.endswith("What did we decide first?")
+    health.close()
+    store.close()
