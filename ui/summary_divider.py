@@ -2,7 +2,8 @@
 
 Only the latest fold shows one (the chat view asks the store for ``latest_compaction``); every
 message stays in the scrollback above it. The summary is selectable and copyable: what the
-model knows about the start of the chat is never hidden.
+model knows about the start of the chat is never hidden. Under a summary that keeps facts word
+for word, a line says what that list is, its cap, and what the cap left out this time.
 """
 
 from __future__ import annotations
@@ -21,11 +22,31 @@ from PySide6.QtWidgets import (
 )
 
 from app.store import Compaction
+from engines.api.facts import FACTS_SHARE, LEFT_OUT, kept_parts
 from ui.message_delegate import copy_to_clipboard
 
 NO_SUMMARY = (
     "No summary could be written this time; the model no longer reads these messages word for word."
 )
+
+
+def facts_caption(summary: str) -> str:
+    """What the "Kept word for word" list under ``summary`` is, and what its cap left out, in
+    words ("" when the summary keeps no list)."""
+    _body, items, note = kept_parts(summary)
+    if not items and not note:
+        return ""
+    share = f"{round(FACTS_SHARE * 100)}%"
+    n = len(items)
+    text = (
+        f"{n} fact{'' if n == 1 else 's'} kept word for word: the names, numbers, files, links "
+        "and decisions of your own messages first, numbers from pasted text and tool results "
+        f"last, in at most {share} of what the model reads at once."
+    )
+    left = note.removeprefix(LEFT_OUT).strip().removesuffix(".)").removesuffix(")").strip()
+    if left:
+        text += f" Left out to stay within that: {left}."
+    return text
 
 
 class _LineButton(QToolButton):
@@ -91,6 +112,13 @@ class SummaryDivider(QFrame):
         self.summary.setAccessibleName("Summary of the earlier messages")
         self.summary.setVisible(False)
 
+        self.facts = QLabel(facts_caption(compaction.summary), self)
+        self.facts.setObjectName("SummaryFactsNote")
+        self.facts.setWordWrap(True)
+        self.facts.setTextFormat(Qt.TextFormat.PlainText)
+        self.facts.setEnabled(False)  # the quieter colour of a hint
+        self.facts.setVisible(False)
+
         self.copy_button = QPushButton("Copy summary", self)
         self.copy_button.setAccessibleName("Copy the summary")
         self.copy_button.setVisible(False)
@@ -105,6 +133,7 @@ class SummaryDivider(QFrame):
         layout.setSpacing(4)
         layout.addLayout(top)
         layout.addWidget(self.summary)
+        layout.addWidget(self.facts)
         layout.addLayout(copy_row)
 
         self.button.toggled.connect(self._set_open)
@@ -122,6 +151,7 @@ class SummaryDivider(QFrame):
     def _set_open(self, open_: bool) -> None:
         self.button.setText(("▾ " if open_ else "▸ ") + self.title)
         self.summary.setVisible(open_)
+        self.facts.setVisible(open_ and bool(self.facts.text()))
         self.copy_button.setVisible(open_)
         self.updateGeometry()
         self.toggled.emit(open_)

@@ -631,6 +631,8 @@ def _left_out(facts: list[Fact]) -> str:
     ]
     total = len(facts)
     noun = "fact" if total == 1 else "facts"
+    if len(counts) == 1:
+        return f"{LEFT_OUT} {total} more {noun} {_WHOSE[next(iter(counts))]}.)"
     return f"{LEFT_OUT} {total} more {noun}, " + ", ".join(parts) + ".)"
 
 
