@@ -77,6 +77,7 @@ from engines.api.tool_loop import (
     server_names,
     specs_for,
     stopped,
+    unavailable,
 )
 from engines.base import (
     AssistantRaw,
@@ -274,6 +275,7 @@ class ApiSession:
         self._round = 0  # tool rounds this turn has taken
         self._whole = ""  # the person's whole message this turn (for the cut notice)
         self._no_tools_told: set[str] = set()  # models already said to be unable to use tools
+        self._servers_told: dict[str, str] = {}  # the failure last said for each tool server
 
     # -- state --------------------------------------------------------------------------------
 
@@ -1472,6 +1474,10 @@ class ApiSession:
                 )
             )
             catalogue = Catalogue()
+        for sid, text in unavailable(host.runner, host.allowed).items():
+            if self._servers_told.get(sid) != text:  # each failure said once
+                self._servers_told[sid] = text
+                notes.append(Note(topic="tools", text=text))
         model = turn.model
         if len(catalogue) and not await _can_use_tools(adapter, model):
             if model.key not in self._no_tools_told:

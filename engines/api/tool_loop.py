@@ -86,6 +86,23 @@ def server_names(runner: ToolRunner) -> dict[str, str]:
     return names
 
 
+def unavailable(runner: ToolRunner, allowed: Collection[str] | None) -> dict[str, str]:
+    """Server id -> a sentence, for each server this chat may use that failed (a runner that
+    keeps states, as ``ToolServers`` does)."""
+    states = getattr(runner, "states", None)
+    if states is None:
+        return {}
+    names = server_names(runner)
+    out: dict[str, str] = {}
+    for sid, state in states().items():
+        if (allowed is None or sid in allowed) and state.phase == "failed":
+            out[sid] = (
+                f"The tool server “{names.get(sid, sid)}” is not available ({state.reason}), so "
+                "its tools were left out. Start it again in Settings → Tools."
+            )
+    return out
+
+
 @dataclass
 class ToolHost:
     """A chat's tools: the servers it may use, who allows a call, and what it remembers.
