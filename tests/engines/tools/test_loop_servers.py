@@ -26,7 +26,7 @@ from engines.base import (
 )
 from engines.tools.config import ServerConfig, StdioServer
 from engines.tools.servers import ToolServers
-from tests.engines.scripted_adapter import Answer, ScriptedAdapter
+from tests.engines.scripted_adapter import Answer, ScriptedAdapter, Step
 from tests.engines.tools.test_servers import ROOT, fake, garbage, wait_for_file
 from tests.waits import HANG_SECONDS
 
@@ -58,7 +58,7 @@ async def turn(
     data_dir: Path | None = None,
 ) -> tuple[list[Event], ScriptedAdapter]:
     servers = ToolServers(configs, start_timeout=HANG_SECONDS)
-    adapter = ScriptedAdapter(answers)
+    adapter = ScriptedAdapter(list[Step](answers))
     session = ApiSession(
         chat_id=CHAT,
         data_dir=data_dir,
