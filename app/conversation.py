@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from app.store import ChatStore, StoredMessage
+from app.tool_calls import keep_tool_call
 from app.trust import looks_pasted
 from engines.api.context import LEAN_WINDOW
 from engines.base import (
@@ -181,9 +182,12 @@ class Conversation:
                     finished = True
                 elif isinstance(event, ToolCall):
                     called = True
-                elif isinstance(event, ToolResult) and event.untrusted:
-                    # The chat read what a tool returned: memories from it wait for an OK.
-                    self.store.mark_chat(self.chat_id, untrusted=True)
+                elif isinstance(event, ToolResult):
+                    # Kept in the chat log (the tool rows read it back); a chat that read what
+                    # a tool returned is untrusted: memories from it wait for an OK.
+                    keep_tool_call(self.store, self.chat_id, event, model.key)
+                    if event.untrusted:
+                        self.store.mark_chat(self.chat_id, untrusted=True)
                 self._observe(event, model)
                 yield event
         except asyncio.CancelledError:

@@ -15,11 +15,14 @@ import sqlite3
 import threading
 import weakref
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import ValidationError
 
 from engines.base import ToolResult
+
+if TYPE_CHECKING:
+    from app.store import ChatStore
 
 log = logging.getLogger("conch.tool_calls")
 
@@ -87,3 +90,23 @@ def tool_call_book(store: _HasPath) -> ToolCallBook | None:
         _BOOKS[store] = book
         weakref.finalize(store, book.close)
     return book
+
+
+def keep_tool_call(store: ChatStore, chat_id: str, call: ToolResult, model_key: str = "") -> int:
+    """Save a finished tool call in the chat log: its whole result (or, for a call that never
+    ran, the note the model was given) as a "tool" message, and the call beside it. Returns
+    the message's seq.
+
+    A "tool" message marks the chat untrusted; a call that read nothing from outside (denied,
+    unknown, not run) leaves the chat as trusted as it was."""
+    before = store.get_chat(chat_id)
+    saved = store.append_message(chat_id, "tool", call.text, model_key=model_key)
+    if not call.untrusted and before is not None and not before.untrusted:
+        store.mark_chat(chat_id, untrusted=False)
+    book = tool_call_book(store)
+    if book is not None:
+        try:
+            book.save(chat_id, saved.seq, call)
+        except sqlite3.Error:  # the row then shows just the result; the chat goes on
+            log.warning("a tool call's record could not be saved", exc_info=True)
+    return saved.seq

@@ -15,11 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from app.secrets import SecretStore
 from app.settings import SettingsError, SettingsStore
 from engines.api.scrub import contains_secret
+from engines.api.tool_loop import ToolHost
 from engines.tools.catalogue import Catalogue
 from engines.tools.config import (
     HttpServer,
@@ -34,7 +37,14 @@ from engines.tools.config import (
     secret_key,
     server_id,
 )
-from engines.tools.servers import START_TIMEOUT, ServerState, ToolServers
+from engines.tools.servers import (
+    CALL_TIMEOUT,
+    START_TIMEOUT,
+    ServerState,
+    ToolOutcome,
+    ToolServer,
+    ToolServers,
+)
 
 log = logging.getLogger("conch.tools")
 
@@ -309,6 +319,21 @@ class ToolSettings:
             return Catalogue()
         return await self.servers.catalogue(allowed)
 
+    async def call(
+        self,
+        catalogue: Catalogue,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        time_limit: float = CALL_TIMEOUT,
+    ) -> ToolOutcome | None:
+        """Run a catalogue's tool (``engines.tools.servers.ToolServers.call``)."""
+        return await self.servers.call(catalogue, name, arguments, time_limit=time_limit)
+
+    def __iter__(self) -> Iterator[ToolServer]:
+        """The running servers (the tool loop reads their names for the approval card)."""
+        return iter(list(self.servers))
+
     async def stop(self) -> None:
         """Stop every server (Conch is quitting); returns when all are gone."""
         self._closed = True
@@ -317,7 +342,20 @@ class ToolSettings:
         await self.servers.stop()
 
 
+@dataclass
+class ChatToolHost(ToolHost):
+    """A chat's tools in the tool loop, with the servers it may use read from the chat's own
+    settings at every turn: a toggle flipped between two messages holds for the next one."""
+
+    chosen: Callable[[], Collection[str] | None] = field(default=lambda: None)
+
+    async def catalogue(self) -> Catalogue:
+        self.allowed = self.chosen()
+        return await self.runner.catalogue(self.allowed)
+
+
 __all__ = [
+    "ChatToolHost",
     "ToolSettings",
     "ToolsError",
     "parse_pairs",

@@ -22,6 +22,7 @@ from app.answer_stats import AnswerClock, stats_book
 from app.conversation import Conversation, MessageSaved
 from app.sqlite import StorageError
 from engines.base import (
+    Approval,
     Attachment,
     Compacted,
     Done,
@@ -33,6 +34,10 @@ from engines.base import (
     Shortened,
     TextDelta,
     ThinkingDelta,
+    ToolAsk,
+    ToolCall,
+    ToolResult,
+    ToolStarted,
     TurnProblem,
     Usage,
 )
@@ -61,8 +66,10 @@ class ConversationBridge(QObject):
         done(str): the turn or fold ended: the stop reason, "problem", "cancelled" or "error".
         busy_changed(bool): a turn started (True) or ended (False, always, in ``finally``).
         learning_done(LearningRun): a learning run finished (it may outlive the turn).
-        approval_changed(object): a program's permission request now waits for the person
-            (a ``PermissionAsk``), or none does any more (None).
+        approval_changed(object): a program's permission request (a ``PermissionAsk``) or a
+            model's tool call (a ``ToolAsk``) now waits for the person, or none does (None).
+        tool_event(object): a tool call of the running turn was asked for (``ToolCall``),
+            started (``ToolStarted``) or ended (``ToolResult``); ``tool_events`` has them all.
     """
 
     text_delta = Signal(str)
@@ -78,6 +85,7 @@ class ConversationBridge(QObject):
     busy_changed = Signal(bool)
     learning_done = Signal(object)
     approval_changed = Signal(object)
+    tool_event = Signal(object)
 
     def __init__(self, conversation: Conversation, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -88,7 +96,8 @@ class ConversationBridge(QObject):
         self._thinking: list[str] = []
         self._clock: AnswerClock | None = None
         self._closed = False
-        self._asking: tuple[PermissionAsk, asyncio.Future[bool]] | None = None
+        self._asking: tuple[PermissionAsk | ToolAsk, asyncio.Future[str]] | None = None
+        self._tool_events: list[ToolCall | ToolStarted | ToolResult] = []
         self._always: set[str] = set()  # tools allowed for the rest of this conversation
         # Learning runs end on their own schedule; hear about them whatever else is listening.
         previous = conversation.on_learning
@@ -129,24 +138,40 @@ class ConversationBridge(QObject):
         return "".join(self._thinking)
 
     @property
-    def pending_approval(self) -> PermissionAsk | None:
-        """The permission request waiting for the person (a re-opened chat shows its card)."""
+    def pending_approval(self) -> PermissionAsk | ToolAsk | None:
+        """The request waiting for the person (a re-opened chat shows its card)."""
         return self._asking[0] if self._asking is not None else None
 
-    # --- a program asks permission --------------------------------------------------------
+    @property
+    def tool_events(self) -> list[ToolCall | ToolStarted | ToolResult]:
+        """The running turn's tool calls so far (a re-opened chat view shows their rows)."""
+        return list(self._tool_events)
+
+    # --- a program asks permission, or a model asks to use a tool -------------------------
 
     async def approve(self, ask: PermissionAsk) -> bool:
-        """The engine's approver: wait for the person's answer on the card (a future the
+        """A program's approver: wait for the person's answer on the card (a future the
         card's buttons resolve, so the event loop never blocks). Stop withdraws the question."""
         if _tool_of(ask) in self._always:
             return True
+        choice = await self._ask(ask)
+        if choice == "always":
+            self._always.add(_tool_of(ask))
+        return choice in ("once", "always")
+
+    async def approve_tool(self, ask: ToolAsk) -> Approval:
+        """The tool loop's approver (``engines.base.ToolApprover``): the person's answer to a
+        model's tool call. The engine remembers "Always for this tool" itself."""
+        return Approval(await self._ask(ask))
+
+    async def _ask(self, ask: PermissionAsk | ToolAsk) -> str:
         while self._asking is not None:  # one card at a time; the next waits its turn
             waiting = self._asking[1]
             if waiting.done():
                 await asyncio.sleep(0)  # its asker is clearing the card away
             else:
                 await asyncio.wait({waiting})
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._asking = (ask, future)
         self._emit(self.approval_changed, ask)
         try:
@@ -160,16 +185,14 @@ class ConversationBridge(QObject):
         "deny"."""
         if self._asking is None:
             return
-        ask, future = self._asking
-        if choice == "always":
-            self._always.add(_tool_of(ask))
+        future = self._asking[1]
         if not future.done():
-            future.set_result(choice in ("once", "always"))
+            future.set_result(choice if choice in ("once", "always") else "deny")
 
     def _withdraw_approval(self) -> None:
-        # The program asks from its own task, not the turn's: Stop answers "no" for the person.
+        # A program asks from its own task, not the turn's: Stop answers "no" for the person.
         if self._asking is not None and not self._asking[1].done():
-            self._asking[1].set_result(False)
+            self._asking[1].set_result("deny")
 
     # --- actions --------------------------------------------------------------------------
 
@@ -274,6 +297,7 @@ class ConversationBridge(QObject):
         self._mode = mode
         self._text = []
         self._thinking = []
+        self._tool_events = []
         self._clock = AnswerClock() if mode == "turn" else None
         self._emit(self.busy_changed, True)
         self._task = loop.create_task(self._run(stream), name=f"turn:{self.chat_id}")
@@ -337,6 +361,9 @@ class ConversationBridge(QObject):
             self._emit(self.shortened, event)
         elif isinstance(event, Usage):
             self._emit(self.usage, event)
+        elif isinstance(event, ToolCall | ToolStarted | ToolResult):
+            self._tool_events.append(event)
+            self._emit(self.tool_event, event)
         elif isinstance(event, Done):
             return "problem" if reason == "problem" else event.stop_reason
         return reason

@@ -26,7 +26,9 @@ from PySide6.QtCore import (
 
 from app.answer_stats import AnswerStats, stats_book
 from app.store import ChatStore, Compaction, StoredMessage, Versions
-from engines.base import ProblemKind
+from app.tool_calls import tool_call_book
+from engines.base import ProblemKind, ToolResult
+from ui.tool_rows import stored_entry
 
 PAGE = 40  # messages read per page; a screen shows far fewer
 COLLAPSE_CHARS = 2_000  # a longer message shows its start and "Show all"
@@ -45,9 +47,10 @@ class RowKind(StrEnum):
     DIVIDER = "divider"
     PROBLEM = "problem"
     MEMORIES = "memories"
+    TOOLS = "tools"  # an answer's tool calls (ui/tool_rows.py)
 
 
-WIDGET_KINDS = frozenset({RowKind.DIVIDER, RowKind.PROBLEM, RowKind.MEMORIES})
+WIDGET_KINDS = frozenset({RowKind.DIVIDER, RowKind.PROBLEM, RowKind.MEMORIES, RowKind.TOOLS})
 
 # A message's hover buttons: what each action is called on its button.
 ACTIONS = {"copy": "Copy", "edit": "Edit", "regenerate": "Regenerate", "delete": "Delete"}
@@ -71,6 +74,7 @@ class Row:
     stats: AnswerStats | None = None  # an answer's speed and tokens, shown under it
     versions: Versions | None = None  # a regenerated answer's versions ("‹ 2/3 ›")
     editing: bool = False  # the person's message is open for editing under it
+    tools: tuple[Any, ...] = ()  # the TOOLS row: its calls (ui.tool_rows.ToolEntry)
 
     @property
     def cache_key(self) -> tuple[Any, ...]:
@@ -146,6 +150,7 @@ class ChatModel(QAbstractListModel):
         self._expanded: set[int] = set()  # seqs of long messages shown whole
         self._stats: dict[int, AnswerStats] = {}
         self._versions: dict[int, Versions] = {}
+        self._tool_calls: dict[int, ToolResult] = {}  # how each loaded tool call went, by seq
         self._editing: int | None = None  # the seq of the message open for editing
         self._streaming = False
         self._stream_text = ""
@@ -153,6 +158,7 @@ class ChatModel(QAbstractListModel):
         self._stream_open = False
         self._stream_version = 0
         self._stream_who = ""
+        self._stream_tools: tuple[Any, ...] = ()  # the running turn's tool calls so far
         self._rows: list[Row] = []
 
     # --- Qt model -------------------------------------------------------------------------
@@ -245,6 +251,8 @@ class ChatModel(QAbstractListModel):
             return row.message.problem.message
         if row.kind is RowKind.MEMORIES and row.run is not None:
             return "\n".join(m.text for m in row.run.memories)
+        if row.kind is RowKind.TOOLS:
+            return "\n".join(f"Tool call: {t.tool}" for t in row.tools)
         return ""
 
     def spoken_text(self, row: Row) -> str:
@@ -402,6 +410,13 @@ class ChatModel(QAbstractListModel):
         idx = self.index(i, 0)
         self.dataChanged.emit(idx, idx, [ROW_ROLE])
 
+    def set_stream_tools(self, entries: tuple[Any, ...]) -> None:
+        """The running turn's tool calls: one row of them just above the streaming answer."""
+        if not self._streaming or entries == self._stream_tools:
+            return
+        self._stream_tools = tuple(entries)
+        self._apply(self._build())
+
     def end_stream(self) -> None:
         if not self._streaming:
             return
@@ -413,6 +428,7 @@ class ChatModel(QAbstractListModel):
         self._stream_text = ""
         self._stream_thinking = ""
         self._stream_open = False
+        self._stream_tools = ()
 
     # --- thinking -------------------------------------------------------------------------
 
@@ -441,11 +457,17 @@ class ChatModel(QAbstractListModel):
         answers have versions."""
         first = self._messages[0].seq if self._messages else 0
         self._versions = self._store.all_versions(self._chat_id, first) if self._chat_id else {}
+        self._read_tool_calls()
         book = stats_book(self._store) if self._chat_id and self._messages else None
         if book is None:
             self._stats = {}
             return
         self._stats = book.between(self._chat_id, self._messages[0].seq, self._messages[-1].seq)
+
+    def _read_tool_calls(self) -> None:
+        tools = [m.seq for m in self._messages if m.role == "tool"]
+        book = tool_call_book(self._store) if tools else None
+        self._tool_calls = book.between(self._chat_id, tools[0], tools[-1]) if book else {}
 
     # --- long messages --------------------------------------------------------------------
 
@@ -498,11 +520,19 @@ class ChatModel(QAbstractListModel):
                 rows.append(
                     Row(RowKind.DIVIDER, ("d", comp.created, comp.first_kept_seq), compaction=comp)
                 )
+            tool = m.role == "tool"
+            if tool:  # a tool call's result: a line in the answer's tool calls
+                entry = stored_entry(m, self._tool_calls.get(m.seq))
+                if rows and rows[-1].kind is RowKind.TOOLS:
+                    entries = (*rows[-1].tools, entry)
+                    rows[-1] = Row(RowKind.TOOLS, rows[-1].key, tools=entries, version=len(entries))
+                else:
+                    rows.append(Row(RowKind.TOOLS, ("t", m.seq), tools=(entry,), version=1))
             card = n == last and not self._streaming and _shows_card(m)
             # A failed answer with nothing in it that was tried again (the answer after it
             # answers the same message): the new try stands in its place.
             retried = n < last and msgs[n + 1].role == "assistant" and _shows_card(m)
-            if not ((card or retried) and not m.text and not m.thinking):
+            if not tool and not ((card or retried) and not m.text and not m.thinking):
                 open_ = m.seq in self._open_thinking
                 whole = m.seq in self._expanded
                 rows.append(
@@ -533,6 +563,8 @@ class ChatModel(QAbstractListModel):
             rows.append(Row(RowKind.MEMORIES, ("r", run.id, run), run=run))
             ri += 1
         if self._streaming:
+            if self._stream_tools:
+                rows.append(Row(RowKind.TOOLS, ("t", "live"), tools=self._stream_tools))
             rows.append(self._stream_row())
         return rows
 

@@ -53,9 +53,10 @@ from ui.bridge import ConversationBridge
 from ui.chat_model import ROW_ROLE, WIDGET_KINDS, ChatModel, Row, RowKind, RunSource
 from ui.markdown import code_blocks
 from ui.memory_card import MemoryActions, MemoryCard
-from ui.message_delegate import MessageDelegate, copy_to_clipboard
+from ui.message_delegate import PAD_X, MessageDelegate, copy_to_clipboard
 from ui.summary_divider import SummaryDivider
 from ui.too_long_card import ProblemCard
+from ui.tool_rows import ToolRows, entries_from
 
 log = logging.getLogger("conch.ui.chat_view")
 
@@ -247,6 +248,7 @@ class ChatView(QListView):
                 self.chat_model.start_stream(
                     bridge.partial_text, bridge.partial_thinking, who=self._answering(bridge)
                 )
+                self.chat_model.set_stream_tools(tuple(entries_from(bridge.tool_events)))
         self.scroll_to_bottom()
 
     def follow(self, bridge: ConversationBridge | None) -> None:
@@ -264,6 +266,7 @@ class ChatView(QListView):
             (bridge.compacted, self._compacted),
             (bridge.busy_changed, self._busy_changed),
             (bridge.learning_done, self._learning_done),
+            (bridge.tool_event, self._tool_event),
         ]
         self._connections = [signal.connect(slot) for signal, slot in pairs]
 
@@ -309,6 +312,21 @@ class ChatView(QListView):
         if i >= 0:
             # The row grew: one layout pass (other rows' sizes come from the cache).
             self.delegate.sizeHintChanged.emit(self.chat_model.index(i, 0))
+
+    def _tool_event(self, _event: Any) -> None:
+        """A tool call was asked for, started or ended: its line in the running answer."""
+        bridge = self._bridge
+        if bridge is None or not self.chat_model.streaming:
+            return
+        entries = tuple(entries_from(bridge.tool_events))
+        self.chat_model.set_stream_tools(entries)
+        i = self.chat_model.find(RowKind.STREAMING) - 1
+        widget = self.indexWidget(self.chat_model.index(i, 0)) if i >= 0 else None
+        if isinstance(widget, ToolRows):
+            widget.set_entries(entries)
+
+    def _column_width(self) -> int:
+        return self.delegate.content_width() + 2 * PAD_X + 2
 
     def _compacted(self, _event: Any) -> None:
         self.chat_model.set_compaction(self._store.latest_compaction(self.chat_id))
@@ -367,6 +385,8 @@ class ChatView(QListView):
         elif row.kind is RowKind.MEMORIES and row.run is not None and self._memories is not None:
             book: MemoryActions = self._memories
             widget = MemoryCard(row.run, book)
+        elif row.kind is RowKind.TOOLS:
+            widget = ToolRows(row.tools, self._column_width())
         else:
             return None
         widget.size_changed.connect(lambda w=widget: self._widget_resized(w))
@@ -699,6 +719,8 @@ class ChatView(QListView):
         super().resizeEvent(event)
         if self.undo_bar.isVisible():
             self._place_undo_bar()
+        for widget in self.widgets_of(RowKind.TOOLS):  # tool calls line up with the messages
+            cast(ToolRows, widget).set_column_width(self._column_width())
 
     def _copy(self, text: str, note: str) -> None:
         copy_to_clipboard(text)
