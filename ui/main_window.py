@@ -40,6 +40,7 @@ from ui.bridge import ConversationBridge
 from ui.chat_view import ChatView
 from ui.composer import Composer, Submission
 from ui.cut_notice import CutNotice
+from ui.local_models import LocalModelsController
 from ui.model_picker import ModelPicker, provider_name
 from ui.shortcuts import ShortcutsSheet, window_shortcuts
 from ui.sidebar import Sidebar
@@ -95,6 +96,7 @@ class MainWindow(QMainWindow):
         self.sidebar.refresh()
         self.picker.set_models(self._picker_models(services.catalogue.models()), "")
         self.picker.set_starting(services.status or None)
+        self.local_models = LocalModelsController(self)  # bigger windows, loading, downloads
         self._open_first_chat()
         for problem in services.startup_problems:
             self.show_status(problem)

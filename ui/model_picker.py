@@ -9,6 +9,11 @@ that word and cannot be chosen; it never shows as ready.
 Programs that keep their own chat (Claude Code, Codex, ACP agents) come last, in their own
 "Programs" section, each with a short note of what it is; one that is not installed says so
 with the command that installs it, and cannot be chosen.
+
+When the chat's model runs on this computer with a window it could raise, a button beside the
+list offers "Reload with 16K" (its tooltip says the memory that takes); while a model loads or
+an Ollama model downloads, the same line as "Starting the local model…" says so. With Ollama
+set up, the list ends with "Download a model…".
 """
 
 from __future__ import annotations
@@ -17,14 +22,17 @@ from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtGui import QFont, QStandardItem, QStandardItemModel
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QToolButton, QWidget
 
 from engines.base import ModelInfo
+from engines.local.reload import ReloadOffer
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program
 from engines.providers.registry import label_of
 
 KEY_ROLE = int(Qt.ItemDataRole.UserRole) + 1
+PULL_KEY = "action:pull"  # the "Download a model…" entry: not a model
+PULL_TEXT = "Download a model…"
 
 
 def window_label(tokens: int) -> str:
@@ -41,6 +49,28 @@ def window_label(tokens: int) -> str:
         return f"{k}K"
     m = k / 1024 if k % 1024 == 0 else k / 1000
     return f"{round(m, 1):g}M"
+
+
+def memory_label(size: int) -> str:
+    """Bytes in the gigabytes people see in their system monitor: 6493978624 → "6.5 GB"."""
+    gb = size / 1e9
+    return f"{gb:.1f} GB" if gb < 100 else f"{gb:.0f} GB"
+
+
+def reload_label(offer: ReloadOffer) -> str:
+    """ "Reload qwen3:8b with a 16K window" """
+    return f"Reload {offer.model.name} with a {window_label(offer.window)} window"
+
+
+def memory_note(offer: ReloadOffer) -> str:
+    """What the reload will take: "It will take about 6.5 GB of memory (this computer has
+    16.0 GB)." — or nothing, when the server does not say how big the model is."""
+    if offer.memory is None:
+        return ""
+    note = f"It will take about {memory_label(offer.memory)} of memory"
+    if offer.memory_total:
+        note += f" (this computer has {memory_label(offer.memory_total)})"
+    return note + "."
 
 
 def provider_name(provider: str) -> str:
@@ -92,9 +122,13 @@ class ModelPicker(QWidget):
 
     Signals:
         model_chosen(ModelInfo): the person picked a different model.
+        reload_requested(ReloadOffer): the person pressed "Reload with …".
+        pull_requested(): the person chose "Download a model…".
     """
 
     model_chosen = Signal(object)
+    reload_requested = Signal(object)
+    pull_requested = Signal()
 
     def __init__(
         self,
@@ -105,6 +139,7 @@ class ModelPicker(QWidget):
         super().__init__(parent)
         self._provider_label = provider_label
         self._models: dict[str, ModelInfo] = {}
+        self._all: list[ModelInfo] = []
         self.combo = QComboBox(self)
         self.combo.setObjectName("ModelButton")
         self.combo.setAccessibleName("Model")
@@ -122,9 +157,17 @@ class ModelPicker(QWidget):
         self.progress.setMaximumWidth(120)
         self.progress.setTextVisible(False)
         self.progress.setVisible(False)
+        self.offer: ReloadOffer | None = None
+        self.reload_button = QToolButton(self)
+        self.reload_button.setObjectName("ModelPickerReload")
+        self.reload_button.setVisible(False)
+        self.reload_button.clicked.connect(self._reload_pressed)
+        self._can_pull = False
+        self._shown_key = ""
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.combo)
+        layout.addWidget(self.reload_button)
         layout.addWidget(self.status)
         layout.addWidget(self.progress)
         self.combo.activated.connect(self._activated)
@@ -134,6 +177,7 @@ class ModelPicker(QWidget):
     def set_models(self, models: Sequence[ModelInfo], current_key: str = "") -> None:
         """Show ``models`` (only ready ones) and select ``current_key``."""
         blocker = QSignalBlocker(self.combo)
+        self._all = list(models)
         self._items.clear()
         self._models = {}
         for provider, group in ordered(models):
@@ -169,11 +213,17 @@ class ModelPicker(QWidget):
             empty = QStandardItem("No model is ready")
             empty.setFlags(Qt.ItemFlag.NoItemFlags)
             self._items.appendRow(empty)
+        if self._can_pull:
+            pull = QStandardItem(PULL_TEXT)
+            pull.setData(PULL_KEY, KEY_ROLE)
+            pull.setToolTip("Fetch a model from Ollama's library by its name")
+            self._items.appendRow(pull)
         self.select(current_key)
         del blocker
 
     def select(self, key: str) -> None:
         """Show ``key`` as the current model (no signal)."""
+        self._shown_key = key
         blocker = QSignalBlocker(self.combo)
         for row in range(self._items.rowCount()):
             if self._items.item(row).data(KEY_ROLE) == key:
@@ -181,7 +231,11 @@ class ModelPicker(QWidget):
                 break
         else:
             first = next(
-                (r for r in range(self._items.rowCount()) if self._items.item(r).data(KEY_ROLE)),
+                (
+                    r
+                    for r in range(self._items.rowCount())
+                    if self._items.item(r).data(KEY_ROLE) not in (None, PULL_KEY)
+                ),
                 -1,
             )
             self.combo.setCurrentIndex(first if not key else -1)
@@ -194,7 +248,7 @@ class ModelPicker(QWidget):
 
     def current_key(self) -> str:
         key = self.combo.currentData(KEY_ROLE)
-        return str(key) if key else ""
+        return str(key) if key and key != PULL_KEY else ""
 
     def entries(self) -> list[str]:
         """What the list shows, headings included (for tests and screen readers)."""
@@ -217,10 +271,49 @@ class ModelPicker(QWidget):
             self.progress.setRange(0, 100)
             self.progress.setValue(int(max(0.0, min(1.0, fraction)) * 100))
 
+    # --- a bigger window, downloads -------------------------------------------------------
+
+    def set_reload_offer(self, offer: ReloadOffer | None) -> None:
+        """Offer to reload the current model with a bigger window (None: offer nothing)."""
+        self.offer = offer
+        self.reload_button.setVisible(offer is not None)
+        if offer is None:
+            return
+        self.reload_button.setText(f"Reload with {window_label(offer.window)}")
+        said = reload_label(offer)
+        note = memory_note(offer)
+        self.reload_button.setToolTip(f"{said}. {note}".strip())
+        self.reload_button.setAccessibleName(said)
+        self.reload_button.setEnabled(True)
+
+    def set_can_pull(self, can: bool) -> None:
+        """Whether the list ends with "Download a model…" (Ollama is set up)."""
+        if can == self._can_pull:
+            return
+        self._can_pull = can
+        self.set_models(self._all, self._shown_key)
+
+    def set_loading(self, text: str | None, fraction: float | None = None) -> None:
+        """ "Loading qwen3:8b into memory…", "Downloading gemma3:1b…" with progress 0..1 (None:
+        busy), on the line "Starting the local model…" uses; None hides it. The reload button
+        waits meanwhile."""
+        self.reload_button.setEnabled(text is None)
+        self.set_starting(text, fraction)
+        if text is not None:
+            self.progress.setAccessibleName(text)
+
+    def _reload_pressed(self) -> None:
+        if self.offer is not None:
+            self.reload_requested.emit(self.offer)
+
     # --- choosing -------------------------------------------------------------------------
 
     def _activated(self, row: int) -> None:
         key = self._items.item(row).data(KEY_ROLE) if row >= 0 else None
+        if key == PULL_KEY:
+            self.select(self._shown_key)  # the list goes back to the chat's model
+            self.pull_requested.emit()
+            return
         model = self._models.get(str(key)) if key else None
         if model is not None:
             self.model_chosen.emit(model)

@@ -5,6 +5,11 @@ For a "too long" refusal that healing could not fix, the one step is either "Swi
 this message". Other problems show their own sentence and their next step (Try again, Open
 Settings, wait a moment). The card only says what the person can do; the chat view carries
 the request out (``step_requested``).
+
+When the chat's model runs on this computer with a window smaller than it could have (LM Studio
+loads at 4,096 tokens, an Ollama model loaded by another app may sit at 2,048), the card is
+offered a reload (``offer_reload``): "Reload <model> with a 16K window", with the memory that
+will take, becomes its first button; while the model loads the card says so, with a busy bar.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QProgressBar,
     QPushButton,
     QToolButton,
     QVBoxLayout,
@@ -21,7 +27,8 @@ from PySide6.QtWidgets import (
 )
 
 from engines.base import NextStep, ProblemKind, TurnProblem
-from ui.model_picker import window_label
+from engines.local.reload import ReloadOffer
+from ui.model_picker import memory_note, reload_label, window_label
 
 
 def step_label(step: NextStep) -> str:
@@ -57,10 +64,12 @@ class ProblemCard(QFrame):
 
     Signals:
         step_requested(NextStep): the person pressed the next step's button.
-        size_changed(): the details were shown or hidden.
+        reload_requested(ReloadOffer): the person pressed "Reload <model> with a … window".
+        size_changed(): the details, a reload offer or its progress were shown or hidden.
     """
 
     step_requested = Signal(object)
+    reload_requested = Signal(object)
     size_changed = Signal()
 
     def __init__(
@@ -93,6 +102,24 @@ class ProblemCard(QFrame):
             if self.step.kind == "wait" and self.step.seconds:
                 self._wait(self.step.seconds)
 
+        self.offer: ReloadOffer | None = None
+        self.reload_button = QPushButton(self)
+        self.reload_button.setObjectName("NextStepButton")
+        self.reload_button.setProperty("variant", "primary")
+        self.reload_button.setVisible(False)
+        self.reload_button.clicked.connect(self._reload_pressed)
+        buttons.insertWidget(0, self.reload_button)
+        self.reload_note = QLabel(self)
+        self.reload_note.setObjectName("ReloadNote")
+        self.reload_note.setWordWrap(True)
+        self.reload_note.setVisible(False)
+        self.reload_progress = QProgressBar(self)
+        self.reload_progress.setObjectName("ReloadProgress")
+        self.reload_progress.setRange(0, 0)  # a load says nothing until it is done
+        self.reload_progress.setTextVisible(False)
+        self.reload_progress.setMaximumHeight(6)
+        self.reload_progress.setVisible(False)
+
         self.details_button: QToolButton | None = None
         self.details = QLabel(problem.detail, self)
         self.details.setObjectName("ProblemDetail")
@@ -119,11 +146,65 @@ class ProblemCard(QFrame):
         layout.setSpacing(6)
         layout.addWidget(self.sentence)
         layout.addLayout(buttons)
+        layout.addWidget(self.reload_note)
+        layout.addWidget(self.reload_progress)
         layout.addWidget(self.details)
 
     def _pressed(self) -> None:
         if self.step is not None:
             self.step_requested.emit(self.step)
+
+    # --- reloading the model with a bigger window ---------------------------------------------
+
+    def offer_reload(self, offer: ReloadOffer | None) -> None:
+        """Offer (or, with None, stop offering) to reload the chat's model with a bigger
+        window; only a too-long card takes the offer."""
+        if self.problem.kind is not ProblemKind.TOO_LONG:
+            return
+        if offer == self.offer:
+            return
+        self.offer = offer
+        shown = offer is not None
+        if offer is not None:
+            label = reload_label(offer)
+            self.reload_button.setText(label)
+            self.reload_button.setAccessibleName(label)
+            self.reload_button.setEnabled(True)
+            self.reload_note.setText(
+                f"The message would fit once {offer.model.name} reads more at once. "
+                + memory_note(offer)
+            )
+        self.reload_button.setVisible(shown)
+        self.reload_note.setVisible(shown)
+        self.reload_progress.setVisible(False)
+        if self.button is not None:
+            # One primary button: with a reload on offer, the other step steps back.
+            self.button.setObjectName("ProblemOtherButton" if shown else "NextStepButton")
+            self.button.setProperty("variant", "" if shown else "primary")
+            self.button.style().unpolish(self.button)
+            self.button.style().polish(self.button)
+        self.updateGeometry()
+        self.size_changed.emit()
+
+    def show_loading(self, text: str | None) -> None:
+        """Say the model is loading (``text``, with a busy bar), or that it has stopped (None:
+        the offer's button works again)."""
+        loading = text is not None
+        self.reload_progress.setVisible(loading)
+        self.reload_button.setEnabled(not loading)
+        if text is not None:
+            self.reload_note.setText(text)
+            self.reload_note.setVisible(True)
+        self.updateGeometry()
+        self.size_changed.emit()
+
+    def reload_failed(self, sentence: str) -> None:
+        self.show_loading(None)
+        self.reload_note.setText(sentence)
+
+    def _reload_pressed(self) -> None:
+        if self.offer is not None:
+            self.reload_requested.emit(self.offer)
 
     def _show_details(self, shown: bool) -> None:
         self.details.setVisible(shown)
