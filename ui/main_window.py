@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QSplitter,
     QStatusBar,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -37,9 +38,11 @@ from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program
 from ui.approval_card import ApprovalCard
 from ui.bridge import ConversationBridge
+from ui.chat_settings import ChatSettingsPanel
 from ui.chat_view import ChatView
 from ui.composer import Composer, Submission
 from ui.cut_notice import CutNotice
+from ui.icons import icon
 from ui.local_models import LocalModelsController
 from ui.model_picker import ModelPicker, provider_name
 from ui.shortcuts import ShortcutsSheet, window_shortcuts
@@ -84,6 +87,7 @@ class MainWindow(QMainWindow):
         self._palette: Any = None
         self._settings_dialog: Any = None
         self._shortcuts_sheet: ShortcutsSheet | None = None
+        self._chat_settings: ChatSettingsPanel | None = None
         self._bridges: dict[str, ConversationBridge] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._current = ""
@@ -127,6 +131,13 @@ class MainWindow(QMainWindow):
         top_layout.setContentsMargins(10, 6, 10, 6)
         top_layout.addWidget(self.title_label, 1)
         top_layout.addWidget(self.picker)
+        self.chat_settings_button = QToolButton(top)
+        self.chat_settings_button.setObjectName("ChatSettingsButton")
+        self.chat_settings_button.setIcon(icon("settings"))
+        self.chat_settings_button.setToolTip("Chat settings: system prompt, temperature, length")
+        self.chat_settings_button.setAccessibleName("Chat settings")
+        self.chat_settings_button.clicked.connect(self.show_chat_settings)
+        top_layout.addWidget(self.chat_settings_button)
 
         right = QWidget(self)
         right_layout = QVBoxLayout(right)
@@ -587,6 +598,11 @@ class MainWindow(QMainWindow):
             Command("New chat", self.new_chat, shortcut=keys["new-chat"]),
             Command("Switch model…", self.switch_model_dialog, keywords=("model",)),
             Command(
+                "Chat settings…",
+                self.show_chat_settings,
+                keywords=("system prompt", "temperature", "answer length"),
+            ),
+            Command(
                 "Tidy up memories now",
                 self.services.tidy_up_now,
                 keywords=("learn", "memories"),
@@ -610,6 +626,35 @@ class MainWindow(QMainWindow):
         self._shortcuts_sheet.show()
         self._shortcuts_sheet.raise_()
         self._shortcuts_sheet.activateWindow()
+
+    def show_chat_settings(self) -> None:
+        """The current chat's settings (non-modal): model, system prompt, temperature and
+        answer length."""
+        if not self._current:
+            self.show_status("Open a chat first.")
+            return
+        if self._chat_settings is None:
+            panel = ChatSettingsPanel(self.services.store, self.services.own_prompt, parent=self)
+            panel.saved.connect(self._chat_settings_saved)
+            panel.model_chosen.connect(self._chat_settings_model)
+            self._chat_settings = panel
+        bridge = self._bridges.get(self._current)
+        chat = self.services.store.get_chat(self._current)
+        key = bridge.conversation.model.key if bridge is not None else ""
+        if not key and chat is not None:
+            key = chat.model_key
+        models = self._picker_models(self.services.catalogue.models())
+        self._chat_settings.show_chat(self._current, models, key)
+
+    def _chat_settings_saved(self, chat_id: str) -> None:
+        if chat_id == self._current:
+            self._update_meter()  # the system prompt and answer length take room
+        self.show_status("Chat settings saved; they apply from the next message.")
+
+    def _chat_settings_model(self, chat_id: str, model: ModelInfo) -> None:
+        if chat_id != self._current:
+            self.open_chat(chat_id)
+        self.switch_model(model)
 
     def open_palette(self) -> None:
         if self._palette is None:

@@ -50,6 +50,7 @@ from engines.local.bundled import CrashBook
 from engines.providers.base import ProviderError
 from engines.providers.errors import plain_os_error
 from engines.providers.registry import COMPANIES, LOCAL_SERVERS, PROVIDERS
+from ui.chat_settings import DefaultPromptPage
 from ui.health_page import HealthPage, StartLocal
 from ui.icons import ON_ACCENT, icon
 from ui.memories_page import ChatTitle, MemoriesPage
@@ -71,6 +72,7 @@ ProviderTester = Callable[[str, str, str | None], Awaitable[Sequence[ModelInfo]]
 
 PAGES: tuple[tuple[str, str, str], ...] = (
     ("providers", "Providers", "providers"),
+    ("chat", "Chat", "edit"),
     ("memory", "Memory", "memory"),
     ("appearance", "Appearance", "appearance"),
     ("programs", "Programs", "command"),
@@ -246,12 +248,14 @@ class SettingsDialog(QDialog):
         self.memories_page = MemoriesPage(memories, settings, chat_title)
         self.memories_page.memories_changed.connect(self.memories_changed)
         self.health_page = HealthPage(health, crashes=crashes, start_local=start_local)
+        self.chat_page = DefaultPromptPage(settings)  # the person's own system prompt
         self.programs_page = ProgramsPage(settings)
         self.tools_page = ToolsPage(
             tools or ToolSettings(settings, secrets), keyring_warning=secrets.warning
         )
         pages: dict[str, QWidget] = {
             "providers": self._providers_page(),
+            "chat": self.chat_page,
             "memory": self._memory_page(),
             "appearance": self._appearance_page(),
             "programs": self._scrolling(self.programs_page),
