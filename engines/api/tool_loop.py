@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -75,30 +75,30 @@ class ToolRunner(Protocol):
     ) -> ToolOutcome | None: ...
 
 
+def _servers(runner: ToolRunner) -> list[Any]:
+    """The runner's servers, where it lets them be listed (``ToolServers`` and the app's
+    settings-backed runner do): each has ``id``, ``name`` and ``state``."""
+    servers: list[Any] = []
+    if isinstance(runner, Iterable):
+        servers.extend(runner)
+    return servers
+
+
 def server_names(runner: ToolRunner) -> dict[str, str]:
     """Server id -> the name the person gave it, where the runner knows its servers."""
-    names: dict[str, str] = {}
-    try:
-        for server in runner:  # type: ignore[attr-defined]
-            names[str(server.id)] = str(server.name)
-    except TypeError:
-        pass
-    return names
+    return {str(s.id): str(s.name) for s in _servers(runner)}
 
 
 def unavailable(runner: ToolRunner, allowed: Collection[str] | None) -> dict[str, str]:
-    """Server id -> a sentence, for each server this chat may use that failed (a runner that
-    keeps states, as ``ToolServers`` does)."""
-    states = getattr(runner, "states", None)
-    if states is None:
-        return {}
-    names = server_names(runner)
+    """Server id -> a sentence, for each server this chat may use that failed to start."""
     out: dict[str, str] = {}
-    for sid, state in states().items():
-        if (allowed is None or sid in allowed) and state.phase == "failed":
+    for server in _servers(runner):
+        state: Any = getattr(server, "state", None)
+        sid = str(server.id)
+        if (allowed is None or sid in allowed) and getattr(state, "phase", "") == "failed":
             out[sid] = (
-                f"The tool server “{names.get(sid, sid)}” is not available ({state.reason}), so "
-                "its tools were left out. Start it again in Settings → Tools."
+                f"The tool server “{server.name}” is not available ({state.reason}), so its "
+                "tools were left out. Start it again in Settings → Tools."
             )
     return out
 
