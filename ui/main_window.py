@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QStandardPaths, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -30,7 +30,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.settings import SettingsError, write_atomically
+from app.export import SUFFIXES, ExportError, export_chat, suggested_name
+from app.export import Kind as ExportKind
+from app.importers import SOURCE_NAMES, ImportFailedError, Parsed, read_file, save
+from app.settings import SettingsError
 from app.store import StoredMessage
 from engines.base import ModelInfo, NextStep, Shortened
 from engines.programs.acp import PermissionAsk
@@ -44,6 +47,7 @@ from ui.composer import Composer, Submission
 from ui.cut_notice import CutNotice
 from ui.icons import icon
 from ui.local_models import LocalModelsController
+from ui.match_highlight import MatchHighlight, show_message
 from ui.model_picker import ModelPicker, provider_name
 from ui.shortcuts import ShortcutsSheet, window_shortcuts
 from ui.sidebar import Sidebar
@@ -87,6 +91,7 @@ class MainWindow(QMainWindow):
         self._palette: Any = None
         self._settings_dialog: Any = None
         self._shortcuts_sheet: ShortcutsSheet | None = None
+        self._file_dialog: QFileDialog | None = None  # the export or import dialog last opened
         self._chat_settings: ChatSettingsPanel | None = None
         self._bridges: dict[str, ConversationBridge] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -123,6 +128,7 @@ class MainWindow(QMainWindow):
         self.composer = Composer(self)
         self.approval_card = ApprovalCard(self)
         self.cut_notice = CutNotice(self)
+        self.match_highlight = MatchHighlight(self.chat_view)  # a search hit's message, lit up
 
         top = QWidget(self)
         top.setObjectName("ChatHeader")
@@ -184,6 +190,9 @@ class MainWindow(QMainWindow):
         self.sidebar.chat_restored.connect(self.open_chat)
         self.sidebar.chat_renamed.connect(self._chat_renamed)
         self.sidebar.settings_requested.connect(lambda: self.show_settings("providers"))
+        self.sidebar.match_chosen.connect(self.show_match)
+        self.sidebar.export_requested.connect(self.export_dialog)
+        self.sidebar.import_requested.connect(self.import_dialog)
         self.composer.submitted.connect(self.submit)
         self.composer.stop_requested.connect(self.stop)
         self.picker.model_chosen.connect(self.switch_model)
@@ -365,6 +374,15 @@ class MainWindow(QMainWindow):
             await bridge.aclose()
         finally:
             bridge.deleteLater()
+
+    def show_match(self, chat_id: str, seq: int) -> bool:
+        """Open the chat at the message ``seq`` (a search hit) and light it up briefly."""
+        if chat_id != self._current and not self.open_chat(chat_id):
+            return False
+        if not show_message(self.chat_view, self.match_highlight, seq):
+            self.show_status("That message is no longer in the chat.")
+            return False
+        return True
 
     def _restored_from_trash(self, chat_id: str) -> None:
         self.sidebar.refresh()
@@ -617,6 +635,16 @@ class MainWindow(QMainWindow):
             ),
             Command("Health", lambda: self.show_settings("health"), keywords=("problems",)),
             Command("Export chat as Markdown", self.export_dialog, keywords=("save", "markdown")),
+            Command(
+                "Export chat as JSON",
+                lambda: self.export_dialog(kind="json"),
+                keywords=("save", "json"),
+            ),
+            Command(
+                "Import chats…",
+                self.import_dialog,
+                keywords=("chatgpt", "open webui", "json"),
+            ),
         ]
 
     def show_shortcuts(self) -> None:
@@ -692,38 +720,84 @@ class MainWindow(QMainWindow):
         self._settings_dialog.show()
         self._settings_dialog.raise_()
 
-    def export_dialog(self) -> None:
+    # --- export and import (app/export.py, app/importers.py) -----------------------------
+
+    def export_dialog(self, chat_id: str = "", kind: ExportKind = "markdown") -> None:
+        """Ask where to save a chat (the current one by default), offering a file name made
+        of its title and today's date."""
+        chat = self.services.store.get_chat(chat_id or self._current)
+        if chat is None:
+            self.show_status("Open a chat first, then export it.")
+            return
+        words = "Markdown" if kind == "markdown" else "JSON"
         # open(), not exec(): a modal loop would stall the asyncio loop's tasks.
-        dialog = QFileDialog(self, "Export chat as Markdown")
+        dialog = QFileDialog(self, f"Export chat as {words}")
         dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
-        dialog.setNameFilter("Markdown (*.md)")
-        dialog.setDefaultSuffix("md")
+        dialog.setNameFilter(f"{words} (*{SUFFIXES[kind]})")
+        dialog.setDefaultSuffix(SUFFIXES[kind].lstrip("."))
+        dialog.setDirectory(_documents())
+        dialog.selectFile(suggested_name(chat.title, kind=kind))
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.fileSelected.connect(lambda path: self.export_current_markdown(Path(path)))
+        dialog.fileSelected.connect(lambda path: self.export_chat(chat.id, Path(path)))
+        self._open_file_dialog(dialog)
+
+    def _open_file_dialog(self, dialog: QFileDialog) -> None:
+        self._file_dialog = dialog
+        dialog.destroyed.connect(self._file_dialog_gone)
         dialog.open()
+
+    def _file_dialog_gone(self) -> None:
+        self._file_dialog = None
+
+    def export_chat(self, chat_id: str, path: Path) -> Path | None:
+        """Write the chat to ``path`` (JSON for a ".json" name, else Markdown)."""
+        try:
+            saved = export_chat(self.services.store, chat_id, path, model_name=self._model_name)
+        except ExportError as exc:
+            self.show_status(str(exc))
+            return None
+        self.show_status(f"Saved to {saved.name}")
+        return saved
 
     def export_current_markdown(self, path: Path) -> Path | None:
         """Write the current chat, every message, as Markdown to ``path``."""
-        chat = self.services.store.get_chat(self._current) if self._current else None
-        if chat is None:
-            return None
-        store = self.services.store
-        lines = [f"# {chat.title}", ""]
-        fold = store.latest_compaction(chat.id)
-        for m in store.messages(chat.id):
-            if fold is not None and m.seq == fold.first_kept_seq:
-                lines += [f"---\n\n*Earlier messages are summarised for {fold.model}*", ""]
-            who = "You" if m.role == "user" else self._model_name(m.model_key)
-            lines += [f"**{who}:**", "", m.text, ""]
-            for a in m.attachments:
-                lines += [f"*Attached: {a.name}*", ""]
+        return self.export_chat(self._current, path) if self._current else None
+
+    def import_dialog(self) -> None:
+        """Ask for a file of chats exported by Conch, ChatGPT or Open WebUI, and import it."""
+        dialog = QFileDialog(self, "Import chats")
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptOpen)
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dialog.setNameFilter("Chat exports (*.json);;All files (*)")
+        dialog.setDirectory(_documents())
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.fileSelected.connect(lambda path: self._run(self.import_file(Path(path))))
+        self._open_file_dialog(dialog)
+
+    async def import_file(self, path: Path) -> list[str]:
+        """Import the chats in ``path`` (read and written off the window's thread) and open
+        the first; a file that cannot be imported says why in the status line."""
+        self.show_status(f"Reading {path.name}…")
+        store, data_dir = self.services.store, self.services.data_dir
+
+        def work() -> tuple[Parsed, list[str]]:
+            parsed = read_file(path)
+            return parsed, save(store, data_dir, parsed.chats)
+
         try:
-            write_atomically(path, "\n".join(lines).encode("utf-8"))
-        except OSError as exc:
-            self.show_status(f"The chat could not be saved ({exc.strerror or exc}).")
-            return None
-        self.show_status(f"Saved to {path.name}")
-        return path
+            parsed, ids = await asyncio.to_thread(work)
+        except ImportFailedError as exc:
+            self.show_status(str(exc))
+            return []
+        if self._closing:
+            return ids
+        self.sidebar.refresh()
+        self.open_chat(ids[0])
+        n = len(ids)
+        self.show_status(
+            f"Imported {n} chat{'s' if n != 1 else ''} from {SOURCE_NAMES[parsed.source]}."
+        )
+        return ids
 
     # --- small helpers --------------------------------------------------------------------
 
@@ -754,6 +828,13 @@ class MainWindow(QMainWindow):
         self.chat_view.follow(bridge)
         self.picker.select(bridge.conversation.model.key)
         self._update_meter()
+
+
+def _documents() -> str:
+    """Where export and import dialogs start: the person's documents folder."""
+    return QStandardPaths.writableLocation(
+        QStandardPaths.StandardLocation.DocumentsLocation
+    ) or str(Path.home())
 
 
 def _other_engine(old: ModelInfo, new: ModelInfo) -> bool:

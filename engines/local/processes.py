@@ -1,8 +1,11 @@
 """Small facts about processes the bundled runtime needs: is one alive, and tying a child's
-life to its parent's (Linux asks the kernel; elsewhere the runtime's own checks do it)."""
+life to its parent's (Linux asks the kernel; elsewhere the runtime's own checks do it); and
+ending an asyncio child so that it is reaped before its event loop closes."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ctypes
 import os
 import signal
@@ -11,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
+REAP_SECONDS = 30.0  # a killed child is reaped at once; the bound only guards a stuck kernel
 _STILL_ACTIVE = 259  # what Windows reports as the exit code of a process still running
 
 
@@ -107,3 +111,40 @@ def close_transport(proc: object) -> None:
     close = getattr(transport, "close", None)
     if callable(close):
         close()
+
+
+async def reap(
+    proc: asyncio.subprocess.Process, *, grace: float = 0.0, group: bool = False
+) -> None:
+    """End an asyncio child and wait until it is reaped: after ``grace`` seconds to end by
+    itself, kill it (``group``: with every process of its group, for a child started in a
+    session of its own), close Conch's ends of its pipes and wait for its exit status.
+
+    A child asyncio reaps only later may be collected after its event loop closed, when
+    nothing can reap it any more, and Python then warns it is "still running". Waiting for the
+    status (not for the pipes: a grandchild may hold them) makes the reap happen here.
+    """
+    try:
+        if proc.returncode is None and grace > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), grace)
+    finally:
+        killpg = getattr(os, "killpg", None)
+        if group and killpg is not None:
+            # The group outlives its first process while anything it started lives; Linux
+            # does not give its number to another process before the group is gone.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                killpg(proc.pid, signal.SIGKILL)
+        elif proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        transport = getattr(proc, "_transport", None)  # asyncio.subprocess.Process keeps it here
+        for fd in (0, 1, 2):
+            pipe = transport.get_pipe_transport(fd) if transport is not None else None
+            if pipe is not None:
+                pipe.close()
+    try:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), REAP_SECONDS)
+    finally:
+        close_transport(proc)

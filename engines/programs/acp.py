@@ -16,12 +16,10 @@ conversation.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import functools
 import json
 import logging
-import os
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +51,7 @@ from engines.api.session import FoldLoader, HistoryLoader, render_attachments
 from engines.base import (
     Done,
     Event,
+    HandedOff,
     Problem,
     ProblemKind,
     TextDelta,
@@ -63,16 +62,15 @@ from engines.base import (
     TurnProblem,
     Usage,
 )
-from engines.local.processes import close_transport
 from engines.programs import problems
-from engines.programs.handoff import HANDOFF_CHARS, build_handoff
+from engines.programs.handoff import HANDOFF_CHARS, handoff_for
+from engines.programs.process import keep_stderr, last_words, reap, start
 
 log = logging.getLogger("conch.programs.acp")
 
 IDLE_TIMEOUT = 600.0  # seconds without a message from the program before a turn is stopped
 START_TIMEOUT = 60.0  # seconds a program may take to start and answer ``initialize``
 LINE_LIMIT = 50 * 1024 * 1024  # one ACP message may carry pictures
-STDERR_LINES = 20  # the program's last words kept for a problem's details
 AUTH_REQUIRED = -32000  # ACP's "authentication required" error code
 MODE = "ACP"
 
@@ -115,10 +113,10 @@ class _Process:
 
     def __init__(self, proc: asyncio.subprocess.Process, client: _Client) -> None:
         self.proc = proc
-        self.stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self.stderr = last_words()
         self.reader = asyncio.StreamReader(limit=LINE_LIMIT)
         self.client = client
-        assert proc.stdin is not None
+        assert proc.stdin is not None and proc.stderr is not None
         # _Client implements the part of acp.Client an agent may call (no files, no terminal).
         self.conn: ClientSideConnection = connect_to_agent(
             cast(Client, client), proc.stdin, self.reader
@@ -126,7 +124,7 @@ class _Process:
         self.info: InitializeResponse | None = None
         self._pumps = [
             asyncio.get_running_loop().create_task(self._pump_stdout()),
-            asyncio.get_running_loop().create_task(self._pump_stderr()),
+            asyncio.get_running_loop().create_task(keep_stderr(proc.stderr, self.stderr)),
         ]
 
     async def _pump_stdout(self) -> None:
@@ -154,25 +152,15 @@ class _Process:
         finally:
             self.reader.feed_eof()
 
-    async def _pump_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        with contextlib.suppress(OSError, ValueError):
-            async for raw in self.proc.stderr:
-                self.stderr.append(raw.decode("utf-8", "replace").rstrip())
-
     @property
     def running(self) -> bool:
         return self.proc.returncode is None
 
     async def stop(self) -> None:
+        """Close the connection, then stop the program and wait until it is reaped."""
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.conn.close(), 2.0)
-        if self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.kill()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.proc.wait(), 5.0)
-        close_transport(self.proc)
+        await reap(self.proc)
         for task in self._pumps:
             task.cancel()
         await asyncio.gather(*self._pumps, return_exceptions=True)
@@ -315,25 +303,17 @@ class AcpEngine:
         if self._process is not None:
             await self._process.stop()
             self._process = None
-        if not self.command:
-            return problems.missing(self.program, ("",), self._install)
-        self.cwd.mkdir(parents=True, exist_ok=True)
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *self.command,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=str(self.cwd),
-                env={**os.environ, **self._env},
-                limit=LINE_LIMIT,
-            )
-        except FileNotFoundError:
-            return problems.missing(self.program, self.command, self._install)
-        except PermissionError:
-            return problems.did_not_start(
-                self.program, f"“{self.command[0]}” cannot be run (no permission)."
-            )
+        proc = await start(
+            self.program,
+            self.command,
+            cwd=self.cwd,
+            env=self._env,
+            install=self._install,
+            limit=LINE_LIMIT,
+            stdin=True,
+        )
+        if isinstance(proc, TurnProblem):
+            return proc
         process = _Process(proc, _Client(self.program, self._approve))
         queue: asyncio.Queue[_Item] = asyncio.Queue()
         process.client.queue = queue
@@ -379,12 +359,18 @@ class AcpEngine:
         self._process = process
         return process
 
-    def _prompt_blocks(self, process: _Process, turn: TurnInput) -> tuple[list[_Block], int, int]:
-        logged = [m for seq, m in self._history() if seq < turn.seq]
-        fold = self._latest_fold()
-        summary = fold[1] if fold is not None else ""
+    def _prompt_blocks(
+        self, process: _Process, turn: TurnInput
+    ) -> tuple[list[_Block], HandedOff | None]:
         new_message = render_attachments(turn.text, turn.attachments)
-        handoff = build_handoff(logged, new_message, summary=summary, limit=self.handoff_chars)
+        handoff, handed = handoff_for(
+            self._history,
+            self._latest_fold,
+            turn.seq,
+            new_message,
+            program=self.program,
+            limit=self.handoff_chars,
+        )
         blocks: list[_Block] = [TextContentBlock(type="text", text=handoff.text)]
         caps = process.info.agent_capabilities if process.info is not None else None
         prompt_caps = caps.prompt_capabilities if caps is not None else None
@@ -393,7 +379,7 @@ class AcpEngine:
                 ImageContentBlock(type="image", data=p.data, mime_type=p.mime)
                 for p in turn.pictures
             )
-        return blocks, handoff.left_out, len(handoff.text)
+        return blocks, handed
 
     async def _turn(self, turn: TurnInput) -> AsyncIterator[Event]:
         started = await self._start()
@@ -413,7 +399,9 @@ class AcpEngine:
             await self.aclose()
             yield Problem(problem=self._session_problem(exc, process))
             return
-        blocks, _left_out, _chars = self._prompt_blocks(process, turn)
+        blocks, handed = self._prompt_blocks(process, turn)
+        if handed is not None:
+            yield handed  # where the program's memory of the chat starts this turn
         prompt = asyncio.ensure_future(
             process.conn.prompt(session_id=session.session_id, prompt=blocks)
         )

@@ -15,7 +15,6 @@ to ``approve``; without one Conch declines and says so.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import re
 from collections.abc import AsyncIterator, Mapping
@@ -47,6 +46,7 @@ from engines.base import (
     Compacted,
     Done,
     Event,
+    HandedOff,
     ModelInfo,
     Note,
     Problem,
@@ -61,15 +61,14 @@ from engines.base import (
 )
 from engines.programs import problems
 from engines.programs.acp import Approver, PermissionAsk
-from engines.programs.handoff import HANDOFF_CHARS, build_handoff
-from engines.programs.state import SessionState, load_state, save_state
+from engines.programs.handoff import HANDOFF_CHARS, handoff_for
+from engines.programs.process import SessionFile, last_words
 from engines.providers.base import default_next_step
 
 PROGRAM = "Claude Code"
 INSTALL = "npm install -g @anthropic-ai/claude-code"
 LOGIN = "claude /login"
 IDLE_TIMEOUT = 600.0  # seconds without a message from Claude Code before a turn is stopped
-STDERR_LINES = 20
 FINISH_SECONDS = 30.0  # the CLI's own shutdown is bounded at about 20 seconds
 KEEPS_ITS_OWN = "Claude Code keeps this summary itself; it did not show it to Conch."
 
@@ -175,7 +174,7 @@ class ClaudeCodeEngine:
         handoff_chars: int = HANDOFF_CHARS,
     ) -> None:
         self.chat_id = chat_id
-        self.state_path = state_dir / f"{chat_id}.json"
+        self.session = SessionFile(state_dir, chat_id)
         self.cwd = cwd
         self._history = history
         self._latest_fold = latest_fold
@@ -185,24 +184,26 @@ class ClaudeCodeEngine:
         self._env = dict(env or {})
         self.idle_timeout = idle_timeout
         self.handoff_chars = handoff_chars
-        self._state = load_state(self.state_path)
-        self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self._stderr = last_words()
         self._asking = 0
         self._declined: list[str] = []
         self._lock = asyncio.Lock()
 
     @property
     def session_id(self) -> str:
-        return self._state.session_id
+        return self.session.session_id
 
     # -- Engine --
 
     async def turn(self, turn: TurnInput) -> AsyncIterator[Event]:
         async with self._lock:
-            prompt = render_attachments(turn.text, turn.attachments)
-            if not self._state.session_id:
-                prompt = self._handoff(turn.seq, prompt)
-            async for event in self._drive(prompt, turn.model, first_kept_seq=turn.seq):
+            message = render_attachments(turn.text, turn.attachments)
+            handed: HandedOff | None = None
+            prompt = message
+            if not self.session.session_id:
+                prompt, handed = self._handoff(turn.seq, message)
+            drive = self._drive(prompt, turn.model, first_kept_seq=turn.seq, handed=handed)
+            async for event in drive:
                 yield event
 
     async def compact(
@@ -210,7 +211,7 @@ class ClaudeCodeEngine:
     ) -> AsyncIterator[Event]:
         async with self._lock:
             name = model.name if model is not None else PROGRAM
-            if not self._state.session_id:
+            if not self.session.session_id:
                 yield Note(topic="other", text="There is nothing to summarise yet.")
                 yield Done()
                 return
@@ -222,24 +223,29 @@ class ClaudeCodeEngine:
                 yield event
 
     def context_usage(self, model: ModelInfo, system: str = "") -> tuple[int, int]:
-        return self._state.used, model.context
+        return self.session.used, model.context
 
     async def aclose(self) -> None:
         return None
 
     # -- internals --
 
-    def _handoff(self, seq: int, prompt: str) -> str:
-        logged = [m for s, m in self._history() if s < seq]
-        fold = self._latest_fold()
-        summary = fold[1] if fold is not None else ""
-        return build_handoff(logged, prompt, summary=summary, limit=self.handoff_chars).text
+    def _handoff(self, seq: int, message: str) -> tuple[str, HandedOff | None]:
+        handoff, handed = handoff_for(
+            self._history,
+            self._latest_fold,
+            seq,
+            message,
+            program=PROGRAM,
+            limit=self.handoff_chars,
+        )
+        return handoff.text, handed
 
     def _options(self) -> ClaudeAgentOptions:
         self._stderr.clear()
         self.cwd.mkdir(parents=True, exist_ok=True)
         return ClaudeAgentOptions(
-            resume=self._state.session_id or None,
+            resume=self.session.session_id or None,
             cwd=str(self.cwd),
             env=self._env,
             model=self._model,
@@ -276,11 +282,13 @@ class ClaudeCodeEngine:
         first_kept_seq: int,
         name: str = "",
         restart: bool = True,
+        handed: HandedOff | None = None,
     ) -> AsyncIterator[Event]:
-        """Run the CLI on ``prompt``; ``restart``: a lost session starts anew with the handoff."""
+        """Run the CLI on ``prompt``; ``restart``: a lost session starts anew with the handoff;
+        ``handed``: the handoff ``prompt`` is, said once Claude Code has started its session."""
         name = name or (model.name if model is not None else PROGRAM)
         self._declined = []
-        resumed = restart and bool(self._state.session_id)
+        resumed = restart and bool(self.session.session_id)
         run = _Run(self._options(), prompt)
         wrote = False
         streamed: set[str] = set()  # assistant messages whose text arrived as deltas
@@ -306,9 +314,9 @@ class ClaudeCodeEngine:
                     if resumed and not wrote and self._lost_session(str(item.error)):
                         # Claude Code no longer has the session (its files were removed):
                         # start a new one, handed the chat so far.
-                        self._forget_session()
+                        self.session.forget()
                         await run.stop()
-                        prompt = self._handoff(first_kept_seq, prompt)
+                        prompt, handed = self._handoff(first_kept_seq, prompt)
                         resumed = False
                         run = _Run(self._options(), prompt)
                         continue
@@ -316,7 +324,10 @@ class ClaudeCodeEngine:
                     return
                 if isinstance(item, SystemMessage):
                     if item.subtype == "init":
-                        self._remember(item.data.get("session_id"))
+                        self.session.remember(item.data.get("session_id"))
+                        if handed is not None:
+                            yield handed
+                            handed = None
                     elif item.subtype == "compact_boundary":
                         boundary = True
                     elif item.subtype == "api_retry" and _refused_key(item.data):
@@ -351,9 +362,9 @@ class ClaudeCodeEngine:
                 if isinstance(item, ResultMessage):
                     lost = item.is_error and self._lost_session(" ".join(item.errors or []))
                     if resumed and not wrote and lost:
-                        self._forget_session()
+                        self.session.forget()
                         await run.stop()
-                        prompt = self._handoff(first_kept_seq, prompt)
+                        prompt, handed = self._handoff(first_kept_seq, prompt)
                         resumed = False
                         run = _Run(self._options(), prompt)
                         continue
@@ -385,15 +396,14 @@ class ClaudeCodeEngine:
         return []
 
     def _result(self, result: ResultMessage, wrote: bool) -> list[Event]:
-        self._remember(result.session_id)
+        self.session.remember(result.session_id)
         events: list[Event] = []
         usage = result.usage or {}
         read = int(usage.get("cache_read_input_tokens") or 0)
         write = int(usage.get("cache_creation_input_tokens") or 0)
         fresh = int(usage.get("input_tokens") or 0)
         if fresh or read or write:
-            self._state.used = fresh + read + write
-            save_state(self.state_path, self._state)
+            self.session.set_used(fresh + read + write)
             events.append(
                 Usage(
                     input_tokens=fresh,
@@ -451,12 +461,3 @@ class ClaudeCodeEngine:
     def _lost_session(self, error: str) -> bool:
         said = "\n".join([error, *self._stderr])
         return bool(_NO_SESSION.search(said))
-
-    def _remember(self, session_id: object) -> None:
-        if isinstance(session_id, str) and session_id and session_id != self._state.session_id:
-            self._state.session_id = session_id
-            save_state(self.state_path, self._state)
-
-    def _forget_session(self) -> None:
-        self._state = SessionState()
-        save_state(self.state_path, self._state)

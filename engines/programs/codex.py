@@ -16,10 +16,8 @@ Studio), which keeps the chat local.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import json
-import os
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
@@ -29,6 +27,7 @@ from engines.api.session import FoldLoader, HistoryLoader, render_attachments
 from engines.base import (
     Done,
     Event,
+    HandedOff,
     Note,
     Problem,
     TextDelta,
@@ -39,16 +38,15 @@ from engines.base import (
     TurnProblem,
     Usage,
 )
-from engines.local.processes import close_transport
 from engines.programs import problems
-from engines.programs.handoff import HANDOFF_CHARS, build_handoff
-from engines.programs.state import SessionState, load_state, save_state
+from engines.programs.handoff import HANDOFF_CHARS, handoff_for
+from engines.programs.process import SessionFile, keep_stderr, last_words, reap, start
 
 PROGRAM = "Codex"
 INSTALL = "npm install -g @openai/codex"
 LOGIN = "codex login"
 IDLE_TIMEOUT = 600.0  # seconds without a line from Codex before a turn is stopped
-STDERR_LINES = 20
+EXIT_SECONDS = 10.0  # Codex ends by itself after its last line; then it is stopped
 LINE_LIMIT = 16 * 1024 * 1024
 MODE = "JSON (codex exec --json)"
 _LOST = re.compile(r"no (rollout|session|thread|conversation)|not found", re.I)
@@ -78,7 +76,7 @@ class CodexEngine:
         handoff_chars: int = HANDOFF_CHARS,
     ) -> None:
         self.chat_id = chat_id
-        self.state_path = state_dir / f"{chat_id}.json"
+        self.session = SessionFile(state_dir, chat_id)
         self.cwd = cwd
         self._history = history
         self._latest_fold = latest_fold
@@ -90,34 +88,31 @@ class CodexEngine:
         self._env = dict(env or {})
         self.idle_timeout = idle_timeout
         self.handoff_chars = handoff_chars
-        self._state = load_state(self.state_path)
-        self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self._stderr = last_words()
         self._lock = asyncio.Lock()
 
     @property
     def thread_id(self) -> str:
-        return self._state.session_id
+        return self.session.session_id
 
     # -- Engine --
 
     async def turn(self, turn: TurnInput) -> AsyncIterator[Event]:
         async with self._lock:
-            prompt = render_attachments(turn.text, turn.attachments)
-            resumed = bool(self._state.session_id)
-            if not resumed:
-                prompt = self._handoff(turn.seq, prompt)
+            message = render_attachments(turn.text, turn.attachments)
+            resumed = bool(self.session.session_id)
+            prompt, handed = (message, None) if resumed else self._handoff(turn.seq, message)
             lost = False
-            async for event in self._run(prompt, resumed=resumed):
+            async for event in self._run(prompt, resumed=resumed, handed=handed):
                 if isinstance(event, _Lost):
                     lost = True
                     break
                 yield event
             if lost:
                 # Codex no longer has the thread: start a new one, handed the chat so far.
-                self._state = SessionState()
-                save_state(self.state_path, self._state)
-                prompt = self._handoff(turn.seq, render_attachments(turn.text, turn.attachments))
-                async for event in self._run(prompt, resumed=False):
+                self.session.forget()
+                prompt, handed = self._handoff(turn.seq, message)
+                async for event in self._run(prompt, resumed=False, handed=handed):
                     if not isinstance(event, _Lost):
                         yield event
 
@@ -126,11 +121,16 @@ class CodexEngine:
 
     # -- internals --
 
-    def _handoff(self, seq: int, prompt: str) -> str:
-        logged = [m for s, m in self._history() if s < seq]
-        fold = self._latest_fold()
-        summary = fold[1] if fold is not None else ""
-        return build_handoff(logged, prompt, summary=summary, limit=self.handoff_chars).text
+    def _handoff(self, seq: int, message: str) -> tuple[str, HandedOff | None]:
+        handoff, handed = handoff_for(
+            self._history,
+            self._latest_fold,
+            seq,
+            message,
+            program=PROGRAM,
+            limit=self.handoff_chars,
+        )
+        return handoff.text, handed
 
     def _argv(self, prompt: str, *, resumed: bool) -> list[str]:
         argv = [*self.command, "exec", "--json", "--skip-git-repo-check", "-s", self._sandbox]
@@ -141,33 +141,33 @@ class CodexEngine:
         if self._model:
             argv += ["-m", self._model]
         if resumed:
-            argv += ["resume", self._state.session_id]
+            argv += ["resume", self.session.session_id]
         # "--" so a message that starts with "-" is never read as an option.
         return [*argv, "--", prompt]
 
-    async def _run(self, prompt: str, *, resumed: bool) -> AsyncIterator[Event | _Lost]:
+    async def _run(
+        self, prompt: str, *, resumed: bool, handed: HandedOff | None = None
+    ) -> AsyncIterator[Event | _Lost]:
+        """One ``codex exec`` process; ``handed``: the handoff it is given (said once Codex
+        has started the thread with it)."""
         self._stderr.clear()
-        self.cwd.mkdir(parents=True, exist_ok=True)
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *self._argv(prompt, resumed=resumed),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=str(self.cwd),
-                env={**os.environ, **self._env},
-                limit=LINE_LIMIT,
-            )
-        except FileNotFoundError:
-            yield Problem(problem=problems.missing(PROGRAM, self.command, INSTALL))
-            return
-        except PermissionError:
-            why = f"“{self.command[0]}” cannot be run (no permission)."
-            yield Problem(problem=problems.did_not_start(PROGRAM, why))
+        argv = self._argv(prompt, resumed=resumed)
+        proc = await start(
+            PROGRAM,
+            self.command,
+            argv[len(self.command) :],
+            cwd=self.cwd,
+            env=self._env,
+            install=INSTALL,
+            limit=LINE_LIMIT,
+        )
+        if isinstance(proc, TurnProblem):
+            yield Problem(problem=proc)
             return
         assert proc.stdout is not None and proc.stderr is not None
-        pump = asyncio.get_running_loop().create_task(self._pump(proc.stderr))
+        pump = asyncio.get_running_loop().create_task(keep_stderr(proc.stderr, self._stderr))
         wrote = False
+        finished = False
         messages = 0
         try:
             while True:
@@ -186,7 +186,7 @@ class CodexEngine:
                     return
                 if not raw:
                     with contextlib.suppress(Exception):
-                        await asyncio.wait_for(proc.wait(), 10.0)
+                        await asyncio.wait_for(proc.wait(), EXIT_SECONDS)
                     await asyncio.sleep(0)
                     yield self._ended(proc.returncode, resumed=resumed, wrote=wrote)
                     return
@@ -204,7 +204,9 @@ class CodexEngine:
                     return
                 kind = data.get("type")
                 if kind == "thread.started":
-                    self._remember(data.get("thread_id"))
+                    self.session.remember(data.get("thread_id"))
+                    if handed is not None:
+                        yield handed
                 elif kind in ("item.started", "item.completed"):
                     for event in self._item(data.get("item"), kind, messages):
                         if isinstance(event, TextDelta):
@@ -212,7 +214,8 @@ class CodexEngine:
                             messages += 1
                         yield event
                 elif kind == "turn.completed":
-                    yield from_usage(data.get("usage"), self._state, self.state_path)
+                    yield from_usage(data.get("usage"), self.session)
+                    finished = True
                     yield Done()
                     return
                 elif kind in ("turn.failed", "error"):
@@ -223,12 +226,8 @@ class CodexEngine:
                     yield Problem(problem=self._failed(said, wrote))
                     return
         finally:
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(proc.wait(), 10.0)
-            close_transport(proc)
+            # Codex ends by itself after its last event; stopped or broken, it is killed.
+            await reap(proc, grace=EXIT_SECONDS if finished else 0.0)
             pump.cancel()
             with contextlib.suppress(BaseException):
                 await pump
@@ -278,16 +277,6 @@ class CodexEngine:
             return problems.not_logged_in(PROGRAM, LOGIN)
         return problems.reported(PROGRAM, said or "the turn failed", partial=wrote)
 
-    async def _pump(self, stream: asyncio.StreamReader) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            async for raw in stream:
-                self._stderr.append(raw.decode("utf-8", "replace").rstrip())
-
-    def _remember(self, thread_id: object) -> None:
-        if isinstance(thread_id, str) and thread_id and thread_id != self._state.session_id:
-            self._state.session_id = thread_id
-            save_state(self.state_path, self._state)
-
 
 class _Lost:
     """Codex no longer has the chat's thread (its files were removed)."""
@@ -300,13 +289,11 @@ def _message_of(data: dict[str, Any]) -> str:
     return str(data.get("message", "") or error or "")
 
 
-def from_usage(usage: Any, state: SessionState, path: Path) -> Usage:
+def from_usage(usage: Any, session: SessionFile) -> Usage:
     usage = usage if isinstance(usage, dict) else {}
     fresh = int(usage.get("input_tokens") or 0)
     cached = int(usage.get("cached_input_tokens") or 0)
-    if fresh:
-        state.used = fresh
-        save_state(path, state)
+    session.set_used(fresh)
     return Usage(
         input_tokens=fresh,
         output_tokens=int(usage.get("output_tokens") or 0),

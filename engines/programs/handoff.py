@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engines.api.session import summary_block
-from engines.base import Message
+from engines.api.session import FoldLoader, HistoryLoader, summary_block
+from engines.base import HandedOff, Message
 
 HANDOFF_CHARS = 60_000  # the newest characters of the chat a program is handed each turn
 
@@ -106,3 +106,39 @@ def build_handoff(
     block = summary_block(summary) if left_out and summary else ""
     chat = CHAT_OPEN + SEPARATOR.join(kept) + CHAT_CLOSE
     return Handoff(text=block + chat + new_message, summary=block, left_out=left_out)
+
+
+def handed_text(program: str, handoff: Handoff) -> str:
+    """The divider's line where the program's memory of the chat starts."""
+    what = f"a handoff of {handoff.chat_chars:,} characters"
+    if handoff.summary:
+        what += " and the summary of what came before"
+    return f"{program} starts from here, with {what}"
+
+
+def handoff_for(
+    history: HistoryLoader,
+    latest_fold: FoldLoader,
+    seq: int,
+    new_message: str,
+    *,
+    program: str,
+    limit: int = HANDOFF_CHARS,
+) -> tuple[Handoff, HandedOff | None]:
+    """The handoff for the person's message at ``seq``, read from the chat log, and where the
+    program's memory of the chat starts (None when there was nothing before the message)."""
+    logged = [(s, m) for s, m in history() if s < seq]
+    fold = latest_fold()
+    summary = fold[1] if fold is not None else ""
+    handoff = build_handoff([m for _, m in logged], new_message, summary=summary, limit=limit)
+    lined = [s for s, m in logged if line_for(m)]  # the messages that make a line
+    if not lined:
+        return handoff, None
+    first = lined[handoff.left_out] if handoff.left_out < len(lined) else seq
+    event = HandedOff(
+        first_seq=first,
+        program=program,
+        text=handed_text(program, handoff),
+        summary=summary if handoff.summary else "",
+    )
+    return handoff, event

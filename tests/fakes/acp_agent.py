@@ -17,7 +17,9 @@ line of the prompt changes what it does, so one process can show every kind of t
 - ``[[refuse]]``: ends the turn with the ``refusal`` stop reason
 
 ``--banner`` prints a line that is not JSON before anything else, as a program started
-without its ACP flag would.
+without its ACP flag would. ``--grandchild`` starts a process of its own that holds the
+agent's stdout and stderr and never ends by itself (as a program's helper may); both pids are
+recorded first (``{"pid": ..., "grandchild": ...}``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -155,7 +158,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--record", type=Path, default=None)
     parser.add_argument("--banner", action="store_true")
+    parser.add_argument("--grandchild", action="store_true")
     args = parser.parse_args()
+    if args.grandchild:
+        # It inherits stdout and stderr, so the agent's pipes stay open while it lives.
+        helper = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()"])
+        if args.record is not None:
+            with args.record.open("a", encoding="utf-8") as f:
+                f.write(json.dumps({"pid": os.getpid(), "grandchild": helper.pid}) + "\n")
     if args.banner:
         sys.stdout.write("Welcome to the fake agent! Type your question.\n")
         sys.stdout.flush()

@@ -18,6 +18,7 @@ from engines.base import (
     ContextEngine,
     Done,
     Event,
+    HandedOff,
     Message,
     ModelInfo,
     Problem,
@@ -27,6 +28,7 @@ from engines.base import (
     ToolCall,
     TurnInput,
 )
+from engines.local.processes import alive
 from engines.programs.acp import AcpEngine, PermissionAsk
 from engines.programs.handoff import HANDOFF_CHARS
 
@@ -114,6 +116,7 @@ async def test_an_answer_streams_with_its_thinking(tmp_path: Path, chat: Chat) -
     assert "".join(e.text for e in events if isinstance(e, ThinkingDelta)) == "Thinking it over."
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Heard 5 characters."
     assert [r["texts"] for r in received(tmp_path)] == [["Hello"]]
+    assert not any(isinstance(e, HandedOff) for e in events)  # nothing before it to hand over
 
 
 async def test_the_engine_does_not_declare_the_context_capability(
@@ -161,6 +164,14 @@ async def test_a_chat_longer_than_the_handoff_sends_the_newest_60000_characters_
     assert len(handed) - len(block) <= HANDOFF_CHARS
     assert "answer 79: " in handed and "question 0: " not in handed
     assert handed.endswith("So what did we decide?")
+    # The divider sits at the first message the program was handed word for word.
+    (handed_off,) = [e for e in events if isinstance(e, HandedOff)]
+    first = chat.log[handed_off.first_seq][1].text
+    before = chat.log[handed_off.first_seq - 1][1].text
+    assert first in handed and before.split(":")[0] + ":" not in handed
+    assert handed_off.summary == SUMMARY
+    assert handed_off.text.startswith("Fake agent starts from here, with a handoff of ")
+    assert handed_off.text.endswith("and the summary of what came before")
 
 
 async def test_a_missing_program_says_so_with_where_to_set_it(tmp_path: Path, chat: Chat) -> None:
@@ -326,3 +337,19 @@ async def test_stopping_a_turn_tells_the_program_to_stop_and_the_chat_goes_on(
     slow_session = lines[0]["session"]
     assert {"cancelled": slow_session} in lines  # the program heard the Stop
     assert lines[-1]["texts"][-1].endswith("never mind, hello")  # type: ignore[index]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the processes in /proc")
+async def test_closing_stops_the_program_and_what_it_started_before_it_returns(
+    tmp_path: Path, chat: Chat
+) -> None:
+    engine = make_engine(tmp_path, chat, "--grandchild")
+    try:
+        events = await run_turn(engine, chat, "Hello")
+    finally:
+        await engine.aclose()
+    assert isinstance(events[-1], Done)
+    (pids,) = [r for r in received(tmp_path) if "pid" in r]
+    agent, helper = int(pids["pid"]), int(pids["grandchild"])  # type: ignore[call-overload]
+    assert not Path(f"/proc/{agent}").exists()  # ended and reaped, not left for later
+    assert not alive(helper)  # a helper holding its pipes did not outlive it

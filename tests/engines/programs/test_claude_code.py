@@ -17,6 +17,7 @@ from engines.base import (
     ContextEngine,
     Done,
     Event,
+    HandedOff,
     Message,
     ModelInfo,
     Problem,
@@ -170,6 +171,10 @@ async def test_a_chat_moved_here_starts_its_session_with_the_handoff(
     sent = said_to_model(server)[-1]
     assert "Person: The bundled model heard this first." in sent
     assert sent.endswith("Do you know what I said?")
+    (handed,) = [e for e in events if isinstance(e, HandedOff)]
+    assert handed.first_seq == 0 and handed.program == "Claude Code"
+    later = await run_turn(engine, chat, "And now?")  # the session resumed: no new handoff
+    assert isinstance(later[-1], Done) and not any(isinstance(e, HandedOff) for e in later)
 
 
 async def test_a_session_claude_code_lost_starts_again_with_the_handoff(

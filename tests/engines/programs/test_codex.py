@@ -19,6 +19,7 @@ from engines.base import (
     ContextEngine,
     Done,
     Event,
+    HandedOff,
     Message,
     ModelInfo,
     Problem,
@@ -145,6 +146,11 @@ async def test_a_chat_moved_to_codex_starts_its_thread_with_the_handoff(
     events = await run_turn(engine, chat, "Do you know what I said?")
     assert isinstance(events[-1], Done)
     assert "Person: The bundled model heard this first." in said(server)
+    # Codex's memory of the chat starts at its first message; later turns resume the thread.
+    (handed,) = [e for e in events if isinstance(e, HandedOff)]
+    assert handed.first_seq == 0 and handed.program == "Codex"
+    later = await run_turn(engine, chat, "And now?")
+    assert isinstance(later[-1], Done) and not any(isinstance(e, HandedOff) for e in later)
 
 
 @needs_codex
