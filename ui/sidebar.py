@@ -1,7 +1,9 @@
-"""The list of chats: new, rename (F2 or double-click), delete with Undo, search.
+"""The list of chats: new, rename (F2 or double-click), delete with Undo, search, export.
 
 Deleting is soft in the chat log (``deleted_at``); an Undo bar stays for ``UNDO_SECONDS`` and
-puts the chat back exactly as it was. Search looks at titles and at message text.
+puts the chat back exactly as it was (Settings → Trash keeps it after that). Search looks at
+titles and at message text (app/search.py); a chat found by a message shows a line of it
+under the title, the match in bold, and choosing it opens the chat at that message.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from PySide6.QtCore import (
     QPoint,
     QRect,
     QSignalBlocker,
+    QSize,
     Qt,
     QTimer,
     Signal,
 )
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QColor, QFont, QFontMetrics, QKeySequence, QPainter, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -26,6 +29,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QMenu,
     QPushButton,
+    QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
     QToolButton,
@@ -33,11 +37,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.search import Hit, search
 from app.store import ChatStore
 from ui.icons import icon
 
 UNDO_SECONDS = 8
 ID_ROLE = int(Qt.ItemDataRole.UserRole) + 1
+SEQ_ROLE = ID_ROLE + 1  # a search hit in a message: that message's seq
+SNIPPET_ROLE = ID_ROLE + 2  # (snippet, start, end): the line shown under the title
+SNIPPET_ALPHA = 170  # the snippet's words, a little quieter than the title
 
 
 class UndoBar(QWidget):
@@ -107,11 +115,81 @@ class UndoBar(QWidget):
 
 
 class TitleDelegate(QStyledItemDelegate):
-    """Renames a chat in an edit box as tall as its text.
+    """Renames a chat in an edit box as tall as its text, and draws a search hit's snippet.
 
     Qt puts the editor over the row's text area, which the stylesheet's padding leaves shorter
     than a line edit (its own padding and frame included): the title would be cut in half.
+    A row with a snippet is two lines: the title, then the snippet with the match in bold.
     """
+
+    def sizeHint(
+        self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> QSize:
+        size = super().sizeHint(option, index)
+        if index.data(SNIPPET_ROLE):
+            size.setHeight(size.height() + QFontMetrics(option.font).lineSpacing() + 2)
+        return size
+
+    def paint(
+        self,
+        painter: QPainter,
+        option: QStyleOptionViewItem,
+        index: QModelIndex | QPersistentModelIndex,
+    ) -> None:
+        found = index.data(SNIPPET_ROLE)
+        if not found:
+            super().paint(painter, option, index)
+            return
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        title = opt.text
+        opt.text = ""  # the background, hover and selection as the stylesheet paints them
+        widget = opt.widget
+        style = widget.style() if widget is not None else None
+        if style is not None:
+            style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, widget)
+        area = (
+            style.subElementRect(QStyle.SubElement.SE_ItemViewItemText, opt, widget)
+            if style is not None
+            else opt.rect
+        )
+        metrics = QFontMetrics(opt.font)
+        line = metrics.lineSpacing()
+        top = area.center().y() - (2 * line + 2) // 2
+        color = opt.palette.color(QPalette.ColorRole.Text)
+        painter.save()
+        painter.setClipRect(opt.rect)
+        painter.setPen(color)
+        painter.setFont(opt.font)
+        elided = metrics.elidedText(title, Qt.TextElideMode.ElideRight, area.width())
+        painter.drawText(area.left(), top + metrics.ascent(), elided)
+        quiet = QColor(color)
+        quiet.setAlpha(SNIPPET_ALPHA)
+        painter.setPen(quiet)
+        self._snippet(painter, opt.font, area.left(), area.right(), top + line + 2, found)
+        painter.restore()
+
+    @staticmethod
+    def _snippet(
+        painter: QPainter, font: QFont, left: int, right: int, top: int, found: tuple[str, int, int]
+    ) -> None:
+        """Draw the snippet on one line, its match in bold, cut with "…" at ``right``."""
+        snippet, start, end = found
+        bold = QFont(font)
+        bold.setBold(True)
+        x = left
+        for text, piece_font in (
+            (snippet[:start], font),
+            (snippet[start:end], bold),
+            (snippet[end:], font),
+        ):
+            if not text or x >= right:
+                continue
+            metrics = QFontMetrics(piece_font)
+            shown = metrics.elidedText(text, Qt.TextElideMode.ElideRight, right - x)
+            painter.setFont(piece_font)
+            painter.drawText(x, top + metrics.ascent(), shown)
+            x += metrics.horizontalAdvance(shown)
 
     def updateEditorGeometry(
         self,
@@ -137,8 +215,14 @@ class Sidebar(QWidget):
         chat_restored(str): Undo brought a chat back.
         chat_renamed(str, str): id, new title.
         settings_requested(): the Settings button at the bottom.
+        match_chosen(str, int): a search hit was chosen: open the chat at that message's seq.
+        export_requested(str, str): the chat's menu: export it ("markdown" or "json").
+        import_requested(): the Import button at the bottom.
     """
 
+    match_chosen = Signal(str, int)
+    export_requested = Signal(str, str)
+    import_requested = Signal()
     chat_selected = Signal(str)
     new_chat_requested = Signal()
     chat_deleted = Signal(str)
@@ -152,6 +236,7 @@ class Sidebar(QWidget):
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         self._store = store
         self._current = ""
+        self._changed_item: QListWidgetItem | None = None  # the row the last choice picked
 
         self.new_button = QPushButton("New chat", self)
         self.new_button.setObjectName("NewChatButton")
@@ -190,8 +275,18 @@ class Sidebar(QWidget):
         self.settings_button.setToolTip("Settings (Ctrl+,)")
         footer_layout = QHBoxLayout(self.footer)
         footer_layout.setContentsMargins(0, 0, 0, 0)
+        self.import_button = QToolButton(self.footer)
+        self.import_button.setIcon(icon("file"))
+        self.import_button.setText("Import")
+        self.import_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.import_button.setAutoRaise(True)
+        self.import_button.setAccessibleName("Import chats")
+        self.import_button.setToolTip(
+            "Import chats exported by Conch, ChatGPT (conversations.json) or Open WebUI"
+        )
         footer_layout.addWidget(self.settings_button)
         footer_layout.addStretch(1)
+        footer_layout.addWidget(self.import_button)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
@@ -216,6 +311,8 @@ class Sidebar(QWidget):
 
         self.new_button.clicked.connect(self.new_chat_requested)
         self.settings_button.clicked.connect(self.settings_requested)
+        self.import_button.clicked.connect(self.import_requested)
+        self.list.itemClicked.connect(self._clicked)
         self.search.textChanged.connect(lambda _t: self._search_timer.start())
         self.list.currentItemChanged.connect(self._current_changed)
         self.list.itemChanged.connect(self._item_edited)
@@ -227,25 +324,39 @@ class Sidebar(QWidget):
     def refresh(self) -> None:
         """Re-read the chats (filtered by the search text) and keep the current one selected."""
         query = self.search.text().strip()
-        chats = self._store.search_chats(query) if query else self._store.list_chats()
+        hits = (
+            search(self._store, query)
+            if query
+            else [Hit(c.id, c.title) for c in self._store.list_chats()]
+        )
         blocker = QSignalBlocker(self.list)
         self.list.clear()
-        for chat in chats:
-            item = QListWidgetItem(chat.title)
-            item.setData(ID_ROLE, chat.id)
-            item.setToolTip(chat.title)
+        self._changed_item = None
+        for hit in hits:
+            item = QListWidgetItem(hit.title)
+            item.setData(ID_ROLE, hit.chat_id)
+            item.setToolTip(hit.title)
+            if hit.seq is not None:
+                item.setData(SEQ_ROLE, hit.seq)
+                item.setData(SNIPPET_ROLE, (hit.snippet, hit.start, hit.end))
+                item.setToolTip(f"{hit.title}\n{hit.snippet}")
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
             self.list.addItem(item)
-            if chat.id == self._current:
+            if hit.chat_id == self._current:
                 self.list.setCurrentItem(item)
         del blocker
-        self.empty.setVisible(bool(query) and not chats)
+        self.empty.setVisible(bool(query) and not hits)
 
     def chat_ids(self) -> list[str]:
         return [str(self.list.item(i).data(ID_ROLE)) for i in range(self.list.count())]
 
     def titles(self) -> list[str]:
         return [self.list.item(i).text() for i in range(self.list.count())]
+
+    def snippets(self) -> list[str]:
+        """Each row's snippet ("" for a chat found by its title, or with no search)."""
+        rows = (self.list.item(i).data(SNIPPET_ROLE) for i in range(self.list.count()))
+        return [row[0] if row else "" for row in rows]
 
     def set_current(self, chat_id: str) -> None:
         self._current = chat_id
@@ -308,9 +419,24 @@ class Sidebar(QWidget):
         if item is None:
             return
         chat_id = str(item.data(ID_ROLE))
-        if chat_id != self._current:
+        seq = item.data(SEQ_ROLE)
+        self._changed_item = item
+        if seq is not None:
+            self._current = chat_id
+            self.match_chosen.emit(chat_id, int(seq))
+        elif chat_id != self._current:
             self._current = chat_id
             self.chat_selected.emit(chat_id)
+
+    def _clicked(self, item: QListWidgetItem) -> None:
+        # A click on the hit already chosen shows its match again (the person scrolled away);
+        # the click that chose it has just done so.
+        if item is self._changed_item:
+            self._changed_item = None
+            return
+        seq = item.data(SEQ_ROLE)
+        if seq is not None:
+            self.match_chosen.emit(str(item.data(ID_ROLE)), int(seq))
 
     def _item_edited(self, item: QListWidgetItem) -> None:
         chat_id = str(item.data(ID_ROLE))
@@ -326,6 +452,16 @@ class Sidebar(QWidget):
         chat_id = str(item.data(ID_ROLE))
         menu = QMenu(self)
         menu.addAction("Rename", lambda: self.list.editItem(item))
-        menu.addAction("Delete", lambda: self.delete(chat_id))
+        menu.addSeparator()
+        menu.addAction(
+            icon("export"),
+            "Export as Markdown…",
+            lambda: self.export_requested.emit(chat_id, "markdown"),
+        )
+        menu.addAction(
+            icon("export"), "Export as JSON…", lambda: self.export_requested.emit(chat_id, "json")
+        )
+        menu.addSeparator()
+        menu.addAction(icon("trash"), "Delete", lambda: self.delete(chat_id))
         menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         menu.popup(self.list.viewport().mapToGlobal(pos))
