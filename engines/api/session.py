@@ -946,10 +946,19 @@ class ApiSession:
         if len(p.covers) >= len(starts):
             return
         kept = self._messages[starts[len(p.covers)] :]
-        request = warm_request(template, summary_block(p.text), kept)
-        if request is not None:
-            with background():
-                await warm(adapter, request)
+        # Two folds are likely: one that keeps the turns after the summary, and one (a bigger
+        # next message, a small window) that drops them too and keeps their facts.
+        alone = fit(
+            facts_kept(p.text, p.text, kept, template.window), *summary_cap(template.window)
+        )
+        requests = (
+            warm_request(template, summary_block(p.text), kept),
+            warm_request(template, summary_block(alone), [Message(role="user", text="")]),
+        )
+        with background():
+            for request in requests:
+                if request is not None and not await warm(adapter, request):
+                    return
 
     def _first_kept_seq(self) -> int:
         """Where the model's word-for-word memory starts in the chat log."""
