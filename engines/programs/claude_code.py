@@ -222,8 +222,10 @@ class ClaudeCodeEngine:
             async for event in drive:
                 yield event
 
-    def context_usage(self, model: ModelInfo, system: str = "") -> tuple[int, int]:
-        return self.session.used, model.context
+    def context_usage(
+        self, model: ModelInfo, system: str = "", answer_tokens: int | None = None
+    ) -> tuple[int, int]:
+        return self.session.used, model.context  # Claude Code keeps its own answer room
 
     async def aclose(self) -> None:
         return None
