@@ -1,58 +1,20 @@
-"""``conch``: the one composition root. Commands go to app/cli.py; otherwise the window.
-
-The window runs on a qasync loop, so every turn is an asyncio task on the Qt event loop. The
-loop is started the way qasync's README shows for Python 3.11+ (``asyncio.Runner`` with a
-``QEventLoop`` factory) and ``main`` ends on an asyncio Event set when the window closes (or
-the app is asked to quit). Shutdown happens while the loop still runs: turns are stopped
-(their partial answers saved), engines and HTTP clients closed, the bundled model stopped.
-Any qasync workaround belongs in this module and nowhere else.
+"""``conch``: the command line. A command goes to app/cli.py; otherwise the window
+(ui/start.py). Nothing here loads Qt, so a command runs on a machine without it.
 
 Nothing is written outside the data dir (``--data-dir``, default the platform's user data
 folder for "Conch"): chats, memories, settings, health notes and the log all live there.
-
-SIGTERM, SIGHUP and Ctrl+C close the window the normal way, so a turn under way keeps what
-had arrived, as it does when the window is closed by hand.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import logging
 import logging.handlers
-import os
-import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from app.arguments import build_parser as build_parser  # the window's options live there
 from app.arguments import parse_arguments
-from app.data_dir import DataDirError, prepare_data_dir
-from app.qt_libraries import check_qt_libraries, install_sentence, library_named_in
-
-if TYPE_CHECKING:
-    from PySide6.QtCore import QMessageLogContext, QtMsgType
-    from PySide6.QtWidgets import QApplication
-
-log = logging.getLogger("conch.main")
-
-QUIT_AFTER_ENV = "CONCH_QUIT_AFTER_MS"  # CI smoke runs: close the window after this many ms
-SHUTDOWN_SECONDS = 10.0  # longest the window waits for turns and engines to close
-
-
-def quit_after_ms(args: argparse.Namespace, environ: dict[str, str] | None = None) -> int | None:
-    """Milliseconds until the window closes by itself, from --quit-after or the environment."""
-    if args.quit_after is not None:
-        return max(0, int(args.quit_after * 1000))
-    raw = (environ if environ is not None else dict(os.environ)).get(QUIT_AFTER_ENV, "")
-    try:
-        return max(0, int(raw)) if raw.strip() else None
-    except ValueError:
-        log.warning("%s=%r is not a number of milliseconds; ignored", QUIT_AFTER_ENV, raw)
-        return None
-
 
 # --- logging ----------------------------------------------------------------------------------
 
@@ -82,204 +44,6 @@ def configure_logging(data_dir: Path) -> None:
     root.addHandler(to_file)
 
 
-def route_qt_messages() -> None:
-    """Qt's own warnings go to the "conch.qt" logger instead of straight to stderr."""
-    from PySide6.QtCore import QtMsgType, qInstallMessageHandler
-
-    qt_log = logging.getLogger("conch.qt")
-    levels = {
-        QtMsgType.QtDebugMsg: logging.DEBUG,
-        QtMsgType.QtInfoMsg: logging.INFO,
-        QtMsgType.QtWarningMsg: logging.WARNING,
-        QtMsgType.QtCriticalMsg: logging.ERROR,
-        QtMsgType.QtFatalMsg: logging.CRITICAL,
-    }
-
-    def handler(kind: QtMsgType, _context: QMessageLogContext, message: str) -> None:
-        qt_log.log(levels.get(kind, logging.WARNING), "%s", message)
-
-    qInstallMessageHandler(handler)
-
-
-# --- the window -------------------------------------------------------------------------------
-
-
-STOP_SIGNALS = tuple(
-    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
-)
-
-
-def on_stop_signals(
-    loop: asyncio.AbstractEventLoop, stop: Callable[[], object]
-) -> Callable[[], None]:
-    """Call ``stop`` on the loop when a stop signal arrives; returns the undo. A signal after
-    the undo has its default effect (a second SIGTERM during a slow shutdown ends it)."""
-    installed: list[int] = []
-    for signum in STOP_SIGNALS:
-        try:
-            loop.add_signal_handler(signum, stop)
-        except (NotImplementedError, RuntimeError, ValueError):
-            continue  # Windows has no such signals on its loops
-        installed.append(signum)
-
-    def undo() -> None:
-        for signum in installed:
-            loop.remove_signal_handler(signum)
-
-    return undo
-
-
-async def main(
-    app: QApplication,
-    data_dir: Path,
-    *,
-    mock: bool,
-    quit_after: int | None,
-    data_problem: str = "",
-) -> int:
-    """Build the services and the window, run until the window closes, then close it all."""
-    from PySide6.QtCore import QTimer
-
-    from app.services import build_services
-    from app.store import StoreError
-    from ui.icons import app_icon
-    from ui.main_window import MainWindow
-    from ui.theme import ThemeManager
-
-    app.setWindowIcon(app_icon())
-    if data_problem:
-        await tell_and_wait(data_problem, quit_after)
-        return 1
-    try:
-        services = build_services(data_dir, mock=mock)
-    except StoreError as exc:
-        log.error("cannot open the data folder: %s", exc)
-        await tell_and_wait(str(exc), quit_after)
-        return 1
-    theme = ThemeManager(app, services.settings.settings.theme)
-    window = MainWindow(services, theme=theme)
-    closing = asyncio.Event()
-    window.closed.connect(closing.set)
-    app.aboutToQuit.connect(closing.set)
-    window.show()
-    loop = asyncio.get_running_loop()
-    starting = loop.create_task(window.start(), name="list-models")
-    # The daily tidy-up reads what no fold has read yet; it runs while the window is open.
-    tidying = loop.create_task(services.tidy_loop(window.show_learning), name="tidy-up")
-    # A local server started after Conch shows up in the model picker by itself.
-    watching = loop.create_task(services.watch_servers(), name="watch-servers")
-    if quit_after is not None:
-        QTimer.singleShot(quit_after, window.close)
-    # Through the loop's own signal handling (qasync's loop is asyncio's selector loop on
-    # Unix), so the close runs as an ordinary callback, never inside a signal handler.
-    ignore_signals = on_stop_signals(loop, window.close)
-    try:
-        await closing.wait()
-    finally:
-        ignore_signals()
-        starting.cancel()
-        tidying.cancel()
-        watching.cancel()
-        try:
-            async with asyncio.timeout(SHUTDOWN_SECONDS):
-                await asyncio.gather(starting, tidying, watching, return_exceptions=True)
-                await window.aclose()
-        except TimeoutError:
-            log.warning("turns did not stop within %s seconds; closing anyway", SHUTDOWN_SECONDS)
-        try:
-            async with asyncio.timeout(SHUTDOWN_SECONDS):
-                await services.aclose()
-        except TimeoutError:
-            log.warning("the services did not close within %s seconds", SHUTDOWN_SECONDS)
-        theme.close()
-        window.deleteLater()
-    return 0
-
-
-async def tell_and_wait(text: str, quit_after: int | None) -> None:
-    """Show a message box without blocking the loop (never exec() in a coroutine)."""
-    from PySide6.QtCore import QTimer
-    from PySide6.QtWidgets import QMessageBox
-
-    box = QMessageBox(QMessageBox.Icon.Critical, "Conch cannot open its data", text)
-    closed = asyncio.Event()
-    box.finished.connect(lambda _result: closed.set())
-    box.open()
-    if quit_after is not None:
-        QTimer.singleShot(quit_after, box.close)
-    await closed.wait()
-
-
-def install_asyncgen_hooks(loop: asyncio.AbstractEventLoop) -> None:
-    """Let the loop finalise async generators, as asyncio's own run_forever does.
-
-    qasync's run_forever skips this (qasync/__init__.py, run_forever), so an async generator
-    left suspended (httpx's body iterators, say) is finalised by the garbage collector outside
-    the loop, where closing it fails with "async generator ignored GeneratorExit".
-    """
-    firstiter = getattr(loop, "_asyncgen_firstiter_hook", None)
-    finalizer = getattr(loop, "_asyncgen_finalizer_hook", None)
-    if firstiter is not None and finalizer is not None:
-        sys.set_asyncgen_hooks(firstiter=firstiter, finalizer=finalizer)
-
-
-def run_gui(args: argparse.Namespace) -> int:
-    # Qt aborts with a generic message when a system library is missing: name it first.
-    missing = check_qt_libraries(os.environ, args.qt_args)
-    if missing:
-        print(f"conch: {missing}", file=sys.stderr)
-        return 1
-    try:
-        import qasync
-        from PySide6.QtWidgets import QApplication
-    except ImportError as exc:
-        library = library_named_in(str(exc))
-        if library is None:
-            raise
-        print(f"conch: {install_sentence([library])}", file=sys.stderr)
-        return 1
-
-    data_dir: Path = args.data_dir
-    data_problem = ""
-    try:
-        prepare_data_dir(data_dir)
-    except DataDirError as exc:
-        data_problem = str(exc)  # said on stderr and in a message box
-        print(f"conch: {data_problem}", file=sys.stderr)
-    else:
-        configure_logging(data_dir)
-    route_qt_messages()
-    existing = QApplication.instance()
-    app = (
-        existing
-        if isinstance(existing, QApplication)
-        else QApplication([sys.argv[0], *args.qt_args])
-    )
-    app.setApplicationName("Conch")
-    app.setApplicationDisplayName("Conch")
-    app.setDesktopFileName("conch")
-    # The window's closed signal ends main(); letting Qt quit on its own would stop the loop
-    # before the turns are saved and the engines closed.
-    app.setQuitOnLastWindowClosed(False)
-
-    # Python 3.11's asyncio.run has no loop_factory; Runner does (qasync README, 3.11+).
-    def make_loop() -> asyncio.AbstractEventLoop:
-        loop: asyncio.AbstractEventLoop = qasync.QEventLoop(app)
-        install_asyncgen_hooks(loop)
-        return loop
-
-    with asyncio.Runner(loop_factory=make_loop) as runner:
-        return runner.run(
-            main(
-                app,
-                data_dir,
-                mock=args.mock,
-                quit_after=quit_after_ms(args),
-                data_problem=data_problem,
-            )
-        )
-
-
 def run(argv: Sequence[str] | None = None) -> int:
     """The ``conch`` console script: the window, or a command (app/cli.py)."""
     given = sys.argv[1:] if argv is None else list(argv)
@@ -296,6 +60,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         from app import cli
 
         return cli.run_command(args)
+    from ui.start import run_gui  # the window, and with it Qt
+
     return run_gui(args)
 
 

@@ -2,8 +2,9 @@
 
 ``build_services(data_dir, mock=...)`` opens the chat log, memories, health notes and settings
 in the data dir, the secret store, the providers and the model catalogue; ``conversation()``
-makes a ``Conversation`` with the right engine: the scripted ``MockEngine`` in mock mode, else
-an ``ApiSession`` on the configured adapters. Nothing is written outside the data dir.
+makes a ``Conversation`` with the engine its ``EngineFactory`` builds: a program's own, else an
+``ApiSession`` on the configured adapters (``--mock`` hands in the demo's, app/demo.py).
+Nothing is written outside the data dir.
 
 Call ``await services.refresh_models()`` once at start (the window and the CLI do): it lists
 the models and, when nothing else can answer, starts the bundled model.
@@ -13,17 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import re
-import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from app.catalogue import ModelCatalogue
 from app.conversation import Conversation
 from app.health import HealthLog
-from app.learning import QuietLearning
+from app.learning import ModelCaller, QuietLearning
 from app.memories import LearningRun, MemoryBook
 from app.providers_config import BUNDLED, build_adapters, try_provider
 from app.secrets import SecretStore, SessionSecrets, open_secrets
@@ -38,18 +37,13 @@ from engines.api.summarise import ModelSummariser
 from engines.base import (
     Done,
     Engine,
-    Event,
     Message,
     ModelInfo,
-    NextStep,
-    ProblemKind,
     TextDelta,
-    TurnInput,
 )
 from engines.local import bundled
 from engines.local.gate import background
 from engines.local.reload import LocalModels
-from engines.mock import MockEngine, Refuse, demo_chat, echo_reply
 from engines.programs.acp import Approver
 from engines.programs.catalogue import PROGRAMS as PROGRAM_LIST
 from engines.programs.catalogue import PROVIDER as PROGRAMS
@@ -129,131 +123,45 @@ def latest_fold(store: ChatStore, chat_id: str) -> tuple[int, str] | None:
     return (fold.first_kept_seq, fold.summary) if fold is not None else None
 
 
-# --- mock mode --------------------------------------------------------------------------------
-
-MOCK_MODELS = (
-    ModelInfo(provider="mock", id="mock-model", label="Mock model", context=32_768, local=True),
-    ModelInfo(provider="mock", id="mock-small", label="Mock model (8K)", context=8_192, local=True),
-    ModelInfo(provider="mock", id="mock-large", label="Mock model (128K)", context=131_072),
-)
-
-TOO_LONG_CUE = "too long"
-
-
-def mock_cue(turn: TurnInput) -> Refuse | None:
-    """In the demo, a message that says "too long" shows the too-long card.
-
-    Its one next step is the mock model that reads clearly more, as the real engine offers.
-    """
-    if TOO_LONG_CUE not in turn.text.lower():
-        return None
-    bigger = sorted(
-        (m for m in MOCK_MODELS if m.context >= 1.5 * turn.model.context), key=lambda m: m.context
-    )
-    if not bigger:
-        return Refuse(ProblemKind.TOO_LONG)  # the mock then offers a new chat with the text
-    target = bigger[0]
-    step = NextStep(
-        kind="switch-model", label=f"Switch to {target.name}", model=target, text=turn.text
-    )
-    return Refuse(ProblemKind.TOO_LONG, next_step=step)
-
-
-class MockProvider:
-    """A provider that lists the mock models and answers with the mock's echo."""
-
-    name = "mock"
-    label = "Mock"
-    local = True
-
-    def __init__(self) -> None:
-        self.loaded = ""  # like a server on this computer: the model that answered last
-
-    async def list_models(self) -> list[ModelInfo]:
-        return [
-            m.model_copy(update={"loaded": True}) if m.local and m.key == self.loaded else m
-            for m in MOCK_MODELS
-        ]
-
-    def answered(self, model_key: str) -> None:
-        """A mock model answered: it is the one loaded now."""
-        self.loaded = model_key
-
-    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
-        last = next((m.text for m in reversed(request.messages) if m.role == "user"), "")
-        yield TextDelta(text=echo_reply(last, 0))
-        yield Done()
-
-    def cheap_models(self) -> tuple[str, ...]:
-        return ()
-
-    async def aclose(self) -> None:
-        return None
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!])\s+")
-
-
-# A sentence about the person starts with one of these ("We have €2,500."); "Let's go with
-# copper" or "Haha, the librarian will love that" say nothing to remember.
-_ABOUT_THEM = frozenset({"I", "I'm", "I've", "I'd", "My", "We", "We're", "We've", "We'd", "Our"})
-
-
-async def mock_ask_model(prompt: str, text: str, *, model_key: str = "") -> str | None:
-    """The mock's learning answer: what the person said about themselves (statements in the
-    first person, not questions), as a JSON list."""
-    facts: list[str] = []
-    for block in text.split("\n\n"):
-        line = " ".join(block.removeprefix("Person: ").split())
-        for sentence in _SENTENCE_END.split(line):
-            s = sentence.strip()
-            words = s.split()
-            if (
-                len(words) >= 4
-                and words[0].rstrip(",") in _ABOUT_THEM
-                and not s.endswith("?")
-                and len(s) <= 200
-            ):
-                facts.append(f"The person said: {s}")
-    await asyncio.sleep(0)
-    return json.dumps(facts[-8:])
-
-
-DEMO_MEMORIES = (
-    "The person is starting a community garden on the city-owned lot behind the library.",
-    "Marta coordinates the garden group of six people.",
-    "The garden has a budget of €2,500.",
-    "The person prefers untreated larch for the raised beds.",
-)
-
-
-def seed_demo(store: ChatStore, memories: MemoryBook) -> Chat:
-    """The demo long chat for ``--mock``: folded once, with a learning run that kept memories."""
-    demo = demo_chat()
-    model_key = MOCK_MODELS[0].key
-    chat = store.create_chat(title="Community garden", model_key=model_key)
-    for role, text in demo.messages:
-        store.append_message(chat.id, role, text, model_key=model_key)
-    store.add_compaction(chat.id, demo.first_kept, demo.summary, MOCK_MODELS[0].name)
-    memories.add_run(
-        chat.id,
-        DEMO_MEMORIES,
-        seq_from=0,
-        seq_to=demo.first_kept - 1,
-        waiting=False,
-        source="fold",
-    )
-    store.set_read_until(chat.id, demo.first_kept - 1)
-    # The fold just read the chat: the daily tidy-up is a day away, not at the first start.
-    memories.last_tidy = time.time()
-    seeded = store.get_chat(chat.id)
-    assert seeded is not None
-    return seeded
-
-
 # --- the services -----------------------------------------------------------------------------
 
 StatusListener = Callable[[str], None]
+
+
+class EngineFactory(Protocol):
+    """Builds the engine for a chat on ``model``; a program asks ``approve`` before it acts."""
+
+    def __call__(
+        self, services: AppServices, chat: Chat, model: ModelInfo, approve: Approver | None
+    ) -> Engine: ...
+
+
+def standard_engine(
+    services: AppServices, chat: Chat, model: ModelInfo, approve: Approver | None
+) -> Engine:
+    """A program's own engine (it keeps, or is handed, the chat itself), else an
+    ``ApiSession`` on the catalogue's adapters."""
+    store, chat_id = services.store, chat.id
+    if model.provider == PROGRAMS:
+        return program_engine(
+            model,
+            chat_id=chat_id,
+            data_dir=services.data_dir,
+            history=lambda: history_messages(store.messages(chat_id)),
+            latest_fold=lambda: latest_fold(store, chat_id),
+            approve=approve,
+            commands=services.program_commands,
+        )
+    catalogue = services.catalogue
+    return ApiSession(
+        chat_id=chat_id,
+        data_dir=services.data_dir,
+        adapters=catalogue.live_adapters,
+        summariser=ModelSummariser(catalogue.live_adapters, services.window_of),
+        directory=catalogue,
+        history=lambda: history_messages(store.messages(chat_id)),
+        latest_fold=lambda: latest_fold(store, chat_id),
+    )
 
 
 class AppServices:
@@ -273,11 +181,14 @@ class AppServices:
         runtime: bundled.BundledRuntime | None = None,
         configs: dict[str, tuple[str, str]] | None = None,
         startup_problems: Sequence[str] = (),
+        engines: EngineFactory = standard_engine,
+        ask: ModelCaller | None = None,
     ) -> None:
         self.data_dir = data_dir
         # Sentences about damaged files set aside at start-up (see build_services).
         self.startup_problems = list(startup_problems)
         self.mock = mock
+        self.engines = engines  # what builds each conversation's engine
         self.store = store
         self.memories = memories
         self.health = health
@@ -297,7 +208,7 @@ class AppServices:
             store,
             memories,
             settings,
-            mock_ask_model if mock else self.ask_model,
+            ask if ask is not None else self.ask_model,
             health=health,
             piece_chars=self._piece_chars,
             model_ready=lambda chat: self._own_model(chat.model_key) is not None,
@@ -451,28 +362,7 @@ class AppServices:
                 "No model is ready: start Ollama, LM Studio or another server, "
                 "or add an API key in Settings."
             )
-        if self.mock:
-            engine: Engine = self._mock_engine(chat)
-        elif chosen.provider == PROGRAMS:  # a program keeps (or is handed) the chat itself
-            engine = program_engine(
-                chosen,
-                chat_id=chat_id,
-                data_dir=self.data_dir,
-                history=lambda: history_messages(self.store.messages(chat_id)),
-                latest_fold=lambda: latest_fold(self.store, chat_id),
-                approve=approve,
-                commands=self.program_commands,
-            )
-        else:
-            engine = ApiSession(
-                chat_id=chat_id,
-                data_dir=self.data_dir,
-                adapters=self.catalogue.live_adapters,
-                summariser=ModelSummariser(self.catalogue.live_adapters, self._window_of),
-                directory=self.catalogue,
-                history=lambda: history_messages(self.store.messages(chat_id)),
-                latest_fold=lambda: latest_fold(self.store, chat_id),
-            )
+        engine = self.engines(self, chat, chosen, approve)
         conv = Conversation(
             chat_id,
             store=self.store,
@@ -508,17 +398,7 @@ class AppServices:
             return None
         return next((m for m in program_models(self.program_commands) if m.key == key), None)
 
-    def _mock_engine(self, chat: Chat) -> MockEngine:
-        fold = self.store.latest_compaction(chat.id)
-        start = fold.first_kept_seq if fold is not None else 0
-        seed = [
-            (m.seq, render_attachments(m.text, m.attachments))  # attached files count too
-            for m in self.store.messages(chat.id, start=start)
-            if m.role == "user"
-        ]
-        return MockEngine(seed=seed, summary=fold.summary if fold is not None else "", cue=mock_cue)
-
-    def _window_of(self, provider: str, model_id: str) -> int | None:
+    def window_of(self, provider: str, model_id: str) -> int | None:
         """The listed window of another model of the provider (the summariser's cheap one)."""
         found = self.catalogue.find(f"{provider}/{model_id}")
         return found.context if found is not None else None
@@ -661,8 +541,11 @@ def build_services(
     mock: bool,
     secrets: SecretStore | None = None,
     seed_demo_chat: bool = True,
+    engines: EngineFactory | None = None,
 ) -> AppServices:
-    """Open everything in ``data_dir`` (created if missing). See the module doc."""
+    """Open everything in ``data_dir`` (created if missing). See the module doc. ``engines``
+    builds each chat's engine (tests hand in scripted ones); by default the real ones, or in
+    mock mode the demo's."""
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     settings = SettingsStore.in_dir(data_dir)
@@ -673,14 +556,16 @@ def build_services(
     problems = [p for p in (settings.problem, store.problem, memories.problem, health.problem) if p]
     for problem in problems:
         health.add("storage", problem)
+    ask: ModelCaller | None = None
     if mock:
+        from app import demo  # the demo's models, chat and answers, only in mock mode
+
         keys: SecretStore = secrets or SessionSecrets()
-        catalogue = ModelCatalogue([MockProvider()], health=health)
-        if seed_demo_chat and not store.list_chats():
-            chat = seed_demo(store, memories)
-            if not settings.settings.last_chat_id:
-                settings.update(last_chat_id=chat.id)
+        provider = demo.prepare(store, memories, settings, seed=seed_demo_chat)
+        catalogue = ModelCatalogue([provider], health=health)
         configs: dict[str, tuple[str, str]] = {}
+        engines = engines or demo.mock_engine
+        ask = demo.mock_ask_model
     else:
         keys = secrets or open_secrets()
         setup = build_adapters(settings.settings, keys)
@@ -697,4 +582,6 @@ def build_services(
         catalogue=catalogue,
         configs=configs,
         startup_problems=problems,
+        engines=engines or standard_engine,
+        ask=ask,
     )

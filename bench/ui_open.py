@@ -56,9 +56,9 @@ def _fill(services: object, n: int) -> str:
 def main() -> dict[str, object]:
     from PySide6.QtWidgets import QApplication
 
-    from app.main import route_qt_messages
     from app.services import build_services
     from ui.main_window import MainWindow
+    from ui.start import route_qt_messages
 
     route_qt_messages()
     logging.getLogger("conch.qt").setLevel(logging.ERROR)  # offscreen size-hint chatter

@@ -23,15 +23,7 @@ from engines.base import (
     TurnInput,
     Usage,
 )
-from engines.mock import (
-    CompactBefore,
-    Fail,
-    MockEngine,
-    Refuse,
-    Reply,
-    demo_chat,
-    demo_engine,
-)
+from engines.mock import CompactBefore, Fail, MockEngine, Refuse, Reply
 
 MODEL = ModelInfo(provider="mock", id="mock-1", label="Mock One", context=8192)
 
@@ -228,34 +220,3 @@ async def test_aclose_marks_closed() -> None:
     engine = MockEngine()
     await engine.aclose()
     assert engine.closed
-
-
-def test_demo_chat_is_long_varied_and_folded() -> None:
-    demo = demo_chat()
-    roles = [r for r, _ in demo.messages]
-    assert 35 <= roles.count("user") <= 45
-    assert roles == ["user", "assistant"] * (len(roles) // 2)
-    texts = "\n".join(t for _, t in demo.messages)
-    assert "```python" in texts  # a code block
-    assert "|---|" in texts  # a table
-    assert "\n- " in texts and "\n1. " in texts  # lists
-    assert demo.messages[demo.first_kept][0] == "user"
-    assert 0 < demo.first_kept < len(demo.messages)
-    # the summary speaks of folded questions, not kept ones
-    first_kept_text = demo.messages[demo.first_kept][1]
-    assert demo.messages[0][1][:40] in demo.summary
-    assert first_kept_text[:40] not in demo.summary
-
-
-async def test_demo_engine_continues_after_the_demo() -> None:
-    demo = demo_chat()
-    engine = demo_engine(delay=0, fold_every=2, keep_turns=1)
-    assert engine.summary == demo.summary
-    seq = len(demo.messages)
-    await collect(engine.turn(turn(seq, "next question")))
-    events = await collect(engine.turn(turn(seq + 2, "and another")))
-    compacted = [e for e in events if isinstance(e, Compacted)]
-    assert len(compacted) == 1
-    assert compacted[0].first_kept_seq == seq + 2
-    assert "next question" in compacted[0].summary
-    assert demo.messages[demo.first_kept][1][:40] in compacted[0].summary

@@ -26,11 +26,11 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.conversation import Conversation
-from app.main import install_asyncgen_hooks
 from app.memories import LearningRun, MemoryBook
 from app.store import ChatStore
 from engines.base import ModelInfo
 from engines.mock import MockEngine, Step
+from ui.start import install_asyncgen_hooks
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +40,7 @@ def qloop(qapp: QApplication, qtbot: QtBot) -> Iterator[asyncio.AbstractEventLoo
     loop.set_exception_handler(lambda _loop, context: problems.append(context))
     asyncio.events._set_running_loop(loop)
     old_hooks = sys.get_asyncgen_hooks()
-    install_asyncgen_hooks(loop)  # as app/main.py does for the real window
+    install_asyncgen_hooks(loop)  # as ui/start.py does for the real window
     try:
         yield loop
         pending = [t for t in asyncio.all_tasks(loop) if not t.done()]

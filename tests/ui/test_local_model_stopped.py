@@ -15,9 +15,11 @@ from pytestqt.qtbot import QtBot
 
 from app.health import HealthLog
 from app.services import AppServices, build_services
+from app.store import Chat
 from engines.base import ModelInfo, ProblemKind
 from engines.local.bundled import CrashBook, rebuild_step, source_checkout
 from engines.mock import MockEngine, Refuse
+from engines.programs.acp import Approver
 from ui.chat_model import RowKind
 from ui.health_page import HealthPage
 from ui.main_window import MainWindow
@@ -136,9 +138,18 @@ def test_health_says_so_when_the_model_stops_again(
     assert panel.start_button.isEnabled()
 
 
+def stopped_runtime(
+    services: AppServices, chat: Chat, model: ModelInfo, approve: Approver | None
+) -> MockEngine:
+    """The engine of a chat whose bundled runtime stopped: the card offers a rebuild."""
+    return MockEngine(
+        [Refuse(ProblemKind.RUNTIME_STOPPED, next_step=rebuild_step(), detail="the runtime's log")]
+    )
+
+
 @pytest.fixture
 def services(data_dir: Path) -> Iterator[AppServices]:
-    built = build_services(data_dir, mock=True, seed_demo_chat=False)
+    built = build_services(data_dir, mock=True, seed_demo_chat=False, engines=stopped_runtime)
     yield built
     built.store.close()
     built.memories.close()
@@ -146,17 +157,6 @@ def services(data_dir: Path) -> Iterator[AppServices]:
 
 
 def test_the_cards_rebuild_step_opens_health(qtbot: QtBot, services: AppServices) -> None:
-    step = rebuild_step()
-    make = services.conversation
-
-    def conversation(chat_id: str, **kwargs: object) -> object:
-        conv = make(chat_id, **kwargs)  # type: ignore[arg-type]
-        conv.engine = MockEngine(
-            [Refuse(ProblemKind.RUNTIME_STOPPED, next_step=step, detail="the runtime's log")]
-        )
-        return conv
-
-    services.conversation = conversation  # type: ignore[method-assign,assignment]
     window = MainWindow(services)
     qtbot.addWidget(window)
     window.show()
@@ -170,7 +170,7 @@ def test_the_cards_rebuild_step_opens_health(qtbot: QtBot, services: AppServices
         qtbot.waitUntil(lambda: window.chat_view.widget_at(RowKind.PROBLEM) is not None)
         card = window.chat_view.widget_at(RowKind.PROBLEM)
         assert isinstance(card, ProblemCard) and card.button is not None
-        assert card.button.text() == step.label
+        assert card.button.text() == rebuild_step().label
         qtbot.mouseClick(card.button, Qt.MouseButton.LeftButton)
         dialog = window._settings_dialog
         assert dialog is not None and dialog.current_page() == "health"

@@ -9,20 +9,23 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
-from app.main import QUIT_AFTER_ENV, build_parser, quit_after_ms
-from app.services import MOCK_MODELS, AppServices, build_services
-from engines.base import NextStep, ProblemKind
+from app.demo import MOCK_MODELS, mock_engine
+from app.main import build_parser
+from app.services import AppServices, build_services
+from app.store import Chat
+from engines.base import Engine, ModelInfo, NextStep, ProblemKind
 from engines.mock import CompactBefore, MockEngine, Refuse, Reply, ShortenBefore, Step
+from engines.programs.acp import Approver
 from ui.chat_model import RowKind
 from ui.main_window import MainWindow
 from ui.memory_card import MemoryCard
+from ui.start import QUIT_AFTER_ENV, quit_after_ms
 from ui.summary_divider import SummaryDivider
 from ui.too_long_card import ProblemCard
 
@@ -33,36 +36,35 @@ BIG, SMALL, _LARGE = MOCK_MODELS  # "Mock model" reads 32K, "Mock model (8K)" re
 
 
 class Scripts:
-    """Gives each new conversation the next scripted ``MockEngine`` (else the plain mock)."""
+    """The services' engine factory: each new conversation gets the next scripted
+    ``MockEngine`` (else the demo's)."""
 
-    def __init__(self, services: AppServices) -> None:
+    def __init__(self) -> None:
         self.queue: list[list[Step]] = []
         self.engines: dict[str, MockEngine] = {}
-        make = services.conversation
 
-        def conversation(chat_id: str, **kwargs: Any) -> Any:
-            conv = make(chat_id, **kwargs)
-            if self.queue:
-                engine = MockEngine(self.queue.pop(0), fold_every=0, delay=0.002)
-                conv.engine = engine
-                self.engines[chat_id] = engine
-            return conv
-
-        services.conversation = conversation  # type: ignore[method-assign]
+    def __call__(
+        self, services: AppServices, chat: Chat, model: ModelInfo, approve: Approver | None
+    ) -> Engine:
+        if not self.queue:
+            return mock_engine(services, chat, model, approve)
+        engine = MockEngine(self.queue.pop(0), fold_every=0, delay=0.002)
+        self.engines[chat.id] = engine
+        return engine
 
 
 @pytest.fixture
-def services(data_dir: Path) -> Iterator[AppServices]:
-    built = build_services(data_dir, mock=True, seed_demo_chat=False)
+def scripts() -> Scripts:
+    return Scripts()
+
+
+@pytest.fixture
+def services(data_dir: Path, scripts: Scripts) -> Iterator[AppServices]:
+    built = build_services(data_dir, mock=True, seed_demo_chat=False, engines=scripts)
     yield built
     built.store.close()
     built.memories.close()
     built.health.close()
-
-
-@pytest.fixture
-def scripts(services: AppServices) -> Scripts:
-    return Scripts(services)
 
 
 @pytest.fixture

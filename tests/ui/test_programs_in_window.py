@@ -17,8 +17,9 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
+from app.demo import MOCK_MODELS
 from app.secrets import SessionSecrets
-from app.services import MOCK_MODELS, AppServices, build_services
+from app.services import AppServices, build_services
 from engines.base import ProblemKind
 from ui.chat_model import RowKind
 from ui.main_window import MainWindow

@@ -41,7 +41,7 @@ async def _needs_the_loop_to_close(closed: list[str]) -> AsyncIterator[int]:
 def test_an_abandoned_async_generator_is_closed_on_the_loop(
     qloop: asyncio.AbstractEventLoop, qtbot: QtBot
 ) -> None:
-    # qasync does not finalise async generators itself; app/main.py installs the hooks.
+    # qasync does not finalise async generators itself; ui/start.py installs the hooks.
     closed: list[str] = []
 
     async def use_once() -> None:

@@ -1,7 +1,8 @@
 """SIGTERM and SIGHUP close the real window the normal way: a turn under way keeps what arrived.
 
-The window is started by app/main.py's ``main`` on this test's qasync loop; the signal is sent
-to this process once the engine has written the first words and waits for more.
+The window is started by ui/start.py's ``main`` on this test's qasync loop, every chat on an
+engine that writes the first words and waits for more; the signal is sent to this process once
+it waits.
 """
 
 from __future__ import annotations
@@ -11,17 +12,16 @@ import os
 import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from app.main import main
 from app.store import ChatStore
 from engines.base import Done, Event, ProblemKind, TextDelta, TurnInput
 from ui.main_window import MainWindow
+from ui.start import main
 
 # The offscreen platform cannot resize windows to their hints; it says so at WARNING.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
@@ -73,8 +73,9 @@ def test_a_stop_signal_closes_the_window_and_keeps_the_answer_so_far(
     signum: int, qtbot: QtBot, restore_app: QApplication, data_dir: Path
 ) -> None:
     qapp = restore_app
+    engine = HangingEngine()
     running = asyncio.get_running_loop().create_task(
-        main(qapp, data_dir, mock=True, quit_after=None)
+        main(qapp, data_dir, mock=True, quit_after=None, engines=lambda *_: engine)
     )
     qtbot.waitUntil(lambda: the_window(qapp) is not None, timeout=HANG_MS)
     window = the_window(qapp)
@@ -82,15 +83,6 @@ def test_a_stop_signal_closes_the_window_and_keeps_the_answer_so_far(
     services = window.services
     qtbot.waitUntil(lambda: services.default_model() is not None, timeout=HANG_MS)
 
-    engine = HangingEngine()
-    make = services.conversation
-
-    def conversation(chat_id: str, **kwargs: Any) -> Any:
-        conv = make(chat_id, **kwargs)
-        conv.engine = engine
-        return conv
-
-    services.conversation = conversation  # type: ignore[method-assign]
     chat_id = window.new_chat()
     window.composer.edit.setFocus()
     qtbot.keyClicks(window.composer.edit, "Tell me about larch")
