@@ -66,6 +66,14 @@ def split_qt_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return ours, qt
 
 
+def tool_names(text: str) -> tuple[str, ...]:
+    """``--allow-tools``' value: tool names separated by commas (spaces around them ignored)."""
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    if not names:
+        raise argparse.ArgumentTypeError("name at least one tool, for example read_text_file")
+    return names
+
+
 def _shared(parser: argparse.ArgumentParser, *, top: bool) -> None:
     """The options every command takes. A command's parser leaves them unset when absent, so
     the value given before the command name stands."""
@@ -89,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="conch",
         usage="\n  conch [--data-dir DIR] [--mock] [--quit-after SECONDS]   (the window)"
         "\n  conch models [--json] [--all] [--data-dir DIR] [--mock]"
-        "\n  conch ask [--model PROVIDER/MODEL] [--chat ID] [--data-dir DIR] [--mock] TEXT",
+        "\n  conch ask [--model PROVIDER/MODEL] [--chat ID] [--allow-tools NAME,...]"
+        " [--data-dir DIR] [--mock] TEXT",
         description="Chat with local models and model APIs. Without a command, Conch opens "
         "its window.",
     )
@@ -112,6 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
     _shared(ask, top=False)
     ask.add_argument("--model", metavar="PROVIDER/MODEL", help="the model to ask")
     ask.add_argument("--chat", metavar="ID", help="continue (or start) the chat with this id")
+    ask.add_argument(
+        "--allow-tools",
+        type=tool_names,
+        default=(),
+        metavar="NAME,...",
+        help="offer the model the tools of the MCP servers in Settings → Tools, and let it run "
+        "these ones without asking (any other call is declined)",
+    )
     ask.add_argument("text", metavar="TEXT", help="the message; - reads it from stdin")
     return parser
 

@@ -7,6 +7,10 @@ turn failed or no model could answer (one line on stderr says why), 2 the comman
 128 + the signal's number when stopped by Ctrl+C (130), SIGTERM (143) or SIGHUP (129) -- what
 had arrived of the answer is saved, as when Stop is pressed in the window.
 
+``conch ask --allow-tools NAME,…`` offers the model the tools of the MCP servers in Settings →
+Tools; the named ones run without asking, any other call is declined (nobody is there to ask),
+and each call is printed on stderr as a row: the call, how it ended, its first lines.
+
 When the bundled model answers, its runtime stays running after the command (until it has had
 no request for ``bundled.IDLE_EXIT`` seconds, or ``CONCH_LOCAL_MODEL_IDLE``; 0 stops it with the
 command), so the next command finds it warm: no model load, and the start of the chat already
@@ -37,6 +41,8 @@ from app.memories import LearningRun
 from app.secrets import EnvironmentKeys, SecretStore, open_secrets
 from app.services import AppServices, ServicesError, build_services
 from app.store import StoreError
+from engines.api.session import ApiSession
+from engines.api.tool_loop import ToolHost
 from engines.api.transcript import TranscriptError, check_chat_id
 from engines.base import (
     Compacted,
@@ -46,7 +52,9 @@ from engines.base import (
     Problem,
     Shortened,
     TextDelta,
+    ToolResult,
     TurnProblem,
+    arguments_line,
 )
 from engines.local import bundled
 
@@ -165,6 +173,50 @@ def _print_table(models: Sequence[ModelInfo], out: Output) -> None:
 
 
 # --- conch ask --------------------------------------------------------------------------------
+
+
+def _headless_tools(services: AppServices, engine: object, allowed: Sequence[str]) -> None:
+    """Tools in a terminal: offered only with ``--allow-tools``, from the servers configured in
+    Settings → Tools; the named tools run without asking, and nobody is asked about the others
+    (the model is told how the person could allow them)."""
+    if not isinstance(engine, ApiSession):
+        return  # the mock, or a program that keeps its own tools
+    if not allowed:
+        engine.tools = None
+        return
+    host = engine.tools or ToolHost(services.tools)
+    host.approve = None
+    host.always = set(allowed)
+    engine.tools = host
+
+
+def tool_row(event: ToolResult) -> str:
+    """A tool call as ``conch ask`` prints it on stderr: the call and how it ended on one line,
+    then the first lines of what it gave, indented."""
+    server = f" ({event.server})" if event.server else ""
+    ending = {
+        "done": "done",
+        "failed": "failed",
+        "denied": "not allowed",
+        "unknown": "no such tool",
+        "invalid": "bad arguments",
+        "stopped": "stopped",
+        "not-run": "not run",
+    }[event.status]
+    figures = f"{event.seconds:.1f} s" if event.seconds else ""
+    if event.shortened:
+        figures += (", " if figures else "") + (
+            f"{event.total_chars:,} characters, the model read {event.sent_chars:,}"
+        )
+    line = f"Tool {event.tool}{server} {arguments_line(event.arguments)}: {ending}"
+    if figures:
+        line += f" ({figures})"
+    lines = [_one_line(line)]
+    if event.status == "done":
+        lines += [f"  {row}" for row in event.preview.splitlines()]
+    else:
+        lines.append(f"  {_one_line(event.text)[:300]}")
+    return "\n".join(lines) + "\n"
 
 
 def _learning_line(run: LearningRun) -> str:
@@ -299,7 +351,17 @@ async def _ask(
     progress.chat_id = chat.id
     try:
         announce = created and not args.chat  # a chat named on the command line is known
-        return await _turn(services, chat.id, model, text, out, err, progress, announce=announce)
+        return await _turn(
+            services,
+            chat.id,
+            model,
+            text,
+            out,
+            err,
+            progress,
+            announce=announce,
+            allowed=getattr(args, "allow_tools", ()),
+        )
     finally:
         # Whatever stopped the command before the message was saved, no empty chat is left.
         if created and store.message_count(chat.id) == 0:
@@ -316,6 +378,7 @@ async def _turn(
     progress: Progress,
     *,
     announce: bool,
+    allowed: Sequence[str] = (),
 ) -> int:
     def learned(run: LearningRun) -> None:
         err.write(_learning_line(run) + "\n")
@@ -325,6 +388,7 @@ async def _turn(
     except ServicesError as exc:
         err.write(f"conch ask: {exc}\n")
         return FAILED
+    _headless_tools(services, conv.engine, allowed)
 
     problem: TurnProblem | None = None
     ended_with_newline = True
@@ -361,6 +425,8 @@ async def _turn(
                     line += f" ({event.next_step.model.name} reads the whole message: "
                     line += f"--model {event.next_step.model.key})"
                 err.write(_one_line(line) + "\n")
+            elif isinstance(event, ToolResult):
+                err.write(tool_row(event))
             elif isinstance(event, Note):
                 err.write(f"Note: {_one_line(event.text)}\n")
             elif isinstance(event, Problem):
