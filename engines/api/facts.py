@@ -566,11 +566,13 @@ class _Origins:
     def at(self, pos: int) -> str:
         return self.origins[bisect.bisect_right(self.starts, pos) - 1]
 
-    def typed(self) -> list[tuple[int, int]]:
-        """The spans the person typed."""
+    def typed(self) -> list[tuple[int, int, str]]:
+        """The spans the person typed, and an earlier list's items: (start, end, origin)."""
         ends = [*self.starts[1:], -1]
         return [
-            (s, e) for s, e, o in zip(self.starts, ends, self.origins, strict=True) if o == PERSON
+            (s, e, o)
+            for s, e, o in zip(self.starts, ends, self.origins, strict=True)
+            if o in (PERSON, CARRIED)
         ]
 
 
@@ -581,31 +583,40 @@ _DECIDED = re.compile(
     r"|\bdecision\s*:"
 )
 _DECISION_CHARS = 200  # a decision longer than this is kept from its start, cut at a word
-_SENTENCE_END = ".!?\n"
+_SENTENCE_END = ".!?;"  # followed by a space (so "v2.4.1" is one word), or a line's end
+
+
+def _ends_sentence(text: str, at: int) -> bool:
+    """Whether a sentence ends at ``text[at]`` (its last character)."""
+    if text[at] == "\n":
+        return True
+    return text[at] in _SENTENCE_END and (at + 1 >= len(text) or text[at + 1].isspace())
 
 
 def _decisions(text: str, origins: _Origins) -> list[Fact]:
     """The sentences where the person says what was decided, word for word."""
     out: list[Fact] = []
-    for span_start, span_end in origins.typed():
+    for span_start, span_end, origin in origins.typed():
         end_of_span = len(text) if span_end < 0 else span_end
         for m in _DECIDED.finditer(text, span_start, end_of_span):
             start = m.start()
             floor = max(span_start, start - _DECISION_CHARS)
-            while start > floor and text[start - 1] not in _SENTENCE_END:
+            while start > floor and not _ends_sentence(text, start - 1):
                 start -= 1
+            while start < m.start() and text[start].isspace():
+                start += 1
             head = _SPEAKER.match(text, start)
             if head is not None:
                 start = head.end()
             stop = m.end()
             ceiling = min(end_of_span, start + _DECISION_CHARS)
-            while stop < ceiling and text[stop] not in _SENTENCE_END:
+            while stop < ceiling and not _ends_sentence(text, stop):
                 stop += 1
             sentence = text[start:stop].strip()
-            if stop >= ceiling and stop < end_of_span and text[stop] not in _SENTENCE_END:
+            if stop >= ceiling and stop < end_of_span and not _ends_sentence(text, stop):
                 sentence = sentence.rsplit(" ", 1)[0]  # cut at a word, not inside one
             if len(sentence) >= 8 and _usable(sentence):
-                out.append(Fact(sentence, _DECISION, start, PERSON))
+                out.append(Fact(sentence, _DECISION, start, origin))
     return out
 
 

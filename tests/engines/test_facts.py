@@ -347,3 +347,20 @@ def test_a_secret_carried_in_an_older_list_is_dropped() -> None:
     listed = "\n".join(items)
     for piece in ("4111", "GB82", "hunter22", MARKER):
         assert piece not in listed, piece
+
+
+def test_a_decision_is_kept_in_the_persons_words_fold_after_fold() -> None:
+    said = (
+        "Person: The controller runs firmware v2.4.1; we agreed not to update it mid-season. "
+        "And we decided: no pesticides anywhere in the garden, not even on the roses.\n"
+        "Assistant: We decided nothing yet about the shed."
+    )
+    first = keep_facts("A garden.", said, 3_000)
+    _, items = split_kept(first)
+    assert "we agreed not to update it mid-season" in items  # not "1; we agreed …"
+    assert "And we decided: no pesticides anywhere in the garden, not even on the roses" in items
+    assert not any("shed" in x for x in items)  # the assistant's words are no decision
+    # The next fold reads only the list and new turns: the decisions stay.
+    carried = "\n".join(split_kept(first)[1])
+    second = keep_facts("A vague summary.", carried + "\nPerson: Thanks.", 3_000)
+    assert missing_facts(items, "\n".join(split_kept(second)[1])) == []
