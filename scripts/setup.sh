@@ -39,13 +39,20 @@ esac
 export CMAKE_ARGS="$(bash scripts/build_runtime.sh --print-cmake-args)"
 .venv/bin/python -m pip install -q -e ".[${extras}]"
 
-# Tests drive the real Codex CLI (npm @openai/codex, about 15 s and 400 MB) from a cache folder
-# outside the repo; Claude Code's CLI comes inside the claude-agent-sdk wheel (the dev extra).
+# Tests drive the real Codex CLI (npm @openai/codex, about 15 s and 400 MB) and the published MCP
+# filesystem server (started with npx, so the test needs no network) from a cache folder outside
+# the repo; Claude Code's CLI comes inside the claude-agent-sdk wheel (the dev extra).
 case ",$extras," in
   *,dev,*)
     codex_dir="${CONCH_NPM_CACHE:-$HOME/.cache/conch/npm}"
     if command -v npm >/dev/null 2>&1 && [ ! -x "$codex_dir/node_modules/.bin/codex" ]; then
       npm install -s --prefix "$codex_dir" @openai/codex@0.169.0 >/dev/null \
         || echo "setup: could not install the Codex CLI; its tests will be skipped" >&2
+    fi
+    if command -v npm >/dev/null 2>&1 \
+        && [ ! -x "$codex_dir/node_modules/.bin/mcp-server-filesystem" ]; then
+      npm install -s --prefix "$codex_dir" @modelcontextprotocol/server-filesystem@2026.8.31 \
+        >/dev/null \
+        || echo "setup: could not install the MCP filesystem server; npx fetches it in its test" >&2
     fi ;;
 esac
