@@ -15,7 +15,9 @@ transcript's budget before any tools):
 - ``lean_loaded_max``: lean mode after the model fetched every schema, the largest last (what
   is sent stays capped); ``lean_bound`` is the most lean mode can ever send with these tools
   (the two small tools, plus ``LOADED_TOKENS`` of fetched schemas or the largest one alone);
-- ``list_tools_answer``: what ``list_tools``' answer adds to the chat when the model calls it.
+- ``list_tools_answer``: what ``list_tools``' answer adds to the chat when the model calls it;
+- ``sent_by_a_turn_at_8k`` / ``_at_32k``: the tool list a real chat turn (``ApiSession`` with
+  these servers) sent, read from the request: lean at 8K, every schema on a larger window.
 
 Goal: lean <= 10% of the budget, full >= 60%. Run: ``python -m bench.tools``; prints one JSON
 object on its last line.
@@ -23,14 +25,20 @@ object on its last line.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Any
 
 from engines.api.context import budget, estimate_tokens
+from engines.api.session import ApiSession
+from engines.api.tool_loop import ToolHost
+from engines.base import Done, Event, ModelInfo, TextDelta, TurnInput
+from engines.providers.base import ChatRequest
 from engines.tools.catalogue import Catalogue, ServerTool, build_catalogue, tool_spec
 from engines.tools.lean import LOADED_TOKENS, answer, lean_specs, sent_loaded
 from engines.tools.rules import tool_list_tokens
+from engines.tools.servers import ToolOutcome
 
 WINDOW = 8_192
 LEAN_GOAL = 0.10
@@ -755,6 +763,66 @@ def measure(catalogue: Catalogue) -> dict[str, Any]:
     }
 
 
+class _Recorder:
+    """A model that answers at once and keeps the tool list each request sent."""
+
+    name = "bench"
+    label = "Bench"
+    local = False
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[dict[str, Any], ...]] = []
+
+    async def list_models(self) -> list[ModelInfo]:
+        return []
+
+    def cheap_models(self) -> tuple[str, ...]:
+        return ()
+
+    async def aclose(self) -> None:
+        return None
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
+        self.sent.append(request.tools)
+        yield TextDelta(text="ok")
+        yield Done()
+
+
+class _Listed:
+    """The catalogue's servers, as the tool loop reads them (nothing is run)."""
+
+    def __init__(self, catalogue: Catalogue) -> None:
+        self._catalogue = catalogue
+
+    async def catalogue(self, allowed: Collection[str] | None = None) -> Catalogue:
+        return self._catalogue
+
+    async def call(
+        self,
+        catalogue: Catalogue,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        time_limit: float = 0.0,
+    ) -> ToolOutcome | None:
+        return None
+
+
+async def _as_sent(catalogue: Catalogue, window: int) -> int:
+    """Tokens of the tool list a real chat turn sends on a model with ``window``."""
+    recorder = _Recorder()
+    session = ApiSession(
+        chat_id="bench-tools",
+        data_dir=None,
+        adapters={recorder.name: recorder},
+        tools=ToolHost(_Listed(catalogue)),
+    )
+    model = ModelInfo(provider=recorder.name, id="m", context=window)
+    async for _ in session.turn(TurnInput(chat_id="bench-tools", seq=0, text="Hi", model=model)):
+        pass
+    return tool_list_tokens(recorder.sent[0])
+
+
 def main() -> None:
     fs = server("filesystem", FILESYSTEM, python=False)
     fetch = server("fetch", FETCH, python=True)
@@ -762,10 +830,17 @@ def main() -> None:
     git = server("git", GIT, python=True)
     main_set = measure(build_catalogue([("filesystem", fs), ("fetch", fetch), ("github", github)]))
     git_set = measure(build_catalogue([("filesystem", fs), ("fetch", fetch), ("git", git)]))
+    catalogue = build_catalogue([("filesystem", fs), ("fetch", fetch), ("github", github)])
+    # What a chat turn really sends: lean mode at 8K, every schema on a larger window.
+    sent_lean = asyncio.run(_as_sent(catalogue, WINDOW))
+    sent_full = asyncio.run(_as_sent(catalogue, 4 * WINDOW))
+    assert sent_lean == main_set["lean_tokens"] and sent_full == main_set["full_tokens"]
     result = {
         "window": WINDOW,
         "servers": "filesystem+fetch+github",
         **main_set,
+        "sent_by_a_turn_at_8k": sent_lean,
+        "sent_by_a_turn_at_32k": sent_full,
         "with_git_instead": {
             k: git_set[k] for k in ("tools", "full_share", "lean_share", "lean_bound_share")
         },
