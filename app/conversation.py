@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from app.store import ChatStore, StoredMessage
+from app.store import ChatStore
 from app.tool_calls import keep_tool_call
 from app.trust import looks_pasted
 from engines.api.context import LEAN_WINDOW
@@ -254,7 +254,7 @@ class Conversation:
         answer = self.store.message(self.chat_id, seq)
         if answer is None or answer.role != "assistant":
             raise ValueError(f"no answer at {seq} in this chat")
-        asked = self._asked_before(seq)
+        asked = self.store.asked_before(self.chat_id, seq)
         if asked is None:
             raise ValueError(f"no message of the person's before {seq} in this chat")
         root = answer.version_of if answer.version_of is not None else seq
@@ -330,10 +330,6 @@ class Conversation:
         await self.engine.aclose()
 
     # --- internals ------------------------------------------------------------------------
-
-    def _asked_before(self, seq: int) -> StoredMessage | None:
-        before = [m for m in self.store.messages(self.chat_id, limit=seq) if m.seq < seq]
-        return next((m for m in reversed(before) if m.role == "user"), None)
 
     def _withdraw_fold_before(self, seq: int) -> None:
         fold = self.store.latest_compaction(self.chat_id)

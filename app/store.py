@@ -572,6 +572,17 @@ class ChatStore:
             ).fetchone()
         return _message(row) if row else None
 
+    def asked_before(self, chat_id: str, seq: int) -> StoredMessage | None:
+        """The person's message an answer at ``seq`` replies to: the last one shown before it
+        (a deleted message or a shelved version does not count)."""
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {_MSG_COLS} FROM messages WHERE chat_id = ? AND seq < ? "
+                f"AND role = 'user' AND {_SHOWN} ORDER BY seq DESC LIMIT 1",
+                (chat_id, seq),
+            ).fetchone()
+        return _message(row) if row else None
+
     def delete_messages(self, chat_id: str, seqs: Iterable[int]) -> float:
         """Delete messages (soft: ``restore_messages`` with the returned stamp undoes it)."""
         stamp = time.time()

@@ -394,10 +394,8 @@ class ChatView(QListView):
 
     def _asked_before(self, seq: int) -> str:
         """What the person asked just before the answer at ``seq`` (for "new chat with it")."""
-        for m in reversed(self.chat_model.messages):
-            if m.seq < seq and m.role == "user":
-                return m.text
-        return ""
+        asked = self._store.asked_before(self.chat_id, seq)
+        return asked.text if asked is not None else ""
 
     def _widget_resized(self, widget: QWidget) -> None:
         index = self._widgets.get(widget)

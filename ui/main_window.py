@@ -571,7 +571,7 @@ class MainWindow(QMainWindow):
 
     def take_step(self, step: NextStep, failed_seq: int) -> None:
         """Carry out what a problem card offered for the answer at ``failed_seq``."""
-        asked = self._asked_before(failed_seq)
+        asked = self.services.store.asked_before(self._current, failed_seq)
         if step.kind == "switch-model" and step.model is not None:
             model = self.services.catalogue.find(step.model.key) or step.model
             self.switch_model(model)
@@ -584,14 +584,6 @@ class MainWindow(QMainWindow):
             self.show_settings(step.text or "providers")  # text: the page, when one is named
         elif step.kind == "rebuild-runtime":
             self.show_settings("health")  # the command, the runtime's log, "Start again"
-
-    def _asked_before(self, seq: int) -> StoredMessage | None:
-        store = self.services.store
-        for s in range(seq - 1, max(-1, seq - 50), -1):
-            m = store.message(self._current, s)
-            if m is not None and m.role == "user":
-                return m
-        return None
 
     def _resend(self, message: StoredMessage | None) -> None:
         # In place: the same message goes again; the chat does not show the question twice.
