@@ -28,7 +28,7 @@ from app.providers_config import BUNDLED, build_adapters, try_provider
 from app.secrets import SecretStore, SessionSecrets, open_secrets
 from app.settings import SettingsStore
 from app.store import Chat, ChatStore, StoredMessage
-from app.tools import ToolSettings
+from app.tools import ChatToolHost, ToolSettings
 from app.trust import looks_pasted
 from engines.api.context import LEAN_WINDOW, UNKNOWN_WINDOW_LOCAL, answer_reserve, unknown_window
 from engines.api.scrub import scrub
@@ -40,6 +40,7 @@ from engines.base import (
     Message,
     ModelInfo,
     TextDelta,
+    ToolApprover,
 )
 from engines.local import bundled
 from engines.local.gate import background
@@ -350,6 +351,7 @@ class AppServices:
         model: ModelInfo | None = None,
         on_learning: Callable[[LearningRun], None] | None = None,
         approve: Approver | None = None,
+        approve_tool: ToolApprover | None = None,
     ) -> Conversation:
         """A ``Conversation`` for an existing chat, on its model (or ``model``). A program
         asks ``approve`` before it acts; without one its requests are declined."""
@@ -363,6 +365,9 @@ class AppServices:
                 "or add an API key in Settings."
             )
         engine = self.engines(self, chat, chosen, approve)
+        if isinstance(engine, ApiSession) and engine.tools is None:
+            # The chat's MCP tools: a call waits for ``approve_tool`` (the window's card).
+            engine.tools = self.tool_host(chat_id, approve_tool)
         conv = Conversation(
             chat_id,
             store=self.store,
@@ -376,6 +381,14 @@ class AppServices:
         if chosen.key != chat.model_key:
             self.store.set_model(chat_id, chosen.key)
         return conv
+
+    def tool_host(self, chat_id: str, approve: ToolApprover | None = None) -> ChatToolHost:
+        """A chat's tools for the tool loop: the servers it may use (its own choice, read at
+        every turn) and who allows a call (None: every call that needs an OK is declined)."""
+        store = self.store
+        return ChatToolHost(
+            self.tools, approve, chosen=lambda: store.chat_settings(chat_id).tool_servers
+        )
 
     @property
     def program_commands(self) -> dict[str, tuple[str, ...]]:

@@ -35,13 +35,14 @@ from app.export import Kind as ExportKind
 from app.importers import SOURCE_NAMES, ImportFailedError, Parsed, read_file, save
 from app.settings import SettingsError
 from app.store import StoredMessage
-from engines.base import ModelInfo, NextStep, Shortened
+from engines.base import Approval, ModelInfo, NextStep, Shortened, ToolAsk
 from engines.programs.acp import PermissionAsk
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program
 from ui.approval_card import ApprovalCard
 from ui.bridge import ConversationBridge
 from ui.chat_settings import ChatSettingsPanel
+from ui.chat_tools import ChatToolsButton
 from ui.chat_view import ChatView
 from ui.composer import Composer, Submission
 from ui.cut_notice import CutNotice
@@ -137,6 +138,8 @@ class MainWindow(QMainWindow):
         top_layout.setContentsMargins(10, 6, 10, 6)
         top_layout.addWidget(self.title_label, 1)
         top_layout.addWidget(self.picker)
+        self.tools_button = ChatToolsButton(services.tools, services.store, top)
+        top_layout.addWidget(self.tools_button)  # which tool servers this chat may use
         self.chat_settings_button = QToolButton(top)
         self.chat_settings_button.setObjectName("ChatSettingsButton")
         self.chat_settings_button.setIcon(icon("settings"))
@@ -197,6 +200,7 @@ class MainWindow(QMainWindow):
         self.composer.stop_requested.connect(self.stop)
         self.picker.model_chosen.connect(self.switch_model)
         self.approval_card.answered.connect(self._approval_answered)
+        self.tools_button.settings_requested.connect(lambda: self.show_settings("tools"))
         # The person's message is at ``seq``; take_step looks for it before the seq it is given.
         self.cut_notice.step_requested.connect(lambda step, seq: self.take_step(step, seq + 1))
         self.chat_view.step_requested.connect(self.take_step)
@@ -297,8 +301,14 @@ class MainWindow(QMainWindow):
             # A program's permission request: the chat's card asks the person.
             return await made[0].approve(ask) if made else False
 
+        async def approve_tool(ask: ToolAsk) -> Approval:
+            # A model's tool call: the same card asks the person.
+            return await made[0].approve_tool(ask) if made else Approval.DENY
+
         try:
-            conversation = self.services.conversation(chat_id, approve=approve)
+            conversation = self.services.conversation(
+                chat_id, approve=approve, approve_tool=approve_tool
+            )
         except Exception as exc:  # ServicesError: no model ready, or the chat is gone
             if not quiet:
                 self.show_status(str(exc))
@@ -322,6 +332,7 @@ class MainWindow(QMainWindow):
         bridge = self.bridge(chat_id, quiet=True)
         self.chat_view.set_chat(chat_id, bridge)
         self.sidebar.set_current(chat_id)
+        self.tools_button.show_chat(chat_id)
         self.title_label.setText(chat.title)
         self.setWindowTitle(f"{chat.title} — Conch")
         model = bridge.conversation.model if bridge is not None else None
@@ -350,6 +361,7 @@ class MainWindow(QMainWindow):
 
     def _show_nothing(self) -> None:
         self._current = ""
+        self.tools_button.show_chat("")
         self.approval_card.show_ask(None)
         self.chat_view.set_chat("", None)
         self.title_label.setText("")
@@ -823,10 +835,9 @@ class MainWindow(QMainWindow):
 
 
 def _documents() -> str:
-    """Where export and import dialogs start: the person's documents folder."""
-    return QStandardPaths.writableLocation(
-        QStandardPaths.StandardLocation.DocumentsLocation
-    ) or str(Path.home())
+    """Where export and import dialogs start: the person's documents folder, else home."""
+    docs = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+    return docs if docs and Path(docs).is_dir() else str(Path.home())
 
 
 def _other_engine(old: ModelInfo, new: ModelInfo) -> bool:
