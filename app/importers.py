@@ -409,11 +409,14 @@ _READERS: dict[Source, Callable[[Any], ImportedChat]] = {
 
 
 def save(store: ChatStore, data_dir: Path, chats: Iterable[ImportedChat]) -> list[str]:
-    """Write ``chats`` to the chat log; their ids, in order. All or nothing: on a failure what
-    was written is removed again and ``ImportFailedError`` says why."""
+    """Write ``chats`` to the chat log; their ids, in the file's order (the first on top of
+    the sidebar). All or nothing: on a failure what was written is removed again and
+    ``ImportFailedError`` says why."""
     made: list[str] = []
     try:
-        for chat in chats:
+        # Last first: an export lists the newest chat first, and the chat written last is the
+        # one on top of the sidebar.
+        for chat in reversed(list(chats)):
             made.append(store.create_chat(chat.title).id)
             _write(store, made[-1], chat)
         for chat_id in made:
@@ -423,7 +426,7 @@ def save(store: ChatStore, data_dir: Path, chats: Iterable[ImportedChat]) -> lis
         with contextlib.suppress(StoreError):
             empty_trash(store, data_dir, made)
         raise ImportFailedError(f"The chats could not be saved: {exc}") from exc
-    return made
+    return made[::-1]
 
 
 def _write(store: ChatStore, chat_id: str, chat: ImportedChat) -> None:

@@ -46,6 +46,7 @@ ID_ROLE = int(Qt.ItemDataRole.UserRole) + 1
 SEQ_ROLE = ID_ROLE + 1  # a search hit in a message: that message's seq
 SNIPPET_ROLE = ID_ROLE + 2  # (snippet, start, end): the line shown under the title
 SNIPPET_ALPHA = 170  # the snippet's words, a little quieter than the title
+LEAD_SHARE = 0.3  # of the row's width, at most, for the words before the match
 
 
 class UndoBar(QWidget):
@@ -177,9 +178,17 @@ class TitleDelegate(QStyledItemDelegate):
         snippet, start, end = found
         bold = QFont(font)
         bold.setBold(True)
+        # A narrow sidebar shows little: the words before the match give way first, so the
+        # match itself is always in view.
+        before = snippet[:start]
+        room = int((right - left) * LEAD_SHARE)
+        if QFontMetrics(font).horizontalAdvance(before) > room:
+            before = QFontMetrics(font).elidedText(
+                before.lstrip("…"), Qt.TextElideMode.ElideLeft, room
+            )
         x = left
         for text, piece_font in (
-            (snippet[:start], font),
+            (before, font),
             (snippet[start:end], bold),
             (snippet[end:], font),
         ):

@@ -138,7 +138,8 @@ def test_import_button_opens_a_file_dialog_and_a_chatgpt_export_becomes_chats(
     dialog.accept()
 
     qtbot.waitUntil(lambda: len(window.sidebar.chat_ids()) == 2, timeout=HANG_MS)
-    assert set(window.sidebar.titles()) == {"Sourdough starter", "Bike chain"}
+    # The file lists the newest first; so does the sidebar.
+    assert window.sidebar.titles() == ["Sourdough starter", "Bike chain"]
     assert window.statusBar().currentMessage() == "Imported 2 chats from ChatGPT."
     assert window.title_label.text() == "Sourdough starter"
     shown = [r.message.text for r in window.chat_view.chat_model.rows() if r.message]
