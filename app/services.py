@@ -555,10 +555,12 @@ def build_services(
     secrets: SecretStore | None = None,
     seed_demo_chat: bool = True,
     engines: EngineFactory | None = None,
+    runtime: bundled.BundledRuntime | None = None,
 ) -> AppServices:
     """Open everything in ``data_dir`` (created if missing). See the module doc. ``engines``
     builds each chat's engine (tests hand in scripted ones); by default the real ones, or in
-    mock mode the demo's."""
+    mock mode the demo's. ``runtime`` runs the bundled model (by default one is made when it
+    is first needed)."""
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     settings = SettingsStore.in_dir(data_dir)
@@ -597,4 +599,5 @@ def build_services(
         startup_problems=problems,
         engines=engines or standard_engine,
         ask=ask,
+        runtime=runtime,
     )

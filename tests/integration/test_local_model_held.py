@@ -30,8 +30,9 @@ async def services(data_dir: Path) -> AsyncIterator[AppServices]:
     closed = f"http://127.0.0.1:{free_port()}"
     settings = SettingsStore.in_dir(data_dir)
     settings.update(ollama_url=closed, lmstudio_url=closed, llamacpp_url=closed, vllm_url=closed)
-    built = build_services(data_dir, mock=False, secrets=SessionSecrets())
-    built.runtime = fake_runtime(data_dir)
+    built = build_services(
+        data_dir, mock=False, secrets=SessionSecrets(), runtime=fake_runtime(data_dir)
+    )
     yield built
     await built.aclose()
 
