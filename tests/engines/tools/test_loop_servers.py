@@ -4,7 +4,8 @@ cleanly, and nothing is lost."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,34 @@ async def test_a_server_that_never_starts_is_a_note_and_the_model_answers_withou
     assert len(notes) == 1 and f"“{name}” is not available" in notes[0]
     assert "Settings → Tools" in notes[0]
     assert adapter.requests[0].tools == ()
+
+
+async def test_stop_cancels_the_running_tool_on_its_server(control: Path) -> None:
+    servers = ToolServers([fake(control)], start_timeout=HANG_SECONDS)
+    adapter = ScriptedAdapter([calls(("slow", {})), Answer(text="Hello again.")])
+    session = ApiSession(
+        chat_id=CHAT,
+        data_dir=None,
+        adapters={adapter.name: adapter},
+        tools=ToolHost(servers, allow),
+    )
+    try:
+        first = TurnInput(chat_id=CHAT, seq=0, text="Take your time", model=MODEL)
+        task = asyncio.create_task(collect(session.turn(first)))
+        await wait_for_file(control / "slow-started")
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert await wait_for_file(control / "slow-cancelled") == "cancelled"
+
+        again = TurnInput(chat_id=CHAT, seq=2, text="Just say hello", model=MODEL)
+        events = await collect(session.turn(again))
+    finally:
+        await servers.stop()
+    assert ended_well(events)
+    sent = adapter.requests[-1].messages
+    assert [m.role for m in sent] == ["user", "assistant", "tool", "user"]
+    assert "stopped" in sent[2].text
+
+
+async def collect(events: AsyncIterator[Event]) -> list[Event]:
+    return [e async for e in events]
