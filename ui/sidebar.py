@@ -355,6 +355,9 @@ class Sidebar(QWidget):
                 self.list.setCurrentItem(item)
         del blocker
         self.empty.setVisible(bool(query) and not hits)
+        offered = self._store.get_chat(self.undo_bar.chat_id) if self.undo_bar.chat_id else None
+        if offered is not None and offered.deleted_at is None:
+            self.undo_bar.hide_bar()  # back already (from the Trash): nothing left to undo
 
     def chat_ids(self) -> list[str]:
         return [str(self.list.item(i).data(ID_ROLE)) for i in range(self.list.count())]

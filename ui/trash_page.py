@@ -126,7 +126,7 @@ class TrashPage(QWidget):
         for row in self._rows:
             row.restore_requested.connect(self.restore)
         self.list.fill(self._rows)
-        self.empty_button.setEnabled(bool(self._rows))
+        self.empty_button.setVisible(bool(self._rows))
 
     def titles(self) -> list[str]:
         return [row.chat.title for row in self._rows]

@@ -62,6 +62,7 @@ def test_a_deleted_chat_waits_in_the_trash_and_restore_brings_it_back(
     gone = services.store.create_chat("Tax questions").id
     window.sidebar.refresh()
     _delete_with_the_key(qtbot, window, gone)
+    assert window.sidebar.undo_bar.isVisibleTo(window)
 
     page = _trash(qtbot, window)
     assert page.titles() == ["Tax questions"]
@@ -74,8 +75,10 @@ def test_a_deleted_chat_waits_in_the_trash_and_restore_brings_it_back(
     qtbot.waitUntil(lambda: gone in window.sidebar.chat_ids(), timeout=HANG_MS)
     assert set(window.sidebar.chat_ids()) == {keep, gone}
     assert page.titles() == []
-    assert page.list.empty.isVisibleTo(page) and not page.empty_button.isEnabled()
+    assert page.list.empty.isVisibleTo(page) and not page.empty_button.isVisibleTo(page)
     assert "Tax questions" in window.statusBar().currentMessage()
+    # The sidebar no longer offers to undo a deletion that is already undone.
+    assert not window.sidebar.undo_bar.isVisibleTo(window)
 
 
 def test_a_chat_deleted_while_the_trash_shows_appears_there(
