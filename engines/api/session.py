@@ -53,6 +53,7 @@ from engines.api.context import (
     unknown_window,
     update_factor,
 )
+from engines.api.continuation import continuing, prefills
 from engines.api.prepare import (
     PREPARE_AT,
     RECENT_TURNS,
@@ -179,6 +180,20 @@ async def _can_use_tools(adapter: ProviderAdapter, model: ModelInfo) -> bool:
         return False
 
 
+_TOOLS_WORDS = re.compile(r"\btools?\b|\bfunction[ _-]?call|\bjinja\b", re.IGNORECASE)
+
+
+def _refused_tools(err: ProviderError) -> bool:
+    """The server refused the request because of its tool list (not for its length)."""
+    if err.too_long or err.kind not in (ProblemKind.REFUSED, ProblemKind.SERVER_ERROR):
+        return False
+    return bool(_TOOLS_WORDS.search(err.detail or ""))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def _silent(out: _Attempt) -> bool:
     """Nothing came back: no text, no tool call, and no failure but a stream that ended before
     its first word."""
@@ -254,6 +269,7 @@ class ApiSession:
         self._saved_generation = 0
         self._pending_summary_tokens = 0  # summarising spent this turn, not yet reported
         self._unanswered: list[int] = []  # seqs held in the current turn, still unanswered
+        self._no_prefill: set[str] = set()  # models that refused to continue a stopped answer
         self._summary_wait = summary_wait
         self._calibrated: Calibrated | None = None  # the last count of a request (this fold)
         # Folded while their summary was late: summarised in the background, used at the next
@@ -276,6 +292,7 @@ class ApiSession:
         self._whole = ""  # the person's whole message this turn (for the cut notice)
         self._no_tools_told: set[str] = set()  # models already said to be unable to use tools
         self._servers_told: dict[str, str] = {}  # the failure last said for each tool server
+        self._tools_refused: set[str] = set()  # models whose server refused a tool list
 
     # -- state --------------------------------------------------------------------------------
 
@@ -975,6 +992,8 @@ class ApiSession:
             if i is not None:
                 # At request time only: the stored message stays the person's own words.
                 messages[i] = messages[i].model_copy(update={"text": block + messages[i].text})
+        if self._continuing(turn):
+            messages = continuing(messages, turn.continue_from, prefill=self._prefills(turn))
         return ChatRequest(
             model=turn.model.id,
             system=turn.system,
@@ -1039,7 +1058,19 @@ class ApiSession:
             + _tools_tokens(turn.tools)
             + self._ledger.tokens
             + self._summary_tokens
+            + (estimate_tokens(turn.continue_from) if self._continuing(turn) else 0)
         )
+
+    def _continuing(self, turn: TurnInput) -> bool:
+        """The request goes on with a stopped answer (``continuation``): the transcript still
+        ends with the person's message (the stopped words were never kept in it)."""
+        return (
+            bool(turn.continue_from) and bool(self._messages) and self._messages[-1].role == "user"
+        )
+
+    def _prefills(self, turn: TurnInput) -> bool:
+        adapter = self.adapters.get(turn.model.provider)
+        return prefills(adapter) and turn.model.key not in self._no_prefill
 
     async def _attempt(
         self, adapter: ProviderAdapter, request: ChatRequest, sent: int, out: _Attempt
@@ -1184,6 +1215,22 @@ class ApiSession:
             async for ev in events:
                 yield ev
         err = out.error
+        if err is not None and not out.began and turn.tools and _refused_tools(err):
+            # A server that cannot take tools (llama-server without --jinja, say): this chat
+            # goes on without them on this model rather than failing every turn.
+            turn = self._without_tools(turn)
+            yield Note(
+                topic="tools",
+                text=f"{model.name} refused the tool list ({_one_line(err.detail)[:160]}), so "
+                "it answers without tools in this chat.",
+            )
+            out = _Attempt()
+            request = self._request(turn, window)
+            sent = self._sent_estimate(turn)
+            async with contextlib.aclosing(self._attempt(adapter, request, sent, out)) as events:
+                async for ev in events:
+                    yield ev
+            err = out.error
         if err is not None and err.too_long and not out.began:
             async for ev in self._heal(turn, adapter, err, turn_tokens, whole):
                 yield ev
@@ -1422,6 +1469,17 @@ class ApiSession:
         adapter: ProviderAdapter,
     ) -> AsyncGenerator[Event, None]:
         err = out.error
+        prefilled = self._continuing(turn) and self._prefills(turn)
+        if err is not None and prefilled and err.kind is ProblemKind.REFUSED and not out.began:
+            # A server that will not continue a final assistant message (newer Claude models):
+            # ask it to go on instead, for the rest of this chat.
+            self._no_prefill.add(turn.model.key)
+            out = _Attempt()
+            request, sent = self._request(turn, window), self._sent_estimate(turn)
+            async with contextlib.aclosing(self._attempt(adapter, request, sent, out)) as events:
+                async for ev in events:
+                    yield ev
+            err = out.error
         if err is not None:
             if err.too_long:
                 yield self._too_long(turn, window, turn_tokens, detail=err.detail, partial=True)
@@ -1431,9 +1489,11 @@ class ApiSession:
                 yield Problem(problem=err.to_problem(partial=partial))
             return
         done = out.done or Done()
+        # A continued answer is kept whole: the stopped words and what followed them.
+        before = turn.continue_from if self._continuing(turn) else ""
         answer = Message(
             role="assistant",
-            text="".join(out.text),
+            text=before + "".join(out.text),
             thinking="".join(out.thinking),
             tool_calls=tuple(out.calls),
             raw=out.raw,
@@ -1488,7 +1548,9 @@ class ApiSession:
                 self._servers_told[sid] = text
                 notes.append(Note(topic="tools", text=text))
         model = turn.model
-        if len(catalogue) and not await _can_use_tools(adapter, model):
+        if model.key in self._tools_refused:
+            catalogue = Catalogue()
+        elif len(catalogue) and not await _can_use_tools(adapter, model):
             if model.key not in self._no_tools_told:
                 self._no_tools_told.add(model.key)
                 notes.append(Note(topic="tools", text=NO_TOOLS_MODEL.format(model=model.name)))
@@ -1498,6 +1560,13 @@ class ApiSession:
         specs = specs_for(catalogue, host.loaded, lean_mode=self._lean_tools)
         self._sent_tools = specs
         return turn.model_copy(update={"tools": specs}), notes
+
+    def _without_tools(self, turn: TurnInput) -> TurnInput:
+        """The turn with no tools, and none offered to its model again in this chat."""
+        self._tools_refused.add(turn.model.key)
+        self._catalogue = Catalogue()
+        self._sent_tools = ()
+        return turn.model_copy(update={"tools": ()})
 
     def _append(self, message: Message) -> None:
         self._messages.append(message)
