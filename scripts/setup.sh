@@ -37,7 +37,11 @@ esac
 # The runtime is already in the venv (built above with portable flags); should pip still decide
 # to build llama-cpp-python, the same portable flags apply and its wheel cache is not consulted.
 export CMAKE_ARGS="$(bash scripts/build_runtime.sh --print-cmake-args)"
-.venv/bin/python -m pip install -q -e ".[${extras}]"
+# The test environment installs the exact versions in constraints-dev.txt (scripts/lock.py),
+# so every checkout and CI test against the same packages; a plain install takes the newest.
+pins=()
+case ",$extras," in *,dev,*) pins=(-c constraints-dev.txt) ;; esac
+.venv/bin/python -m pip install -q ${pins[@]+"${pins[@]}"} -e ".[${extras}]"
 
 # Tests drive the real Codex CLI (npm @openai/codex, about 15 s and 400 MB) and the published MCP
 # filesystem server (started with npx, so the test needs no network) from a cache folder outside
