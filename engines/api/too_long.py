@@ -598,17 +598,22 @@ def _states_input_limit(tokens: list[str]) -> bool:
 def is_too_long(body: str, status: int | None = None) -> bool:
     """Whether ``body`` (and ``status``, when known) is a refusal because the input is too long."""
     try:
-        if not isinstance(body, str) or not body:
-            return False
-        if status is not None and status in _NEVER_STATUSES:
-            return False
-        units, numbers = _units(body)
-        prompt, ctx = numbers.get("n prompt tokens"), numbers.get("n ctx")
-        if prompt is not None and ctx is not None and prompt > ctx > 0:
-            return True  # llama-server names both counts
-        return any(_unit_too_long(unit) for unit in units)
+        return verdict(body, status)
     except Exception:  # a classifier must never take a turn down with it
         return False
+
+
+def verdict(body: str, status: int | None = None) -> bool:
+    """``is_too_long`` without its safety net, so the fuzz tests see any exception it hides."""
+    if not isinstance(body, str) or not body:
+        return False
+    if status is not None and status in _NEVER_STATUSES:
+        return False
+    units, numbers = _units(body)
+    prompt, ctx = numbers.get("n prompt tokens"), numbers.get("n ctx")
+    if prompt is not None and ctx is not None and prompt > ctx > 0:
+        return True  # llama-server names both counts
+    return any(_unit_too_long(unit) for unit in units)
 
 
 # --- the window -------------------------------------------------------------------------------

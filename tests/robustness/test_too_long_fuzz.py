@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engines.api.too_long import is_too_long, window_in
+from engines.api.too_long import is_too_long, verdict, window_in
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 CORPUS: list[dict[str, Any]] = json.loads(
@@ -53,7 +53,11 @@ statuses = st.none() | st.integers(min_value=-(2**40), max_value=2**40)
 
 
 def _answers(body: str, status: int | None = None) -> None:
-    assert is_too_long(body, status) in (True, False)
+    # The unguarded grammar: an exception here would be a too-long refusal the guard turns into
+    # "not too long", so the chat would fail instead of healing.
+    answer = verdict(body, status)
+    assert isinstance(answer, bool)
+    assert is_too_long(body, status) is answer
     window = window_in(body)
     assert window is None or 16 <= window <= 100_000_000
 
@@ -137,3 +141,11 @@ def test_wrapping_a_body_never_changes_the_answer(wrapper: Callable[[str], str])
         assert is_too_long(wrapped) == entry["too_long"], entry["source"]
         if entry["too_long"]:
             assert window_in(wrapped) == entry["window"], entry["source"]
+
+
+@pytest.mark.parametrize("status", [401, 403, 404, 429])
+def test_a_refusal_for_another_reason_is_never_too_long_whatever_its_body(status: int) -> None:
+    # A rate limit or a bad key whose text happens to talk about tokens must not fold the chat.
+    bodies = [entry["body"] for entry in CORPUS if entry["too_long"]]
+    assert bodies
+    assert not any(is_too_long(body, status) for body in bodies)
