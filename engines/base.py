@@ -105,6 +105,10 @@ class TurnInput(_Data):
     max_answer_tokens: int | None = None
     temperature: float | None = None
     lean: bool = False  # the app chose the short system prompt for a tiny window
+    # "Continue": the words of the answer the person stopped; the model goes on from them, and
+    # what it writes is added to that answer. Sent only to an engine whose class says
+    # ``continues_answers = True``.
+    continue_from: str = ""
 
 
 # --- problems ---------------------------------------------------------------------------------

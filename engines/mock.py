@@ -130,6 +130,8 @@ class MockEngine:
     it already has, so a seeded demo chat keeps folding where it left off.
     """
 
+    continues_answers = True  # "Continue" goes on with the reply it was writing when stopped
+
     def __init__(
         self,
         script: Iterable[Step] = (),
@@ -154,6 +156,7 @@ class MockEngine:
         self._model_name = "the mock model"
         self.closed = False
         self.inputs: list[TurnInput] = []  # every turn it was given, for tests
+        self._writing: dict[int, str] = {}  # the whole reply each message was getting
 
     # -- script --
 
@@ -205,6 +208,10 @@ class MockEngine:
             if len(keep) < len(self._turns):
                 yield self._fold(keep[0].seq)
 
+        if step is None and turn.continue_from:
+            planned = self._writing.get(turn.seq, "")
+            if planned.startswith(turn.continue_from):
+                step = Reply(planned[len(turn.continue_from) :], chunk_delay=self.delay)
         if step is None and self._cue is not None:
             step = self._cue(turn)
         if step is None:
@@ -232,6 +239,7 @@ class MockEngine:
             yield Problem(problem=problem)
             return
 
+        self._writing[turn.seq] = turn.continue_from + step.text
         async for delta in _chunks(step.thinking, step.chunk_size, step.chunk_delay, thinking=True):
             yield delta
         async for delta in _chunks(step.text, step.chunk_size, step.chunk_delay, thinking=False):

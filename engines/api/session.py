@@ -53,6 +53,7 @@ from engines.api.context import (
     unknown_window,
     update_factor,
 )
+from engines.api.continuation import continuing, join_answer, prefills
 from engines.api.prepare import (
     PREPARE_AT,
     RECENT_TURNS,
@@ -227,6 +228,8 @@ class ApiSession:
     failed save, another process writing the same chat, a damaged or hand-edited file).
     """
 
+    continues_answers = True  # "Continue" goes on with a stopped answer (``continuation``)
+
     def __init__(
         self,
         *,
@@ -268,6 +271,7 @@ class ApiSession:
         self._saved_generation = 0
         self._pending_summary_tokens = 0  # summarising spent this turn, not yet reported
         self._unanswered: list[int] = []  # seqs held in the current turn, still unanswered
+        self._no_prefill: set[str] = set()  # models that refused to continue a stopped answer
         self._summary_wait = summary_wait
         self._calibrated: Calibrated | None = None  # the last count of a request (this fold)
         # Folded while their summary was late: summarised in the background, used at the next
@@ -990,6 +994,8 @@ class ApiSession:
             if i is not None:
                 # At request time only: the stored message stays the person's own words.
                 messages[i] = messages[i].model_copy(update={"text": block + messages[i].text})
+        if self._continuing(turn):
+            messages = continuing(messages, turn.continue_from, prefill=self._prefills(turn))
         return ChatRequest(
             model=turn.model.id,
             system=turn.system,
@@ -1054,7 +1060,19 @@ class ApiSession:
             + _tools_tokens(turn.tools)
             + self._ledger.tokens
             + self._summary_tokens
+            + (estimate_tokens(turn.continue_from) if self._continuing(turn) else 0)
         )
+
+    def _continuing(self, turn: TurnInput) -> bool:
+        """The request goes on with a stopped answer (``continuation``): the transcript still
+        ends with the person's message (the stopped words were never kept in it)."""
+        return (
+            bool(turn.continue_from) and bool(self._messages) and self._messages[-1].role == "user"
+        )
+
+    def _prefills(self, turn: TurnInput) -> bool:
+        adapter = self.adapters.get(turn.model.provider)
+        return prefills(adapter) and turn.model.key not in self._no_prefill
 
     async def _attempt(
         self, adapter: ProviderAdapter, request: ChatRequest, sent: int, out: _Attempt
@@ -1453,6 +1471,17 @@ class ApiSession:
         adapter: ProviderAdapter,
     ) -> AsyncGenerator[Event, None]:
         err = out.error
+        prefilled = self._continuing(turn) and self._prefills(turn)
+        if err is not None and prefilled and err.kind is ProblemKind.REFUSED and not out.began:
+            # A server that will not continue a final assistant message (newer Claude models):
+            # ask it to go on instead, for the rest of this chat.
+            self._no_prefill.add(turn.model.key)
+            out = _Attempt()
+            request, sent = self._request(turn, window), self._sent_estimate(turn)
+            async with contextlib.aclosing(self._attempt(adapter, request, sent, out)) as events:
+                async for ev in events:
+                    yield ev
+            err = out.error
         if err is not None:
             if err.too_long:
                 yield self._too_long(turn, window, turn_tokens, detail=err.detail, partial=True)
@@ -1462,9 +1491,11 @@ class ApiSession:
                 yield Problem(problem=err.to_problem(partial=partial))
             return
         done = out.done or Done()
+        # A continued answer is kept whole: the stopped words and what followed them.
+        before = turn.continue_from if self._continuing(turn) else ""
         answer = Message(
             role="assistant",
-            text="".join(out.text),
+            text=before + join_answer(before, "".join(out.text)),
             thinking="".join(out.thinking),
             tool_calls=tuple(out.calls),
             raw=out.raw,

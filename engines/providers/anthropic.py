@@ -205,6 +205,7 @@ class AnthropicAdapter:
     name = "anthropic"
     label = PROVIDERS["anthropic"].label
     local = False
+    continues_answer = True  # a final assistant message is continued (engines/api/continuation.py)
 
     def __init__(
         self,

@@ -213,6 +213,7 @@ class OllamaAdapter:
     name = "ollama"
     label = PROVIDERS["ollama"].label
     local = True
+    continues_answer = True  # a final assistant message is continued (engines/api/continuation.py)
 
     def __init__(
         self,
