@@ -9,7 +9,6 @@ assistant message is asked the same way at once.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -43,12 +42,13 @@ async def stopped_turn(session: ApiSession, model: ModelInfo) -> str:
     """The first turn, stopped (the consumer hangs up) once some words have arrived."""
     turn = TurnInput(chat_id=CHAT, seq=0, text=QUESTION, model=model)
     got = ""
-    async with contextlib.aclosing(session.turn(turn)) as events:
-        async for event in events:
-            if isinstance(event, TextDelta):
-                got += event.text
-                if len(got) >= len(STOPPED):
-                    break
+    events = session.turn(turn)
+    async for event in events:
+        if isinstance(event, TextDelta):
+            got += event.text
+            if len(got) >= len(STOPPED):
+                break
+    await events.aclose()  # type: ignore[attr-defined]  # an async generator, as Stop closes it
     return got
 
 
