@@ -10,6 +10,11 @@ in CI. Each picture is the real window (or dialog) drawn by Qt, nothing staged b
     summary-open.png      the same line opened to the summary the model reads
     memory-card.png       the card of what Conch learned before folding, with Undo
     too-long.png          the card for a message too long even after summarising
+    reload.png            the same card offering to reload the chat's local model with a
+                          bigger window (and the picker's "Reload with 16K")
+    tool-approval.png     a chat's model asking to read a file: the approval card, the call's line
+    tool-call.png         the call's line opened, under the answer that used what it read
+    tools.png             Settings → Tools with the file server ready
     palette.png           the command palette (Ctrl+K) with "summ" typed
     settings.png          Settings → Providers
     memories.png          Settings → Memories
@@ -124,6 +129,22 @@ def add_too_long_chat(services: Any) -> str:
     return str(chat.id)
 
 
+def reload_offer(services: Any, chat_id: str) -> Any:
+    """What the card offers when the chat's local model could read 16K: the mock model has
+    no server to load it, so the offer is made as the engine makes one (memory as a 7B model
+    at 4 bits would take)."""
+    from engines.local.reload import ModelFacts, ReloadOffer
+
+    chat = services.store.get_chat(chat_id)
+    model = services.catalogue.find(chat.model_key) if chat is not None else None
+    if model is None:
+        return None
+    facts = ModelFacts(trained=131_072, weights=4_683_000_000, kv_per_token=57_344)
+    return ReloadOffer(
+        model=model, window=16_384, memory=facts.memory_at(16_384), memory_total=16 * 10**9
+    )
+
+
 async def render(out: Path, width: int, height: int) -> list[Path]:
     from PySide6.QtCore import Qt
     from PySide6.QtTest import QTest
@@ -209,6 +230,22 @@ async def render(out: Path, width: int, height: int) -> list[Path]:
             await settle(app, 0.3)
             window.chat_view.scroll_to_bottom()
             await shot("too-long.png", window.grab)
+
+            # The same card when the chat's model could be loaded with a bigger window.
+            offer = reload_offer(services, window.current_chat_id)
+            card = window.chat_view.widget_at(RowKind.PROBLEM)
+            if offer is not None and card is not None and hasattr(card, "offer_reload"):
+                card.offer_reload(offer)
+                window.picker.set_reload_offer(offer)
+                await settle(app, 0.3)
+                window.chat_view.scroll_to_bottom()
+                await shot("reload.png", window.grab)
+
+            # A chat reading a file through a tool (run as a script, this folder is on the path).
+            from screenshot_tools import render_tools
+
+            files = Path(tmp) / "files"
+            await render_tools(window, services, files, lambda s: settle(app, s), shot)
 
             # Dark theme, chosen the way a person does: Settings → Appearance → Dark.
             window.show_settings("appearance")

@@ -107,8 +107,8 @@ class LocalModelsController(QObject):
             self._learn(model)
 
     def _learn(self, model: ModelInfo) -> None:
-        if model.key in self._learning:
-            return
+        if model.key in self._learning or self.local.loader(model.provider) is None:
+            return  # asked already, or a server that cannot reload models
         self._learning.add(model.key)
 
         async def learn() -> None:

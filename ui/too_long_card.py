@@ -171,8 +171,8 @@ class ProblemCard(QFrame):
             self.reload_button.setAccessibleName(label)
             self.reload_button.setEnabled(True)
             self.reload_note.setText(
-                f"The message would fit once {offer.model.name} reads more at once. "
-                + memory_note(offer)
+                f"{offer.model.name} is loaded to read only {window_label(offer.model.context)} "
+                "tokens at once, though it was made for more. " + memory_note(offer)
             )
         self.reload_button.setVisible(shown)
         self.reload_note.setVisible(shown)
