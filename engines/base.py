@@ -351,7 +351,9 @@ class ToolResult(_Data):
     tool gave it (or the note the model was given instead), to keep in the chat log;
     ``preview`` its first lines; ``shortened`` says the model was sent less than all of it
     (``sent_chars`` of ``total_chars``: head and tail, the middle marked).
-    A "done" or "failed" result came from outside the person: the chat is untrusted from then on.
+    ``untrusted``: the text came from outside the person (a tool ran, or its server failed in
+    its own words): the chat is untrusted from then on. Conch's own answers (lean mode's tool
+    list, a denied or unknown call) are not.
     """
 
     kind: Literal["tool_result"] = "tool_result"
@@ -366,11 +368,7 @@ class ToolResult(_Data):
     shortened: bool = False
     sent_chars: int = 0
     total_chars: int = 0
-
-    @property
-    def untrusted(self) -> bool:
-        """The chat read text from outside the person (learning from it waits for an OK)."""
-        return self.status in ("done", "failed")
+    untrusted: bool = False
 
 
 class AssistantRaw(_Data):

@@ -41,7 +41,6 @@ MAX_ROUNDS = 8  # tool rounds a turn may take; the model's next calls are then n
 PREVIEW_LINES = 4  # lines of a result a tool row shows before it is opened
 PREVIEW_CHARS = 400
 CANCEL_GRACE = 10.0  # seconds past the call's own limit before Conch stops waiting regardless
-CONCH = "Conch"  # the server a lean-mode tool belongs to, as a tool row names it
 
 ROUNDS_TEXT = (
     "The model asked for tools {n} times in this answer, the most Conch runs in one turn, so "
@@ -178,6 +177,8 @@ def _finish(
     text: str,
     cap: int,
     seconds: float = 0.0,
+    *,
+    outside: bool = False,
 ) -> CallOutcome:
     sent = shorten_tool_result(text, cap)
     shortened = estimate_tokens(text) > cap
@@ -200,6 +201,7 @@ def _finish(
         shortened=shortened,
         sent_chars=len(sent),
         total_chars=len(text),
+        untrusted=outside,
     )
     return CallOutcome(message, event)
 
@@ -240,9 +242,10 @@ async def run_call(
         reply = lean.answer(catalogue, call.name, arguments, host.loaded)
         if reply is not None:
             host.loaded[:] = list(reply.loaded)
-            yield ToolStarted(call_id=call.id, tool=call.name, server=CONCH, arguments=arguments)
+            # Conch answers its own tools: no server, nothing from outside.
+            yield ToolStarted(call_id=call.id, tool=call.name, arguments=arguments)
             status: ToolStatus = "invalid" if reply.error else "done"
-            out.append(_finish(call, CONCH, status, reply.text, cap))
+            out.append(_finish(call, "", status, reply.text, cap))
             return
     if tool is None:
         out.append(_finish(call, "", "unknown", unknown_tool(call.name, catalogue.names()), cap))
@@ -285,7 +288,7 @@ async def run_call(
             "waiting for it."
         )
         out.append(_finish(call, server, "failed", text, cap, time.monotonic() - began))
-        return
+        return  # Conch's own words: nothing came from the server
     seconds = time.monotonic() - began
     if outcome is None:
         out.append(
@@ -297,4 +300,4 @@ async def run_call(
         n = len(outcome.pictures)
         text += f"\n[{n} picture{'s' if n > 1 else ''} from the tool not shown to the model]"
     status = "failed" if outcome.error else "done"
-    out.append(_finish(call, server, status, text, cap, outcome.seconds or seconds))
+    out.append(_finish(call, server, status, text, cap, outcome.seconds or seconds, outside=True))

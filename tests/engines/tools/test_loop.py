@@ -396,6 +396,12 @@ async def test_lean_mode_sends_two_small_tools_and_the_schema_the_model_fetched(
     assert [a.tool for a in person.asked] == ["tool_7"]
     assert runner.calls == [("tool_7", {"path": "notes.txt"})]
     assert fourth.messages[-1].text == "Shopping: eggs, flour, 2 lemons."
+    # Only the real tool's result came from outside the person.
+    assert [(r.tool, r.server, r.untrusted) for r in results(events)] == [
+        (LIST_TOOLS, "", False),
+        (GET_TOOL_SCHEMA, "", False),
+        ("tool_7", "files", True),
+    ]
     # The chat remembers the fetched schema for the next turn.
     await run(session, 2, "Again", model=SMALL)
     assert [t["name"] for t in adapter.requests[-1].tools][-1] == "tool_7"
