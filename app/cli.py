@@ -175,12 +175,18 @@ def _print_table(models: Sequence[ModelInfo], out: Output) -> None:
 # --- conch ask --------------------------------------------------------------------------------
 
 
-def _headless_tools(services: AppServices, engine: object, allowed: Sequence[str]) -> None:
+def _headless_tools(
+    services: AppServices, engine: object, allowed: Sequence[str], err: TextIO
+) -> None:
     """Tools in a terminal: offered only with ``--allow-tools``, from the servers configured in
     Settings → Tools; the named tools run without asking, and nobody is asked about the others
     (the model is told how the person could allow them)."""
     if not isinstance(engine, ApiSession):
-        return  # the mock, or a program that keeps its own tools
+        if allowed:  # the mock, or a program that keeps its own tools
+            err.write(
+                "conch ask: this model does not use Conch's tools; --allow-tools is ignored.\n"
+            )
+        return
     if not allowed:
         engine.tools = None
         return
@@ -388,7 +394,7 @@ async def _turn(
     except ServicesError as exc:
         err.write(f"conch ask: {exc}\n")
         return FAILED
-    _headless_tools(services, conv.engine, allowed)
+    _headless_tools(services, conv.engine, allowed, err)
 
     problem: TurnProblem | None = None
     ended_with_newline = True

@@ -127,3 +127,13 @@ def test_allow_tools_needs_a_name(data_dir: Path, home: Path) -> None:
     done = conch("ask", "--allow-tools", " , ", "--data-dir", str(data_dir), "Hi", home=home)
     assert done.returncode == 2
     assert "name at least one tool" in done.stderr
+
+
+def test_allow_tools_on_a_model_without_conchs_tools_says_it_is_ignored(
+    data_dir: Path, home: Path
+) -> None:
+    done = conch(
+        "ask", "--mock", "--allow-tools", "echo", "--data-dir", str(data_dir), "Hi", home=home
+    )
+    assert done.returncode == 0, done.stderr
+    assert "--allow-tools is ignored" in done.stderr and done.stdout.strip()
