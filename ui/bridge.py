@@ -26,6 +26,7 @@ from engines.base import (
     Attachment,
     Compacted,
     Done,
+    HandedOff,
     Healed,
     Note,
     Picture,
@@ -60,6 +61,7 @@ class ConversationBridge(QObject):
         thinking_delta(str): a piece of the model's thinking.
         message_saved(int, str): a message is in the chat log (seq, role).
         compacted(Compacted): the model's word-for-word memory now starts elsewhere.
+        handed_off(HandedOff): a program was handed the chat; its memory starts there.
         problem(TurnProblem): the turn failed (the partial answer is kept and marked).
         healed(Healed), note(Note), usage(Usage): for Health and the context meter.
         shortened(Shortened): less than half of the person's message was sent.
@@ -76,6 +78,7 @@ class ConversationBridge(QObject):
     thinking_delta = Signal(str)
     message_saved = Signal(int, str)
     compacted = Signal(object)
+    handed_off = Signal(object)
     problem = Signal(object)
     healed = Signal(object)
     note = Signal(object)
@@ -99,6 +102,7 @@ class ConversationBridge(QObject):
         self._asking: tuple[PermissionAsk | ToolAsk, asyncio.Future[str]] | None = None
         self._tool_events: list[ToolCall | ToolStarted | ToolResult] = []
         self._always: set[str] = set()  # tools allowed for the rest of this conversation
+        self._handed: HandedOff | None = None  # not in the chat log: kept for a re-opened view
         # Learning runs end on their own schedule; hear about them whatever else is listening.
         previous = conversation.on_learning
 
@@ -136,6 +140,12 @@ class ConversationBridge(QObject):
     @property
     def partial_thinking(self) -> str:
         return "".join(self._thinking)
+
+    @property
+    def handoff(self) -> HandedOff | None:
+        """Where the program's memory of the chat starts, if it was handed the chat and has
+        not compacted since."""
+        return self._handed
 
     @property
     def pending_approval(self) -> PermissionAsk | ToolAsk | None:
@@ -349,7 +359,11 @@ class ConversationBridge(QObject):
                 self._keep_stats(event.seq)
             self._emit(self.message_saved, event.seq, event.role)
         elif isinstance(event, Compacted):
+            self._handed = None
             self._emit(self.compacted, event)
+        elif isinstance(event, HandedOff):
+            self._handed = event
+            self._emit(self.handed_off, event)
         elif isinstance(event, Problem):
             self._emit(self.problem, event.problem)
             return "problem"

@@ -27,7 +27,7 @@ from PySide6.QtCore import (
 from app.answer_stats import AnswerStats, stats_book
 from app.store import ChatStore, Compaction, StoredMessage, Versions
 from app.tool_calls import tool_call_book
-from engines.base import ProblemKind, ToolResult
+from engines.base import HandedOff, ProblemKind, ToolResult
 from ui.tool_rows import stored_entry
 
 PAGE = 40  # messages read per page; a screen shows far fewer
@@ -64,6 +64,7 @@ class Row:
     key: tuple[Any, ...]
     message: StoredMessage | None = None
     compaction: Compaction | None = None
+    handoff: HandedOff | None = None  # a divider where a program's memory starts
     run: Any = None  # LearningRun
     text: str = ""  # the streaming answer so far
     thinking: str = ""
@@ -145,6 +146,7 @@ class ChatModel(QAbstractListModel):
         self._chat_id = ""
         self._messages: list[StoredMessage] = []
         self._compaction: Compaction | None = None
+        self._handoff: HandedOff | None = None
         self._runs: list[Any] = []
         self._open_thinking: set[int] = set()
         self._expanded: set[int] = set()  # seqs of long messages shown whole
@@ -245,6 +247,8 @@ class ChatModel(QAbstractListModel):
             return row.message.text
         if row.kind is RowKind.STREAMING:
             return row.text
+        if row.kind is RowKind.DIVIDER and row.handoff is not None:
+            return row.handoff.text
         if row.kind is RowKind.DIVIDER and row.compaction is not None:
             return f"Earlier messages are summarised for {row.compaction.model}"
         if row.kind is RowKind.PROBLEM and row.message is not None and row.message.problem:
@@ -274,6 +278,7 @@ class ChatModel(QAbstractListModel):
         self._open_thinking.clear()
         self._expanded.clear()
         self._editing = None
+        self._handoff = None
         self._end_stream_state()
         if chat_id:
             count = self._store.message_count(chat_id)
@@ -362,6 +367,13 @@ class ChatModel(QAbstractListModel):
 
     def set_compaction(self, compaction: Compaction | None) -> None:
         self._compaction = compaction
+        self._handoff = None  # a fold after the handoff is where the memory starts now
+        self._apply(self._build())
+
+    def set_handoff(self, handoff: HandedOff | None) -> None:
+        """Show the divider where a program's memory starts (not saved: a program chat's
+        latest handoff) in place of the summary line; None shows the summary line again."""
+        self._handoff = handoff
         self._apply(self._build())
 
     def add_run(self, run: Any) -> None:
@@ -505,7 +517,7 @@ class ChatModel(QAbstractListModel):
     def _build(self) -> list[Row]:
         rows: list[Row] = []
         msgs = self._messages
-        comp = self._compaction
+        at, divider = self._divider()
         runs = sorted(self._runs, key=lambda r: r.created)
         ri = 0
         first_loaded = msgs[0].created if msgs else 0.0
@@ -516,10 +528,8 @@ class ChatModel(QAbstractListModel):
             ri += 1
         last = len(msgs) - 1
         for n, m in enumerate(msgs):
-            if comp is not None and m.seq == comp.first_kept_seq:
-                rows.append(
-                    Row(RowKind.DIVIDER, ("d", comp.created, comp.first_kept_seq), compaction=comp)
-                )
+            if divider is not None and m.seq == at:
+                rows.append(divider)
             tool = m.role == "tool"
             if tool:  # a tool call's result: a line in the answer's tool calls
                 entry = stored_entry(m, self._tool_calls.get(m.seq))
@@ -554,10 +564,8 @@ class ChatModel(QAbstractListModel):
                 run = runs[ri]
                 rows.append(Row(RowKind.MEMORIES, ("r", run.id, run), run=run))
                 ri += 1
-        if comp is not None and msgs and comp.first_kept_seq > msgs[-1].seq:
-            rows.append(
-                Row(RowKind.DIVIDER, ("d", comp.created, comp.first_kept_seq), compaction=comp)
-            )
+        if divider is not None and msgs and at > msgs[-1].seq:
+            rows.append(divider)
         while ri < len(runs):
             run = runs[ri]
             rows.append(Row(RowKind.MEMORIES, ("r", run.id, run), run=run))
@@ -567,6 +575,18 @@ class ChatModel(QAbstractListModel):
                 rows.append(Row(RowKind.TOOLS, ("t", "live"), tools=self._stream_tools))
             rows.append(self._stream_row())
         return rows
+
+    def _divider(self) -> tuple[int, Row | None]:
+        """The one divider row and the message it sits above."""
+        handed = self._handoff
+        if handed is not None:
+            key: tuple[Any, ...] = ("d", "handoff", handed.first_seq, handed.text)
+            return handed.first_seq, Row(RowKind.DIVIDER, key, handoff=handed)
+        comp = self._compaction
+        if comp is None:
+            return -1, None
+        key = ("d", comp.created, comp.first_kept_seq)
+        return comp.first_kept_seq, Row(RowKind.DIVIDER, key, compaction=comp)
 
     def _apply(self, new: list[Row]) -> None:
         """Turn the current rows into ``new`` with one remove and one insert at most."""

@@ -51,6 +51,7 @@ from PySide6.QtWidgets import (
 from app.store import ChatStore
 from ui.bridge import ConversationBridge
 from ui.chat_model import ROW_ROLE, WIDGET_KINDS, ChatModel, Row, RowKind, RunSource
+from ui.handoff_divider import HandoffDivider
 from ui.markdown import code_blocks
 from ui.memory_card import MemoryActions, MemoryCard
 from ui.message_delegate import PAD_X, MessageDelegate, copy_to_clipboard
@@ -259,11 +260,13 @@ class ChatView(QListView):
 
     def _attach(self, bridge: ConversationBridge) -> None:
         self._bridge = bridge
+        self.chat_model.set_handoff(bridge.handoff)  # kept by the bridge, not the chat log
         pairs: list[tuple[Any, Callable[..., Any]]] = [
             (bridge.message_saved, self._message_saved),
             (bridge.text_delta, self._delta),
             (bridge.thinking_delta, self._delta),
             (bridge.compacted, self._compacted),
+            (bridge.handed_off, self.chat_model.set_handoff),
             (bridge.busy_changed, self._busy_changed),
             (bridge.learning_done, self._learning_done),
             (bridge.tool_event, self._tool_event),
@@ -372,7 +375,9 @@ class ChatView(QListView):
 
     def _make_widget(self, row: Row) -> QWidget | None:
         widget: Any
-        if row.kind is RowKind.DIVIDER and row.compaction is not None:
+        if row.kind is RowKind.DIVIDER and row.handoff is not None:
+            widget = HandoffDivider(row.handoff)
+        elif row.kind is RowKind.DIVIDER and row.compaction is not None:
             widget = SummaryDivider(row.compaction)
         elif row.kind is RowKind.PROBLEM and row.message is not None:
             message = row.message

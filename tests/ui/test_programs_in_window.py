@@ -1,14 +1,18 @@
-"""Programs in the window: the picker's section, a chat on a real ACP agent, its approval card.
+"""Programs in the window: the picker's section, a chat on a real ACP agent, its approval card,
+Claude Code and Codex chats, and the divider where a program's memory of a chat starts.
 
-The program is ``tests/fakes/acp_agent.py``, a real ACP agent process, behind a small script
+The ACP program is ``tests/fakes/acp_agent.py``, a real ACP agent process, behind a small script
 set as Gemini CLI's path in Settings → Programs; it writes down every prompt it is handed and
-every permission answer it gets, so the tests assert on what reached the agent.
+every permission answer it gets, so the tests assert on what reached the agent. Claude Code is
+the real CLI the Claude Agent SDK carries, against the Anthropic fake; Codex the real ``codex``
+CLI against the Responses fake; a model API is the LM Studio flavour of the OpenAI-style fake.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +24,17 @@ from pytestqt.qtbot import QtBot
 from app.demo import MOCK_MODELS
 from app.secrets import SessionSecrets
 from app.services import AppServices, build_services
-from engines.base import ProblemKind
+from app.settings import SettingsStore
+from engines.base import ModelInfo, ProblemKind
+from engines.programs.handoff import HANDOFF_CHARS
+from tests.engines.programs.test_codex import CODEX
+from tests.fakes.anthropic_server import ClaudeCodeServer
+from tests.fakes.http import free_port
+from tests.fakes.openai_server import FakeModel, OpenAIStyleServer, ResponsesServer
 from ui.chat_model import RowKind
+from ui.handoff_divider import HandoffDivider
 from ui.main_window import MainWindow
+from ui.summary_divider import SummaryDivider
 from ui.too_long_card import ProblemCard
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
@@ -31,6 +43,9 @@ ROOT = Path(__file__).resolve().parents[2]
 AGENT = "programs/gemini"
 MISSING = "programs/copilot"
 WAIT_MS = 30_000  # a hang guard: starting a Python agent process on a loaded machine
+CLI_WAIT_MS = 120_000  # a hang guard: a real program CLI answering the loopback fake
+API_WINDOW = 262_144  # roomy: a chat moved back to the model API needs no fold of its own
+SUMMARY = "The person plans a community garden: 24 raised beds of larch, budget €2,500."
 
 
 @pytest.fixture
@@ -97,10 +112,10 @@ def send(qtbot: QtBot, win: MainWindow, text: str) -> None:
     qtbot.keyClick(win.composer.edit, Qt.Key.Key_Return)
 
 
-def wait_idle(qtbot: QtBot, win: MainWindow) -> None:
+def wait_idle(qtbot: QtBot, win: MainWindow, timeout: int = WAIT_MS) -> None:
     bridge = win.bridge()
     assert bridge is not None
-    qtbot.waitUntil(lambda: not bridge.busy, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: not bridge.busy, timeout=timeout)
 
 
 def test_the_picker_lists_programs_in_their_own_section(window: MainWindow) -> None:
@@ -279,3 +294,250 @@ def test_the_engine_does_not_change_under_a_running_answer(
     assert chat is not None and chat.model_key == AGENT
     window.stop()
     wait_idle(qtbot, window)
+
+
+# --- the divider where a program's memory starts ------------------------------------------------
+
+
+def divider_and_below(win: MainWindow) -> tuple[object, int | None]:
+    """The divider's widget and the seq of the message right under it (None: at the end)."""
+    model = win.chat_view.chat_model
+    rows = model.rows()
+    assert [r.kind for r in rows].count(RowKind.DIVIDER) == 1  # only ever one line
+    i = model.find(RowKind.DIVIDER)
+    below = next((r.message.seq for r in rows[i + 1 :] if r.message is not None), None)
+    return win.chat_view.widget_at(RowKind.DIVIDER), below
+
+
+def seed(services: AppServices, chat_id: str, turns: int, size: int, model_key: str) -> None:
+    for i in range(turns):
+        services.store.append_message(
+            chat_id, "user", f"question {i}: " + "q" * size, model_key=model_key
+        )
+        services.store.append_message(
+            chat_id, "assistant", f"answer {i}: " + "a" * size, model_key=model_key
+        )
+
+
+@pytest.fixture
+def lmstudio() -> Iterator[OpenAIStyleServer]:
+    """A model API on loopback (LM Studio's flavour) as the chat's other engine."""
+    with OpenAIStyleServer("lmstudio", models=[FakeModel("qwen3-8b", API_WINDOW)]) as server:
+        yield server
+
+
+@pytest.fixture
+def api_services(
+    qtbot: QtBot,
+    tmp_path: Path,
+    agent: Path,
+    lmstudio: OpenAIStyleServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[AppServices]:
+    """The ACP agent as Gemini CLI and the LM Studio fake as the model API."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    SettingsStore.in_dir(tmp_path / "data").update(
+        lmstudio_url=lmstudio.url,
+        ollama_url=nowhere,
+        llamacpp_url=nowhere,
+        vllm_url=nowhere,
+        bundled_model=False,
+        program_paths={"gemini": str(agent)},
+    )
+    built = build_services(
+        tmp_path / "data", mock=False, secrets=SessionSecrets(), seed_demo_chat=False
+    )
+    yield built
+    # The model API's connections too, not only the files.
+    close = asyncio.get_running_loop().create_task(built.aclose())
+    qtbot.waitUntil(close.done, timeout=WAIT_MS)
+
+
+def test_a_chat_moved_to_an_acp_program_and_back_keeps_every_message_and_its_divider(
+    qtbot: QtBot, api_services: AppServices, lmstudio: OpenAIStyleServer, record: Path
+) -> None:
+    services, server = api_services, lmstudio
+    api = ModelInfo(provider="lmstudio", id="qwen3-8b", context=API_WINDOW, local=True)
+    chat = services.store.create_chat(model_key=api.key)
+    seed(services, chat.id, 40, 2_000, api.key)  # about 160,000 characters
+    services.store.add_compaction(chat.id, 50, SUMMARY, api.name)
+    win = MainWindow(services)
+    qtbot.addWidget(win)
+    win.show()
+    try:
+        win.sidebar.refresh()
+        assert win.open_chat(chat.id)
+        _, below = divider_and_below(win)
+        assert below == 50  # the model API's summary line
+
+        gemini = next(m for m in services.programs() if m.key == AGENT)
+        win.switch_model(gemini)
+        send(qtbot, win, "What did we plan?")
+        wait_idle(qtbot, win)
+        handed = "\n".join(received(record)[-1]["texts"])  # type: ignore[arg-type]
+        assert handed.startswith(f"<earlier-in-this-chat>\n{SUMMARY}")
+        assert len(handed) - handed.index("</earlier-in-this-chat>") <= HANDOFF_CHARS + 30
+
+        # The line sits above the first message the program was handed word for word.
+        widget, below = divider_and_below(win)
+        assert isinstance(widget, HandoffDivider)
+        assert below is not None
+        first = services.store.message(chat.id, below)
+        before = services.store.message(chat.id, below - 1)
+        assert first is not None and before is not None
+        assert first.text in handed and before.text.split(":")[0] + ":" not in handed
+        title = widget.button.text()
+        assert title.startswith("▸ Gemini CLI starts from here, with a handoff of ")
+        assert title.endswith("characters and the summary of what came before")
+        qtbot.mouseClick(widget.button, Qt.MouseButton.LeftButton)
+        assert widget.summary.isVisible() and widget.summary.text() == SUMMARY
+
+        # Back on the model API: its transcript is rebuilt from the chat log.
+        win.switch_model(api)
+        moved = services.store.get_chat(chat.id)
+        assert moved is not None and moved.model_key == api.key
+        widget, below = divider_and_below(win)
+        assert isinstance(widget, SummaryDivider) and not isinstance(widget, HandoffDivider)
+        assert below == 50
+        send(qtbot, win, "And now?")
+        wait_idle(qtbot, win)
+        sent = json.dumps(server.chat_requests[-1].json["messages"])
+        log = services.store.messages(chat.id)
+        assert len(log) == 84  # every message stays in the chat log
+        answer = log[-3]
+        assert answer.role == "assistant" and answer.text.startswith("Heard ")
+        assert log[-1].text == "Hello, world!"
+        # Read from the log: its summary and every message since, the program's answer too
+        # (the model API folds the start itself when its budget says so).
+        fold = services.store.latest_compaction(chat.id)
+        assert fold is not None and fold.first_kept_seq <= answer.seq
+        assert json.dumps(fold.summary)[1:-1] in sent
+        for m in services.store.messages(chat.id, start=fold.first_kept_seq)[:-1]:
+            assert json.dumps(m.text)[1:-1] in sent
+        widget, below = divider_and_below(win)
+        assert isinstance(widget, SummaryDivider) and not isinstance(widget, HandoffDivider)
+        assert below == fold.first_kept_seq
+    finally:
+        close = asyncio.get_running_loop().create_task(win.aclose())
+        qtbot.waitUntil(close.done, timeout=WAIT_MS)
+
+
+@pytest.fixture
+def claude_code(
+    services: AppServices, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[ClaudeCodeServer]:
+    """The real Claude Code CLI (found through the Claude Agent SDK) against the fake."""
+    pytest.importorskip("claude_agent_sdk")
+    monkeypatch.setenv("PATH", os.defpath)
+    home = tmp_path / "home"
+    home.mkdir()
+    with ClaudeCodeServer() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-dummy")
+        monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-config"))
+        monkeypatch.setenv("HOME", str(home))
+        monkeypatch.setenv("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        yield server
+
+
+def test_a_claude_code_chat_streams_and_hands_compact_over_with_the_divider_in_place(
+    qtbot: QtBot, window: MainWindow, services: AppServices, claude_code: ClaudeCodeServer
+) -> None:
+    chat_id = open_chat_on(window, services, "programs/claude-code")
+    seed(services, chat_id, 1, 20, MOCK_MODELS[0].key)  # moved here from another model
+    window.chat_view.chat_model.sync()
+    bridge = window.bridge()
+    assert bridge is not None
+    pieces: list[str] = []
+    bridge.text_delta.connect(pieces.append)
+
+    send(qtbot, window, "The plan: 24 beds of larch.")
+    wait_idle(qtbot, window)
+    assert pieces[-2:] != ["".join(pieces)] and len(pieces) >= 2  # streamed, not in one piece
+    answer = services.store.messages(chat_id)[-1]
+    assert answer.role == "assistant" and answer.problem is None
+    assert answer.text == "".join(pieces) and answer.text.startswith("You said: ")
+    shown = [r.message.text for r in window.chat_view.chat_model.rows() if r.message]
+    assert shown[-1] == answer.text
+    # Claude Code started its session with the chat so far: its memory starts at the top.
+    widget, below = divider_and_below(window)
+    assert isinstance(widget, HandoffDivider) and below == 0
+    assert widget.button.text().startswith("▸ Claude Code starts from here, with a handoff of")
+
+    send(qtbot, window, "/compact keep the plan")
+    wait_idle(qtbot, window)
+    assert claude_code.focuses == ["keep the plan"]  # Claude Code's own /compact
+    widget, below = divider_and_below(window)
+    assert isinstance(widget, SummaryDivider) and not isinstance(widget, HandoffDivider)
+    assert below is None  # after the last message: the next one is the first it keeps
+    assert widget.button.text() == "▸ Earlier messages are summarised for Claude Code"
+    assert "The plan: 24 beds of larch." in widget.summary.text()
+
+    send(qtbot, window, "Next step?")
+    wait_idle(qtbot, window)
+    _, below = divider_and_below(window)
+    asked = services.store.messages(chat_id)[-2]
+    assert asked.text == "Next step?" and below == asked.seq
+
+
+@pytest.fixture
+def codex(
+    services: AppServices, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[ResponsesServer]:
+    """The real Codex CLI, its config pointing it at the Responses fake."""
+    if CODEX is None:
+        pytest.skip("the codex CLI is not installed here")
+    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.defpath]))
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    with ResponsesServer() as server:
+        (home / "config.toml").write_text(
+            'model = "gpt-fake"\n'
+            'model_provider = "fake"\n'
+            "[model_providers.fake]\n"
+            'name = "Fake"\n'
+            f'base_url = "{server.url}/v1"\n'
+            'wire_api = "responses"\n'
+            'env_key = "FAKE_OPENAI_KEY"\n',
+            "utf-8",
+        )
+        monkeypatch.setenv("CODEX_HOME", str(home))
+        monkeypatch.setenv("FAKE_OPENAI_KEY", "sk-test-dummy")
+        paths = dict(services.settings.settings.program_paths)
+        services.settings.update(program_paths={**paths, "codex": CODEX})
+        yield server
+
+
+def test_a_codex_chat_answers_and_its_compact_says_codex_keeps_its_own_memory(
+    qtbot: QtBot, window: MainWindow, services: AppServices, codex: ResponsesServer
+) -> None:
+    chat_id = open_chat_on(window, services, "programs/codex")
+    seed(services, chat_id, 1, 20, MOCK_MODELS[0].key)  # moved here from another model
+    window.chat_view.chat_model.sync()
+
+    send(qtbot, window, "The plan: 24 beds of larch.")
+    qtbot.waitUntil(lambda: window.composer.busy, timeout=WAIT_MS)
+    wait_idle(qtbot, window, CLI_WAIT_MS)
+    answer = services.store.messages(chat_id)[-1]
+    assert answer.role == "assistant" and answer.problem is None
+    assert answer.text.startswith("You said:")  # the Responses fake's answer
+    shown = [r.message.text for r in window.chat_view.chat_model.rows() if r.message]
+    assert shown[-1] == answer.text
+    asked = json.dumps(codex.responses_requests[-1].json)
+    assert "Person: question 0: " in asked and "The plan: 24 beds of larch." in asked
+    widget, below = divider_and_below(window)
+    assert isinstance(widget, HandoffDivider) and below == 0
+    assert widget.button.text().startswith("▸ Codex starts from here, with a handoff of")
+    assert widget.summary.text().startswith("No summary went with it")
+
+    # codex exec offers no /compact: Conch says so and folds nothing of its own.
+    send(qtbot, window, "/compact keep the plan")
+    wait_idle(qtbot, window)
+    assert window.statusBar().currentMessage() == (
+        "This model keeps its own memory; nothing to fold."
+    )
+    assert services.store.latest_compaction(chat_id) is None
+    widget, below = divider_and_below(window)
+    assert isinstance(widget, HandoffDivider) and below == 0
