@@ -14,10 +14,11 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from app.store import ChatStore
+from app.store import ChatStore, StoredMessage
 from app.tool_calls import keep_tool_call
 from app.trust import looks_pasted
 from engines.api.context import LEAN_WINDOW
+from engines.api.continuation import join_answer
 from engines.base import (
     Attachment,
     Compacted,
@@ -100,6 +101,11 @@ class Conversation:
     def model(self) -> ModelInfo:
         return self._model
 
+    @property
+    def continues_answers(self) -> bool:
+        """Whether the engine can go on with a stopped answer (``continue_answer``)."""
+        return bool(getattr(self.engine, "continues_answers", False))
+
     def switch_model(self, model: ModelInfo) -> None:
         self._model = model
         self.store.set_model(self.chat_id, model.key)
@@ -123,12 +129,14 @@ class Conversation:
         attachments: Sequence[Attachment] = (),
         again: int | None = None,
         version_of: int | None = None,
+        continues: StoredMessage | None = None,
     ) -> AsyncIterator[ConvEvent]:
         """Send one person message and stream the answer (see module docstring).
 
         ``again``: the seq of the person's message this sends once more (``retry``); the chat
         log gets no second copy of it. ``version_of``: the answer is a new version of that
-        answer (``regenerate``).
+        answer (``regenerate``). ``continues``: the stopped answer this one goes on with
+        (``continue_answer``); what comes is added to it.
         """
         model = self._model
         if again is None:
@@ -164,14 +172,22 @@ class Conversation:
             max_answer_tokens=settings.max_answer_tokens,
             temperature=settings.temperature,
             lean=model.context <= LEAN_WINDOW,
+            continue_from=continues.text if continues is not None else "",
         )
-        answer: list[str] = []
-        thinking: list[str] = []
+        # A continued answer starts with the words it already has (they are saved with it).
+        answer: list[str] = [continues.text] if continues is not None else []
+        thinking: list[str] = [continues.thinking] if continues is not None else []
+        before = len(answer)  # the first element, if any, is not new
         problem: TurnProblem | None = None
         finished = False
         called = False
         try:
             async for event in self.engine.turn(turn):
+                if isinstance(event, TextDelta) and before and len(answer) == before:
+                    # The first new words: the join reads as one answer.
+                    event = TextDelta(text=join_answer("".join(answer), event.text))
+                    if not event.text:
+                        continue
                 if isinstance(event, TextDelta):
                     answer.append(event.text)
                 elif isinstance(event, ThinkingDelta):
@@ -192,13 +208,13 @@ class Conversation:
                 yield event
         except asyncio.CancelledError:
             problem = TurnProblem.of(ProblemKind.CANCELLED, partial=bool(answer))
-            self._save_answer(model, answer, thinking, problem, version_of)
+            self._save_answer(model, answer, thinking, problem, version_of, continues)
             raise
         except GeneratorExit:
             # The consumer went away (window closed): keep what arrived.
             if not finished:
                 problem = problem or TurnProblem.of(ProblemKind.CANCELLED, partial=bool(answer))
-            self._save_answer(model, answer, thinking, problem, version_of)
+            self._save_answer(model, answer, thinking, problem, version_of, continues)
             raise
         except Exception as exc:  # an engine bug must not lose the person's message
             log.exception("engine failed")
@@ -208,7 +224,7 @@ class Conversation:
                 next_step=default_next_step(ProblemKind.BROKEN_STREAM),
                 partial=bool(answer),
             )
-            seq = self._save_answer(model, answer, thinking, problem, version_of)
+            seq = self._save_answer(model, answer, thinking, problem, version_of, continues)
             yield Problem(problem=problem)
             if seq is not None:
                 yield MessageSaved(seq, "assistant")
@@ -230,7 +246,7 @@ class Conversation:
                 message="The model finished without writing anything.",
             )
             yield Problem(problem=problem)
-        seq = self._save_answer(model, answer, thinking, problem, version_of)
+        seq = self._save_answer(model, answer, thinking, problem, version_of, continues)
         if seq is not None:
             yield MessageSaved(seq, "assistant")
 
@@ -276,6 +292,38 @@ class Conversation:
         finally:
             if saved is None:
                 self.store.show_version(self.chat_id, shown.seqs[shown.shown])
+
+    def can_continue(self, seq: int) -> bool:
+        """Whether the answer at ``seq`` can go on where the person stopped it: the chat's
+        last message, stopped with words in it, on an engine that continues answers."""
+        message = self.store.message(self.chat_id, seq)
+        if message is None or message.role != "assistant" or not message.text.strip():
+            return False
+        if message.problem is None or message.problem.kind is not ProblemKind.CANCELLED:
+            return False
+        if not self.continues_answers:
+            return False
+        last = self.store.messages(self.chat_id, start=seq + 1, limit=1)
+        return not last
+
+    async def continue_answer(self, seq: int) -> AsyncIterator[ConvEvent]:
+        """Go on with the stopped answer at ``seq`` from its last word ("Continue"): the model
+        is given the question and the words so far, and what it writes is added to that
+        answer (still one answer in the chat log; stopped again, it keeps what came)."""
+        if not self.can_continue(seq):
+            raise ValueError(f"no stopped answer to continue at {seq} in this chat")
+        answer = self.store.message(self.chat_id, seq)
+        asked = self.store.asked_before(self.chat_id, seq)
+        if answer is None or asked is None:
+            raise ValueError(f"no message of the person's before {seq} in this chat")
+        async for event in self.turn(
+            asked.text,
+            pictures=asked.pictures,
+            attachments=asked.attachments,
+            again=asked.seq,
+            continues=answer,
+        ):
+            yield event
 
     async def edit(self, seq: int, text: str) -> AsyncIterator[ConvEvent]:
         """Replace the person's message at ``seq`` with ``text`` and send it again: what came
@@ -343,11 +391,22 @@ class Conversation:
         thinking: list[str],
         problem: TurnProblem | None,
         version_of: int | None = None,
+        continues: StoredMessage | None = None,
     ) -> int | None:
         text = "".join(answer)
         if not text and not thinking and problem is None:
             return None
         partial = problem is not None and bool(text)
+        if continues is not None:
+            self.store.update_message(
+                self.chat_id,
+                continues.seq,
+                text=text,
+                thinking="".join(thinking),
+                partial=partial,
+                problem=problem,
+            )
+            return continues.seq
         msg = self.store.append_message(
             self.chat_id,
             "assistant",

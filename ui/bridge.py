@@ -98,6 +98,7 @@ class ConversationBridge(QObject):
         self._text: list[str] = []
         self._thinking: list[str] = []
         self._clock: AnswerClock | None = None
+        self._continuing: int | None = None  # the stopped answer the running turn goes on with
         self._closed = False
         self._asking: tuple[PermissionAsk | ToolAsk, asyncio.Future[str]] | None = None
         self._tool_events: list[ToolCall | ToolStarted | ToolResult] = []
@@ -118,6 +119,16 @@ class ConversationBridge(QObject):
     @property
     def conversation(self) -> Conversation:
         return self._conversation
+
+    @property
+    def continues_answers(self) -> bool:
+        """Whether the chat's engine can go on with a stopped answer ("Continue")."""
+        return self._conversation.continues_answers
+
+    @property
+    def continuing(self) -> int | None:
+        """The seq of the stopped answer the running turn goes on with, if it does."""
+        return self._continuing if self.busy else None
 
     @property
     def chat_id(self) -> str:
@@ -254,6 +265,23 @@ class ConversationBridge(QObject):
         self._start(self._conversation.regenerate(seq), "turn")
         return True
 
+    def can_continue(self, seq: int) -> bool:
+        """Whether the stopped answer at ``seq`` can go on now ("Continue")."""
+        return not self.busy and not self._closed and self._conversation.can_continue(seq)
+
+    def continue_answer(self, seq: int) -> bool:
+        """Go on with the stopped answer at ``seq`` where it stopped; the words that come are
+        added to it (``partial_text`` holds the whole answer). False when it cannot now."""
+        if not self.can_continue(seq):
+            return False
+        message = self._conversation.store.message(self.chat_id, seq)
+        self._start(self._conversation.continue_answer(seq), "turn")
+        self._continuing = seq
+        if message is not None:  # the same answer grows: it starts with what it has
+            self._text = [message.text]
+            self._thinking = [message.thinking] if message.thinking else []
+        return True
+
     def delete_message(self, seq: int) -> float | None:
         """Delete the message at ``seq``; the stamp undoes it (``undelete``). None while busy."""
         if self.busy or self._closed:
@@ -305,6 +333,7 @@ class ConversationBridge(QObject):
     def _start(self, stream: AsyncIterator[Any], mode: str) -> None:
         loop = asyncio.get_running_loop()  # raises outside the app's loop: a wiring bug
         self._mode = mode
+        self._continuing = None
         self._text = []
         self._thinking = []
         self._tool_events = []

@@ -53,7 +53,13 @@ class RowKind(StrEnum):
 WIDGET_KINDS = frozenset({RowKind.DIVIDER, RowKind.PROBLEM, RowKind.MEMORIES, RowKind.TOOLS})
 
 # A message's hover buttons: what each action is called on its button.
-ACTIONS = {"copy": "Copy", "edit": "Edit", "regenerate": "Regenerate", "delete": "Delete"}
+ACTIONS = {
+    "copy": "Copy",
+    "edit": "Edit",
+    "continue": "Continue",
+    "regenerate": "Regenerate",
+    "delete": "Delete",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +82,7 @@ class Row:
     versions: Versions | None = None  # a regenerated answer's versions ("‹ 2/3 ›")
     editing: bool = False  # the person's message is open for editing under it
     tools: tuple[Any, ...] = ()  # the TOOLS row: its calls (ui.tool_rows.ToolEntry)
+    continuable: bool = False  # the last answer, stopped by the person: "Continue" goes on
 
     @property
     def cache_key(self) -> tuple[Any, ...]:
@@ -87,6 +94,7 @@ class Row:
             self.stats,
             self.versions,
             self.editing,
+            self.continuable,
         )
 
     @property
@@ -115,6 +123,17 @@ def mark_for(message: StoredMessage) -> str:
     if message.problem.kind is ProblemKind.CANCELLED:
         return "Stopped"
     return "Cut off" if message.text else ""
+
+
+def stopped(message: StoredMessage) -> bool:
+    """An answer the person stopped with words in it (one "Continue" can go on with)."""
+    p = message.problem
+    return (
+        message.role == "assistant"
+        and p is not None
+        and p.kind is ProblemKind.CANCELLED
+        and bool(message.text.strip())
+    )
 
 
 def _shows_card(message: StoredMessage) -> bool:
@@ -155,6 +174,8 @@ class ChatModel(QAbstractListModel):
         self._tool_calls: dict[int, ToolResult] = {}  # how each loaded tool call went, by seq
         self._editing: int | None = None  # the seq of the message open for editing
         self._streaming = False
+        self._continuing: int | None = None  # the stopped answer the stream goes on with
+        self.continues_answers = False  # the chat's engine can go on with a stopped answer
         self._stream_text = ""
         self._stream_thinking = ""
         self._stream_open = False
@@ -232,6 +253,8 @@ class ChatModel(QAbstractListModel):
         if m.role == "user":
             out.append("edit")
         elif m.role == "assistant" and self._last_answer() == m.seq:
+            if row.continuable:
+                out.append("continue")
             out.append("regenerate")
         out.append("delete")
         return tuple(out)
@@ -399,7 +422,12 @@ class ChatModel(QAbstractListModel):
 
     # --- streaming ------------------------------------------------------------------------
 
-    def start_stream(self, text: str = "", thinking: str = "", *, who: str = "") -> None:
+    def start_stream(
+        self, text: str = "", thinking: str = "", *, who: str = "", continues: int | None = None
+    ) -> None:
+        """A streaming row at the end; ``continues``: the stopped answer it goes on with,
+        which it replaces on screen (one answer growing, not a second one)."""
+        self._continuing = continues
         self._streaming = True
         self._stream_who = who
         self._stream_text = text
@@ -437,6 +465,7 @@ class ChatModel(QAbstractListModel):
 
     def _end_stream_state(self) -> None:
         self._streaming = False
+        self._continuing = None
         self._stream_text = ""
         self._stream_thinking = ""
         self._stream_open = False
@@ -530,6 +559,8 @@ class ChatModel(QAbstractListModel):
         for n, m in enumerate(msgs):
             if divider is not None and m.seq == at:
                 rows.append(divider)
+            if self._streaming and m.seq == self._continuing:
+                continue  # the streaming row shows it, growing
             tool = m.role == "tool"
             if tool:  # a tool call's result: a line in the answer's tool calls
                 entry = stored_entry(m, self._tool_calls.get(m.seq))
@@ -555,6 +586,7 @@ class ChatModel(QAbstractListModel):
                         stats=self._stats.get(m.seq),
                         versions=self._versions.get(m.seq),
                         editing=m.seq == self._editing,
+                        continuable=self.continues_answers and n == last and stopped(m),
                     )
                 )
             if card:
@@ -633,4 +665,5 @@ __all__ = [
     "RowKind",
     "mark_for",
     "preview",
+    "stopped",
 ]

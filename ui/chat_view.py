@@ -242,12 +242,16 @@ class ChatView(QListView):
         self.undo_bar.hide()
         self._stick = True
         self._keep_from_bottom = None
+        self.chat_model.continues_answers = bridge is not None and bridge.continues_answers
         self.chat_model.set_chat(chat_id)
         if bridge is not None:
             self._attach(bridge)
             if bridge.busy and bridge.mode == "turn":
                 self.chat_model.start_stream(
-                    bridge.partial_text, bridge.partial_thinking, who=self._answering(bridge)
+                    bridge.partial_text,
+                    bridge.partial_thinking,
+                    who=self._answering(bridge),
+                    continues=bridge.continuing,
                 )
                 self.chat_model.set_stream_tools(tuple(entries_from(bridge.tool_events)))
         self.scroll_to_bottom()
@@ -255,6 +259,7 @@ class ChatView(QListView):
     def follow(self, bridge: ConversationBridge | None) -> None:
         """Follow ``bridge`` for the chat already showing (no reload, the scroll stays)."""
         self._detach()
+        self.chat_model.continues_answers = bridge is not None and bridge.continues_answers
         if bridge is not None:
             self._attach(bridge)
 
@@ -288,8 +293,17 @@ class ChatView(QListView):
                 self.chat_model.reload()
             else:
                 self.chat_model.sync()
-            if self._bridge is not None:
-                self.chat_model.start_stream(who=self._answering(self._bridge))
+            bridge = self._bridge
+            if bridge is not None and bridge.continuing is not None:
+                # "Continue": the stopped answer itself grows, from the words it has.
+                self.chat_model.start_stream(
+                    bridge.partial_text,
+                    bridge.partial_thinking,
+                    who=self._answering(bridge),
+                    continues=bridge.continuing,
+                )
+            elif bridge is not None:
+                self.chat_model.start_stream(who=self._answering(bridge))
             self.scroll_to_bottom()
         else:
             self._flush_timer.stop()
@@ -579,9 +593,11 @@ class ChatView(QListView):
         for action in self.chat_model.actions(i):
             if action != "copy":
                 menu.addAction(
-                    {"edit": "Edit and resend", "regenerate": "Regenerate answer"}.get(
-                        action, "Delete message"
-                    ),
+                    {
+                        "edit": "Edit and resend",
+                        "continue": "Continue the answer",
+                        "regenerate": "Regenerate answer",
+                    }.get(action, "Delete message"),
                     functools.partial(self.act, i, action),
                 )
         versions = row.versions
@@ -611,6 +627,8 @@ class ChatView(QListView):
             return False
         if action == "edit":
             return self.start_edit(i)
+        if action == "continue":
+            return bridge.continue_answer(m.seq)
         if action == "regenerate":
             self._reload_on_save = True
             if not bridge.regenerate(m.seq):
@@ -632,6 +650,19 @@ class ChatView(QListView):
             self._place_undo_bar()
             return True
         return False
+
+    def continuable_row(self) -> int:
+        """The row of the answer the person stopped that "Continue" can go on with, or -1."""
+        for i in range(self.chat_model.rowCount() - 1, -1, -1):
+            row = self.chat_model.row(i)
+            if row.kind is RowKind.MESSAGE:
+                return i if row.continuable else -1
+        return -1
+
+    def continue_stopped(self) -> bool:
+        """Go on with the stopped answer (the palette's "Continue the stopped answer")."""
+        i = self.continuable_row()
+        return i >= 0 and self.act(i, "continue")
 
     def start_edit(self, i: int) -> bool:
         """Open the person's message at row ``i`` for editing, in place."""

@@ -611,7 +611,14 @@ class MainWindow(QMainWindow):
         from ui.palette import Command
 
         keys = window_shortcuts()
+        # Offered while the chat ends with an answer the person stopped.
+        go_on = Command(
+            "Continue the stopped answer",
+            self.chat_view.continue_stopped,
+            keywords=("go on", "resume", "more"),
+        )
         return [
+            *([go_on] if self.chat_view.continuable_row() >= 0 else []),
             Command(
                 "Summarise the start of this chat",
                 lambda: self.compact_current(""),

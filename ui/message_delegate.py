@@ -318,8 +318,14 @@ class MessageDelegate(QStyledItemDelegate):
         if row.kind is RowKind.STREAMING and not text and not thinking:
             parts.append(f'<p style="color:{quiet};">…</p>')
         if mark:
+            # A stopped last answer offers to go on, in plain sight (also a hover button).
+            more = (
+                f' · <a href="{ACTION_SCHEME}:continue" style="color:{quiet};">Continue</a>'
+                if row.continuable
+                else ""
+            )
             parts.append(
-                f'<p style="color:{quiet}; margin:4px 0 0 0;"><i>{html.escape(mark)}</i></p>'
+                f'<p style="color:{quiet}; margin:4px 0 0 0;"><i>{html.escape(mark)}</i>{more}</p>'
             )
         if row.versions is not None and len(row.versions.seqs) > 1:
             parts.append(_versions_line(row.versions.label, quiet))

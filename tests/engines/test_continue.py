@@ -1,4 +1,4 @@
-""" "Continue" after Stop, on the wire: the model goes on from the stopped answer's last word and
+"""Continue after Stop, on the wire: the model goes on from the stopped answer's last word and
 the transcript keeps one answer, the stopped words and the rest.
 
 Real adapters against the loopback fakes. Ollama and Anthropic continue a final assistant

@@ -175,6 +175,11 @@ class FakeOllama:
         self.pull_hold_at: int | None = None
         self.pull_release = threading.Event()
         self.pulls_closed = 0
+        # A chat answer held after this many streamed lines until `chat_release` is set (an
+        # answer still coming, for a Stop); `chat_held` is set when it waits. Once per setting.
+        self.chat_hold_after: int | None = None
+        self.chat_release = threading.Event()
+        self.chat_held = threading.Event()
         self.pull_closed = threading.Event()  # set when a client hangs up on a pull
         # model key -> (num_ctx, shift) it is loaded with
         self._loaded: dict[str, tuple[int, bool]] = {
@@ -694,9 +699,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/x-ndjson")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        fake = self.fake
         for i, line in enumerate(lines):
             self._line(line)
             time.sleep(0.001)
+            if fake.chat_hold_after is not None and i + 1 == fake.chat_hold_after:
+                fake.chat_hold_after = None
+                fake.chat_held.set()
+                while not fake.chat_release.wait(0.01):
+                    if fake._stopping.is_set():
+                        return
             if i == 0 and fault is Fault.ERROR_MID_STREAM:
                 self._line({"error": self.fake.mid_stream_error})
                 self._chunk(b"")

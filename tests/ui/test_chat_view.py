@@ -158,13 +158,18 @@ def test_stopped_and_cut_off_answers_are_marked(
     with qtbot.waitSignal(bridge.busy_changed, timeout=5000):
         bridge.stop()
     stopped = rows_of(view, RowKind.MESSAGE)[-1]
-    assert shown_text(view, stopped).rstrip().endswith("Stopped")
+    # The last answer, stopped: it offers to go on.
+    assert shown_text(view, stopped).rstrip().endswith("Stopped · Continue")
 
     with qtbot.waitSignal(bridge.done, timeout=5000):
         bridge.send("again")
     cut = rows_of(view, RowKind.MESSAGE)[-1]
     assert cut.message is not None and cut.message.role == "assistant"
     assert shown_text(view, cut).rstrip().endswith("Cut off")
+    # Once something follows it, the stopped answer is only marked.
+    earlier = next(r for r in rows_of(view, RowKind.MESSAGE) if r.key == stopped.key)
+    assert shown_text(view, earlier).rstrip().endswith("Stopped")
+    assert "Continue" not in shown_text(view, earlier)
     # The failure also gets its card, with the one next step.
     assert len(rows_of(view, RowKind.PROBLEM)) == 1
     assert view.widget_at(RowKind.PROBLEM) is not None
