@@ -38,7 +38,11 @@ SHORTCUTS: tuple[Shortcut, ...] = (
     Shortcut("Esc", "Stop the answer, keeping what arrived", "Message box"),
     Shortcut("Ctrl+C", "Copy the chosen message", "Messages"),
     Shortcut("Enter", "Open its thinking, a long message or a card", "Messages"),
-    Shortcut("Menu / Shift+F10", "Copy, edit, regenerate or delete the chosen message", "Messages"),
+    Shortcut(
+        "Menu / Shift+F10",
+        "Copy, edit, continue, regenerate or delete the chosen message",
+        "Messages",
+    ),
     Shortcut("Delete", "Delete the chosen message (Undo brings it back)", "Messages"),
     Shortcut(
         "Enter", "Send the edited message again (Esc: leave it as it was)", "Editing a message"
