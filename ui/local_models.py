@@ -46,6 +46,13 @@ def loading_text(model: ModelInfo, window: int | None = None) -> str:
     return f"Loading {model.name} into memory with a {window_label(window)} window…"
 
 
+def loading_short(window: int | None = None) -> str:
+    """The same beside the picker, which names the model already."""
+    if window is None:
+        return "Loading into memory…"
+    return f"Loading with a {window_label(window)} window…"
+
+
 class LocalModelsController(QObject):
     """See the module doc. Made by the main window, once, after its parts exist."""
 
@@ -84,22 +91,26 @@ class LocalModelsController(QObject):
         return bridge
 
     def current_model(self) -> ModelInfo | None:
-        """The current chat's model, as the latest list has it."""
+        """The current chat's model (else the picker's), as the latest list has it."""
         services = self.window.services
         bridge = self.window.chat_view.bridge
         model: ModelInfo | None = bridge.conversation.model if bridge is not None else None
         if model is None and self.window.current_chat_id:
             chat = services.store.get_chat(self.window.current_chat_id)
             model = services.model_for(chat) if chat is not None else None
-        if model is None:
-            return None
+        if model is None:  # no chat open: the model the picker shows for the next one
+            return services.catalogue.find(self.window.picker.current_key())
         return services.catalogue.find(model.key) or model
 
     def refresh(self) -> None:
         """Offer what the current model allows now (asking its server first, once)."""
         if self._closed:
             return
-        self.window.picker.set_can_pull(self.local.can_pull())
+        catalogue = self.window.services.catalogue
+        # Only with Ollama running: a download needs it to answer.
+        self.window.picker.set_can_pull(
+            self.local.can_pull() and "ollama" not in catalogue.unreachable
+        )
         model = self.current_model()
         offer = self.local.offer(model) if model is not None else None
         self._show_offer(offer)
@@ -174,7 +185,7 @@ class LocalModelsController(QObject):
             return
         self.reloading = offer
         text = loading_text(offer.model, offer.window)
-        self.window.picker.set_loading(text)
+        self.window.picker.set_loading(text, short=loading_short(offer.window))
         if card is not None:
             card.show_loading(text)
         self._spawn(self._reload(offer, seq, card))
@@ -247,7 +258,7 @@ class LocalModelsController(QObject):
         listed = self.window.services.catalogue.find(model.key)
         if model.local and listed is not None and not listed.loaded:
             self._loading = bridge
-            self.window.picker.set_loading(loading_text(model))
+            self.window.picker.set_loading(loading_text(model), short=loading_short())
 
     def _answering(self, bridge: ConversationBridge) -> None:
         if self._loading is bridge:

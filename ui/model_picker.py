@@ -33,6 +33,7 @@ from engines.providers.registry import label_of
 KEY_ROLE = int(Qt.ItemDataRole.UserRole) + 1
 PULL_KEY = "action:pull"  # the "Download a model…" entry: not a model
 PULL_TEXT = "Download a model…"
+LOADING_WIDTH = 200  # pixels the "Loading … into memory…" line may take beside the list
 
 
 def window_label(tokens: int) -> str:
@@ -209,17 +210,24 @@ class ModelPicker(QWidget):
                 self._items.appendRow(item)
                 if m.ready:
                     self._models[m.key] = m
+            if provider == "ollama" and self._can_pull:
+                self._items.appendRow(self._pull_item())  # at the end of Ollama's models
         if not self._models and not self._items.rowCount():
             empty = QStandardItem("No model is ready")
             empty.setFlags(Qt.ItemFlag.NoItemFlags)
             self._items.appendRow(empty)
-        if self._can_pull:
-            pull = QStandardItem(PULL_TEXT)
-            pull.setData(PULL_KEY, KEY_ROLE)
-            pull.setToolTip("Fetch a model from Ollama's library by its name")
-            self._items.appendRow(pull)
+        if self._can_pull and PULL_KEY not in (
+            self._items.item(r).data(KEY_ROLE) for r in range(self._items.rowCount())
+        ):
+            self._items.appendRow(self._pull_item())  # Ollama has no model yet
         self.select(current_key)
         del blocker
+
+    def _pull_item(self) -> QStandardItem:
+        pull = QStandardItem(PULL_TEXT)
+        pull.setData(PULL_KEY, KEY_ROLE)
+        pull.setToolTip("Fetch a model from Ollama's library by its name")
+        return pull
 
     def select(self, key: str) -> None:
         """Show ``key`` as the current model (no signal)."""
@@ -293,13 +301,22 @@ class ModelPicker(QWidget):
         self._can_pull = can
         self.set_models(self._all, self._shown_key)
 
-    def set_loading(self, text: str | None, fraction: float | None = None) -> None:
+    def set_loading(
+        self, text: str | None, fraction: float | None = None, *, short: str = ""
+    ) -> None:
         """ "Loading qwen3:8b into memory…", "Downloading gemma3:1b…" with progress 0..1 (None:
         busy), on the line "Starting the local model…" uses; None hides it. The reload button
-        waits meanwhile."""
+        steps aside meanwhile, and a long line is cut short (all of it in its tooltip)."""
         self.reload_button.setEnabled(text is None)
+        self.reload_button.setVisible(text is None and self.offer is not None)
         self.set_starting(text, fraction)
         if text is not None:
+            # The list beside it names the model already: ``short`` may leave it out.
+            shown = self.status.fontMetrics().elidedText(
+                short or text, Qt.TextElideMode.ElideRight, LOADING_WIDTH
+            )
+            self.status.setText(shown)
+            self.status.setToolTip(text)
             self.progress.setAccessibleName(text)
 
     def _reload_pressed(self) -> None:

@@ -101,7 +101,14 @@ class PullDialog(QDialog):
         self.progress = QProgressBar(self)
         self.progress.setObjectName("PullProgress")
         self.progress.setAccessibleName("Download progress")
+        self.progress.setTextVisible(False)  # the line below says how far, in words
         self.progress.setVisible(False)
+        for shown_later in (self.progress, self.status):
+            # Room kept from the start: the dialog does not have to grow when they show.
+            policy = shown_later.sizePolicy()
+            policy.setRetainSizeWhenHidden(True)
+            shown_later.setSizePolicy(policy)
+        self.status.setText(" ")
 
         row = QHBoxLayout()
         row.addWidget(self.name, 1)
@@ -128,7 +135,7 @@ class PullDialog(QDialog):
             return
         self._name = name
         self.name.setEnabled(False)
-        self.download.setEnabled(False)
+        self.download.setVisible(False)  # Stop takes its place while it runs
         self.stop_button.setVisible(True)
         self.progress.setVisible(True)
         self.progress.setRange(0, 0)
@@ -175,6 +182,7 @@ class PullDialog(QDialog):
         self._task = None
         with contextlib.suppress(RuntimeError):  # the dialog may be gone already
             self.stop_button.setVisible(False)
+            self.download.setVisible(True)
             self.name.setEnabled(True)
             self._name_changed(self.name.text())
             if ok:

@@ -42,6 +42,7 @@ QWEN = ModelInfo(
     provider="ollama", id="qwen3:8b", label="qwen3:8b", context=2_048, local=True, loaded=True
 )
 OFFER = ReloadOffer(model=QWEN, window=16_384, memory=int(6.5 * GB), memory_total=16 * GB)
+QWEN_ENTRY = "qwen3:8b  ·  2K  ·  loaded"
 TOO_LONG = TurnProblem.of(
     ProblemKind.TOO_LONG,
     "the prompt is longer than the context length",
@@ -149,15 +150,25 @@ def test_the_picker_offers_the_reload_and_the_download(qtbot: QtBot) -> None:
 
     picker.set_loading("Loading qwen3:8b into memory with a 16K window…")
     assert picker.status.isVisibleTo(picker) and picker.progress.isVisibleTo(picker)
-    assert not picker.reload_button.isEnabled()
+    assert not picker.reload_button.isVisibleTo(picker)  # it steps aside while loading
     picker.set_loading(None)
-    assert not picker.status.isVisibleTo(picker) and picker.reload_button.isEnabled()
+    assert not picker.status.isVisibleTo(picker)
+    assert picker.reload_button.isVisibleTo(picker) and picker.reload_button.isEnabled()
 
+    lm = ModelInfo(provider="lmstudio", id="phi-4", context=4_096, local=True, loaded=True)
+    picker.set_models([QWEN, lm], QWEN.key)
     picker.set_can_pull(True)
-    assert picker.entries()[-1] == PULL_TEXT
+    # At the end of Ollama's models, where a person looks for another one.
+    assert picker.entries() == [
+        "Ollama",
+        QWEN_ENTRY,
+        PULL_TEXT,
+        "LM Studio",
+        "phi-4  ·  4K  ·  loaded",
+    ]
     assert picker.current_key() == QWEN.key
     with qtbot.waitSignal(picker.pull_requested, timeout=HANG_MS):
-        picker.combo.activated.emit(len(picker.entries()) - 1)
+        picker.combo.activated.emit(picker.entries().index(PULL_TEXT))
     assert picker.current_key() == QWEN.key  # the chat's model stays chosen
 
 
@@ -195,6 +206,7 @@ def test_a_download_shows_progress_stops_and_goes_on_where_it_stopped(
     qtbot.mouseClick(dialog.download, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: dialog.progress.value() >= 450, timeout=HANG_MS)
     assert dialog.progress.isVisibleTo(dialog) and dialog.stop_button.isVisibleTo(dialog)
+    assert not dialog.download.isVisibleTo(dialog)  # Stop stands in its place
     assert dialog.status.text() == "Downloading gemma3:1b… 0.5 of 1.0 GB"
 
     qtbot.mouseClick(dialog.stop_button, Qt.MouseButton.LeftButton)
@@ -307,7 +319,8 @@ def test_lm_studio_at_4k_reloads_with_16k_from_the_card_and_the_message_goes_aga
     # While it loads, the card and the picker both say so.
     loading = f"Loading {LM} into memory with a 16K window…"
     assert card.reload_note.text() == loading and card.reload_progress.isVisibleTo(card)
-    assert win.picker.status.text() == loading and win.picker.status.isVisibleTo(win.picker)
+    assert win.picker.status.toolTip() == loading and win.picker.status.isVisibleTo(win.picker)
+    assert win.picker.status.text() == "Loading with a 16K window…"
     lmstudio.refusal = None
     gate.set()
 
@@ -351,6 +364,7 @@ def test_a_model_not_in_memory_shows_loading_until_its_first_word(
     def busy(on: bool) -> None:  # connected after the window's own listeners: sees their work
         if on:
             seen["busy"] = (win.picker.status.isVisibleTo(win.picker), win.picker.status.text())
+            seen["said"] = win.picker.status.toolTip()
 
     def first_word(_text: str) -> None:
         seen.setdefault("answering", win.picker.status.isVisibleTo(win.picker))
@@ -361,6 +375,7 @@ def test_a_model_not_in_memory_shows_loading_until_its_first_word(
     qtbot.keyClicks(win.composer.edit, "Hi")
     qtbot.keyClick(win.composer.edit, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: not bridge.busy and "answering" in seen, timeout=HANG_MS)
-    assert seen["busy"] == (True, f"Loading {model.name} into memory…")
+    assert seen["busy"] == (True, "Loading into memory…")
+    assert seen["said"] == f"Loading {model.name} into memory…"
     assert seen["answering"] is False
     close_window(qtbot, win, services)
