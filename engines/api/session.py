@@ -289,7 +289,8 @@ class ApiSession:
         self.tools = tools
         self._catalogue = Catalogue()  # this turn's tools, as the model sees them
         self._lean_tools = False  # this turn sends lean mode's small tools, not every schema
-        self._sent_tools: tuple[dict[str, Any], ...] = ()  # the tool list the last request sent
+        # The tool list the last request sent (None: no request yet).
+        self._sent_tools: tuple[dict[str, Any], ...] | None = None
         self._round = 0  # tool rounds this turn has taken
         self._whole = ""  # the person's whole message this turn (for the cut notice)
         self._no_tools_told: set[str] = set()  # models already said to be unable to use tools
@@ -625,8 +626,15 @@ class ApiSession:
     ) -> tuple[int, int]:
         self._ensure_loaded()
         used = int(self._ledger.tokens * self._factor) + self._summary_tokens
-        # The tool list the chat last sent is counted: the next request sends it again.
+        # The tool list the chat last sent is counted: the next request sends it again. Before
+        # the first, the tools of the chat's servers that are running already.
         tools = self._sent_tools
+        if tools is None:
+            tools = ()
+            if self.tools is not None:
+                lean_mode = self.window_for(model) <= LEAN_WINDOW
+                ready = self.tools.ready_catalogue()
+                tools = specs_for(ready, self.tools.loaded, lean_mode=lean_mode)
         window = self._window(model, estimate_tokens(system), _tools_tokens(tools))
         return used, self._budget(window, system, tools, answer_tokens)
 

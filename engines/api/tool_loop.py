@@ -123,6 +123,15 @@ class ToolHost:
     async def catalogue(self) -> Catalogue:
         return await self.runner.catalogue(self.allowed)
 
+    def ready_catalogue(self) -> Catalogue:
+        """The tools of this chat's servers that are running already (none is started), where
+        the runner can tell (``ToolServers.ready_catalogue``); empty otherwise."""
+        ready = getattr(self.runner, "ready_catalogue", None)
+        if ready is None:
+            return Catalogue()
+        found = ready(self.allowed)
+        return found if isinstance(found, Catalogue) else Catalogue()
+
 
 def specs_for(
     catalogue: Catalogue, loaded: Sequence[str], *, lean_mode: bool

@@ -460,6 +460,11 @@ class ToolServer:
 
     # --- using it --------------------------------------------------------------------------------
 
+    @property
+    def listed(self) -> tuple[ServerTool, ...]:
+        """The tools it listed when it last started (() before that); starts nothing."""
+        return self._tools if self._state.phase == "ready" else ()
+
     async def tools(self) -> tuple[ServerTool, ...]:
         """The server's tools, starting it if needed; () when it is off or failed."""
         state = await self.start()
@@ -655,6 +660,16 @@ class ToolServers:
         ]
         listings = await asyncio.gather(*(s.tools() for s in servers))
         return build_catalogue((s.id, tools) for s, tools in zip(servers, listings, strict=True))
+
+    def ready_catalogue(self, allowed: Collection[str] | None = None) -> Catalogue:
+        """The tools of the servers already running, without starting any: what a chat would
+        be sent now (the context meter counts it before the chat's first message)."""
+        ready = [
+            s
+            for sid, s in self._servers.items()
+            if s.config.enabled and s.state.phase == "ready" and (allowed is None or sid in allowed)
+        ]
+        return build_catalogue((s.id, s.listed) for s in ready)
 
     async def call(
         self,

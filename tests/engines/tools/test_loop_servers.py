@@ -26,6 +26,7 @@ from engines.base import (
     TurnInput,
 )
 from engines.tools.config import ServerConfig, StdioServer
+from engines.tools.rules import tool_list_tokens
 from engines.tools.servers import ToolServers
 from tests.engines.scripted_adapter import Answer, ScriptedAdapter, Step
 from tests.engines.tools.test_servers import ROOT, fake, garbage, wait_for_file
@@ -191,3 +192,22 @@ async def test_stop_cancels_the_running_tool_on_its_server(control: Path) -> Non
 
 async def collect(events: AsyncIterator[Event]) -> list[Event]:
     return [e async for e in events]
+
+
+async def test_the_meter_counts_the_running_servers_tools_before_the_first_message(
+    control: Path,
+) -> None:
+    servers = ToolServers([fake(control)], start_timeout=HANG_SECONDS)
+    try:
+        fresh = ApiSession(chat_id=CHAT, data_dir=None, adapters={}, tools=ToolHost(servers))
+        plain = ApiSession(chat_id="plain", data_dir=None, adapters={})
+        # Nothing is started for the meter: no tool is counted until a server runs.
+        assert fresh.context_usage(MODEL) == plain.context_usage(MODEL)
+        assert servers.states()["fake"].phase == "idle"
+
+        listed = await servers.catalogue()
+        _, with_tools = fresh.context_usage(MODEL)
+        _, without = plain.context_usage(MODEL)
+        assert without - with_tools == tool_list_tokens(listed.specs()) > 0
+    finally:
+        await servers.stop()
