@@ -343,6 +343,76 @@ def test_lm_studio_at_4k_reloads_with_16k_from_the_card_and_the_message_goes_aga
     close_window(qtbot, win, real_services)
 
 
+# --- in the window, against the loopback Ollama ---------------------------------------------
+
+
+@pytest.fixture
+def ollama_services(data_dir: Path, ollama: FakeOllama) -> Iterator[AppServices]:
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    ollama.load("qwen3:8b", 2_048)  # another app loaded it with Ollama's old default
+    SettingsStore.in_dir(data_dir).update(
+        ollama_url=ollama.url,
+        lmstudio_url=nowhere,
+        llamacpp_url=nowhere,
+        vllm_url=nowhere,
+        bundled_model=False,
+    )
+    built = build_services(data_dir, mock=False, secrets=SessionSecrets())
+    yield built
+    built.store.close()
+    built.memories.close()
+    built.health.close()
+
+
+def test_ollama_at_2k_reloads_from_the_picker_and_a_download_joins_the_list(
+    qtbot: QtBot, ollama_services: AppServices, ollama: FakeOllama
+) -> None:
+    win = open_window(qtbot, ollama_services)
+    win.new_chat()
+    assert win.picker.current_key() == "ollama/qwen3:8b"
+    qtbot.waitUntil(lambda: win.picker.reload_button.isVisibleTo(win.picker), timeout=HANG_MS)
+    assert win.picker.reload_button.text() == "Reload with 16K"
+
+    qtbot.mouseClick(win.picker.reload_button, Qt.MouseButton.LeftButton)
+
+    def reloaded() -> bool:
+        found = ollama_services.catalogue.find("ollama/qwen3:8b")
+        return found is not None and found.context == 16_384
+
+    qtbot.waitUntil(reloaded, timeout=HANG_MS)
+    assert ollama.loaded == {"qwen3:8b": 16_384}
+    assert win.picker.entries()[1] == "qwen3:8b  ·  16K  ·  loaded"
+    reloads = ollama.total_reloads()
+    win.composer.edit.setFocus()
+    qtbot.keyClicks(win.composer.edit, "Hello")
+    qtbot.keyClick(win.composer.edit, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: len(ollama.chat_requests()) >= 2, timeout=HANG_MS)
+    bridge = win.bridge()
+    assert bridge is not None
+    qtbot.waitUntil(lambda: not bridge.busy, timeout=HANG_MS)
+    assert ollama.chat_requests()[-1]["options"]["num_ctx"] == 16_384
+    assert ollama.total_reloads() == reloads  # the chat found the model as it wanted it
+
+    # "Download a model…" under Ollama's models opens the dialog; what it fetches is listed.
+    entries = win.picker.entries()
+    assert entries[2] == PULL_TEXT
+    win.picker.combo.activated.emit(2)
+    dialog = win.local_models.dialog
+    assert dialog is not None and dialog.isVisible()
+    qtbot.keyClicks(dialog.name, "gemma3:1b")
+    qtbot.keyClick(dialog.name, Qt.Key.Key_Return)
+    qtbot.waitUntil(
+        lambda: ollama_services.catalogue.find("ollama/gemma3:1b") is not None, timeout=HANG_MS
+    )
+
+    def listed() -> bool:
+        return any(e.startswith("gemma3:1b  ·") for e in win.picker.entries())
+
+    qtbot.waitUntil(listed, timeout=HANG_MS)
+    assert win.picker.current_key() == "ollama/qwen3:8b"
+    close_window(qtbot, win, ollama_services)
+
+
 # --- the loading line, on the mock model --------------------------------------------------
 
 
