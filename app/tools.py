@@ -311,6 +311,10 @@ class ToolSettings:
         """The ids of the enabled servers a chat may use: all of them, or those ``chosen``."""
         return [c.id for c in self._configs if c.enabled and (chosen is None or c.id in chosen)]
 
+    def ready_catalogue(self, chosen: Collection[str] | None = None) -> Catalogue:
+        """The tools of the running servers a chat may use; starts nothing (for the meter)."""
+        return self.servers.ready_catalogue(self.usable(chosen))
+
     async def catalogue(self, chosen: Collection[str] | None = None) -> Catalogue:
         """The tools of the servers a chat may use, starting the ones that are not running."""
         await self.settled()
@@ -352,6 +356,10 @@ class ChatToolHost(ToolHost):
     async def catalogue(self) -> Catalogue:
         self.allowed = self.chosen()
         return await self.runner.catalogue(self.allowed)
+
+    def ready_catalogue(self) -> Catalogue:
+        self.allowed = self.chosen()
+        return super().ready_catalogue()
 
 
 __all__ = [

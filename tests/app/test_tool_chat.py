@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from app.conversation import Conversation
+from app.secrets import SessionSecrets
+from app.settings import SettingsStore
 from app.store import ChatStore
+from app.tools import ChatToolHost, ToolSettings
 from engines.api.session import ApiSession
 from engines.api.tool_loop import ToolHost
 from engines.base import Approval, ModelInfo, TextDelta, ToolAsk, ToolCallData
+from engines.tools.rules import tool_list_tokens
+from tests.app.test_cli import ROOT
 from tests.engines.scripted_adapter import Answer, ScriptedAdapter
 from tests.engines.tools.test_loop import Runner, notes_file
 
@@ -48,3 +54,26 @@ async def test_a_denied_call_read_nothing_and_leaves_the_chat_trusted(data_dir: 
     assert said == "Eggs."
     chat = store.get_chat(chat_id)
     assert chat is not None and not chat.untrusted
+
+
+async def test_a_chat_meter_counts_the_tools_of_its_running_servers_before_it_starts(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    tools = ToolSettings(SettingsStore.in_dir(data_dir), SessionSecrets())
+    env = {"PYTHONPATH": str(ROOT)}
+    args = ["-m", "tests.fakes.mcp_server", "--control", str(tmp_path / "control")]
+    added = tools.add_stdio("Helpers", sys.executable, args, env)
+    try:
+        listed = await tools.catalogue()  # another chat started the server
+        assert len(listed)
+        chosen: list[str] | None = None
+        host = ChatToolHost(tools, chosen=lambda: chosen)
+        fresh = ApiSession(chat_id="fresh", data_dir=None, adapters={}, tools=host)
+        plain = ApiSession(chat_id="plain", data_dir=None, adapters={})
+        _, without = plain.context_usage(MODEL)
+        _, with_tools = fresh.context_usage(MODEL)
+        assert without - with_tools == tool_list_tokens(listed.specs())
+        chosen = [s for s in tools.usable() if s != added.id]  # the chat turned it off
+        assert fresh.context_usage(MODEL)[1] == without
+    finally:
+        await tools.stop()
