@@ -98,6 +98,13 @@ class _NotProtocol:
     line: str
 
 
+@dataclass(frozen=True)
+class _Refused:
+    """The program ended, or printed something else, before it answered ``initialize``."""
+
+    problem: TurnProblem
+
+
 _Item = Event | _End | _NotProtocol
 _Block = (
     TextContentBlock
@@ -263,9 +270,13 @@ class AcpEngine:
         idle_timeout: float = IDLE_TIMEOUT,
         start_timeout: float = START_TIMEOUT,
         handoff_chars: int = HANDOFF_CHARS,
+        older: Sequence[Sequence[str]] = (),
     ) -> None:
         self.program = program
         self.command = tuple(command)
+        # Commands an older version of the program takes instead, tried in turn when it
+        # refuses ``command`` at once (Gemini CLI before its ACP flag became ``--acp``).
+        self._older = [tuple(c) for c in older]
         self.cwd = cwd
         self._history = history
         self._latest_fold = latest_fold
@@ -303,9 +314,23 @@ class AcpEngine:
         if self._process is not None:
             await self._process.stop()
             self._process = None
+        started = await self._launch(self.command)
+        while isinstance(started, _Refused) and self._older:
+            # An older version that does not know the flag: its own flag, from now on.
+            self.command = self._older.pop(0)
+            started = await self._launch(self.command)
+        if isinstance(started, _Refused):
+            return started.problem
+        if isinstance(started, _Process):
+            self._process = started
+        return started
+
+    async def _launch(self, command: Sequence[str]) -> _Process | TurnProblem | _Refused:
+        """Start ``command`` and initialize ACP; ``_Refused`` when it ended or talked before
+        answering (what a program says to a flag it does not know)."""
         proc = await start(
             self.program,
-            self.command,
+            command,
             cwd=self.cwd,
             env=self._env,
             install=self._install,
@@ -332,10 +357,12 @@ class AcpEngine:
         finally:
             garbage.cancel()
         problem: TurnProblem | None = None
+        refused = False
         first = garbage.result() if garbage in done else None
         if isinstance(first, _NotProtocol):
             line = first.line
             problem = problems.not_protocol(self.program, line, partial=False, mode=MODE)
+            refused = True
         elif init not in done:
             init.cancel()
             problem = problems.did_not_start(
@@ -352,11 +379,11 @@ class AcpEngine:
                 else f"it did not speak ACP ({init.exception()})."
             )
             problem = problems.did_not_start(self.program, why, process.stderr)
+            refused = code is not None
         if problem is not None:
             await process.stop()
-            return problem
+            return _Refused(problem) if refused else problem
         process.info = init.result()
-        self._process = process
         return process
 
     def _prompt_blocks(

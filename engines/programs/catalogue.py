@@ -41,6 +41,9 @@ class Program:
     login: str
     kind: Literal["acp", "claude-code", "codex"] = "acp"
     oss: Literal["ollama", "lmstudio"] | None = None  # Codex on a model of this computer
+    # The arguments an older version takes instead of ``command``'s, tried in turn when it
+    # refuses them at once (ACP programs only).
+    older: tuple[tuple[str, ...], ...] = ()
 
 
 PROGRAMS: tuple[Program, ...] = (
@@ -89,6 +92,8 @@ PROGRAMS: tuple[Program, ...] = (
         "Google's agent over ACP; handed the newest part of this chat each turn",
         "npm install -g @google/gemini-cli",
         "gemini",
+        # Before 0.50 Gemini CLI knew its ACP mode only as --experimental-acp.
+        older=(("--experimental-acp",),),
     ),
     Program(
         "copilot",
@@ -201,9 +206,11 @@ def program_engine(
             env=env,
         )
         return engine
+    command = command_for(found, commands)
     return AcpEngine(
         program=found.label,
-        command=command_for(found, commands),
+        command=command,
+        older=[(command[0], *args) for args in found.older] if command else [],
         cwd=cwd,
         history=history,
         latest_fold=latest_fold,

@@ -6,9 +6,11 @@ import json
 import sys
 from pathlib import Path
 
-from engines.base import ContextEngine, Done, ModelInfo, TextDelta, TurnInput
+from engines.base import ContextEngine, Done, ModelInfo, Problem, TextDelta, TurnInput
 from engines.programs.acp import AcpEngine
 from engines.programs.catalogue import PROVIDER, program_engine, program_models
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_every_program_is_listed_and_a_missing_one_says_how_to_install_it() -> None:
@@ -82,3 +84,81 @@ def test_an_acp_program_gets_the_acp_engine_with_its_command(tmp_path: Path) -> 
     assert isinstance(engine, AcpEngine)
     assert engine.command == ("gemini", "--acp")
     assert not isinstance(engine, ContextEngine)
+
+
+def older_gemini(tmp_path: Path) -> Path:
+    """A stand-in for a Gemini CLI from before ``--acp``: it refuses that flag the way a
+    command-line parser does, and runs the ACP fake agent under ``--experimental-acp``."""
+    script = tmp_path / "gemini"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import json, runpy, sys\n"
+        f"with open({str(tmp_path / 'launches.jsonl')!r}, 'a') as f:\n"
+        "    f.write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        "if '--experimental-acp' not in sys.argv[1:]:\n"
+        "    sys.stderr.write('Unknown argument: acp\\n')\n"
+        "    sys.exit(1)\n"
+        f"sys.argv = ['acp_agent', '--record', {str(tmp_path / 'received.jsonl')!r}]\n"
+        "runpy.run_module('tests.fakes.acp_agent', run_name='__main__')\n",
+        "utf-8",
+    )
+    script.chmod(0o755)
+    return script
+
+
+async def test_gemini_cli_is_started_in_acp_mode_and_an_older_one_with_its_older_flag(
+    tmp_path: Path,
+) -> None:
+    script = older_gemini(tmp_path)
+    model = ModelInfo(provider=PROVIDER, id="gemini", label="Gemini CLI", context=200_000)
+    engine = program_engine(
+        model,
+        chat_id="c1",
+        data_dir=tmp_path / "data",
+        history=lambda: [],
+        latest_fold=lambda: None,
+        commands={"gemini": [str(script), "--acp"]},  # the path set in Settings → Programs
+        env={"PYTHONPATH": str(ROOT)},
+    )
+    assert isinstance(engine, AcpEngine)
+    try:
+        first = [
+            e async for e in engine.turn(TurnInput(chat_id="c1", seq=0, text="Hello", model=model))
+        ]
+        await engine.aclose()  # the next turn starts the program again
+        second = [
+            e async for e in engine.turn(TurnInput(chat_id="c1", seq=2, text="Again", model=model))
+        ]
+    finally:
+        await engine.aclose()
+    assert isinstance(first[-1], Done) and isinstance(second[-1], Done)
+    assert "".join(e.text for e in first if isinstance(e, TextDelta)) == "Heard 5 characters."
+    launches = [json.loads(line) for line in (tmp_path / "launches.jsonl").read_text().splitlines()]
+    # Tried as the current Gemini CLI once, then always with the flag it knows.
+    assert launches == [["--acp"], ["--experimental-acp"], ["--experimental-acp"]]
+
+
+async def test_a_gemini_cli_that_refuses_both_flags_says_it_ended_with_its_words(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "gemini"
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\nsys.stderr.write('no ACP here\\n')\nsys.exit(2)\n"
+    )
+    script.chmod(0o755)
+    model = ModelInfo(provider=PROVIDER, id="gemini", label="Gemini CLI", context=200_000)
+    engine = program_engine(
+        model,
+        chat_id="c1",
+        data_dir=tmp_path / "data",
+        history=lambda: [],
+        latest_fold=lambda: None,
+        commands={"gemini": [str(script), "--acp"]},
+    )
+    events = [
+        e async for e in engine.turn(TurnInput(chat_id="c1", seq=0, text="Hello", model=model))
+    ]
+    await engine.aclose()
+    (problem,) = [e for e in events if isinstance(e, Problem)]
+    assert "Gemini CLI" in problem.problem.message and "exit code 2" in problem.problem.message
+    assert "no ACP here" in problem.problem.detail
