@@ -337,6 +337,14 @@ class ApiSession:
         self._ensure_loaded()
         return self._windows.get(model.key, self._hints.get(model.key))
 
+    def forget_window(self, model_key: str) -> None:
+        """``model_key`` was loaded again with another window (the person asked): a window a
+        refusal named before is stale, here and in the file from the next save on."""
+        self._ensure_loaded()
+        self._windows.pop(model_key, None)
+        self._hints.pop(model_key, None)
+        self._learned_at.pop(model_key, None)
+
     def window_for(self, model: ModelInfo) -> int:
         """The window to budget against: the model's, or a smaller one a refusal named."""
         return self._window(model, 0, 0)

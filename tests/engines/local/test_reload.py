@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 
 import pytest
 
-from engines.base import ModelInfo
+from engines.api.session import ApiSession
+from engines.api.transcript import load_transcript
+from engines.base import ModelInfo, ProblemKind, TurnInput
 from engines.local.reload import (
     LocalModels,
     ModelFacts,
@@ -17,9 +20,10 @@ from engines.local.reload import (
     choose_window,
     kv_per_token,
 )
-from engines.providers.base import ChatRequest, ProviderAdapter
+from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
 from engines.providers.ollama import OllamaAdapter
 from engines.providers.openai import ROWS, OpenAIAdapter
+from tests.engines.scripted_adapter import Answer, Raise, ScriptedAdapter
 from tests.fakes.ollama_server import FakeModel, FakeOllama, Fault, running_ollama
 from tests.fakes.openai_server import FakeModel as LmModel
 from tests.fakes.openai_server import OpenAIStyleServer
@@ -246,3 +250,30 @@ def test_no_ollama_no_pull() -> None:
     local = LocalModels(lambda _name: None)
     assert not local.can_pull()
     assert local.offer(ModelInfo(provider="ollama", id="x", context=2_048, local=True)) is None
+
+
+# --- the chat after a reload ----------------------------------------------------------------
+
+
+async def test_after_a_reload_the_window_a_refusal_named_is_forgotten(data_dir: Path) -> None:
+    adapter = ScriptedAdapter(name="lmstudio", local=True)
+    session = ApiSession(chat_id="c1", data_dir=data_dir, adapters={"lmstudio": adapter})
+    model = ModelInfo(provider="lmstudio", id="qwen", context=16_384, local=True)
+
+    async def turn(seq: int, text: str) -> None:
+        turn = TurnInput(chat_id="c1", seq=seq, text=text, model=model)
+        [_ async for _ in session.turn(turn)]
+
+    refusal = ProviderError(
+        ProblemKind.REFUSED, "loaded with context length of only 4096", too_long=True
+    )
+    refusal.window = 4_096
+    adapter.add([Raise(refusal), Answer("Healed.")])
+    await turn(0, "A question")
+    assert session.window_for(model) == 4_096  # what the refusal named holds for the chat
+
+    session.forget_window(model.key)  # the person reloaded the model with 16K
+    assert session.window_for(model) == 16_384
+    await turn(2, "Another question")
+    assert adapter.requests[-1].window == 16_384
+    assert load_transcript(data_dir, "c1").transcript.windows == {}
