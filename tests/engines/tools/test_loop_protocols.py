@@ -85,7 +85,10 @@ async def test_openai_style_streamed_argument_deltas_run_the_tool(
     openai.scripts = [
         Script(
             text=["Checking."],
-            calls=[ScriptedCall("call_abc", "read_file", {"path": "list.txt"})],
+            calls=[
+                ScriptedCall("call_abc", "read_file", {"path": "list.txt"}),
+                ScriptedCall("call_def", "read_file", {"path": "more.txt"}),
+            ],
             finish_reason="tool_calls",
         ),
         Script(text=["Eggs and ", "flour."]),
@@ -99,18 +102,24 @@ async def test_openai_style_streamed_argument_deltas_run_the_tool(
     events = await ask_turn(adapter, model, runner)
 
     assert ended_well(events) and answer_of(events) == "Checking.Eggs and flour."
-    assert runner.calls == [("read_file", {"path": "list.txt"})]
+    # Two calls streamed side by side, each's arguments in two deltas, both run in order.
+    assert runner.calls == [
+        ("read_file", {"path": "list.txt"}),
+        ("read_file", {"path": "more.txt"}),
+    ]
     first, second = (r.json for r in openai.chat_requests)
     assert first is not None and second is not None
     assert [t["function"]["name"] for t in first["tools"]] == ["read_file"]
-    asked, result = second["messages"][-2:]
-    assert asked["role"] == "assistant" and asked["tool_calls"][0]["id"] == "call_abc"
+    asked, result, more = second["messages"][-3:]
+    assert asked["role"] == "assistant"
+    assert [c["id"] for c in asked["tool_calls"]] == ["call_abc", "call_def"]
     assert asked["tool_calls"][0]["function"]["arguments"] == '{"path": "list.txt"}'
     assert result == {
         "role": "tool",
         "tool_call_id": "call_abc",
         "content": "Shopping: eggs, flour, 2 lemons.",
     }
+    assert more["tool_call_id"] == "call_def"
 
 
 async def test_anthropic_tool_use_keeps_the_signed_thinking_byte_for_byte(
