@@ -27,6 +27,7 @@ import functools
 import re
 import unicodedata
 from dataclasses import dataclass
+from typing import Any
 
 from engines.api.context import budget
 from engines.api.scrub import scrub
@@ -36,13 +37,13 @@ LEFT_OUT = "(Left out of this list to keep it short:"  # starts the line naming 
 FACTS_SHARE = 0.10  # of a request's budget the kept list may take
 
 # Kinds of fact. The rank a fact is kept by comes from its kind and from whose words it is in.
-_LINK, _WHEN, _NUMBER, _CODE, _NAME, _DECISION = 0, 1, 2, 3, 4, 5
+_LINK, _WHEN, _NUMBER, _CODE, _NAME, _DECISION, _SENTENCE = 0, 1, 2, 3, 4, 5, 6
 
 # Whose words a fact is in.
 PERSON, CARRIED, ASSISTANT, PASTED, TOOL = "person", "carried", "assistant", "pasted", "tool"
 # Within a tier: decisions and names with files, links, dates and money, then numbers with a
 # unit, then code names and plain numbers.
-_KIND_ORDER = {_DECISION: 0, _NAME: 0, _LINK: 0, _WHEN: 0, _NUMBER: 1, _CODE: 2}
+_KIND_ORDER = {_DECISION: 0, _SENTENCE: 0, _NAME: 0, _LINK: 0, _WHEN: 0, _NUMBER: 1, _CODE: 2}
 _NOISY_KINDS = frozenset({_WHEN, _NUMBER, _CODE})  # a log's timestamps, a table's cells
 
 
@@ -680,8 +681,17 @@ def keep_facts(
         clean = scrub(item)
         if _usable(clean):
             _add(found, Fact(clean, _rank_of(clean), i - len(earlier), CARRIED))
-    speakers = _SPEAKER.search(folded_text) is not None
-    origins = _Origins(folded_text, CARRIED if speakers else PERSON)
+    first = _SPEAKER.search(folded_text)
+    origins = _Origins(folded_text, CARRIED if first is not None else PERSON)
+    if first is not None:
+        # An earlier list's items come first, one a line: each stays a candidate whole (a
+        # sentence kept with its fact must not come back as the bare fact).
+        at = 0
+        for line in folded_text[: first.start()].split("\n"):
+            item = line.strip().removeprefix("- ").strip()
+            if _usable(item) and item != HEADING and not _is_note(item):
+                _add(found, Fact(item, _rank_of(item), at - first.start(), CARRIED))
+            at += len(line) + 1
     for fact in _facts(folded_text):
         _add(found, Fact(fact.text, fact.rank, fact.pos, origins.at(fact.pos)))
     decisions = _decisions(folded_text, origins)
@@ -706,30 +716,33 @@ def keep_facts(
         missing,
         key=lambda f: (f.tier, _KIND_ORDER.get(f.rank, 2), f.pos if f.tier <= 1 else -f.pos),
     )
-    chosen: list[Fact] = []
-    said: list[str] = []  # decisions kept: a fact inside one needs no line of its own
-    said_hay = _haystack("")
+    chosen: list[list[Any]] = []  # [the fact, the line that keeps it], most important first
+    whole: list[str] = []  # lines kept: a fact inside one needs no line of its own
+    whole_hay = _haystack("")
     size, tokens = len(HEADING), list_tokens(HEADING + "\n")
+
+    def covered(fact: Fact) -> bool:
+        return bool(whole) and _present(fact.text, whole_hay)
+
+    # An earlier list's sentences first count as the bare facts they hold (which are
+    # candidates of their own), so old sentences never crowd out new facts; they come back
+    # whole below while there is room.
+    sentences = [f.text for f in order if f.rank == _SENTENCE]
     for fact in order:
-        if fact.rank != _DECISION and said and _present(fact.text, said_hay):
+        if covered(fact) or fact.rank == _SENTENCE:
             continue
         chars, cost = _cost(fact.text)
         if size + chars > limit_chars or tokens + cost > max_tokens:
             continue
-        chosen.append(fact)
+        chosen.append([fact, fact.text])
         size += chars
         tokens += cost
-        if fact.rank == _DECISION:
-            said.append(fact.text)
-            said_hay = _haystack("\n".join(said))
+        whole.append(fact.text)
+        whole_hay = _haystack("\n".join(whole))
     note = ""
     while True:
-        kept = set(chosen)
-        left = [
-            f
-            for f in order
-            if f not in kept and not (f.rank != _DECISION and said and _present(f.text, said_hay))
-        ]
+        kept = {e[0] for e in chosen}
+        left = [f for f in order if f not in kept and not covered(f)]
         if not left:
             break
         # The line naming what was left out, for which a fact of anyone's but the person's
@@ -740,27 +753,100 @@ def keep_facts(
             for x in (full, short)
             if size + len(x) + 1 <= limit_chars and tokens + list_tokens(x + "\n") <= max_tokens
         ]
-        if full in fitting or not chosen or chosen[-1].tier == 0:
+        if full in fitting or not chosen or chosen[-1][0].tier == 0:
             note = fitting[0] if fitting else ""
             break
-        dropped = chosen.pop()  # the least important makes room for the line
-        chars, cost = _cost(dropped.text)
+        _dropped, line = chosen.pop()  # the least important makes room for the line
+        chars, cost = _cost(line)
         size -= chars
         tokens -= cost
-        if dropped.rank == _DECISION:
-            said.remove(dropped.text)
-            said_hay = _haystack("\n".join(said))
+        whole = [e[1] for e in chosen]
+        whole_hay = _haystack("\n".join(whole))
+    note_chars = len(note) + 1 if note else 0
+    note_tokens = list_tokens(note + "\n") if note else 0
+    # Then, while there is room, a bare "Priya Raman" (who is she?) becomes the short sentence
+    # the person said it in; the facts that sentence holds need no lines of their own.
+    for entry in list(chosen):
+        fact, line = entry
+        if entry not in chosen or fact.rank == _DECISION:
+            continue
+        if fact.origin == PERSON:
+            sentence = _sentence_around(folded_text, fact, origins)
+        else:
+            sentence = next((x for x in sentences if _present(fact.text, _haystack(x))), None)
+        if sentence is None or not _usable(sentence) or scrub(sentence) != sentence:
+            continue  # never a line with a secret's placeholder: say only the fact
+        hay = _haystack(sentence)
+        inside = [e for e in chosen if e is not entry and _present(e[1], hay)]
+        chars, cost = _cost(sentence)
+        for e in [entry, *inside]:
+            c, t = _cost(e[1])
+            chars, cost = chars - c, cost - t
+        if size + chars + note_chars > limit_chars or tokens + cost + note_tokens > max_tokens:
+            continue
+        entry[1] = sentence
+        chosen[:] = [e for e in chosen if not any(e is x for x in inside)]
+        size += chars
+        tokens += cost
+        whole = [e[1] for e in chosen]
+        whole_hay = _haystack("\n".join(whole))
+    if note:
+        # A sentence may hold facts the note counted.
+        kept = {e[0] for e in chosen}
+        left = [f for f in order if f not in kept and not covered(f)]
+        if not left:
+            note = ""
+        elif note.endswith(" more.)"):
+            note = f"{LEFT_OUT} {len(left)} more.)"
+        else:
+            note = _left_out(left)
     if not chosen:
         return body
-    chosen.sort(key=lambda f: f.pos)
-    block = _block([f.text for f in chosen], note)
+    chosen.sort(key=lambda e: e[0].pos)
+    lines_kept: list[str] = []
+    for _fact, line in chosen:
+        if line not in lines_kept:
+            lines_kept.append(line)
+    block = _block(lines_kept, note)
     return f"{body}\n\n{block}" if body else block
+
+
+_CONTEXT_CHARS = 140  # a sentence longer than this is not kept whole; its fact is, bare
+
+
+def _sentence_around(text: str, fact: Fact, origins: _Origins) -> str | None:
+    """The sentence of the person's own words that ``fact`` is in, when it is short."""
+    pos = fact.pos
+    if pos >= len(text) or origins.at(pos) != PERSON:
+        return None
+    start, stop = pos, pos + len(fact.text)
+    floor = max(0, pos - _CONTEXT_CHARS)
+    while start > floor and not _ends_sentence(text, start - 1):
+        start -= 1
+    if start == floor and start > 0 and not _ends_sentence(text, start - 1):
+        return None
+    head = _SPEAKER.match(text, start)
+    if head is not None:
+        start = head.end()
+    ceiling = min(len(text), start + _CONTEXT_CHARS + 1)
+    while stop < ceiling and not _ends_sentence(text, stop):
+        stop += 1
+    if stop >= ceiling and stop < len(text):
+        return None
+    if origins.at(start) != PERSON or origins.at(max(start, stop - 1)) != PERSON:
+        return None
+    sentence = _clean(text[start:stop])
+    if fact.text not in sentence or sentence == fact.text or "\n" in sentence:
+        return None
+    return sentence
 
 
 def _rank_of(item: str) -> int:
     """The kind of a fact seen on its own (an item of an earlier list, a backticked span)."""
     if _DECIDED.search(item):
         return _DECISION
+    if item.count(" ") >= 3:
+        return _SENTENCE  # a fact kept with the words it was said in
     found: dict[str, Fact] = {}
     _scan(item, _PATTERNS, _Spans(), found)
     return min((f.rank for f in found.values()), default=_NAME)

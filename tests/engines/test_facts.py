@@ -119,8 +119,13 @@ def test_keep_facts_appends_only_what_the_summary_left_out() -> None:
     kept = keep_facts(summary, folded, 1_000)
     body, items = split_kept(kept)
     assert body == summary
-    assert items == ["2026-11-29", "23 kg", "/home/priya/trips/lisbon.md"]
-    assert kept.endswith(f"{HEADING}\n- 2026-11-29\n- 23 kg\n- /home/priya/trips/lisbon.md")
+    # The person's facts with the words they said them in; the assistant's alone.
+    assert items == [
+        "I fly with Priya Raman on 2026-11-29",
+        "the budget is $1,200 and the bag 23 kg",
+        "/home/priya/trips/lisbon.md",
+    ]
+    assert kept.endswith(f"{HEADING}\n- " + "\n- ".join(items))
 
 
 def test_keep_facts_changes_nothing_when_every_fact_is_there() -> None:
@@ -138,7 +143,7 @@ def test_over_the_limit_the_persons_own_words_go_before_what_the_assistant_said(
     limit = len(HEADING) + sum(len(x) + 3 for x in person) + 90
     kept = keep_facts("A trip.", folded, limit)
     _body, items, note = kept_parts(kept)
-    assert items[:4] == person and len(items) < 9
+    assert missing_facts(person, "\n".join(items)) == [] and len(items) < 6
     # What the cap left out is said in words under the list.
     assert note.startswith(LEFT_OUT) and note.endswith("from the assistant's answers.)")
     assert len(kept.split("\n\n", 1)[1]) <= limit
@@ -238,7 +243,7 @@ def test_what_the_cap_left_out_is_said_once_and_not_kept_as_summary() -> None:
     folded = "\n".join(items) + "\nPerson: The hotel costs €480.\n" + PASTED_TURN
     second = keep_facts(f"A garden.\n{note}\n\n{first}", folded, 3_000, limit_tokens=200)
     assert second.count(LEFT_OUT) == 1
-    assert "€480" in kept_parts(second)[1]
+    assert "The hotel costs €480" in kept_parts(second)[1]
     assert kept_parts(second)[0] == "A garden.\n\nA garden."
 
 
@@ -248,7 +253,7 @@ def test_a_second_pass_merges_into_the_kept_list_instead_of_adding_another() -> 
     second = keep_facts(first, first + "\nPerson: The hotel costs €480.", 1_000)
     assert second.count(HEADING) == 1
     _, items = split_kept(second)
-    assert items == ["2026-11-29", "Priya Raman", "€480"]
+    assert items == ["We fly on 2026-11-29 with Priya Raman", "The hotel costs €480"]
 
 
 def test_a_fact_an_earlier_list_kept_stays_when_the_model_drops_it() -> None:
@@ -290,12 +295,13 @@ def test_facts_only_a_tool_returned_give_way_to_what_the_person_said() -> None:
     limit = len(HEADING) + (len("2026-11-29") + 3) + (len("Priya Raman") + 3) + 100
     kept = keep_facts("A trip.", said, limit, minor_text=returned)
     _, items, note = kept_parts(kept)
-    assert items == ["2026-11-29", "Priya Raman"]
+    assert items == ["We fly on 2026-11-29 with Priya Raman"]
     assert note.endswith("from tool results.)")
     # With more room, the newest of what a tool returned comes first.
-    _, items, note = kept_parts(keep_facts("A trip.", said, limit + 40, minor_text=returned))
-    assert items[:2] == ["2026-11-29", "Priya Raman"]
-    assert items[2:] == [f"https://example.org/page{i}" for i in range(52 - len(items), 50)]
+    _, items, note = kept_parts(keep_facts("A trip.", said, limit + 60, minor_text=returned))
+    assert items[:1] == ["We fly on 2026-11-29 with Priya Raman"]
+    assert len(items) > 1
+    assert items[1:] == [f"https://example.org/page{i}" for i in range(51 - len(items), 50)]
 
 
 def test_numbers_ending_a_clause_references_and_phone_numbers_are_facts() -> None:
@@ -329,7 +335,8 @@ def test_no_secret_or_piece_of_one_is_kept_word_for_word() -> None:
     )
     kept = keep_facts("The person is paying the plumber.", scrub(said), 3_000)
     _, items = split_kept(kept)
-    assert "Priya Raman" in items and "/srv/nas/backup" in items
+    assert missing_facts(["Priya Raman", "/srv/nas/backup"], "\n".join(items)) == []
+    assert not any("[secret" in x for x in items)
     listed = "\n".join(items)
     for piece in ("swordfish", "4111", "1111", "GB82", "WEST", "5698", "7654"):
         assert piece not in listed, piece
@@ -343,7 +350,7 @@ def test_a_secret_carried_in_an_older_list_is_dropped() -> None:
         "- password hunter22"
     )
     _, items = split_kept(keep_facts(older, "Person: The plumber comes on 2026-11-29.", 3_000))
-    assert "Priya Raman" in items and "2026-11-29" in items
+    assert missing_facts(["Priya Raman", "2026-11-29"], "\n".join(items)) == []
     listed = "\n".join(items)
     for piece in ("4111", "GB82", "hunter22", MARKER):
         assert piece not in listed, piece
