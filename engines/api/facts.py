@@ -14,7 +14,9 @@ model may have made it up); then what the person pasted (a log, a table, code, a
 file); numbers and code names from pastes, and whatever tools returned, come last. The list is
 capped at ``FACTS_SHARE`` of the budget, counted the way tokenizers count digits (one each),
 and when the cap leaves facts out a line under the list says how many and of which kind, so
-the summary line in the chat can show it.
+the summary line in the chat can show it. Room left under the cap turns the person's bare facts
+into the short sentences they said them in ("Priya Raman chairs the garden committee"): a small
+model answers from those, where a bare name tells it nothing (bench.recall's control).
 
 Every pattern starts only at a token boundary and uses bounded or unambiguous quantifiers, so a
 huge paste costs linear time.
