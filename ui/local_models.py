@@ -206,6 +206,11 @@ class LocalModelsController(QObject):
         except BaseException:
             self._reloaded(card, failed="")
             raise
+        for bridge in list(self._watched):
+            # A window a refusal named in these chats is stale now.
+            forget = getattr(bridge.conversation.engine, "forget_window", None)
+            if callable(forget):
+                forget(offer.model.key)
         if card is not None and seq is not None:
             with contextlib.suppress(RuntimeError):
                 card.setProperty("reloaded", True)

@@ -334,6 +334,8 @@ def test_lm_studio_at_4k_reloads_with_16k_from_the_card_and_the_message_goes_aga
     assert load.json["context_length"] == 16_384 and lmstudio.duplicate_loads == 0
     reloaded = real_services.catalogue.find(f"lmstudio/{LM}")
     assert reloaded is not None and reloaded.context == 16_384
+    # The 4K the refusal named no longer holds the chat back: the resend had the whole 16K.
+    assert lmstudio.chat_requests[-1].json["max_tokens"] > 2_000
     log = [(m.role, m.text) for m in real_services.store.messages(win.current_chat_id)]
     assert [t for r, t in log if r == "user"] == ["Please read this contract carefully."]
     assert log[-1] == ("assistant", "Hello, world!")
