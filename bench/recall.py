@@ -32,6 +32,12 @@ turns, and a fact counts as answered when the answer contains it. A 135M model a
 such questions even with the fact in front of it: the share is what it is, beside the share
 reachable and beside drop-the-oldest.
 
+``--control`` runs no chat: it asks the bundled model each question with the answer in front of
+it three ways (the fact's own sentence; all 24 sentences framed as an earlier summary; the bare
+"Kept word for word" list of the 24 facts) and prints the share answered each way. It tells the
+model's limit apart from what Conch sends: SmolLM2-135M answered 10/24, 10/24 and 0/24 (a bare
+name does not say who the person is), which is why the fact keeper keeps sentences.
+
 Prints a table, then one JSON object on its last line: folds, the share reachable, the share
 "drop the oldest" keeps, the shares answered, the seconds spent summarising per fold (mean
 and max), what was lost.
@@ -566,16 +572,22 @@ async def run_person_chat(
 
 
 async def ask_facts(
-    adapter: ProviderAdapter, model: ModelInfo, system: str, messages: Sequence[Message]
+    adapter: ProviderAdapter,
+    model: ModelInfo,
+    system: str,
+    messages: Sequence[Message],
+    *,
+    only: Sequence[Fact] = FACTS,
+    question: str = "",
 ) -> dict[str, str]:
     """Each planted fact's question after ``messages``; the model's answer to each."""
     out: dict[str, str] = {}
-    for fact in FACTS:
-        question = f"{QUESTIONS[fact.key]} Answer in a few words."
+    for fact in only:
+        asked = question or f"{QUESTIONS[fact.key]} Answer in a few words."
         request = ChatRequest(
             model=model.id,
             system=system,
-            messages=(*messages, Message(role="user", text=question)),
+            messages=(*messages, Message(role="user", text=asked)),
             max_output_tokens=ASK_TOKENS,
             window=model.context,
         )
@@ -792,6 +804,57 @@ async def run(options: Options) -> dict[str, object]:
     )
 
 
+async def control(window: int) -> dict[str, object]:
+    """The bundled model's answers with each fact in front of it (see ``--control``)."""
+    why = bundled.missing()
+    if why is not None:
+        raise UnavailableError(why)
+    system = read_prompt("system_lean.txt" if window <= LEAN_WINDOW else "system.txt")
+    sentences = " ".join(f.sentence for f in FACTS)
+    listing = "Kept word for word:\n" + "\n".join(f"- {f.key}" for f in FACTS)
+    ways: dict[str, list[str]] = {"own_sentence": [], "all_sentences": [], "bare_list": []}
+    model = ModelInfo(provider="local", id=bundled.MODEL_ID, label="", context=window)
+    with tempfile.TemporaryDirectory(prefix="conch-recall-") as tmp:
+        runtime = bundled.BundledRuntime(Path(tmp) / "runtime", n_ctx=window)
+        try:
+            state = await runtime.start()
+            if state.phase != "ready":
+                raise UnavailableError(f"The bundled model did not start: {state.text}")
+            adapter = bundled.bundled_adapter(runtime)
+            try:
+                for fact in FACTS:
+                    before = {
+                        "own_sentence": fact.sentence,
+                        "all_sentences": SUMMARY_OPEN + sentences + SUMMARY_CLOSE,
+                        "bare_list": SUMMARY_OPEN + listing + SUMMARY_CLOSE,
+                    }
+                    for way, text in before.items():
+                        replies = await ask_facts_about(adapter, model, system, text, fact)
+                        if answers(fact, replies):
+                            ways[way].append(fact.key)
+            finally:
+                await adapter.aclose()
+        finally:
+            await runtime.stop()
+    return {
+        "bench": "recall",
+        "mode": "control",
+        "model": f"bundled {bundled.MODEL_ID}",
+        "planted": len(FACTS),
+        "answered": {way: len(keys) for way, keys in ways.items()},
+        "answered_keys": ways,
+    }
+
+
+async def ask_facts_about(
+    adapter: ProviderAdapter, model: ModelInfo, system: str, before: str, fact: Fact
+) -> str:
+    """The model's answer to ``fact``'s question with ``before`` in front of it."""
+    question = f"{before}\n\n{QUESTIONS[fact.key]} Answer in a few words."
+    replies = await ask_facts(adapter, model, system, [], only=(fact,), question=question)
+    return replies[fact.key]
+
+
 def print_table(figures: dict[str, object]) -> None:
     print(f"recall after {figures['folds']} folds, {figures['turns']} turns, {figures['model']}")
     print(
@@ -847,7 +910,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--no-ask", action="store_true", help="do not ask the model about each fact at the end"
     )
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="no chat: ask the bundled model each question with the fact in front of it",
+    )
     args = parser.parse_args(argv)
+    if args.control:
+        try:
+            result = asyncio.run(control(args.window))
+        except UnavailableError as exc:
+            print(json.dumps({"bench": "recall", "error": str(exc)}, ensure_ascii=False))
+            raise SystemExit(2) from None
+        print(json.dumps(result, ensure_ascii=False))
+        return
     if args.turns <= len(PLANTED):
         parser.error(f"--turns must be more than {len(PLANTED)} (the turns that plant facts)")
     if args.window < 2_048:
