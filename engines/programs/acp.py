@@ -63,7 +63,7 @@ from engines.base import (
     Usage,
 )
 from engines.programs import problems
-from engines.programs.handoff import HANDOFF_CHARS, handoff_for
+from engines.programs.handoff import HANDOFF_CHARS, ChatHandoff
 from engines.programs.process import keep_stderr, last_words, reap, start
 
 log = logging.getLogger("conch.programs.acp")
@@ -286,7 +286,7 @@ class AcpEngine:
         self._install = install
         self.idle_timeout = idle_timeout
         self.start_timeout = start_timeout
-        self.handoff_chars = handoff_chars
+        self.handing = ChatHandoff(history, latest_fold, program, handoff_chars)
         self._process: _Process | None = None
         self._lock = asyncio.Lock()  # one turn at a time on one process
 
@@ -390,14 +390,7 @@ class AcpEngine:
         self, process: _Process, turn: TurnInput
     ) -> tuple[list[_Block], HandedOff | None]:
         new_message = render_attachments(turn.text, turn.attachments)
-        handoff, handed = handoff_for(
-            self._history,
-            self._latest_fold,
-            turn.seq,
-            new_message,
-            program=self.program,
-            limit=self.handoff_chars,
-        )
+        handoff, handed = self.handing(turn.seq, new_message)
         blocks: list[_Block] = [TextContentBlock(type="text", text=handoff.text)]
         caps = process.info.agent_capabilities if process.info is not None else None
         prompt_caps = caps.prompt_capabilities if caps is not None else None

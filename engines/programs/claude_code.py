@@ -61,7 +61,7 @@ from engines.base import (
 )
 from engines.programs import problems
 from engines.programs.acp import Approver, PermissionAsk
-from engines.programs.handoff import HANDOFF_CHARS, handoff_for
+from engines.programs.handoff import HANDOFF_CHARS, ChatHandoff
 from engines.programs.process import SessionFile, last_words
 from engines.providers.base import default_next_step
 
@@ -183,7 +183,7 @@ class ClaudeCodeEngine:
         self._cli_path = cli_path
         self._env = dict(env or {})
         self.idle_timeout = idle_timeout
-        self.handoff_chars = handoff_chars
+        self.handing = ChatHandoff(history, latest_fold, PROGRAM, handoff_chars)
         self._stderr = last_words()
         self._asking = 0
         self._declined: list[str] = []
@@ -233,15 +233,16 @@ class ClaudeCodeEngine:
     # -- internals --
 
     def _handoff(self, seq: int, message: str) -> tuple[str, HandedOff | None]:
-        handoff, handed = handoff_for(
-            self._history,
-            self._latest_fold,
-            seq,
-            message,
-            program=PROGRAM,
-            limit=self.handoff_chars,
-        )
+        handoff, handed = self.handing(seq, message)
         return handoff.text, handed
+
+    async def _anew(self, run: _Run, seq: int, message: str) -> tuple[_Run, HandedOff | None]:
+        """Claude Code no longer has the session (its files were removed): a new one, handed
+        the chat so far."""
+        self.session.forget()
+        await run.stop()
+        prompt, handed = self._handoff(seq, message)
+        return _Run(self._options(), prompt), handed
 
     def _options(self) -> ClaudeAgentOptions:
         self._stderr.clear()
@@ -314,13 +315,8 @@ class ClaudeCodeEngine:
                         )
                         return
                     if resumed and not wrote and self._lost_session(str(item.error)):
-                        # Claude Code no longer has the session (its files were removed):
-                        # start a new one, handed the chat so far.
-                        self.session.forget()
-                        await run.stop()
-                        prompt, handed = self._handoff(first_kept_seq, prompt)
+                        run, handed = await self._anew(run, first_kept_seq, prompt)
                         resumed = False
-                        run = _Run(self._options(), prompt)
                         continue
                     yield Problem(problem=self._problem(item.error, partial=wrote))
                     return
@@ -364,11 +360,8 @@ class ClaudeCodeEngine:
                 if isinstance(item, ResultMessage):
                     lost = item.is_error and self._lost_session(" ".join(item.errors or []))
                     if resumed and not wrote and lost:
-                        self.session.forget()
-                        await run.stop()
-                        prompt, handed = self._handoff(first_kept_seq, prompt)
+                        run, handed = await self._anew(run, first_kept_seq, prompt)
                         resumed = False
-                        run = _Run(self._options(), prompt)
                         continue
                     if boundary:
                         yield Compacted(

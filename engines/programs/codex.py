@@ -39,7 +39,7 @@ from engines.base import (
     Usage,
 )
 from engines.programs import problems
-from engines.programs.handoff import HANDOFF_CHARS, handoff_for
+from engines.programs.handoff import HANDOFF_CHARS, ChatHandoff
 from engines.programs.process import SessionFile, keep_stderr, last_words, reap, start
 
 PROGRAM = "Codex"
@@ -87,7 +87,7 @@ class CodexEngine:
         self._sandbox = sandbox
         self._env = dict(env or {})
         self.idle_timeout = idle_timeout
-        self.handoff_chars = handoff_chars
+        self.handing = ChatHandoff(history, latest_fold, PROGRAM, handoff_chars)
         self._stderr = last_words()
         self._lock = asyncio.Lock()
 
@@ -122,14 +122,7 @@ class CodexEngine:
     # -- internals --
 
     def _handoff(self, seq: int, message: str) -> tuple[str, HandedOff | None]:
-        handoff, handed = handoff_for(
-            self._history,
-            self._latest_fold,
-            seq,
-            message,
-            program=PROGRAM,
-            limit=self.handoff_chars,
-        )
+        handoff, handed = self.handing(seq, message)
         return handoff.text, handed
 
     def _argv(self, prompt: str, *, resumed: bool) -> list[str]:

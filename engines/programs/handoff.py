@@ -116,6 +116,21 @@ def handed_text(program: str, handoff: Handoff) -> str:
     return f"{program} starts from here, with {what}"
 
 
+@dataclass(frozen=True)
+class ChatHandoff:
+    """The handoffs one chat gives one program: ``handoff_for`` with the chat's loaders."""
+
+    history: HistoryLoader
+    latest_fold: FoldLoader
+    program: str
+    limit: int = HANDOFF_CHARS
+
+    def __call__(self, seq: int, new_message: str) -> tuple[Handoff, HandedOff | None]:
+        return handoff_for(
+            self.history, self.latest_fold, seq, new_message, program=self.program, limit=self.limit
+        )
+
+
 def handoff_for(
     history: HistoryLoader,
     latest_fold: FoldLoader,
