@@ -7,12 +7,13 @@ from pathlib import Path
 
 from app.conversation import Conversation
 from app.secrets import SessionSecrets
+from app.services import history_messages, latest_fold
 from app.settings import SettingsStore
 from app.store import ChatStore
 from app.tools import ChatToolHost, ToolSettings
 from engines.api.session import ApiSession
 from engines.api.tool_loop import ToolHost
-from engines.base import Approval, ModelInfo, TextDelta, ToolAsk, ToolCallData
+from engines.base import Approval, ModelInfo, Note, TextDelta, ToolAsk, ToolCallData
 from engines.tools.rules import tool_list_tokens
 from tests.app.test_cli import ROOT
 from tests.engines.scripted_adapter import Answer, ScriptedAdapter
@@ -77,3 +78,34 @@ async def test_a_chat_meter_counts_the_tools_of_its_running_servers_before_it_st
         assert fresh.context_usage(MODEL)[1] == without
     finally:
         await tools.stop()
+
+
+async def test_the_next_turn_agrees_with_the_chat_log_and_keeps_the_tool_pair(
+    data_dir: Path,
+) -> None:
+    async def person(_ask: ToolAsk) -> Approval:
+        return Approval.ONCE
+
+    store = ChatStore.in_dir(data_dir)
+    chat = store.create_chat()
+    call = ToolCallData(id="c1", name="read_file", arguments={"path": "list.txt"})
+    adapter = ScriptedAdapter(
+        [Answer(text="Let me look. ", tool_calls=(call,)), Answer(text="Eggs."), Answer("Sure.")]
+    )
+    engine = ApiSession(
+        chat_id=chat.id,
+        data_dir=data_dir,
+        adapters={adapter.name: adapter},
+        history=lambda: history_messages(store.messages(chat.id)),
+        latest_fold=lambda: latest_fold(store, chat.id),
+        tools=ToolHost(Runner({"read_file": notes_file}), person),
+    )
+    conv = Conversation(chat.id, store=store, engine=engine, model=MODEL)
+    [e async for e in conv.turn("What do I buy?")]
+    second = [e async for e in conv.turn("Thanks!")]
+    await conv.aclose()
+
+    assert not [e for e in second if isinstance(e, Note) and e.topic == "transcript-recovered"]
+    sent = adapter.requests[-1].messages
+    assert [m.role for m in sent] == ["user", "assistant", "tool", "assistant", "user"]
+    assert sent[2].text == "Shopping: eggs, flour, 2 lemons."
