@@ -112,7 +112,7 @@ def handed_text(program: str, handoff: Handoff) -> str:
     """The divider's line where the program's memory of the chat starts."""
     what = f"a handoff of {handoff.chat_chars:,} characters"
     if handoff.summary:
-        what += " and the summary of what came before"
+        what += " and a summary"
     return f"{program} starts from here, with {what}"
 
 

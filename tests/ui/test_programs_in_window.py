@@ -390,7 +390,7 @@ def test_a_chat_moved_to_an_acp_program_and_back_keeps_every_message_and_its_div
         assert first.text in handed and before.text.split(":")[0] + ":" not in handed
         title = widget.button.text()
         assert title.startswith("▸ Gemini CLI starts from here, with a handoff of ")
-        assert title.endswith("characters and the summary of what came before")
+        assert title.endswith("characters and a summary")
         qtbot.mouseClick(widget.button, Qt.MouseButton.LeftButton)
         assert widget.summary.isVisible() and widget.summary.text() == SUMMARY
 

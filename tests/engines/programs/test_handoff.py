@@ -98,7 +98,7 @@ def test_the_program_s_memory_starts_at_the_first_message_it_was_handed_whole() 
     assert handed.summary == SUMMARY and SUMMARY in handoff.text
     assert handed.text == (
         f"Gemini CLI starts from here, with a handoff of {handoff.chat_chars:,} characters "
-        "and the summary of what came before"
+        "and a summary"
     )
 
 
