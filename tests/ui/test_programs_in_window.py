@@ -40,6 +40,7 @@ from ui.too_long_card import ProblemCard
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
 ROOT = Path(__file__).resolve().parents[2]
+PATH = os.environ.get("PATH", os.defpath)  # before a fixture empties it
 AGENT = "programs/gemini"
 MISSING = "programs/copilot"
 WAIT_MS = 30_000  # a hang guard: starting a Python agent process on a loaded machine
@@ -430,7 +431,7 @@ def claude_code(
 ) -> Iterator[ClaudeCodeServer]:
     """The real Claude Code CLI (found through the Claude Agent SDK) against the fake."""
     pytest.importorskip("claude_agent_sdk")
-    monkeypatch.setenv("PATH", os.defpath)
+    monkeypatch.setenv("PATH", PATH)
     home = tmp_path / "home"
     home.mkdir()
     with ClaudeCodeServer() as server:
@@ -489,7 +490,7 @@ def codex(
     """The real Codex CLI, its config pointing it at the Responses fake."""
     if CODEX is None:
         pytest.skip("the codex CLI is not installed here")
-    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.defpath]))
+    monkeypatch.setenv("PATH", PATH)  # codex is a Node script: ``node`` must be found
     home = tmp_path / "codex-home"
     home.mkdir()
     with ResponsesServer() as server:
