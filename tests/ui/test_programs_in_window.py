@@ -542,3 +542,23 @@ def test_a_codex_chat_answers_and_its_compact_says_codex_keeps_its_own_memory(
     assert services.store.latest_compaction(chat_id) is None
     widget, below = divider_and_below(window)
     assert isinstance(widget, HandoffDivider) and below == 0
+
+
+def test_the_program_s_divider_is_there_again_when_the_chat_is_opened_again(
+    qtbot: QtBot, window: MainWindow, services: AppServices, record: Path
+) -> None:
+    chat_id = open_chat_on(window, services, AGENT)
+    seed(services, chat_id, 1, 20, MOCK_MODELS[0].key)
+    window.chat_view.chat_model.sync()
+    send(qtbot, window, "Hello there")
+    wait_idle(qtbot, window)
+    widget, below = divider_and_below(window)
+    assert isinstance(widget, HandoffDivider) and below == 0
+
+    other = services.store.create_chat(model_key=AGENT)
+    window.sidebar.refresh()
+    assert window.open_chat(other.id)
+    assert window.chat_view.chat_model.find(RowKind.DIVIDER) == -1  # nothing handed there
+    assert window.open_chat(chat_id)
+    widget, below = divider_and_below(window)
+    assert isinstance(widget, HandoffDivider) and below == 0
