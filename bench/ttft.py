@@ -103,6 +103,7 @@ class TurnFigures:
     in_turn_evaluated: int  # all requests the person waited for (a summary in the turn too)
     sent: int  # estimated tokens of the answer's request
     problem: str = ""
+    read_ahead: bool = False  # a fold whose request starts with one the server read before
 
 
 @dataclass
@@ -118,6 +119,23 @@ def _requests_since(probe: Probe, start: int, *, background: bool) -> list[int]:
     return [i for i in range(start, len(probe.sent)) if probe.sent[i].background is background]
 
 
+def _read_ahead(probe: Probe, before: int, request: ChatRequest) -> bool:
+    """Whether ``request`` starts with a request sent ahead in the background since index
+    ``before`` (its last message may be the start of the request's message at that place)."""
+    for sent in probe.sent[before:]:
+        if not sent.background or sent.kind != "background":
+            continue
+        ahead = sent.request.messages
+        n = len(ahead)
+        if not n or n > len(request.messages) or sent.request.system != request.system:
+            continue
+        if request.messages[: n - 1] == ahead[: n - 1] and request.messages[n - 1].text.startswith(
+            ahead[n - 1].text
+        ):
+            return True
+    return False
+
+
 def _figures(probe: Probe, start: int, ttft: float | None, fold: bool, problem: str) -> TurnFigures:
     fg = _requests_since(probe, start, background=False)
     chats = [i for i in fg if probe.sent[i].kind == "chat"]
@@ -131,7 +149,12 @@ def _figures(probe: Probe, start: int, ttft: float | None, fold: bool, problem: 
     if last is not None:
         r = probe.sent[last].request
         sent = estimate_tokens(r.system) + sum(map(estimate_message, r.messages))
+    previous = [i for i in range(start) if probe.sent[i].kind == "chat"]
+    before = previous[-1] + 1 if previous else 0
     return TurnFigures(
+        read_ahead=fold
+        and last is not None
+        and _read_ahead(probe, before, probe.sent[last].request),
         ttft=ttft,
         fold=fold,
         evaluated=ev.evaluated if ev else None,
@@ -315,6 +338,8 @@ def summarise_run(run: PolicyRun) -> dict[str, object]:
         "answered": len(answered),
         "problems": [f"turn {i}: {t.problem}" for i, t in enumerate(run.turns) if t.problem],
         "folds": sum(t.fold for t in run.turns),
+        # Folds whose request began with one the server had read ahead in the background.
+        "folds_read_ahead": sum(t.read_ahead for t in run.turns),
         "ttft_median": _r(_median(answered)),
         "ttft_p95": _r(_p95(answered)),
         "ttft_fold_median": _r(median_fold),
@@ -333,9 +358,15 @@ def summarise_run(run: PolicyRun) -> dict[str, object]:
         "background_requests": run.background_requests,
         "overflows": run.overflows,
         "seconds": round(run.seconds, 1),
-        # Turn by turn: seconds to the first token, prompt tokens evaluated, F for a fold.
+        # Turn by turn: seconds to the first token, prompt tokens evaluated (for the answer,
+        # and in all the turn's requests), F for a fold (F+: its request was read ahead).
         "by_turn": [
-            [_r(t.ttft, 2), t.evaluated, t.in_turn_evaluated, "F" if t.fold else ""]
+            [
+                _r(t.ttft, 2),
+                t.evaluated,
+                t.in_turn_evaluated,
+                ("F+" if t.read_ahead else "F") if t.fold else "",
+            ]
             for t in run.turns
         ],
     }
