@@ -141,6 +141,7 @@ class ModelPicker(QWidget):
         self._provider_label = provider_label
         self._models: dict[str, ModelInfo] = {}
         self._all: list[ModelInfo] = []
+        self._seen: set[str] = set()  # providers with a heading in the list so far
         self.combo = QComboBox(self)
         self.combo.setObjectName("ModelButton")
         self.combo.setAccessibleName("Model")
@@ -179,15 +180,14 @@ class ModelPicker(QWidget):
         """Show ``models`` (only ready ones) and select ``current_key``."""
         blocker = QSignalBlocker(self.combo)
         self._all = list(models)
+        self._seen = set()
         self._items.clear()
         self._models = {}
         for provider, group in ordered(models):
-            header = QStandardItem(self._provider_label(provider))
-            header.setFlags(Qt.ItemFlag.NoItemFlags)  # a heading, not a choice
-            font = QFont(header.font())
-            font.setBold(True)
-            header.setFont(font)
-            self._items.appendRow(header)
+            if provider == PROGRAMS and self._can_pull and "ollama" not in self._seen:
+                self._append_ollama_heading()  # Ollama has no model yet: "Download" first
+            self._items.appendRow(self._heading(provider))
+            self._seen.add(provider)
             for m in group:
                 item = QStandardItem(entry_text(m))
                 item.setData(m.key, KEY_ROLE)
@@ -216,12 +216,23 @@ class ModelPicker(QWidget):
             empty = QStandardItem("No model is ready")
             empty.setFlags(Qt.ItemFlag.NoItemFlags)
             self._items.appendRow(empty)
-        if self._can_pull and PULL_KEY not in (
-            self._items.item(r).data(KEY_ROLE) for r in range(self._items.rowCount())
-        ):
-            self._items.appendRow(self._pull_item())  # Ollama has no model yet
+        if self._can_pull and "ollama" not in self._seen:
+            self._append_ollama_heading()  # Ollama has no model yet
         self.select(current_key)
         del blocker
+
+    def _heading(self, provider: str) -> QStandardItem:
+        header = QStandardItem(self._provider_label(provider))
+        header.setFlags(Qt.ItemFlag.NoItemFlags)  # a heading, not a choice
+        font = QFont(header.font())
+        font.setBold(True)
+        header.setFont(font)
+        return header
+
+    def _append_ollama_heading(self) -> None:
+        self._items.appendRow(self._heading("ollama"))
+        self._items.appendRow(self._pull_item())
+        self._seen.add("ollama")
 
     def _pull_item(self) -> QStandardItem:
         pull = QStandardItem(PULL_TEXT)

@@ -166,6 +166,9 @@ def test_the_picker_offers_the_reload_and_the_download(qtbot: QtBot) -> None:
         "LM Studio",
         "phi-4  ·  4K  ·  loaded",
     ]
+    picker.set_models([lm], lm.key)  # Ollama runs but has no model yet
+    assert picker.entries() == ["LM Studio", "phi-4  ·  4K  ·  loaded", "Ollama", PULL_TEXT]
+    picker.set_models([QWEN, lm], QWEN.key)
     assert picker.current_key() == QWEN.key
     with qtbot.waitSignal(picker.pull_requested, timeout=HANG_MS):
         picker.combo.activated.emit(picker.entries().index(PULL_TEXT))
