@@ -348,6 +348,25 @@ def test_lm_studio_at_4k_reloads_with_16k_from_the_card_and_the_message_goes_aga
     close_window(qtbot, win, real_services)
 
 
+def test_a_too_long_card_shown_when_the_chat_opens_is_offered_the_reload(
+    qtbot: QtBot, real_services: AppServices
+) -> None:
+    store = real_services.store
+    key = f"lmstudio/{LM}"
+    chat = store.create_chat(title="Contract", model_key=key)
+    store.append_message(chat.id, "user", "The whole contract, please.", model_key=key)
+    store.append_message(chat.id, "assistant", "", partial=True, problem=TOO_LONG, model_key=key)
+    real_services.settings.update(last_chat_id=chat.id)
+    win = open_window(qtbot, real_services)
+    card = win.chat_view.widget_at(RowKind.PROBLEM)
+    assert isinstance(card, ProblemCard)
+    # LM Studio is asked about the model after the card is built: the offer arrives then.
+    qtbot.waitUntil(lambda: card.reload_button.isVisibleTo(card), timeout=HANG_MS)
+    assert card.reload_button.text() == f"Reload {LM} with a 16K window"
+    assert win.picker.reload_button.isVisibleTo(win.picker)
+    close_window(qtbot, win, real_services)
+
+
 # --- in the window, against the loopback Ollama ---------------------------------------------
 
 
