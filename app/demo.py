@@ -22,7 +22,16 @@ from app.memories import MemoryBook
 from app.settings import SettingsStore
 from app.store import Chat, ChatStore
 from engines.api.session import render_attachments
-from engines.base import Done, Event, ModelInfo, NextStep, ProblemKind, TextDelta, TurnInput
+from engines.base import (
+    Attachment,
+    Done,
+    Event,
+    ModelInfo,
+    NextStep,
+    ProblemKind,
+    TextDelta,
+    TurnInput,
+)
 from engines.mock import MockEngine, Refuse, echo_reply, first_line
 from engines.programs.acp import Approver
 from engines.providers.base import ChatRequest
@@ -188,12 +197,24 @@ def mock_engine(
     store = services.store
     fold = store.latest_compaction(chat.id)
     start = fold.first_kept_seq if fold is not None else 0
-    seed = [
-        (m.seq, render_attachments(m.text, m.attachments))  # attached files count too
-        for m in store.messages(chat.id, start=start)
-        if m.role == "user"
-    ]
+    # Only the person's words and files: read just those (a 10,000-message chat opens at once).
+    rows = store.query(
+        "SELECT seq, text, attachments FROM messages WHERE chat_id = ? AND seq >= ? "
+        "AND role = 'user' AND deleted_at IS NULL AND shelved = 0 ORDER BY seq",
+        (chat.id, start),
+    )
+    seed = [(seq, render_attachments(text, _attached(raw))) for seq, text, raw in rows]
     return MockEngine(seed=seed, summary=fold.summary if fold is not None else "", cue=mock_cue)
+
+
+def _attached(raw: str) -> list[Attachment]:
+    """A chat log row's attached files (counted in the mock's meter, as the real engine does)."""
+    if not raw or raw == "[]":
+        return []
+    try:
+        return [Attachment.model_validate(a) for a in json.loads(raw)]
+    except (ValueError, TypeError):
+        return []
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!])\s+")

@@ -248,6 +248,8 @@ def _chat(row: Sequence[Any]) -> Chat:
 
 
 def _load_list(raw: str, cls: type[Picture] | type[Attachment]) -> tuple[Any, ...]:
+    if not raw or raw == "[]":  # most messages: no JSON to parse (a long chat opens faster)
+        return ()
     try:
         items = json.loads(raw)
         return tuple(cls.model_validate(i) for i in items)
