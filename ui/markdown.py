@@ -106,9 +106,13 @@ class MarkdownRenderer:
         rules["link_open"] = self._link_open
         rules["image"] = self._image
         self._blocks: list[str] = []
+        self._highlight = True
 
-    def render(self, text: str) -> Rendered:
+    def render(self, text: str, *, highlight: bool = True) -> Rendered:
+        """``text`` as HTML. ``highlight`` False leaves code plain: the same lines and the
+        same height, for measuring a row that is not on screen (colouring waits for paint)."""
         self._blocks = []
+        self._highlight = highlight
         body = self._md.render(text)
         blocks = tuple(self._blocks)
         self._blocks = []
@@ -125,7 +129,8 @@ class MarkdownRenderer:
         s = self.style
         label = f"{html.escape(lang)} · " if lang else ""
         plain = code.rstrip("\n")
-        code_html = highlighted(plain, lang, s.code_style) or html.escape(plain)
+        lit = highlighted(plain, lang, s.code_style) if self._highlight else None
+        code_html = lit or html.escape(plain)
         return (
             f'<table width="100%" cellspacing="0" cellpadding="6" border="1" '
             f'style="border-color:{s.code_border}; border-style:solid;" '

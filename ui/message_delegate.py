@@ -137,7 +137,9 @@ class MessageDelegate(QStyledItemDelegate):
         if h is None:
             if len(self._heights) > 20_000:
                 self._heights.clear()
-            doc = self.document(row, cw)
+            # Measured with its code uncoloured (the same lines): a row only gets Pygments'
+            # colours when it is painted, so opening a long chat colours just what shows.
+            doc = self._docs.get((*key, True)) or self.document(row, cw, lit=False)
             h = int(doc.size().height()) + 2 * PAD_Y + GAP
             self._heights[key] = h
         return QSize(width, h)
@@ -224,8 +226,9 @@ class MessageDelegate(QStyledItemDelegate):
 
     # --- documents ------------------------------------------------------------------------
 
-    def document(self, row: Row, width: int) -> QTextDocument:
-        key = (*row.cache_key, width)
+    def document(self, row: Row, width: int, *, lit: bool = True) -> QTextDocument:
+        """Row ``row`` laid out at ``width``; ``lit`` False: its code blocks uncoloured."""
+        key = (*row.cache_key, width, lit)
         doc = self._docs.get(key)
         if doc is not None:
             self._docs.move_to_end(key)
@@ -233,20 +236,20 @@ class MessageDelegate(QStyledItemDelegate):
         doc = QTextDocument()
         doc.setDocumentMargin(0)
         doc.setDefaultFont(self._view.font())
-        doc.setHtml(self.html_for(row))
+        doc.setHtml(self.html_for(row, lit=lit))
         doc.setTextWidth(width)
         self._docs[key] = doc
         while len(self._docs) > _DOC_CACHE:
             self._docs.popitem(last=False)
         return doc
 
-    def html_for(self, row: Row) -> str:
+    def html_for(self, row: Row, *, lit: bool = True) -> str:
         dark = _is_dark(self._view.palette())
-        key = (*row.cache_key, dark)
+        key = (*row.cache_key, dark, lit)
         cached = self._html.get(key)
         if cached is not None:
             return cached
-        out = self._build_html(row, dark)
+        out = self._build_html(row, dark, lit)
         self._html[key] = out
         while len(self._html) > _HTML_CACHE:
             self._html.popitem(last=False)
@@ -256,18 +259,18 @@ class MessageDelegate(QStyledItemDelegate):
         dark = _is_dark(self._view.palette())
         return (self._dark if dark else self._light).render(text)
 
-    def _build_html(self, row: Row, dark: bool) -> str:
+    def _build_html(self, row: Row, dark: bool, lit: bool = True) -> str:
         renderer = self._dark if dark else self._light
+
+        def render(text: str) -> str:
+            return renderer.render(text, highlight=lit).html
+
         quiet = renderer.style.quiet
         parts: list[str] = []
         if row.kind is RowKind.STREAMING:
             who = row.who or "Answering…"
             text, thinking = row.text, row.thinking
-            body = (
-                renderer.render(text).html
-                if len(text) <= STREAM_MARKDOWN_LIMIT
-                else plain_to_html(text)
-            )
+            body = render(text) if len(text) <= STREAM_MARKDOWN_LIMIT else plain_to_html(text)
             mark = ""
             extra = ""
         else:
@@ -283,13 +286,13 @@ class MessageDelegate(QStyledItemDelegate):
             text, thinking = m.text, m.thinking
             body = ""
             if row.collapsible and not row.expanded:
-                body = renderer.render(preview(text)).html + _expand_link(
+                body = render(preview(text)) + _expand_link(
                     f"Show all ({len(text):,} characters)", quiet
                 )
             elif row.collapsible:
-                body = renderer.render(text).html + _expand_link("Show less", quiet)
+                body = render(text) + _expand_link("Show less", quiet)
             elif text:
-                body = renderer.render(text).html
+                body = render(text)
             mark = mark_for(m)
             extra = ""
             if m.attachments:
