@@ -284,6 +284,9 @@ class ApiSession:
         # A local server evaluates the request a prepared fold will send ahead (bench.ttft
         # turns it off to measure the difference).
         self.warm_folds = True
+        # The deeper fold read ahead for the prepared summary (a message as big as the biggest
+        # recent one brings it): (that summary, where the fold cuts).
+        self._deeper: tuple[Prepared, int] | None = None
         self._closed = False
         # The chat's tools (None: no tool is offered; a call the model makes anyway is told so).
         self.tools = tools
@@ -826,15 +829,24 @@ class ApiSession:
 
     def _drop_for(self, drop: int) -> int:
         """The fold's drop, widened to the whole turns a prepared summary covers (never the
-        current one), so the summary is used as it was written."""
+        current one), so the summary is used as it was written, or to the deeper fold whose
+        request was read ahead."""
         p = self._prepared
         if p is None or not p.covers:
             return drop
         starts = self._ledger.turn_starts
         n = len(p.covers)
-        if n >= len(starts) or starts[n] <= drop or not self._valid(p):
+        if n >= len(starts) or not self._valid(p):
             return drop
-        return starts[n]
+        if starts[n] > drop:
+            return starts[n]
+        if self._deeper is not None and self._deeper[0] is p:
+            # Deeper than the summary goes, but not as deep as the fold read ahead for a big
+            # message: widened to that one, whose request the server has read already.
+            deeper = self._deeper[1]
+            if drop < deeper < self._current_turn_start():
+                return deeper
+        return drop
 
     async def _stop_preparing(self) -> None:
         """Cancel the summary being written ahead, and wait until its request has hung up."""
@@ -874,9 +886,9 @@ class ApiSession:
         job = self._next_job(b)
         self._prep_job = job
         if job is not None:
-            work = self._run_job(job, model, window, template)
+            work = self._run_job(job, model, window, template, b)
         elif self._prepared is not None and template is not None and self.warm_folds:
-            work = self._warm_fold(model, template)  # the turn just added is read ahead too
+            work = self._warm_fold(model, template, b)  # the turn just added is read ahead too
         else:
             return
         self._prep_task = asyncio.get_running_loop().create_task(
@@ -934,7 +946,12 @@ class ApiSession:
         )
 
     async def _run_job(
-        self, job: Job, model: ModelInfo, window: int, template: ChatRequest | None = None
+        self,
+        job: Job,
+        model: ModelInfo,
+        window: int,
+        template: ChatRequest | None = None,
+        b: int = 0,
     ) -> None:
         summariser = self.summariser
         if summariser is None:
@@ -966,9 +983,9 @@ class ApiSession:
             model=result.model,
         )
         if template is not None:
-            await self._warm_fold(model, template)
+            await self._warm_fold(model, template, b)
 
-    async def _warm_fold(self, model: ModelInfo, template: ChatRequest) -> None:
+    async def _warm_fold(self, model: ModelInfo, template: ChatRequest, b: int) -> None:
         """Have a local server evaluate the request the prepared fold will send, so the fold
         turn finds it in the server's prompt cache."""
         p = self._prepared
@@ -980,16 +997,23 @@ class ApiSession:
         starts = self._ledger.turn_starts
         if len(p.covers) >= len(starts):
             return
-        kept = self._messages[starts[len(p.covers)] :]
-        # Two folds are likely: one that keeps the turns after the summary, and one (a bigger
-        # next message, a small window) that drops them too and keeps their facts.
-        alone = fit(
-            facts_kept(p.text, p.text, kept, template.window), *summary_cap(template.window)
-        )
-        requests = (
-            warm_request(template, summary_block(p.text), kept),
-            warm_request(template, summary_block(alone), [Message(role="user", text="")]),
-        )
+        covered = starts[len(p.covers)]
+        # The folds likely next: the one keeping the turns after the summary; the one a
+        # message as big as the biggest recent one brings (deeper: what the summary lacks
+        # keeps its facts; a fold between the two is widened to it); and the one dropping
+        # every turn but the next (a small window, a pasted page).
+        big = self._ledger.recent_person_tokens(RECENT_TURNS, largest=True)
+        deeper = self._ledger.cut_ahead(b, self._factor, self._reserved(), big)
+        cuts = [deeper] if covered < deeper < len(self._messages) else []
+        self._deeper = (p, deeper) if cuts else None
+        requests = [warm_request(template, summary_block(p.text), self._messages[covered:])]
+        for cut in [*cuts, len(self._messages)]:
+            window = template.window
+            text = facts_kept(p.text, p.text, self._messages[covered:cut], window)
+            kept = self._messages[cut:] or [Message(role="user", text="")]
+            requests.append(
+                warm_request(template, summary_block(fit(text, *summary_cap(window))), kept)
+            )
         with background():
             for request in requests:
                 if request is not None and not await warm(adapter, request):

@@ -354,3 +354,43 @@ async def test_a_prepared_summary_that_no_longer_matches_is_thrown_away_and_heal
     notes = [n for n in only(events, Note) if n.topic == "summary-failed"]
     assert notes and "thrown away" in notes[0].text
     assert session.prepared is None
+
+
+def _starts_with_one_read_ahead(request: dict[str, Any], ahead: list[dict[str, Any]]) -> bool:
+    """Whether ``request`` begins with one of the requests sent ahead (whose last message may
+    be the start of the request's message at that place: the summary before the next one)."""
+    messages = request["messages"]
+    for sent in ahead:
+        before = sent["messages"]
+        n = len(before)
+        if n > len(messages) or messages[: n - 1] != before[: n - 1]:
+            continue
+        if messages[n - 1]["role"] == before[n - 1]["role"] and str(
+            messages[n - 1]["content"]
+        ).startswith(str(before[n - 1]["content"])):
+            return True
+    return False
+
+
+async def test_every_fold_even_after_a_pasted_page_was_read_ahead(
+    writer: SummaryWritingServer, client: httpx.AsyncClient, data_dir: Path
+) -> None:
+    adapter = gated(OpenAIAdapter(ROWS["local"], base_url=writer.base_url, client=client))
+    session = session_on(adapter, data_dir)
+    folds: list[bool] = []
+    for i in range(24):
+        asked = len(writer.chat_requests)
+        # Now and then two pasted pages in a row: the fold the second brings goes deeper
+        # than the summary written ahead foresaw for a message of the usual size.
+        size = 55 if i % 6 in (4, 5) else 20
+        text = f"Note {i}: see https://example.org/note-{i} " + NOTE * size
+        events = await run(session, 2 * i, text)
+        assert isinstance(ending(events), Done)
+        if only(events, Compacted) and writer.summaries:
+            fold = writer.turn_requests[-1].json
+            ahead = [r.json for r in writer.warm_requests if writer.chat_requests.index(r) < asked]
+            folds.append(_starts_with_one_read_ahead(fold, ahead[-3:]))
+        await asyncio.wait_for(session.wait_prepared(), HANG_GUARD)
+    assert len(folds) >= 3
+    assert all(folds), folds
+    await adapter.aclose()
