@@ -1,8 +1,8 @@
-"""OpenAI-style chat completions: one adapter, a row per company or server on this computer.
+"""OpenAI-style chat completions: one adapter for every row (``engines.providers.openai_rows``).
 
-Companies differ in where their model list puts the window, whether they stream usage, and
-what their cheapest model is; the wire protocol is the same. Local servers differ in where the
-*loaded* window lives (LM Studio's REST list, llama-server's ``/props``), and the bundled
+The protocol (request body, streamed chunks) is in ``openai_stream``; where a local server keeps
+its loaded window (LM Studio's REST list, llama-server's ``/props``) is in ``local_windows``.
+This adapter lists models, streams answers, counts tokens, and notices that the bundled
 llama-cpp-python server answers an oversized streamed request with an empty 200 stream.
 """
 
@@ -13,24 +13,11 @@ import logging
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from engines.api.context import UNKNOWN_WINDOW_LOCAL, unknown_window
-from engines.base import (
-    Done,
-    Event,
-    Message,
-    ModelInfo,
-    ProblemKind,
-    TextDelta,
-    ThinkingDelta,
-    ToolCall,
-    ToolCallData,
-    Usage,
-)
+from engines.base import Event, ModelInfo, ProblemKind
 from engines.providers.base import ChatRequest, ProviderError
 from engines.providers.deadlines import (
     Clock,
@@ -50,7 +37,20 @@ from engines.providers.errors import (
     is_redirect,
 )
 from engines.providers.http import join, make_client, request_json, root_of, same_origin
-from engines.providers.registry import PROVIDERS, WindowSource
+from engines.providers.json_fields import dig, positive_int
+from engines.providers.local_windows import (
+    llamacpp_trained_window,
+    llamacpp_window,
+    lmstudio_models,
+)
+from engines.providers.openai_rows import ROWS, ProviderRow
+from engines.providers.openai_stream import (
+    AnswerStream,
+    error_line,
+    read_text,
+    to_openai_messages,
+    tool_spec,
+)
 from engines.providers.sse import SSEEvent, SSELineTooLongError, iter_sse
 from engines.providers.tokens import (
     TokenizerKind,
@@ -60,77 +60,11 @@ from engines.providers.tokens import (
     request_text,
 )
 
+# Names other modules import from here since before the split.
+__all__ = ["ROWS", "OpenAIAdapter", "ProviderRow", "adapter_for", "to_openai_messages"]
+
 log = logging.getLogger("conch.providers.openai")
 
-
-@dataclass(frozen=True)
-class ProviderRow:
-    """What sets one OpenAI-style provider apart from the others."""
-
-    name: str  # short name, ModelInfo.provider
-    label: str
-    base_url: str  # up to, not including, /chat/completions
-    needs_key: bool
-    local: bool = False
-    # Dotted paths in each /models entry that name the window; the smallest found wins
-    # (OpenRouter's top provider may serve less than the model's own maximum).
-    window_fields: tuple[str, ...] = ()
-    window_source: WindowSource = "models"
-    include_usage: bool = True  # accepts stream_options.include_usage
-    max_tokens_field: str = "max_tokens"
-    cheap: tuple[str, ...] = ()  # cheapest first, then the small one (summaries)
-    alt_base_urls: tuple[str, ...] = ()  # also tried when the first is unreachable
-    thinking_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
-    # Tokenizer endpoints to count a request with, tried in order (engines.providers.tokens):
-    # only for servers that may stream no usage, so the estimate still gets corrected.
-    tokenizers: tuple[TokenizerKind, ...] = ()
-
-    @property
-    def default_window(self) -> int:
-        return unknown_window(self.local)
-
-
-def _row(name: str, **wire: Any) -> ProviderRow:
-    """A row: what a person sees and sets up (the registry), plus what only the wire needs."""
-    p = PROVIDERS[name]
-    return ProviderRow(
-        p.name,
-        p.label,
-        p.address,
-        needs_key=p.needs_key,
-        local=p.local,
-        window_source=p.window_source,
-        cheap=p.cheap,
-        **wire,
-    )
-
-
-ROWS: dict[str, ProviderRow] = {
-    row.name: row
-    for row in (
-        _row("openai", max_tokens_field="max_completion_tokens"),
-        _row("openrouter", window_fields=("context_length", "top_provider.context_length")),
-        _row("groq", window_fields=("context_window",)),
-        # Together sends usage in its last chunk unasked.
-        _row("together", window_fields=("context_length",), include_usage=False),
-        _row("deepseek"),
-        # Mistral rejects unknown fields; it streams usage on its own anyway.
-        _row("mistral", window_fields=("max_context_length",), include_usage=False),
-        _row("xai"),
-        _row("google"),
-        _row("zhipu", include_usage=False),
-        _row("lmstudio"),
-        _row(
-            "llamacpp",
-            alt_base_urls=("http://127.0.0.1:9931/v1",),
-            # A llama-cpp-python server is often set up here too: it has no /tokenize.
-            tokenizers=("llama-server", "llama-cpp-python"),
-        ),
-        _row("vllm", window_fields=("max_model_len",)),
-        # llama-cpp-python never streams usage.
-        _row("local", include_usage=False, tokenizers=("llama-cpp-python",)),
-    )
-}
 
 # Fields that name a window in a /models entry whatever the row, read when the row's own
 # fields name none: GitHub Copilot's input limit, LiteLLM's max_input_tokens (top level or in
@@ -150,246 +84,9 @@ _GEMINI_PAGES = 10  # pages of 1,000 models: far more than Gemini lists
 _NOT_CHAT = ("embed", "tts", "whisper", "dall-e", "moderation", "transcribe", "gpt-image")
 
 
-def _dig(entry: Any, path: str) -> Any:
-    for part in path.split("."):
-        if not isinstance(entry, dict):
-            return None
-        entry = entry.get(part)
-    return entry
-
-
-def _positive_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int) and value > 0:
-        return value
-    if isinstance(value, float) and value > 0:
-        return int(value)
-    if isinstance(value, str) and value.isdigit() and int(value) > 0:
-        return int(value)
-    return None
-
-
 def _is_chat_model(model_id: str) -> bool:
     lowered = model_id.lower()
     return not any(word in lowered for word in _NOT_CHAT)
-
-
-def _tool_spec(tool: dict[str, Any]) -> dict[str, Any]:
-    """OpenAI's tool shape; a neutral ``{name, description, parameters}`` is wrapped."""
-    if "type" in tool:
-        return tool
-    if "input_schema" in tool:  # Anthropic's shape
-        return {
-            "type": "function",
-            "function": {
-                "name": tool.get("name", ""),
-                "description": tool.get("description", ""),
-                "parameters": tool["input_schema"],
-            },
-        }
-    return {"type": "function", "function": tool}
-
-
-def _user_content(message: Message) -> str | list[dict[str, Any]]:
-    if not message.pictures:
-        return message.text
-    parts: list[dict[str, Any]] = []
-    if message.text:
-        parts.append({"type": "text", "text": message.text})
-    for picture in message.pictures:
-        url = f"data:{picture.mime};base64,{picture.data}"
-        parts.append({"type": "image_url", "image_url": {"url": url}})
-    return parts
-
-
-def to_openai_messages(system: str, messages: tuple[Message, ...]) -> list[dict[str, Any]]:
-    """Provider-neutral messages in OpenAI's shape, system first."""
-    out: list[dict[str, Any]] = []
-    if system:
-        out.append({"role": "system", "content": system})
-    for message in messages:
-        if message.role == "user":
-            out.append({"role": "user", "content": _user_content(message)})
-        elif message.role == "assistant":
-            entry: dict[str, Any] = {"role": "assistant", "content": message.text}
-            if message.tool_calls:
-                entry["content"] = message.text or None
-                entry["tool_calls"] = [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {
-                            "name": call.name,
-                            "arguments": json.dumps(call.arguments, ensure_ascii=False),
-                        },
-                    }
-                    for call in message.tool_calls
-                ]
-            out.append(entry)
-        else:
-            out.append(
-                {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
-            )
-    return out
-
-
-@dataclass
-class _ToolSlot:
-    id: str = ""
-    name: str = ""
-    arguments: str = ""
-
-
-@dataclass
-class _Stream:
-    """What one streamed answer has produced so far."""
-
-    thinking_fields: tuple[str, ...]
-    finish_reason: str | None = None
-    done_marker: bool = False
-    partial: bool = False  # answer text (or thinking) has been shown
-    shown: int = 0  # pieces of text or thinking shown
-    chunks: int = 0
-    tools: dict[int, _ToolSlot] = field(default_factory=dict)
-    usage: Usage | None = None
-
-    @property
-    def finished(self) -> bool:
-        return self.done_marker or self.finish_reason is not None
-
-    def mark(self) -> tuple[object, ...]:
-        """Changes whenever the answer moves on; an empty delta or a repeat leaves it alone."""
-        tool_chars = sum(len(t.id) + len(t.name) + len(t.arguments) for t in self.tools.values())
-        return (self.shown, tool_chars, self.usage, self.finish_reason, self.done_marker)
-
-    def _show(self) -> None:
-        self.partial = True
-        self.shown += 1
-
-    @property
-    def answered(self) -> bool:
-        return self.partial or bool(self.tools)
-
-    def feed(self, obj: dict[str, Any]) -> Iterator[Event]:
-        self.chunks += 1
-        self._read_usage(obj)
-        choices = obj.get("choices")
-        if not isinstance(choices, list):
-            return
-        for choice in choices:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta")
-            if not isinstance(delta, dict):
-                delta = choice.get("message")  # a whole (non-streamed) answer
-            if isinstance(delta, dict):
-                yield from self._read_delta(delta)
-            reason = choice.get("finish_reason")
-            if isinstance(reason, str) and reason:
-                self.finish_reason = reason
-
-    def _read_delta(self, delta: dict[str, Any]) -> Iterator[Event]:
-        for name in self.thinking_fields:
-            thought = delta.get(name)
-            if isinstance(thought, str) and thought:
-                self._show()
-                yield ThinkingDelta(text=thought)
-                break
-        content = delta.get("content")
-        if isinstance(content, str) and content:
-            self._show()
-            yield TextDelta(text=content)
-        elif isinstance(content, list):
-            # Mistral's reasoning models stream typed parts: text, and thinking parts.
-            for part in content:
-                yield from self._read_part(part)
-        calls = delta.get("tool_calls")
-        if isinstance(calls, list):
-            for position, call in enumerate(calls):
-                self._read_tool_call(position, call)
-
-    def _read_part(self, part: Any) -> Iterator[Event]:
-        if not isinstance(part, dict):
-            return
-        kind = part.get("type")
-        if kind == "text" and isinstance(part.get("text"), str) and part["text"]:
-            self._show()
-            yield TextDelta(text=part["text"])
-        elif kind == "thinking":
-            inner = part.get("thinking")
-            pieces = inner if isinstance(inner, list) else [{"text": inner}]
-            for piece in pieces:
-                text = piece.get("text") if isinstance(piece, dict) else None
-                if isinstance(text, str) and text:
-                    self._show()
-                    yield ThinkingDelta(text=text)
-
-    def _read_tool_call(self, position: int, call: Any) -> None:
-        if not isinstance(call, dict):
-            return
-        index = call.get("index", position)
-        slot = self.tools.setdefault(index if isinstance(index, int) else position, _ToolSlot())
-        if isinstance(call.get("id"), str) and call["id"]:
-            slot.id = call["id"]
-        function = call.get("function")
-        if isinstance(function, dict):
-            if isinstance(function.get("name"), str) and function["name"]:
-                slot.name = function["name"]
-            arguments = function.get("arguments")
-            if isinstance(arguments, str):
-                slot.arguments += arguments
-            elif isinstance(arguments, dict):  # some local servers send an object
-                slot.arguments += json.dumps(arguments)
-
-    def _read_usage(self, obj: dict[str, Any]) -> None:
-        usage = obj.get("usage")
-        groq = obj.get("x_groq")
-        if not isinstance(usage, dict) and isinstance(groq, dict):
-            usage = groq.get("usage")
-        if isinstance(usage, dict):
-            prompt = _positive_int(usage.get("prompt_tokens")) or 0
-            details = usage.get("prompt_tokens_details")
-            cached = _positive_int(details.get("cached_tokens")) if isinstance(details, dict) else 0
-            cached = cached or _positive_int(usage.get("prompt_cache_hit_tokens")) or 0
-            output = _positive_int(usage.get("completion_tokens")) or 0
-            self.usage = Usage(input_tokens=prompt, output_tokens=output, cache_read_tokens=cached)
-            return
-        timings = obj.get("timings")  # llama-server's own counters, when usage is absent
-        if isinstance(timings, dict) and self.usage is None:
-            cache_n = _positive_int(timings.get("cache_n")) or 0
-            prompt_n = _positive_int(timings.get("prompt_n")) or 0
-            predicted = _positive_int(timings.get("predicted_n")) or 0
-            if cache_n or prompt_n or predicted:
-                self.usage = Usage(
-                    input_tokens=cache_n + prompt_n,
-                    output_tokens=predicted,
-                    cache_read_tokens=cache_n,
-                )
-
-    def ending(self) -> Iterator[Event]:
-        for index in sorted(self.tools):
-            slot = self.tools[index]
-            yield ToolCall(
-                call=ToolCallData(
-                    id=slot.id or f"call_{index}", name=slot.name, arguments=_arguments(slot)
-                )
-            )
-        if self.usage is not None:
-            yield self.usage
-        yield Done(stop_reason=self.finish_reason or "stop")
-
-
-def _arguments(slot: _ToolSlot) -> dict[str, Any]:
-    text = slot.arguments.strip()
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        # Keep what the model wrote so the tool layer can say what was wrong with it.
-        return {"_unparsed": slot.arguments}
-    return value if isinstance(value, dict) else {"_value": value}
 
 
 def _list_not_json(response: httpx.Response) -> ProviderError:
@@ -398,27 +95,6 @@ def _list_not_json(response: httpx.Response) -> ProviderError:
         "The model list was not JSON: " + describe_body(response.text, response.status_code),
         status=response.status_code,
     )
-
-
-def _error_line(body: str) -> tuple[dict[str, Any], str] | None:
-    """The first error object on a line of its own (``data:`` framing allowed), and its text."""
-    for line in body.splitlines():
-        text = line.strip()
-        if text.startswith("data:"):
-            text = text[5:].strip()
-        if not text.startswith("{"):
-            continue
-        try:
-            obj = json.loads(text)
-        except (ValueError, RecursionError):
-            continue
-        if is_error_payload(obj):
-            return obj, text
-    return None
-
-
-async def _read_text(response: httpx.Response) -> str:
-    return (await response.aread()).decode("utf-8", errors="replace")
 
 
 class OpenAIAdapter:
@@ -494,7 +170,9 @@ class OpenAIAdapter:
     async def _list_at(self, base: str) -> list[ModelInfo]:
         source = self.row.window_source
         if source == "lmstudio":
-            found = await self._lmstudio_models(base)
+            found = await lmstudio_models(
+                self._get_json, base, provider=self.name, window_override=self._window_override
+            )
             if found is not None:
                 return found
         listed = await self._get_json(join(base, "models"))
@@ -510,7 +188,7 @@ class OpenAIAdapter:
         ]
         server_window: int | None = None
         if source == "llamacpp":
-            server_window = await self._llamacpp_window(base)
+            server_window = await llamacpp_window(self._get_json, base)
         listed_windows = [self._entry_window(entry) for entry in chat_entries]
         elsewhere: dict[str, int] = {}
         if chat_entries and not (self._window_override or server_window or any(listed_windows)):
@@ -526,9 +204,7 @@ class OpenAIAdapter:
                 or elsewhere.get(model_id.removeprefix("models/"))
             )
             if window is None and source == "llamacpp":
-                # n_ctx_train is the trained ceiling, never more than what is really loaded.
-                trained = _positive_int(_dig(entry, "meta.n_ctx_train"))
-                window = min(trained, UNKNOWN_WINDOW_LOCAL) if trained else None
+                window = llamacpp_trained_window(entry)
             label = entry.get("name") if isinstance(entry.get("name"), str) else ""
             models.append(
                 ModelInfo(
@@ -545,7 +221,7 @@ class OpenAIAdapter:
 
     def _entry_window(self, entry: dict[str, Any]) -> int | None:
         for paths in (self.row.window_fields, _ANY_ROW_WINDOW_FIELDS):
-            found = [_positive_int(_dig(entry, path)) for path in paths]
+            found = [positive_int(dig(entry, path)) for path in paths]
             windows = [w for w in found if w]
             if windows:
                 return min(windows)
@@ -579,7 +255,7 @@ class OpenAIAdapter:
         windows: dict[str, int] = {}
         for entry in entries if isinstance(entries, list) else []:
             name = entry.get("model_name") if isinstance(entry, dict) else None
-            window = _positive_int(_dig(entry, "model_info.max_input_tokens"))
+            window = positive_int(dig(entry, "model_info.max_input_tokens"))
             if isinstance(name, str) and window:
                 windows[name] = min(window, windows.get(name, window))
         return windows
@@ -611,7 +287,7 @@ class OpenAIAdapter:
             entries = listed.get("models") if isinstance(listed, dict) else None
             for entry in entries if isinstance(entries, list) else []:
                 name = entry.get("name") if isinstance(entry, dict) else None
-                window = _positive_int(_dig(entry, "inputTokenLimit"))
+                window = positive_int(dig(entry, "inputTokenLimit"))
                 if isinstance(name, str) and window:
                     windows[name.removeprefix("models/")] = window
             token = listed.get("nextPageToken") if isinstance(listed, dict) else None
@@ -619,96 +295,6 @@ class OpenAIAdapter:
                 break
             page = token
         return windows
-
-    async def _llamacpp_window(self, base: str) -> int | None:
-        try:
-            props = await self._get_json(join(root_of(base), "props"))
-        except ProviderError as exc:
-            if exc.kind is ProblemKind.UNREACHABLE:
-                raise
-            return None  # /props absent (older build or a proxy in front): fall back
-        if not isinstance(props, dict):
-            return None
-        return _positive_int(_dig(props, "default_generation_settings.n_ctx")) or _positive_int(
-            props.get("n_ctx")
-        )
-
-    async def _lmstudio_models(self, base: str) -> list[ModelInfo] | None:
-        """LM Studio's own lists know which models are loaded and at what length."""
-        root = root_of(base)
-        try:
-            listed = await self._get_json(join(root, "api/v1/models"))
-            found = self._lmstudio_v1(listed)
-            if found is not None:
-                return found
-        except ProviderError as exc:
-            if exc.kind is ProblemKind.UNREACHABLE:
-                raise
-        try:
-            listed = await self._get_json(join(root, "api/v0/models"))
-        except ProviderError as exc:
-            if exc.kind is ProblemKind.UNREACHABLE:
-                raise
-            return None
-        return self._lmstudio_v0(listed)
-
-    def _lmstudio_model(self, model_id: str, loaded: int | None, trained: int | None) -> ModelInfo:
-        if self._window_override:
-            window = self._window_override
-        elif loaded:
-            window = loaded
-        else:
-            # Not loaded: a JIT load uses the model's saved settings, not its trained maximum.
-            window = min(trained, UNKNOWN_WINDOW_LOCAL) if trained else UNKNOWN_WINDOW_LOCAL
-        return ModelInfo(
-            provider=self.name,
-            id=model_id,
-            label=model_id,
-            context=window,
-            local=True,
-            ready=True,
-            loaded=loaded is not None,
-        )
-
-    def _lmstudio_v1(self, listed: Any) -> list[ModelInfo] | None:
-        entries = listed.get("models") if isinstance(listed, dict) else None
-        if not isinstance(entries, list):
-            return None
-        models: list[ModelInfo] = []
-        for entry in entries:
-            if not isinstance(entry, dict):
-                continue
-            model_id = entry.get("key") or entry.get("id")
-            if not isinstance(model_id, str) or entry.get("type") in ("embedding", "embeddings"):
-                continue
-            loaded: int | None = None
-            instances = entry.get("loaded_instances")
-            if isinstance(instances, list):
-                lengths = [
-                    _positive_int(_dig(instance, "config.context_length")) for instance in instances
-                ]
-                known = [n for n in lengths if n]
-                loaded = min(known) if known else None
-            trained = _positive_int(entry.get("max_context_length"))
-            models.append(self._lmstudio_model(model_id, loaded, trained))
-        return models
-
-    def _lmstudio_v0(self, listed: Any) -> list[ModelInfo] | None:
-        entries = listed.get("data") if isinstance(listed, dict) else None
-        if not isinstance(entries, list):
-            return None
-        models: list[ModelInfo] = []
-        for entry in entries:
-            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
-                continue
-            if entry.get("type") in ("embedding", "embeddings"):
-                continue
-            loaded = _positive_int(entry.get("loaded_context_length"))
-            if loaded is None and entry.get("state") == "loaded":
-                loaded = _positive_int(entry.get("max_context_length"))
-            trained = _positive_int(entry.get("max_context_length"))
-            models.append(self._lmstudio_model(entry["id"], loaded, trained))
-        return models
 
     def cheap_models(self) -> tuple[str, ...]:
         return () if self.local else self.row.cheap
@@ -727,7 +313,7 @@ class OpenAIAdapter:
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.tools:
-            body["tools"] = [_tool_spec(tool) for tool in request.tools]
+            body["tools"] = [tool_spec(tool) for tool in request.tools]
         body.update(request.extra)
         return body
 
@@ -737,7 +323,7 @@ class OpenAIAdapter:
             raise ProviderError(ProblemKind.AUTH, f"No API key is set for {self.label}.")
         url = join(self.base_url, "chat/completions")
         payload = self._payload(request, stream=True, max_tokens=request.max_output_tokens)
-        state = _Stream(self.row.thinking_fields)
+        state = AnswerStream(self.row.thinking_fields)
         log.debug("%s: streaming %s from %s", self.name, request.model, url)
         pace = Pace(self._deadlines or deadlines_for(request.max_output_tokens), self._clock)
         try:
@@ -747,12 +333,12 @@ class OpenAIAdapter:
                 if is_redirect(response.status_code):
                     raise error_from_redirect(response)
                 if response.status_code >= 400:
-                    body = await _read_text(response)
+                    body = await read_text(response)
                     raise error_from_response(response.status_code, body, response.headers)
                 content_type = response.headers.get("content-type", "")
                 if "text/event-stream" not in content_type:
                     # A server that ignored stream:true (or sent an error as plain JSON).
-                    whole = await _read_text(response)
+                    whole = await read_text(response)
                     for event in self._whole_answer(whole, state):
                         yield event
                     return
@@ -786,7 +372,7 @@ class OpenAIAdapter:
         for event in state.ending():
             yield event
 
-    def _read_event(self, sse: SSEEvent, state: _Stream) -> Iterator[Event]:
+    def _read_event(self, sse: SSEEvent, state: AnswerStream) -> Iterator[Event]:
         data = sse.data.strip()
         if not data:
             return
@@ -817,18 +403,18 @@ class OpenAIAdapter:
                 partial=state.partial,
             )
 
-    def _stream_error(self, obj: dict[str, Any], raw: str, state: _Stream) -> ProviderError:
+    def _stream_error(self, obj: dict[str, Any], raw: str, state: AnswerStream) -> ProviderError:
         error = error_from_stream_payload(obj, raw)
         error.partial = state.partial
         return error
 
-    def _whole_answer(self, body: str, state: _Stream) -> Iterator[Event]:
+    def _whole_answer(self, body: str, state: AnswerStream) -> Iterator[Event]:
         try:
             obj = json.loads(body)
         except (ValueError, RecursionError) as exc:
             # A gateway that labelled its stream as something else, or wrote NDJSON: an error
             # line in it is still the refusal.
-            found = _error_line(body)
+            found = error_line(body)
             if found is not None:
                 raise self._stream_error(found[0], found[1], state) from exc
             raise broken_stream(
