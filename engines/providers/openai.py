@@ -43,7 +43,7 @@ from engines.providers.local_windows import (
     llamacpp_window,
     lmstudio_models,
 )
-from engines.providers.openai_rows import ROWS, ProviderRow
+from engines.providers.openai_rows import ROWS, OpenAIStyleRow
 from engines.providers.openai_stream import (
     AnswerStream,
     error_line,
@@ -61,7 +61,7 @@ from engines.providers.tokens import (
 )
 
 # Names other modules import from here since before the split.
-__all__ = ["ROWS", "OpenAIAdapter", "ProviderRow", "adapter_for", "to_openai_messages"]
+__all__ = ["ROWS", "OpenAIAdapter", "OpenAIStyleRow", "adapter_for", "to_openai_messages"]
 
 log = logging.getLogger("conch.providers.openai")
 
@@ -98,11 +98,11 @@ def _list_not_json(response: httpx.Response) -> ProviderError:
 
 
 class OpenAIAdapter:
-    """``ProviderAdapter`` for every OpenAI-style provider, configured by a ``ProviderRow``."""
+    """``ProviderAdapter`` for every OpenAI-style provider, configured by an ``OpenAIStyleRow``."""
 
     def __init__(
         self,
-        row: ProviderRow,
+        row: OpenAIStyleRow,
         *,
         base_url: str | None = None,
         api_key: str | None = None,

@@ -16,7 +16,7 @@ from engines.providers.tokens import TokenizerKind
 
 
 @dataclass(frozen=True)
-class ProviderRow:
+class OpenAIStyleRow:
     """What sets one OpenAI-style provider apart from the others."""
 
     name: str  # short name, ModelInfo.provider
@@ -42,10 +42,10 @@ class ProviderRow:
         return unknown_window(self.local)
 
 
-def _row(name: str, **wire: Any) -> ProviderRow:
+def _row(name: str, **wire: Any) -> OpenAIStyleRow:
     """A row: what a person sees and sets up (the registry), plus what only the wire needs."""
     p = PROVIDERS[name]
-    return ProviderRow(
+    return OpenAIStyleRow(
         p.name,
         p.label,
         p.address,
@@ -57,7 +57,7 @@ def _row(name: str, **wire: Any) -> ProviderRow:
     )
 
 
-ROWS: dict[str, ProviderRow] = {
+ROWS: dict[str, OpenAIStyleRow] = {
     row.name: row
     for row in (
         _row("openai", max_tokens_field="max_completion_tokens"),

@@ -22,7 +22,7 @@ from engines.base import (
     Usage,
 )
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
-from engines.providers.openai import ROWS, OpenAIAdapter, ProviderRow
+from engines.providers.openai import ROWS, OpenAIAdapter, OpenAIStyleRow
 from engines.providers.sse import iter_sse
 from tests.fakes.http import free_port
 from tests.fakes.openai_server import FakeModel, OpenAIStyleServer, Script, ScriptedCall
@@ -652,7 +652,7 @@ def test_rows_cover_every_company_and_local_server() -> None:
         "vllm",
         "local",
     }
-    assert all(isinstance(row, ProviderRow) for row in ROWS.values())
+    assert all(isinstance(row, OpenAIStyleRow) for row in ROWS.values())
     assert ROWS["lmstudio"].base_url.endswith(":1234/v1")
     assert ROWS["llamacpp"].base_url.endswith(":8080/v1")
     assert ROWS["llamacpp"].alt_base_urls == ("http://127.0.0.1:9931/v1",)
