@@ -239,6 +239,12 @@ def llama_app(args: Sequence[str]) -> ASGIApp:
     server: Any = parse_model_from_args(ServerSettings, parsed)
     model: Any = parse_model_from_args(ModelSettings, parsed)
     app: ASGIApp = create_app(server_settings=server, model_settings=[model])
+    # The library's cache leaves each state's logits out of its size; see state_cache.
+    from llama_cpp.server import app as app_module
+
+    from engines.local.state_cache import count_states
+
+    count_states(app_module)
     return app
 
 

@@ -1,0 +1,84 @@
+"""The bundled runtime's prompt-state cache keeps to the memory it is given.
+
+Real llama-cpp-python states (numpy arrays of the sizes SmolLM2 saves) in the real cache class,
+and the cache the real server app installs on the bundled model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+llama_cpp = pytest.importorskip("llama_cpp")
+
+from engines.local.state_cache import CountedRAMCache, state_bytes  # noqa: E402
+
+VOCAB = 49_152  # SmolLM2's vocabulary
+BATCH = 512  # llama-cpp-python's default n_batch: the rows of logits a state copies
+MB = 1 << 20
+
+
+def saved_state(tokens: int, kv_bytes: int) -> Any:
+    """A state shaped like ``Llama.save_state`` makes one for a prompt of ``tokens`` tokens."""
+    return llama_cpp.llama.LlamaState(
+        input_ids=np.zeros(tokens, dtype=np.intc),
+        scores=np.zeros((min(tokens, BATCH), VOCAB), dtype=np.single),
+        n_tokens=tokens,
+        llama_state=b"",
+        llama_state_size=kv_bytes,
+        seed=0,
+    )
+
+
+def test_the_library_cache_holds_far_more_than_its_limit() -> None:
+    # Why the counted cache exists: this is what made the runtime grow past 6 GB.
+    cache = llama_cpp.LlamaRAMCache(capacity_bytes=512 * MB)
+    for n in range(12):
+        cache[tuple(range(n, n + 600))] = saved_state(600, kv_bytes=14 * MB)
+    held = sum(state_bytes(s) for s in cache.cache_state.values())
+    assert held > 2 * 512 * MB
+
+
+def test_the_counted_cache_keeps_within_its_limit_and_keeps_the_newest() -> None:
+    cache = CountedRAMCache(capacity_bytes=512 * MB)
+    keys = [tuple(range(n, n + 600)) for n in range(12)]
+    for key in keys:
+        cache[key] = saved_state(600, kv_bytes=14 * MB)
+    assert cache.cache_size <= 512 * MB
+    assert len(cache.cache_state) >= 3  # still a useful cache: the chat's recent prefixes
+    assert keys[-1] in cache.cache_state and keys[0] not in cache.cache_state
+    # A lookup by a longer prompt with the newest prefix finds it.
+    assert cache[keys[-1] + (1, 2, 3)].n_tokens == 600
+
+
+def test_a_state_bigger_than_the_cache_is_not_kept_and_evicts_nothing() -> None:
+    cache = CountedRAMCache(capacity_bytes=64 * MB)
+    small = tuple(range(10))
+    cache[small] = saved_state(10, kv_bytes=1 * MB)
+    cache[tuple(range(5_000))] = saved_state(5_000, kv_bytes=10 * MB)  # ≈ 110 MB of logits
+    assert list(cache.cache_state) == [small]
+
+
+def test_the_bundled_server_app_uses_the_counted_cache() -> None:
+    from llama_cpp.server import app as app_module
+
+    from engines.local.bundled import find_gguf
+    from engines.local.serve import llama_app
+
+    gguf = find_gguf()
+    assert gguf is not None, "the bundled model is part of the test set-up"
+    llama_app(
+        [
+            "--model", str(gguf), "--n_ctx", "512", "--n_threads", "1",
+            "--cache", "True", "--cache_size", str(64 * MB), "--verbose", "False",
+        ]
+    )  # fmt: skip
+    proxy: Any = app_module._llama_proxy
+    model: Any = proxy._current_model
+    try:
+        assert isinstance(model.cache, CountedRAMCache)
+        assert model.cache.capacity_bytes == 64 * MB
+    finally:
+        model.close()
