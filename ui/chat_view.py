@@ -158,10 +158,13 @@ class ChatView(QListView):
     Signals:
         step_requested(NextStep, int): a problem card's button (the failed answer's seq).
         status(str): a short note for the status line ("Code copied").
+        answering(): an action started an answer (Continue, Regenerate, an edit sent again);
+            the window gives the composer back its focus.
     """
 
     step_requested = Signal(object, int)
     status = Signal(str)
+    answering = Signal()
 
     def __init__(
         self,
@@ -253,7 +256,8 @@ class ChatView(QListView):
                     who=self._answering(bridge),
                     continues=bridge.continuing,
                 )
-                self.chat_model.set_stream_tools(tuple(entries_from(bridge.tool_events)))
+                entries = entries_from(bridge.tool_events, bridge.pending_approval)
+                self.chat_model.set_stream_tools(tuple(entries))
         self.scroll_to_bottom()
 
     def follow(self, bridge: ConversationBridge | None) -> None:
@@ -628,12 +632,16 @@ class ChatView(QListView):
         if action == "edit":
             return self.start_edit(i)
         if action == "continue":
-            return bridge.continue_answer(m.seq)
+            if not bridge.continue_answer(m.seq):
+                return False
+            self.answering.emit()
+            return True
         if action == "regenerate":
             self._reload_on_save = True
             if not bridge.regenerate(m.seq):
                 self._reload_on_save = False
                 return False
+            self.answering.emit()
             return True
         if action == "delete":
             stamp = bridge.delete_message(m.seq)
@@ -717,6 +725,8 @@ class ChatView(QListView):
         if not bridge.edit(seq, text):
             self._reload_on_save = False
             self.status.emit("That message could not be sent again.")
+            return
+        self.answering.emit()
 
     def step_version(self, i: int, delta: int) -> bool:
         """Show the previous (-1) or next (+1) version of the answer at row ``i``."""

@@ -205,6 +205,8 @@ class MainWindow(QMainWindow):
         self.cut_notice.step_requested.connect(lambda step, seq: self.take_step(step, seq + 1))
         self.chat_view.step_requested.connect(self.take_step)
         self.chat_view.status.connect(self.show_status)
+        # After Continue, Regenerate or an edit, the person types the next message at once.
+        self.chat_view.answering.connect(lambda: self.composer.edit.setFocus())
         self._unsubscribe.append(self.services.catalogue.on_change(self._models_changed))
         self._unsubscribe.append(self.services.on_status(self._runtime_status))
         self._program_paths = self.services.settings.settings.program_paths

@@ -144,6 +144,7 @@ def test_continue_after_stop_grows_the_same_answer_and_a_restart_keeps_it(
     ollama.chat_release.clear()
     ollama.chat_hold_after = 1
     click_continue(qtbot, view)
+    qtbot.waitUntil(win.composer.edit.hasFocus, timeout=HANG_MS)  # ready for the next message
     qtbot.waitUntil(ollama.chat_held.is_set, timeout=HANG_MS)
     qtbot.waitUntil(
         lambda: answers_on_screen(view) == [(RowKind.STREAMING, STOPPED + "Larch lasts t")],
