@@ -1014,6 +1014,9 @@ class ApiSession:
             requests.append(
                 warm_request(template, summary_block(fit(text, *summary_cap(window))), kept)
             )
+        # Last, the chat as it is: the next turn, if it does not fold, then finds its prefix
+        # in the server's context (restoring it from the cache would cost that turn time).
+        requests.append(warm_request(template, summary_block(self._summary), self._messages))
         with background():
             for request in requests:
                 if request is not None and not await warm(adapter, request):

@@ -174,11 +174,15 @@ async def test_the_request_the_fold_sends_is_read_by_the_server_before_the_fold(
     # without the person's next message: the fold turn's prompt starts with what it read.
     # (Two were sent: the fold that keeps the turns after the summary, and the fold that
     # drops those too and keeps only their facts.)
-    assert len(writer.warm_requests) >= 2
-    keeping, alone = (r.json["messages"] for r in writer.warm_requests[-2:])
-    assert SUMMARY_OPEN + writer.summaries[-1] in keeping[1]["content"]
-    assert alone[1]["content"].startswith(SUMMARY_OPEN + writer.summaries[-1])
-    assert len(alone) == 2  # the system prompt and the summary, waiting for the next message
+    ahead = [r.json["messages"] for r in writer.warm_requests]
+    latest = SUMMARY_OPEN + writer.summaries[-1]
+    keeping = next(m for m in reversed(ahead) if len(m) > 2 and latest in m[1]["content"])
+    # the system prompt and the summary, waiting for the next message
+    alone = next(m for m in reversed(ahead) if len(m) == 2 and latest in m[1]["content"])
+    # The last one read is the chat as it was, so a turn that does not fold finds its prefix.
+    assert not any(SUMMARY_OPEN in m["content"] for m in ahead[-1])
+    assert ahead[-1][:-1] == writer.turn_requests[-2].json["messages"]
+    assert ahead[-1][-1]["role"] == "assistant"
     read_ahead = [
         keeping == fold_request[: len(keeping)] and len(keeping) == len(fold_request) - 1,
         alone[0] == fold_request[0] and fold_request[1]["content"].startswith(alone[1]["content"]),
