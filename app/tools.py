@@ -106,6 +106,8 @@ class ToolSettings:
         self._listeners: list[Listener] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._configs = tuple(settings.settings.tool_servers)
+        self._applied = self._configs  # the list the running servers follow
+        self._applying: asyncio.Lock | None = None
         self.servers = ToolServers(
             self._configs,
             self._lookup,
@@ -165,10 +167,12 @@ class ToolSettings:
         self._configs = configs
         try:
             loop = asyncio.get_running_loop()
-        except RuntimeError:  # no loop (a command line tool): the next use picks it up
+        except RuntimeError:  # no loop (a command line tool): the next use applies it
             loop = None
         if loop is not None:
-            task = loop.create_task(self.servers.configure(configs))
+            # At once, so a server turned off stops now; ``settled`` applies it too, should
+            # this task not get to run.
+            task = loop.create_task(self.settled())
             self._tasks.add(task)
             task.add_done_callback(self._configured)
         self._tell()
@@ -180,9 +184,15 @@ class ToolSettings:
         self._tell()
 
     async def settled(self) -> None:
-        """Until the running servers follow the latest settings."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        """Make the running servers follow the latest settings (a removed or changed server
+        is stopped); returns when they do."""
+        if self._applying is None:
+            self._applying = asyncio.Lock()
+        async with self._applying:
+            while self._applied != self._configs:
+                target = self._configs
+                await self.servers.configure(target)
+                self._applied = target
 
     def _save(self, configs: Sequence[ServerConfig]) -> None:
         try:

@@ -279,6 +279,7 @@ class ChatView(QListView):
             (bridge.busy_changed, self._busy_changed),
             (bridge.learning_done, self._learning_done),
             (bridge.tool_event, self._tool_event),
+            (bridge.approval_changed, self._tool_event),
         ]
         self._connections = [signal.connect(slot) for signal, slot in pairs]
 
@@ -339,7 +340,7 @@ class ChatView(QListView):
         bridge = self._bridge
         if bridge is None or not self.chat_model.streaming:
             return
-        entries = tuple(entries_from(bridge.tool_events))
+        entries = tuple(entries_from(bridge.tool_events, bridge.pending_approval))
         self.chat_model.set_stream_tools(entries)
         i = self.chat_model.find(RowKind.STREAMING) - 1
         widget = self.indexWidget(self.chat_model.index(i, 0)) if i >= 0 else None

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFontDatabase, QKeyEvent
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QFontDatabase, QKeyEvent, QShowEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -26,11 +26,13 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+from shiboken6 import Shiboken
 
 from app.store import StoredMessage
 from engines.api.tool_loop import preview
-from engines.base import ToolCall, ToolResult, ToolStarted, arguments_line
+from engines.base import ToolAsk, ToolCall, ToolResult, ToolStarted, arguments_line
 
+VIEW_INSET = 6  # px the chat's list view takes off a row's widget (its item margins)
 LINE_ARGUMENT_CHARS = 60  # of the arguments, the collapsed line shows this much
 
 # What a call's line says about how it ended (or that it has not yet).
@@ -67,8 +69,11 @@ class ToolEntry:
         return self.status not in ("asked", "running")
 
 
-def entries_from(events: Iterable[ToolCall | ToolStarted | ToolResult]) -> list[ToolEntry]:
-    """The turn's calls in the order the model asked for them, each in its latest state."""
+def entries_from(
+    events: Iterable[ToolCall | ToolStarted | ToolResult], asking: object = None
+) -> list[ToolEntry]:
+    """The turn's calls in the order the model asked for them, each in its latest state;
+    ``asking`` (the request on the approval card) names the server of the call it is about."""
     out: dict[str, ToolEntry] = {}
     for event in events:
         if isinstance(event, ToolCall):
@@ -98,6 +103,8 @@ def entries_from(events: Iterable[ToolCall | ToolStarted | ToolResult]) -> list[
                 sent_chars=event.sent_chars,
                 total_chars=event.total_chars,
             )
+    if isinstance(asking, ToolAsk) and asking.call_id in out:
+        out[asking.call_id] = replace(out[asking.call_id], server=asking.server)
     return list(out.values())
 
 
@@ -186,14 +193,13 @@ class ToolLine(QFrame):
         super().__init__(parent)
         self.setObjectName("ToolLine")
         self.entry = entry
+        self._open = False
         self.button = _LineButton(self)
         self.button.setObjectName("ToolLineButton")
-        self.button.setCheckable(True)
         self.button.setAutoRaise(True)
         self.button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         self.button.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
-        self.button.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.button.setStyleSheet("text-align: left;")
+        self.button.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.details = QLabel(self)
         self.details.setObjectName("ToolLineDetails")
         self.details.setTextFormat(Qt.TextFormat.PlainText)  # a result is never markup
@@ -205,14 +211,14 @@ class ToolLine(QFrame):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
-        layout.addWidget(self.button)
+        layout.addWidget(self.button, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.details)
-        self.button.toggled.connect(self._toggle)
+        self.button.clicked.connect(lambda: self._toggle(not self._open))
         self.show_entry(entry)
 
     @property
     def opened(self) -> bool:
-        return self.button.isChecked()
+        return self._open
 
     def show_entry(self, entry: ToolEntry) -> None:
         self.entry = entry
@@ -224,8 +230,13 @@ class ToolLine(QFrame):
         self.setProperty("status", entry.status)
 
     def _toggle(self, on: bool) -> None:
+        self._open = on
         self.details.setVisible(on)
         self.show_entry(self.entry)
+        self.button.setAccessibleDescription("Opened" if on else "Closed")
+        layout = self.layout()
+        if layout is not None:
+            layout.activate()  # the new height is known before the chat lays the row out
         self.toggled.emit(on)
 
 
@@ -270,7 +281,7 @@ class ToolRows(QFrame):
             line = self.lines.get(entry.call_id)
             if line is None:
                 line = ToolLine(entry, self.column)
-                line.toggled.connect(lambda _on: self.size_changed.emit())
+                line.toggled.connect(lambda _on: self._resized())
                 self.lines[entry.call_id] = line
                 self._lines_layout.addWidget(line)
                 grew = True
@@ -278,7 +289,21 @@ class ToolRows(QFrame):
                 line.show_entry(entry)
                 grew = grew or line.opened
         if grew:
-            self.size_changed.emit()
+            self._resized()
+
+    def _resized(self) -> None:
+        if not Shiboken.isValid(self):
+            return
+        for layout in (self._lines_layout, self.layout()):
+            if layout is not None:
+                layout.activate()
+        self.size_changed.emit()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        # Shown, the stylesheet's fonts and padding apply: the chat measures the row again,
+        # or a line would be cut at the bottom (an underscore in a tool's name with it).
+        QTimer.singleShot(0, self, self._resized)
 
     def hasHeightForWidth(self) -> bool:
         return True
@@ -286,4 +311,6 @@ class ToolRows(QFrame):
     def heightForWidth(self, width: int) -> int:
         layout = self.layout()
         assert layout is not None
-        return max(self.sizeHint().height(), layout.totalHeightForWidth(width))
+        # The list view places a row's widget VIEW_INSET px inside the height the row asks
+        # for: asked for with it, no line is cut off at the bottom.
+        return max(self.sizeHint().height(), layout.totalHeightForWidth(width)) + VIEW_INSET

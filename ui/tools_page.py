@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
+    QSizePolicy,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
@@ -287,6 +288,7 @@ class ToolsPage(QWidget):
 
         self.add_button = QPushButton("Add server")
         self.add_button.setProperty("variant", "primary")
+        self.add_button.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
         self.add_button.clicked.connect(self.add_server)
         self.add_result = self._result()
         row = QHBoxLayout()

@@ -15,12 +15,14 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import QPoint, Qt
+from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.conversation import Conversation
 from app.secrets import SessionSecrets
 from app.settings import SettingsStore
 from app.store import ChatStore
+from app.tool_calls import keep_tool_call
 from app.tools import ChatToolHost, ToolSettings
 from engines.api.session import ApiSession
 from engines.base import (
@@ -39,6 +41,7 @@ from ui.approval_card import ApprovalCard
 from ui.bridge import ConversationBridge
 from ui.chat_model import RowKind
 from ui.chat_view import ChatView
+from ui.theme import ThemeManager
 from ui.tool_rows import ToolRows, entries_from, line_text
 
 pytestmark = [
@@ -154,6 +157,18 @@ def shown_in_viewport(view: ChatView, widget: Any) -> bool:
     return view.viewport().rect().intersects(widget.rect().translated(top_left))
 
 
+def not_cut(rows: ToolRows) -> bool:
+    """Each line's button and details as tall as they need, inside the row's widget."""
+    for line in rows.lines.values():
+        for part in (line.button, line.details):
+            if part.isVisible() and part.height() < part.sizeHint().height():
+                return False
+        bottom = line.mapTo(rows, QPoint(0, line.height())).y()
+        if bottom > rows.height():
+            return False
+    return True
+
+
 def test_a_tool_call_is_asked_about_shown_in_the_answer_and_kept(
     qtbot: QtBot, setup: Setup
 ) -> None:
@@ -170,7 +185,7 @@ def test_a_tool_call_is_asked_about_shown_in_the_answer_and_kept(
     rows = tool_rows(s.view)
     assert len(rows) == 1
     line = rows[0].lines["call_1"]
-    assert line.button.text().startswith("▸ read_text_file")
+    assert line.button.text().startswith("▸ read_text_file (Files)  path=")
     assert "Waiting for your OK" in line.button.text()
     assert shown_in_viewport(s.view, line)
 
@@ -185,6 +200,8 @@ def test_a_tool_call_is_asked_about_shown_in_the_answer_and_kept(
     assert not line.details.isVisible()
     qtbot.mouseClick(line.button, Qt.MouseButton.LeftButton)  # open it
     assert line.details.isVisible() and shown_in_viewport(s.view, line.details)
+    # Nothing is squeezed or cut at the bottom (an underscore in a tool's name with it).
+    qtbot.waitUntil(lambda: not_cut(tool_rows(s.view)[0]))
     assert "Shopping: eggs, flour, 2 lemons." in line.details.text()
     assert '"path": "notes.txt"' in line.details.text()
 
@@ -205,6 +222,7 @@ def test_a_tool_call_is_asked_about_shown_in_the_answer_and_kept(
     assert entry.entry.tool == "read_text_file" and entry.entry.server == "Files"
     assert entry.entry.status == "done"
     assert shown_in_viewport(s.view, entry)
+    qtbot.waitUntil(lambda: not_cut(kept[0]))
     # The chat read a tool result: learning from it waits for an OK.
     chat = s.store.get_chat(s.chat_id)
     assert chat is not None and chat.untrusted
@@ -266,3 +284,47 @@ def test_a_shortened_result_says_so_on_its_line() -> None:
     line = rows.lines["c"]
     line.button.click()
     assert "the model was sent 12,000 of them" in line.details.text()
+
+
+@pytest.fixture(params=("light", "dark"))
+def theme(request: pytest.FixtureRequest, qapp: QApplication) -> Iterator[ThemeManager]:
+    """The real stylesheet and palette of one scheme, put back after the test."""
+    sheet, palette, style = qapp.styleSheet(), qapp.palette(), qapp.style().name()
+    manager = ThemeManager(qapp, str(request.param))
+    yield manager
+    manager.close()
+    qapp.setStyleSheet(sheet)
+    qapp.setPalette(palette)
+    qapp.setStyle(style)
+
+
+def test_a_kept_tool_line_is_drawn_whole_in_the_themed_chat(
+    qtbot: QtBot, theme: ThemeManager, data_dir: Path
+) -> None:
+    store = ChatStore.in_dir(data_dir)
+    chat = store.create_chat()
+    store.append_message(chat.id, "user", "What do my notes say?")
+    call = ToolResult(
+        call_id="c",
+        tool="read_text_file",
+        server="Files",
+        arguments={"path": "notes.txt"},
+        status="done",
+        text=NOTES,
+        preview=NOTES.strip(),
+        seconds=0.3,
+    )
+    keep_tool_call(store, chat.id, call)
+    store.append_message(chat.id, "assistant", "Eggs, flour and lemons.")
+    view = ChatView(store)
+    qtbot.addWidget(view)
+    view.resize(760, 500)
+    view.show()
+    view.set_chat(chat.id)
+    (rows,) = tool_rows(view)
+    (line,) = rows.lines.values()
+    qtbot.waitUntil(lambda: shown_in_viewport(view, line) and not_cut(rows))
+    line.button.click()
+    qtbot.waitUntil(lambda: line.details.isVisible() and not_cut(rows))
+    assert shown_in_viewport(view, line.details)
+    store.close()
