@@ -55,8 +55,8 @@ from ui.handoff_divider import HandoffDivider
 from ui.markdown import code_blocks
 from ui.memory_card import MemoryActions, MemoryCard
 from ui.message_delegate import PAD_X, MessageDelegate, copy_to_clipboard
+from ui.problem_card import ProblemCard
 from ui.summary_divider import SummaryDivider
-from ui.too_long_card import ProblemCard
 from ui.tool_rows import ToolRows, entries_from
 
 log = logging.getLogger("conch.ui.chat_view")

@@ -31,8 +31,8 @@ from engines.providers.base import ProviderError
 from ui.bridge import ConversationBridge
 from ui.chat_model import RowKind
 from ui.model_picker import window_label
+from ui.problem_card import ProblemCard
 from ui.pull_dialog import PullDialog
-from ui.too_long_card import ProblemCard
 
 if TYPE_CHECKING:
     from ui.main_window import MainWindow

@@ -24,7 +24,7 @@ from ui.chat_model import RowKind
 from ui.health_page import HealthPage
 from ui.main_window import MainWindow
 from ui.model_picker import KEY_ROLE, ModelPicker
-from ui.too_long_card import ProblemCard
+from ui.problem_card import ProblemCard
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

@@ -31,9 +31,9 @@ from tests.waits import HANG_MS
 from ui.chat_model import RowKind
 from ui.main_window import MainWindow
 from ui.model_picker import PULL_TEXT, ModelPicker
+from ui.problem_card import ProblemCard
 from ui.pull_dialog import PullDialog
 from ui.theme import ThemeManager
-from ui.too_long_card import ProblemCard
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

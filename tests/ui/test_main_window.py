@@ -25,9 +25,9 @@ from engines.programs.acp import Approver
 from ui.chat_model import RowKind
 from ui.main_window import MainWindow
 from ui.memory_card import MemoryCard
+from ui.problem_card import ProblemCard
 from ui.start import QUIT_AFTER_ENV, quit_after_ms
 from ui.summary_divider import SummaryDivider
-from ui.too_long_card import ProblemCard
 
 # The offscreen platform cannot resize windows to their hints; it says so at WARNING.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")

@@ -34,8 +34,8 @@ from tests.fakes.openai_server import FakeModel, OpenAIStyleServer, ResponsesSer
 from ui.chat_model import RowKind
 from ui.handoff_divider import HandoffDivider
 from ui.main_window import MainWindow
+from ui.problem_card import ProblemCard
 from ui.summary_divider import SummaryDivider
-from ui.too_long_card import ProblemCard
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
