@@ -293,7 +293,7 @@ class ToolsPage(QWidget):
         self.add_result = self._result()
         row = QHBoxLayout()
         row.addWidget(self.add_result, 1)
-        row.addWidget(self.add_button)
+        row.addWidget(self.add_button, 0, Qt.AlignmentFlag.AlignRight)
         grid.addLayout(row, 3, 0, 1, 2)
         grid.setColumnStretch(1, 1)
         return card
