@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import httpx
 
 from engines.base import ModelInfo, ProblemKind
-from engines.local.ollama import model_key, supports_no_truncate, total_memory, window_cap
+from engines.local.ollama_window import model_key, supports_no_truncate, total_memory, window_cap
 from engines.providers import ndjson
 from engines.providers.base import ProviderError, closing_stream
 from engines.providers.errors import error_from_response, error_from_transport

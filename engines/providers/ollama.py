@@ -33,7 +33,7 @@ from engines.base import (
     ToolCallData,
     Usage,
 )
-from engines.local.ollama import (
+from engines.local.ollama_window import (
     ContextFor,
     model_key,
     supports_no_truncate,

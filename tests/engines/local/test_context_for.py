@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engines.api.context import UNKNOWN_WINDOW_LOCAL
-from engines.local.ollama import (
+from engines.local.ollama_window import (
     GIB,
     ContextFor,
     _meminfo_total,
