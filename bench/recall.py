@@ -35,8 +35,9 @@ reachable and beside drop-the-oldest.
 ``--control`` runs no chat: it asks the bundled model each question with the answer in front of
 it three ways (the fact's own sentence; all 24 sentences framed as an earlier summary; the bare
 "Kept word for word" list of the 24 facts) and prints the share answered each way. It tells the
-model's limit apart from what Conch sends: SmolLM2-135M answered 10/24, 10/24 and 0/24 (a bare
-name does not say who the person is), which is why the fact keeper keeps sentences.
+model's limit apart from what Conch sends: SmolLM2-135M answered 11/24, 12/24 and 2/24 at a
+4,096 window (a bare name does not say who the person is), which is why the fact keeper keeps
+sentences.
 
 Prints a table, then one JSON object on its last line: folds, the share reachable, the share
 "drop the oldest" keeps, the shares answered, the seconds spent summarising per fold (mean
