@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from app.store import ChatStore, StoredMessage
+from app.store import UNTITLED_TITLE, ChatStore, StoredMessage
 from app.tool_calls import keep_tool_call
 from app.trust import looks_pasted
 from engines.api.context import LEAN_WINDOW
@@ -67,7 +67,7 @@ def title_from(text: str, limit: int = 48) -> str:
     """A chat title from the first thing the person said."""
     line = " ".join(text.split())
     if len(line) <= limit:
-        return line or "New chat"
+        return line or UNTITLED_TITLE
     cut = line[:limit].rsplit(" ", 1)[0]
     return (cut or line[:limit]) + "…"
 
@@ -145,7 +145,7 @@ class Conversation:
                 # untrusted: memories from it wait for an OK.
                 self.store.mark_chat(self.chat_id, untrusted=True)
             chat = self.store.get_chat(self.chat_id)
-            if chat is not None and chat.title == "New chat" and text.strip():
+            if chat is not None and chat.untitled and text.strip():
                 self.store.rename_chat(self.chat_id, title_from(text))
             saved = self.store.append_message(
                 self.chat_id,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.store import ChatStore
+from app.store import UNTITLED_TITLE, ChatStore
 
 SNIPPET_BEFORE = 32  # characters of context before the match
 SNIPPET_CHARS = 110  # the snippet's length at most, the match included
@@ -36,11 +36,11 @@ def _like(text: str) -> str:
 
 _SQL = f"""
 SELECT id, title, seq FROM (
-    SELECT c.id, c.title, c.updated, c.title LIKE ?1 ESCAPE '\\' AS in_title,
+    SELECT c.id, COALESCE(NULLIF(c.title, ''), ?2) AS title, c.updated,
         (SELECT m.seq FROM messages m WHERE m.chat_id = c.id AND m.deleted_at IS NULL
             AND m.shelved = 0 AND m.text LIKE ?1 ESCAPE '\\' ORDER BY m.seq DESC LIMIT 1) AS seq
     FROM chats c WHERE c.deleted_at IS NULL
-) WHERE in_title OR seq IS NOT NULL ORDER BY updated DESC LIMIT {MAX_HITS}
+) WHERE title LIKE ?1 ESCAPE '\\' OR seq IS NOT NULL ORDER BY updated DESC LIMIT {MAX_HITS}
 """
 
 
@@ -50,7 +50,7 @@ def search(store: ChatStore, query: str) -> list[Hit]:
     if not words:
         return []
     hits: list[Hit] = []
-    for chat_id, title, seq in store.query(_SQL, (_like(words),)):
+    for chat_id, title, seq in store.query(_SQL, (_like(words), UNTITLED_TITLE)):
         message = store.message(chat_id, seq) if seq is not None else None
         if message is None:
             hits.append(Hit(chat_id, title))

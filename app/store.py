@@ -23,6 +23,9 @@ from engines.base import Attachment, Picture, TurnProblem
 
 Role = Literal["user", "assistant", "tool"]
 
+# What a chat not yet named (stored with an empty title) is called until its first message.
+UNTITLED_TITLE = "New chat"
+
 # The chat log's schema as steps, oldest first (app/sqlite.py): a change is a new step, a
 # step that has shipped never changes. Step 1 is the schema from before files had a version.
 _STEPS = (
@@ -105,6 +108,11 @@ CREATE TABLE IF NOT EXISTS tool_calls (
     PRIMARY KEY (chat_id, seq)
 );
 """,
+    # Step 6: a chat not yet named has an empty title. Earlier files stored the words shown
+    # for it, which a chat named so on purpose could not be told apart from.
+    """
+UPDATE chats SET title = '' WHERE title = 'New chat';
+""",
 )
 
 # What the chat shows, and what the model reads: neither deleted nor a shelved version.
@@ -139,6 +147,7 @@ class Chat:
     routine: bool = False
     read_until: int = -1
     learned_at: float | None = None
+    untitled: bool = False  # named after its first message when it is sent (``title`` shows)
 
 
 # The limits of what a chat's settings may hold; the settings panel offers the same range.
@@ -234,7 +243,7 @@ _MSG_COLS = (
 def _chat(row: Sequence[Any]) -> Chat:
     return Chat(
         id=row[0],
-        title=row[1],
+        title=row[1] or UNTITLED_TITLE,
         model_key=row[2],
         created=row[3],
         updated=row[4],
@@ -244,6 +253,7 @@ def _chat(row: Sequence[Any]) -> Chat:
         routine=bool(row[8]),
         read_until=row[9],
         learned_at=row[10],
+        untitled=not row[1],
     )
 
 
@@ -342,9 +352,7 @@ class ChatStore:
 
     # --- chats ----------------------------------------------------------------------------
 
-    def create_chat(
-        self, title: str = "New chat", model_key: str = "", chat_id: str | None = None
-    ) -> Chat:
+    def create_chat(self, title: str = "", model_key: str = "", chat_id: str | None = None) -> Chat:
         cid = chat_id or uuid.uuid4().hex[:12]
         now = time.time()
         with self._lock:

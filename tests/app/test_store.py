@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from app.search import search
 from app.store import ChatStore, StoreError
 from engines.base import Attachment, Picture, ProblemKind, TurnProblem
 
@@ -102,3 +103,29 @@ def test_wal_mode_is_on(data_dir: Path) -> None:
     db = sqlite3.connect(data_dir / ChatStore.FILE_NAME)
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     db.close()
+
+
+def test_a_new_chat_is_untitled_and_shown_as_new_chat_until_named(data_dir: Path) -> None:
+    store = ChatStore.in_dir(data_dir)
+    chat = store.create_chat()
+    assert chat.untitled and chat.title == "New chat"
+    store.rename_chat(chat.id, "New chat")  # the person may name a chat so on purpose
+    named = store.get_chat(chat.id)
+    assert named is not None and not named.untitled and named.title == "New chat"
+    assert [hit.title for hit in search(store, "new chat")] == ["New chat"]
+
+
+def test_an_untitled_chat_from_before_step_six_reads_as_untitled(data_dir: Path) -> None:
+    path = data_dir / ChatStore.FILE_NAME
+    ChatStore.in_dir(data_dir).close()
+    with sqlite3.connect(path) as db:  # as the Conch before step 6 kept an unnamed chat
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        db.execute(
+            "INSERT INTO chats (id, title, created, updated) VALUES ('old', 'New chat', 1, 1)"
+        )
+        db.execute(f"PRAGMA user_version = {version - 1}")
+    db.close()
+    store = ChatStore.in_dir(data_dir)
+    chat = store.get_chat("old")
+    assert chat is not None and chat.untitled and chat.title == "New chat"
+    store.close()
