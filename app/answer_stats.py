@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from engines.api.context import estimate_tokens
 from engines.base import Problem, TextDelta, ThinkingDelta, Usage
+from engines.window import estimate_tokens
 
 MIN_SPAN_S = 0.05  # a shorter stream says nothing about speed (it came in one piece)
 

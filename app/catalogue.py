@@ -25,10 +25,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from engines.api.context import unknown_window
 from engines.base import ModelInfo
 from engines.local.gate import GatedAdapter, gated
 from engines.providers.base import ProviderAdapter, ProviderError
+from engines.window import unknown_window
 
 log = logging.getLogger("conch.catalogue")
 

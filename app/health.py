@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.sqlite import StorageError, open_database
-from engines.api.scrub import scrub
 from engines.base import Healed, Note, Problem
+from engines.scrub import scrub
 
 KEEP = 2000
 _TEXT_LIMIT = 2000

@@ -31,8 +31,8 @@ from app.memories import LearningRun, MemoryBook, Source
 from app.settings import Settings, SettingsStore
 from app.store import Chat, ChatStore, StoredMessage
 from app.trust import looks_pasted
-from engines.api.scrub import scrub
 from engines.resources import read_prompt
+from engines.scrub import scrub
 
 log = logging.getLogger("conch.learning")
 

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from app.sqlite import open_database
 from app.trust import reads_like_instruction
-from engines.api.scrub import MARKER, scrub
+from engines.scrub import MARKER, scrub
 
 Status = Literal["kept", "waiting", "undone", "discarded"]
 Source = Literal["fold", "tidy"]

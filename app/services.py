@@ -30,8 +30,6 @@ from app.settings import SettingsStore
 from app.store import Chat, ChatStore, StoredMessage
 from app.tools import ChatToolHost, ToolSettings
 from app.trust import looks_pasted
-from engines.api.context import LEAN_WINDOW, UNKNOWN_WINDOW_LOCAL, answer_reserve, unknown_window
-from engines.api.scrub import scrub
 from engines.api.session import ApiSession, chat_window, render_attachments
 from engines.api.summarise import ModelSummariser
 from engines.base import (
@@ -52,6 +50,8 @@ from engines.programs.catalogue import program_engine, program_models
 from engines.providers.base import ChatRequest, ProviderError, closing_stream
 from engines.providers.structured import LIST_OF_STRINGS, constrained_output
 from engines.resources import read_prompt
+from engines.scrub import scrub
+from engines.window import LEAN_WINDOW, UNKNOWN_WINDOW_LOCAL, answer_reserve, unknown_window
 
 log = logging.getLogger("conch.services")
 

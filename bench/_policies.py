@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engines.api.context import answer_reserve
+from engines.window import answer_reserve
 
 SUMMARISE_AT = 0.75
 KEEP = 20  # messages kept word for word by the summarise-at-75% policy

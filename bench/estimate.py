@@ -1,7 +1,7 @@
 """How far Conch's token estimate is from real tokenizers, per kind of text, before and after
 the first calibration.
 
-The estimate (``engines.api.context.estimate_tokens``) is ASCII characters / 4 + 1 per
+The estimate (``engines.window.estimate_tokens``) is ASCII characters / 4 + 1 per
 other character. Where a server streams no usage (llama-cpp-python), the session now counts the
 request with the server's tokenizer and sets ``factor = max(factor, real / estimate)``
 (``engines.api.calibrate``). This bench counts a mixed corpus (English, Python code, JSON,
@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from engines.api.calibrate import Calibrated, needs_calibration
-from engines.api.context import FACTOR_CAP, PICTURE_TOKENS, budget, estimate_tokens, update_factor
 from engines.base import Message
 from engines.providers.base import ChatRequest
 from engines.providers.tokens import TEMPLATE_TOKENS, framing_tokens, request_text
+from engines.window import FACTOR_CAP, PICTURE_TOKENS, budget, estimate_tokens, update_factor
 
 UNDER_LIMIT = 1.03  # real may be at most 3% above the corrected estimate
 OVER_LIMIT = 1 / 1.10  # the corrected estimate may be at most 10% above real

@@ -13,8 +13,8 @@ import random
 import statistics
 import time
 
-from engines.api.context import Ledger
 from engines.base import Message
+from engines.window import Ledger
 
 SIZES = (100, 1_000, 10_000, 100_000)
 ROUNDS = 21

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import _policies
-from engines.api.context import budget, estimate_message, estimate_tokens
 from engines.api.session import ApiSession
 from engines.base import Compacted, Message, ModelInfo, TurnInput
 from engines.providers.base import ChatRequest
+from engines.window import budget, estimate_message, estimate_tokens
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engines.api.too_long import _NEVER_STATUSES, is_too_long, window_in
+from engines.providers.too_long import _NEVER_STATUSES, is_too_long, window_in
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "too_long_corpus.json"
 ROUNDS = 5

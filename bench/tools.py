@@ -30,7 +30,6 @@ import json
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Any
 
-from engines.api.context import budget, estimate_tokens
 from engines.api.session import ApiSession
 from engines.api.tool_loop import ToolHost
 from engines.base import Done, Event, ModelInfo, TextDelta, TurnInput
@@ -39,6 +38,7 @@ from engines.tools.catalogue import Catalogue, ServerTool, build_catalogue, tool
 from engines.tools.lean import LOADED_TOKENS, answer, lean_specs, sent_loaded
 from engines.tools.rules import tool_list_tokens
 from engines.tools.servers import ToolOutcome
+from engines.window import budget, estimate_tokens
 
 WINDOW = 8_192
 LEAN_GOAL = 0.10

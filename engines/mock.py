@@ -12,7 +12,6 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from engines.api.context import PICTURE_TOKENS, budget, estimate_tokens
 from engines.base import (
     Compacted,
     Done,
@@ -30,6 +29,7 @@ from engines.base import (
     Usage,
 )
 from engines.providers.base import default_next_step
+from engines.window import PICTURE_TOKENS, budget, estimate_tokens
 
 # --- the script -------------------------------------------------------------------------------
 

@@ -20,8 +20,8 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from engines.api.context import FACTOR_CAP
 from engines.providers.base import ChatRequest, ProviderError
+from engines.window import FACTOR_CAP
 
 log = logging.getLogger("conch.api.calibrate")
 

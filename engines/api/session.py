@@ -40,19 +40,6 @@ from typing import Any
 
 from engines.api import transcript as tfile
 from engines.api.calibrate import Calibrated, count_request, needs_calibration
-from engines.api.context import (
-    LEAN_WINDOW,
-    TURN_ROOM,
-    FoldPlan,
-    Ledger,
-    answer_reserve,
-    budget,
-    estimate_message,
-    estimate_tokens,
-    smallest_window,
-    unknown_window,
-    update_factor,
-)
 from engines.api.continuation import continuing, join_answer, prefills
 from engines.api.prepare import (
     PREPARE_AT,
@@ -107,6 +94,19 @@ from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
 from engines.tools.catalogue import Catalogue
 from engines.tools.rules import FRAME_TAG, guard_frame, result_cap, shorten_turn_tools_first
 from engines.tools.rules import tool_list_tokens as _tools_tokens
+from engines.window import (
+    LEAN_WINDOW,
+    TURN_ROOM,
+    FoldPlan,
+    Ledger,
+    answer_reserve,
+    budget,
+    estimate_message,
+    estimate_tokens,
+    smallest_window,
+    unknown_window,
+    update_factor,
+)
 
 log = logging.getLogger("conch.api.session")
 

@@ -26,15 +26,15 @@ import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from engines.api.context import LEAN_WINDOW, budget, estimate_tokens, unknown_window
 from engines.api.facts import HEADING, facts_cap, keep_facts, split_kept
 from engines.api.protocols import SummaryResult
-from engines.api.scrub import scrub
 from engines.base import Event, Message, ModelInfo, TextDelta, ToolCall, Usage
 from engines.local.gate import GaveWayError
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError, closing_stream
 from engines.resources import read_prompt
+from engines.scrub import scrub
 from engines.tools.rules import fold_line
+from engines.window import LEAN_WINDOW, budget, estimate_tokens, unknown_window
 
 log = logging.getLogger("conch.summarise")
 

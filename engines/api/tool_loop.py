@@ -21,7 +21,6 @@ from collections.abc import AsyncGenerator, Collection, Iterable, Mapping, Seque
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from engines.api.context import estimate_tokens
 from engines.base import (
     Approval,
     Message,
@@ -36,6 +35,7 @@ from engines.tools import lean
 from engines.tools.catalogue import Catalogue
 from engines.tools.rules import shorten_tool_result, unknown_tool
 from engines.tools.servers import CALL_TIMEOUT, ToolOutcome
+from engines.window import estimate_tokens
 
 MAX_ROUNDS = 8  # tool rounds a turn may take; the model's next calls are then not run
 PREVIEW_LINES = 4  # lines of a result a tool row shows before it is opened

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from engines.api.context import UNKNOWN_WINDOW_LOCAL
+from engines.window import UNKNOWN_WINDOW_LOCAL
 
 GIB = 1024**3
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from engines.api.scrub import scrub
 from engines.base import NextStep, ProblemKind, TurnProblem
+from engines.scrub import scrub
 
 SETTINGS_LABEL = "Set the program's command in Settings → Programs"
 

@@ -17,7 +17,6 @@ from typing import Any
 
 import httpx
 
-from engines.api.context import UNKNOWN_WINDOW_API
 from engines.base import (
     AssistantRaw,
     Done,
@@ -51,6 +50,7 @@ from engines.providers.errors import (
 from engines.providers.http import join, make_client, request_json, same_origin
 from engines.providers.registry import PROVIDERS
 from engines.providers.sse import SSELineTooLongError, iter_sse
+from engines.window import UNKNOWN_WINDOW_API
 
 log = logging.getLogger("conch.providers.anthropic")
 

@@ -8,8 +8,8 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engines.api.context import UNKNOWN_WINDOW_LOCAL
 from engines.base import Event, Message, ModelInfo, NextStep, ProblemKind, TurnProblem
+from engines.window import UNKNOWN_WINDOW_LOCAL
 
 T = TypeVar("T")
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import httpx
 
-from engines.api.scrub import scrub
-from engines.api.too_long import is_too_long, window_in
 from engines.base import NextStep, ProblemKind
 from engines.providers.base import ProviderError
+from engines.providers.too_long import is_too_long, window_in
+from engines.scrub import scrub
 
 _DETAIL_LIMIT = 400
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from engines.api.context import UNKNOWN_WINDOW_LOCAL
 from engines.base import ModelInfo, ProblemKind
 from engines.providers.base import ProviderError
 from engines.providers.http import join, root_of
 from engines.providers.json_fields import dig, positive_int
+from engines.window import UNKNOWN_WINDOW_LOCAL
 
 GetJson = Callable[[str], Awaitable[Any]]
 # (model id, loaded window or None, trained window or None)

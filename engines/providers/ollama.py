@@ -19,7 +19,6 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from engines.api.context import PICTURE_TOKENS, UNKNOWN_WINDOW_LOCAL, estimate_tokens
 from engines.base import (
     Done,
     Event,
@@ -61,6 +60,7 @@ from engines.providers.errors import (
 )
 from engines.providers.http import make_client, request_json
 from engines.providers.registry import PROVIDERS
+from engines.window import PICTURE_TOKENS, UNKNOWN_WINDOW_LOCAL, estimate_tokens
 
 DEFAULT_BASE_URL = PROVIDERS["ollama"].address
 DEFAULT_PORT = int(DEFAULT_BASE_URL.rsplit(":", 1)[1])  # 11434

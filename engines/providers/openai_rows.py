@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engines.api.context import unknown_window
 from engines.providers.registry import PROVIDERS, WindowSource
 from engines.providers.tokens import TokenizerKind
+from engines.window import unknown_window
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,11 @@ from typing import Any, Literal
 
 import httpx
 
-from engines.api.context import PICTURE_TOKENS
 from engines.base import ProblemKind
 from engines.providers.base import ChatRequest, ProviderError
 from engines.providers.errors import describe_body
 from engines.providers.http import join, request_json
+from engines.window import PICTURE_TOKENS
 
 TokenizerKind = Literal["llama-server", "llama-cpp-python"]
 

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engines.api.scrub import contains_secret
+from engines.scrub import contains_secret
 
 ID_CHARS = 40
 

@@ -1,7 +1,7 @@
 """The context rules for tools: what a tool list costs, how big a result may be, how a result is
 read back when it is folded, and how its text is kept from posing as Conch's own frame.
 
-No I/O. Shortening reuses ``engines.api.context.shorten_text`` (and so its marker), so a
+No I/O. Shortening reuses ``engines.window.shorten_text`` (and so its marker), so a
 shortened tool result reads exactly like any other shortened text.
 """
 
@@ -12,8 +12,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from engines.api.context import estimate_message, estimate_tokens, shorten_text, shorten_turn
 from engines.base import Message
+from engines.window import estimate_message, estimate_tokens, shorten_text, shorten_turn
 
 RESULT_SHARE = 0.25  # of the budget still free in the turn, the most one tool result may take
 RESULT_MIN_TOKENS = 256  # however full the turn, a result keeps at least this much

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 from pydantic import ValidationError
 
-from engines.api.scrub import scrub
 from engines.base import Picture
+from engines.scrub import scrub
 from engines.tools.catalogue import Catalogue, ServerTool, build_catalogue
 from engines.tools.config import (
     HttpServer,

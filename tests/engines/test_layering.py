@@ -45,3 +45,23 @@ def test_importing_every_module_loads_no_qt(package: str) -> None:
 
 def test_the_check_sees_qt_when_a_module_loads_it() -> None:
     assert "PySide6.QtCore" in qt_loaded_by(["ui.chat_view"])
+
+
+def loaded_by(modules: list[str], prefix: str) -> list[str]:
+    """The modules under ``prefix`` a fresh interpreter holds after importing ``modules``."""
+    code = (
+        "import importlib, sys\n"
+        f"for m in {modules!r}:\n"
+        "    importlib.import_module(m)\n"
+        f"print(','.join(sorted(m for m in sys.modules if m.startswith({prefix!r}))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return [m for m in out.stdout.strip().split(",") if m]
+
+
+def test_the_providers_load_nothing_of_the_transcript_keeping_engine() -> None:
+    # engines.api builds on the providers; a provider importing it back makes a cycle.
+    assert loaded_by(modules_of("engines/providers"), "engines.api") == []
+    assert "engines.api.session" in loaded_by(["engines.api.session"], "engines.api")

@@ -1,0 +1,585 @@
+"""Leave secrets out of text before it goes to a summariser or into a memory.
+
+Everything here is a plain regex pass with bounded or single-pass quantifiers, so a 5 MB paste
+costs a few linear scans and nothing can backtrack catastrophically. The rules err on the side
+of leaving a secret out, but they leave ordinary long words, URLs without credentials, git SHAs,
+checksums and UUIDs alone: those are facts a person wants kept.
+
+What counts as a secret: API keys and tokens of known shapes (the prefixes well-kept secret
+scanners such as gitleaks use), keys and passwords in assignments, headers, URLs, command lines
+(``mysql -p…``, ``sshpass -p``, ``curl -u``) and netrc lines, "my password is …", private key
+blocks, password hashes (htpasswd, crypt), TOTP seeds, wallet recovery phrases, long random
+tokens, and numbers that are secrets by themselves: card numbers (Luhn), IBANs (mod 97) and US
+social security numbers. Check digits keep order numbers and phone numbers from being taken.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import re
+from collections import Counter
+from collections.abc import Callable
+from itertools import pairwise
+
+from engines.resources import resources_dir
+
+log = logging.getLogger("conch.scrub")
+
+MARKER = "[secret left out]"
+
+# --- keys with a known shape ------------------------------------------------------------------
+
+# Each starts only where a token starts (a lookbehind on the token alphabet), so a long run of
+# look-alike characters is tried once, not from every position inside it.
+_T = r"A-Za-z0-9_\-"  # the alphabet most API keys use
+_KEYS = re.compile(
+    # One lookbehind for all: a key starts only where a token starts.
+    rf"(?<![{_T}])(?:"
+    + "|".join(
+        (
+            rf"sk-(?:proj-|ant-(?:api\d\d-)?|or-(?:v1-)?|svcacct-|admin-)?[{_T}]{{16,}}",
+            r"gh[pousr]_[A-Za-z0-9]{20,}",
+            r"github_pat_[A-Za-z0-9_]{20,}",
+            rf"glpat-[{_T}]{{20,}}",
+            r"gsk_[A-Za-z0-9]{20,}",
+            r"xai-[A-Za-z0-9]{20,}",
+            r"hf_[A-Za-z0-9]{20,}",
+            rf"AIza[{_T}]{{30,}}",
+            rf"(?:AKIA|ASIA)[A-Z0-9]{{16}}(?![{_T}])",
+            r"xox[abposr]-[A-Za-z0-9\-]{10,}",
+            r"[rsp]k_(?:live|test)_[A-Za-z0-9]{16,}",
+            # JSON web tokens: three base64url parts, the first two JSON
+            rf"eyJ[{_T}]{{8,}}\.eyJ[{_T}]{{8,}}\.[{_T}]{{8,}}",
+            # Discord bot and user tokens: the account id in base64, a time, an HMAC
+            rf"[MNO][{_T}]{{23,27}}\.[{_T}]{{6,7}}\.[{_T}]{{27,40}}",
+            r"SG\.[A-Za-z0-9_\-]{16,32}\.[A-Za-z0-9_\-]{16,64}",  # SendGrid
+            r"npm_[A-Za-z0-9]{36}",
+            r"pypi-AgE[A-Za-z0-9_\-]{50,}",
+            r"shpat_[a-fA-F0-9]{32}",  # Shopify
+        )
+    )
+    + ")"
+)
+
+# --- headers and assignments ------------------------------------------------------------------
+
+_BEARER = re.compile(r"(?i)(?<![A-Za-z0-9])(bearer|token)(\s+)([A-Za-z0-9._~+/=\-]{8,})")
+
+_AUTH_HEADER = re.compile(
+    r"(?i)(?<![A-Za-z0-9_\-])((?:proxy-)?authorization|x-api-key|api-key|x-auth-token)"
+    r"(\"?\s*[:=]\s*\"?)"
+    r"(?:(basic|bearer|digest|token|bot|apikey|key)(\s+))?"
+    r"([A-Za-z0-9._~+/=\-]{6,})"
+)
+
+# Names whose value is a secret. The name may be the tail of a longer identifier
+# (OPENAI_API_KEY, db_password) but must end there (max_tokens is not a token).
+_SECRET_NAME = (
+    r"(?:passwords?|passwd|pwd|passphrase|pass|secret|client[_-]?secret|secret[_-]?key"
+    r"|api[_-]?key|apikey|access[_-]?key|access[_-]?token|auth[_-]?token|refresh[_-]?token"
+    r"|id[_-]?token|session[_-]?token|token|private[_-]?key|credentials?)"
+)
+_ASSIGN = re.compile(
+    r"(?i)(?<![A-Za-z0-9])((?:[A-Za-z0-9]{1,40}[_\-.])?" + _SECRET_NAME + r")(?![A-Za-z0-9])"
+    r"([\"']?[ \t]{0,8}(?::=|=>|[:=])[ \t]{0,8})"
+    r"(?:\"([^\"\r\n]{1,300})\"|'([^'\r\n]{1,300})'|([^\s\"'`,;()\[\]{}<>]{1,300}))"
+)
+# "my password is hunter2", "the wifi password is 'swordfish'", "password for the router is
+# admin123", "password hunter2", and netrc's "machine … login … password …". Prose ("the password
+# is required") is told apart in _sub_password_said.
+_PASSWORD_SAID = re.compile(
+    r"(?i)(?<![A-Za-z0-9_\-])(passwords?|passwd|passphrase|passcode|pin)"
+    r"((?:[ \t]+(?:for|to|of|on)[ \t]+(?:(?:the|my|our|your|this|that)[ \t]+)?"
+    r"[^\s\"'`,;()\[\]{}<>]{1,60})?"
+    r"(?:[ \t]+(?:is|was|are|were|=)(?:[ \t]*:)?|[ \t]*:)?[ \t]+)"
+    r"(\"[^\"\r\n]{1,200}\"|'[^'\r\n]{1,200}'|[^\s\"'`,;()\[\]{}<>]{1,200})"
+)
+_PASSWORD_WORDS = {"password", "passwords", "passwd", "pwd", "pass", "passphrase", "pin"}
+_VERB = re.compile(r"(?i)(?<![a-z])(?:is|was|are|were)(?![a-z])|[=:]")
+# netrc names the password right after the login (or the machine), on its line or the one above
+_NETRC_BEFORE = re.compile(r"(?i)(?<![A-Za-z0-9])(?:login|machine|account)[ \t]+\S{1,200}[ \t]+$")
+_NETRC_ABOVE = re.compile(r"(?i)^[ \t]*(?:login|machine|account)[ \t]+\S{1,200}[ \t]*\r?\n$")
+# Words that follow "password is" in prose, not in a sentence that gives the password away.
+_PROSE_WORDS = """
+    a an the this that it its my your our their his her not no none null nil empty blank unset
+    set missing required optional needed mandatory incorrect correct wrong right invalid valid
+    expired weak strong secure insecure safe unsafe too very so quite also still now then just
+    only never always usually already same different new old long short good bad fine ok okay
+    known unknown hidden visible case sensitive stored saved kept changed reset sent shown
+    hashed encrypted protected locked forgotten lost stolen leaked compromised used given
+    provided entered typed generated managed asked requested accepted rejected ignored
+    what which where when how why who there here in on at for from of to and or but if with
+    without by as into via under over about within between before after being been be
+    something anything nothing everything same mine yours ours theirs his hers secret
+    one two three four five six seven eight nine ten twelve
+    """
+_PROSE_AFTER_PASSWORD = frozenset(_PROSE_WORDS.split())
+
+# Command lines that carry a password: mysql -pSECRET, sshpass -p SECRET, curl -u user:SECRET
+_VALUE = r"(\"[^\"\r\n]{1,200}\"|'[^'\r\n]{1,200}'|[^\s\"'\[][^\s\"']{0,199})"
+# The words between the command and -p are whole options and arguments (none starts with -p),
+# a bounded number of them, so nothing can backtrack far.
+_ARGS = r"(?:[ \t]+(?:-[^p\s]\S{0,80}|[^\s\-]\S{0,80})){0,10}[ \t]+"
+_MYSQL_P = re.compile(
+    r"(?<![\w\-])((?:mysql(?:dump|admin|import|show|check|pump|sh)?|mariadb(?:-dump|-admin)?)"
+    + _ARGS
+    + r"-p)"  # glued: "-p" alone makes mysql ask for the password
+    + _VALUE
+)
+_SSHPASS = re.compile(r"(?<![\w\-])(sshpass" + _ARGS + r"-p[ \t]*)" + _VALUE)
+_CURL_USER = re.compile(r"(?<![\w\-])((?:-u|--user)[ \t]+[\"']?[^\s:\"']{1,100}:)([^\s\"']{1,200})")
+
+# Password hashes can be cracked: htpasswd and shadow lines, crypt(3) and LDAP forms
+_CRYPT = re.compile(
+    r"(?<![\w$])\$(?:2[abxy]?|apr1|1|5|6|y|gy|7|sha1|md5|argon2(?:id|i|d))\$[A-Za-z0-9./$=,+\-]{16,400}"
+    r"|(?<![\w{])\{S?SHA(?:256|512)?\}[A-Za-z0-9+/]{20,200}={0,2}"
+)
+
+# Webhook URLs whose last part is the key to post as the owner
+_WEBHOOK = re.compile(
+    r"(https://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/\d{5,30}/"
+    r"|https://hooks\.slack\.com/(?:services|workflows)/(?:[A-Za-z0-9]{6,20}/){1,3})"
+    r"([A-Za-z0-9_\-]{16,200})"
+)
+
+# TOTP (authenticator) seeds: an otpauth:// link, or base32 just after a word that names one.
+# The base32 is found first and its words looked for before it: "secret" is common, seeds are not.
+_OTPAUTH = re.compile(r"(?i)(?<![\w-])otpauth(?:-migration)?://[^\s\"'<>`]{1,3000}")
+_BASE32 = re.compile(
+    r"(?<![A-Za-z0-9])(?:[A-Za-z2-7]{4}(?:[ ][A-Za-z2-7]{4}){3,15}|[A-Za-z2-7]{16,128})=*"
+    r"(?![A-Za-z0-9])"
+)
+_TOTP_WORDS = re.compile(
+    r"(?i)(?<![A-Za-z0-9])(?:totp|2fa|two[- ]factor|mfa|otp|authenticator|setup key|seed"
+    r"|secret|recovery key)(?![A-Za-z0-9])"
+)
+
+# Numbers that are secrets by themselves. Card numbers: 13-19 digits, alone or grouped in
+# fours (Amex 4-6-5); IBANs: a country, two check digits and up to 30 letters and digits; US
+# social security numbers: 3-2-4 digits (bare 9 digits only when named).
+_CARD = re.compile(
+    r"(?<![\w.,/+\-])(?:\d{4}(?:[ \-]\d{4}){2,3}(?:[ \-]\d{1,3})?|\d{4}[ \-]\d{6}[ \-]\d{4,5}"
+    r"|\d{13,19})(?![\w/\-]|[.,]\d)"
+)
+_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,32}(?![A-Za-z0-9])")
+_SSN = re.compile(r"(?<![\w\-])(\d{3})-(\d{2})-(\d{4})(?![\w\-])")
+_SSN_NAMED = re.compile(
+    r"(?i)(?<![A-Za-z0-9])(ssn|social security(?: number| no\.?)?)"
+    r"([^\w\r\n]{0,6}(?:(?:is|was)[ \t]+)?)(\d{3})[ \-]?(\d{2})[ \-]?(\d{4})(?!\d)"
+)
+
+# Twelve or more words in a row from the list recovery phrases are made of (BIP-0039), each
+# perhaps numbered ("1. abandon 2. ability …"). Most of the list is ordinary words, but prose
+# never goes twelve words without "the", "a", "to", "and" or another word that is not on it.
+_WORD_RUN = re.compile(
+    r"(?<![\w'’\-])(?:\d{1,2}[.)][ \t]*+)?[a-z]{3,8}"
+    r"(?:[ \t]*+(?:\r?\n[ \t]*+)?(?<=\s)(?:\d{1,2}[.)][ \t]*+)?[a-z]{3,8}){11,}(?![\w'’\-])"
+)
+_SEED_WORDS = 12
+
+# user:password@host inside a URL
+_URL_CREDENTIALS = re.compile(r"(?<=://)([^\s:/@]{1,200}:)([^\s/@]{1,200})(@)")
+
+# --- private keys -----------------------------------------------------------------------------
+
+_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+# A block cut short: its header lines and base64 lines, up to the first line of anything else
+_PEM_BODY = re.compile(
+    r"(?:\r?\n[ \t]*(?:[A-Za-z0-9+/=]{4,}|[A-Za-z\-]{1,30}:[^\r\n]{0,200})[ \t]*(?=\r?\n|$))*"
+)
+
+# --- long random tokens -----------------------------------------------------------------------
+
+_RUN = re.compile(r"(?<![A-Za-z0-9_\-+=])[A-Za-z0-9_\-+=]{32,}")
+_B64_40 = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_HEX = re.compile(r"[0-9a-fA-F\-]+")
+_PIECES = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+# The letter pairs that make up 98% of those in English-ish technical text (counted once over
+# the Python standard library's words). Words and identifiers are built of them; random keys
+# are mostly built of the other ~400 pairs.
+_COMMON_PAIRS = frozenset(
+    re.findall(
+        "..",
+        "abacadafagaiakalamanaparasatauavawaxaybabcbebibjblbobrbsbubycacccechcickclcmcocrcsctcucy"
+        "dadddedidldodpdrdsdtdudyeaebecedeeefegeielemeneoepeqeresetevewexeyfafefffiflfofrftfugage"
+        "ggghgiglgngrgsguhahehihohrhtiaibicidieifigiliminioipirisitivixizjejokekikskwlaldlelflill"
+        "lolplsltlulymambmdmemimmmompmsmunancndnenfngninknlnnnonpnsntnunvnyoaobocodofogoiokolomon"
+        "oooporosotouovowoxpapdpepiplpoppprpsptpupyqurarcrdrergrirkrlrmrnrorrrsrtrurvrysascsesfsg"
+        "shsiskslsmsospssstsusytatctdtetfthtitltmtotptrtstttutwtyuaubucudueufuguiulumunupurusutva"
+        "veviwawewhwiwnwowrwsxaxcxexixpxtyiynyoypyrysytze",
+    )
+)
+
+
+def _wordlike(piece: str) -> bool:
+    """A run of letters that reads like (part of) a word rather than random letters."""
+    if len(piece) < 3:
+        return False
+    low = piece.lower()
+    if not any(c in "aeiouy" for c in low):
+        return False
+    pairs = [low[i : i + 2] for i in range(len(low) - 1)]
+    return sum(p in _COMMON_PAIRS for p in pairs) / len(pairs) >= 0.75
+
+
+def _entropy(text: str) -> float:
+    counts = Counter(text)
+    n = len(text)
+    return -sum(k / n * math.log2(k / n) for k in counts.values())
+
+
+def looks_random(token: str, *, min_len: int = 32) -> bool:
+    """True for a string that reads like a generated key rather than words, a hash or an id."""
+    core = token.strip("=-_")
+    if len(core) < min_len:
+        return False
+    if not any(c.isdigit() for c in core) or not any(c.isalpha() for c in core):
+        return False
+    # Hex is a digest or an id (git SHA, sha256, UUID, MD5): facts, not secrets. A hex key in
+    # an assignment ("api_key = 3f9a...") is still caught by the assignment rule.
+    if _HEX.fullmatch(core):
+        return False
+    wordy = sum(len(p) for p in _PIECES.findall(core) if _wordlike(p))
+    if wordy / len(core) >= 0.45:
+        return False
+    # An alphabet or a counting run ("abcdef...0123456789") is a table, not a key.
+    steps = sum(ord(b) - ord(a) == 1 for a, b in pairwise(core))
+    if steps / len(core) > 0.5:
+        return False
+    return _entropy(core) >= 3.6
+
+
+# --- the passes -------------------------------------------------------------------------------
+
+
+def _sub_pem(text: str) -> str:
+    if "PRIVATE KEY" not in text:
+        return text
+    out: list[str] = []
+    pos = 0
+    no_more_ends = False
+    while True:
+        begin = _PEM_BEGIN.search(text, pos)
+        if begin is None:
+            break
+        end = None if no_more_ends else _PEM_END.search(text, begin.end())
+        if end is None:
+            # Once an END is missing it is missing for every later BEGIN too: never rescan.
+            no_more_ends = True
+            body = _PEM_BODY.match(text, begin.end())
+            stop = body.end() if body else begin.end()
+        else:
+            stop = end.end()
+        out.append(text[pos : begin.start()])
+        out.append(MARKER)
+        pos = stop
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _sub_assign(m: re.Match[str]) -> str:
+    name, sep = m.group(1), m.group(2)
+    value = m.group(3) or m.group(4) or m.group(5) or ""
+    if value.startswith(MARKER):
+        return m.group(0)
+    following = m.string[m.end() : m.end() + 1]
+    if m.group(5) is not None and following in ("(", "[", "."):
+        return m.group(0)  # code that reads a secret (os.environ["KEY"]), not the secret itself
+    base = re.split(r"[_\-.]", name.lower())[-1]
+    if base in _PASSWORD_WORDS or "pass" in base:
+        if len(value) < 3 or value.lower() in {"none", "null", "true", "false", "required"}:
+            return m.group(0)
+    elif len(value) < 8 or value.replace(" ", "").isalpha():
+        return m.group(0)  # keys have digits; "secret: keep it simple" is prose
+    quote = '"' if m.group(3) is not None else "'" if m.group(4) is not None else ""
+    return f"{name}{sep}{quote}{MARKER}{quote}"
+
+
+def _in_netrc(m: re.Match[str]) -> bool:
+    """True when the password word at ``m`` is in a netrc entry (machine … login … password)."""
+    text = m.string
+    start, end = _line_before(m, 400)
+    if _NETRC_BEFORE.search(text, start, end):
+        return True
+    if start == 0 or text[start - 1] != "\n" or text[start:end].strip():
+        return False
+    # "password …" on a line of its own, below "login alice"
+    low = max(0, start - 400)
+    newline = text.rfind("\n", low, start - 1)
+    return _NETRC_ABOVE.match(text[newline + 1 if newline >= 0 else low : start]) is not None
+
+
+def _prose(word: str) -> bool:
+    """A word that follows "password is" in a sentence about passwords, not one giving it away."""
+    if not word.isalpha():
+        return False
+    low = word.lower()
+    return low in _PROSE_AFTER_PASSWORD or low.endswith(("ed", "ing", "ly", "able", "ible"))
+
+
+def _sub_password_said(m: re.Match[str]) -> str:
+    name, sep, value = m.group(1), m.group(2), m.group(3)
+    if value.startswith(("[secret", MARKER)):
+        return m.group(0)
+    quoted = value[0] in "\"'"
+    core = value[1:-1] if quoted else value.rstrip(".,;:")
+    trail = "" if quoted else value[len(core) :]
+    if not quoted and m.string[m.end() : m.end() + 1] in ("(", "[", "."):
+        return m.group(0)  # code: password = unquote(password), password: Optional[bytes]
+    if not any(c.isalnum() for c in core):
+        return m.group(0)
+    if not (name.lower() in ("password", "passwd") and _in_netrc(m)):
+        said = _VERB.search(sep) is not None
+        if len(core) < 3 or (not said and name.lower() == "pin"):
+            return m.group(0)
+        if quoted:
+            pass
+        elif said and _prose(core):
+            return m.group(0)  # "the password is required"
+        elif not said and not any(c.isdigit() for c in core):
+            return m.group(0)  # "password manager", "password and/or user name"
+    hidden = f"{value[0]}{MARKER}{value[-1]}" if quoted else MARKER + trail
+    return f"{name}{sep}{hidden}"
+
+
+def _hidden(value: str) -> bool:
+    return value.lstrip("\"'").startswith("[secret")
+
+
+def _sub_command(m: re.Match[str]) -> str:
+    return m.group(0) if _hidden(m.group(2)) else f"{m.group(1)}{MARKER}"
+
+
+def _line_before(m: re.Match[str], reach: int) -> tuple[int, int]:
+    """Where the line holding ``m`` starts (at most ``reach`` back), and where ``m`` starts."""
+    low = max(0, m.start() - reach)
+    newline = m.string.rfind("\n", low, m.start())
+    return (newline + 1 if newline >= 0 else low), m.start()
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def _sub_card(m: re.Match[str]) -> str:
+    digits = re.sub(r"\D", "", m.group(0))
+    # Issuers' numbers start with 2-6 (Mastercard, Amex, Diners, JCB, Visa, Discover, UnionPay).
+    if 13 <= len(digits) <= 19 and digits[0] in "23456" and _luhn(digits):
+        return MARKER
+    return m.group(0)
+
+
+def iban_checks(compact: str) -> bool:
+    """True when ``compact`` (no spaces) passes the IBAN check: its digits mod 97 are 1."""
+    if not 15 <= len(compact) <= 34 or not compact.isalnum() or not compact.isascii():
+        return False
+    moved = compact[4:] + compact[:4]
+    return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
+
+
+def _sub_iban(m: re.Match[str]) -> str:
+    found = m.group(0)
+    chunks = found.split(" ")
+    # The pattern may run on into a following word in capitals: try shorter until it checks.
+    for n in range(len(chunks), 0, -1):
+        if iban_checks("".join(chunks[:n])):
+            rest = " ".join(chunks[n:])
+            return MARKER + (" " + rest if rest else "")
+    return found
+
+
+def _ssn_valid(area: str, group: str, serial: str) -> bool:
+    return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
+
+
+def _sub_ssn(m: re.Match[str]) -> str:
+    return MARKER if _ssn_valid(m.group(1), m.group(2), m.group(3)) else m.group(0)
+
+
+def _sub_ssn_named(m: re.Match[str]) -> str:
+    if not _ssn_valid(m.group(3), m.group(4), m.group(5)):
+        return m.group(0)
+    return f"{m.group(1)}{m.group(2)}{MARKER}"
+
+
+def _sub_otpauth(m: re.Match[str]) -> str:
+    link = m.group(0)
+    return MARKER if "secret=" in link or "data=" in link else link
+
+
+def _sub_totp(m: re.Match[str]) -> str:
+    seed = m.group(0).rstrip("=").replace(" ", "")
+    letters = sum(c.isalpha() for c in seed)
+    # A seed is random base32: digits 2-7 among the letters, and one case throughout.
+    if letters == len(seed) or letters < 4 or not (seed.isupper() or seed.islower()):
+        return m.group(0)
+    start, end = _line_before(m, 60)
+    return MARKER if _TOTP_WORDS.search(m.string, start, end) else m.group(0)
+
+
+@functools.cache
+def _seed_words() -> frozenset[str]:
+    path = resources_dir() / "wordlists" / "bip39-english.txt"
+    try:
+        words = frozenset(path.read_text(encoding="utf-8").split())
+    except OSError:  # a packaging mistake: the other rules still work
+        log.error("the recovery-phrase word list %s is missing", path)
+        return frozenset()
+    return words
+
+
+_PLAIN_WORD = re.compile(r"[a-z]+")
+
+
+def _sub_seed(m: re.Match[str]) -> str:
+    words = _seed_words()
+    text = m.group(0)
+    out: list[str] = []
+    pos = 0
+    run: list[re.Match[str]] = []
+
+    def close() -> None:
+        nonlocal pos
+        if len(run) >= _SEED_WORDS:
+            out.append(text[pos : run[0].start()])
+            out.append(MARKER)
+            pos = run[-1].end()
+        run.clear()
+
+    for word in _PLAIN_WORD.finditer(text):
+        if word.group(0) in words:
+            run.append(word)
+        else:
+            close()
+    close()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _sub_bearer(m: re.Match[str]) -> str:
+    value = m.group(3)
+    # "Bearer authentication" and "token limit" are prose: a bearer token is not one short word.
+    if value.isalpha() and len(value) < 24:
+        return m.group(0)
+    if m.group(1).lower() == "token" and len(value) < 16:
+        return m.group(0)
+    return f"{m.group(1)}{m.group(2)}{MARKER}"
+
+
+def _sub_auth(m: re.Match[str]) -> str:
+    value = m.group(5)
+    if m.group(3) is None and (len(value) < 12 or value.isalpha()):
+        return m.group(0)  # "Authorization: required" is prose
+    scheme = f"{m.group(3)}{m.group(4)}" if m.group(3) else ""
+    return f"{m.group(1)}{m.group(2)}{scheme}{MARKER}"
+
+
+def _sub_random(m: re.Match[str]) -> str:
+    return MARKER if looks_random(m.group(0)) else m.group(0)
+
+
+_AWS_WORDS = re.compile(r"(?i)aws|secret|access|credential|\bkey\b")
+
+
+def _pathlike(value: str) -> bool:
+    """A run of words between slashes ("Users/Priya/Documents/…"), not a key with slashes."""
+    wordy = sum(len(p) for p in re.findall(r"[A-Z]?[a-z]{2,}", value) if _wordlike(p))
+    return wordy / len(value) >= 0.45
+
+
+def _sub_b64_40(m: re.Match[str]) -> str:
+    value = m.group(0)
+    has_all = (
+        any(c.isupper() for c in value)
+        and any(c.islower() for c in value)
+        and any(c.isdigit() for c in value)
+    )
+    if not has_all:
+        return value
+    # 40 characters of base64 just after "aws", "secret" or "key": an AWS secret access key.
+    if _AWS_WORDS.search(m.string, max(0, m.start() - 60), m.start()):
+        return MARKER
+    if not ("/" in value or "+" in value):
+        return value  # no slash or plus: the general rule already judged it
+    core = value.replace("/", "").replace("+", "")
+    if looks_random(core, min_len=30) or not _pathlike(value):
+        return MARKER
+    return value
+
+
+# Each pass with the words its pattern cannot match without (lower case: looked for in the
+# text in lower case); a text without any of them skips the pass at the cost of a substring scan.
+_Pass = tuple[re.Pattern[str], Callable[[re.Match[str]], str], tuple[str, ...]]
+_PASSES: tuple[_Pass, ...] = (
+    (
+        _URL_CREDENTIALS,
+        lambda m: m.group(0) if m.group(2) == MARKER else f"{m[1]}{MARKER}{m[3]}",
+        ("://",),
+    ),
+    (_WEBHOOK, lambda m: f"{m.group(1)}{MARKER}", ("https://",)),
+    (_OTPAUTH, _sub_otpauth, ("otpauth",)),
+    (_KEYS, lambda m: MARKER, ()),
+    (_CRYPT, lambda m: MARKER, ("$", "{s")),
+    (_AUTH_HEADER, _sub_auth, ()),
+    (_BEARER, _sub_bearer, ("bearer", "token")),
+    (_ASSIGN, _sub_assign, ()),
+    (_PASSWORD_SAID, _sub_password_said, ("pass", "pin")),
+    (_MYSQL_P, _sub_command, ("mysql", "mariadb")),
+    (_SSHPASS, _sub_command, ("sshpass",)),
+    (_CURL_USER, _sub_command, ("-u", "--user")),
+    (_BASE32, _sub_totp, ()),
+    (_IBAN, _sub_iban, ()),
+    (_CARD, _sub_card, ()),
+    (_SSN, _sub_ssn, ("-",)),
+    (_SSN_NAMED, _sub_ssn_named, ("ssn", "social security")),
+    (_WORD_RUN, _sub_seed, ()),
+    (_RUN, _sub_random, ()),
+    (_B64_40, _sub_b64_40, ()),
+)
+
+
+def _one_pass(text: str) -> str:
+    text = _sub_pem(text)
+    # Lowered once: a pass only ever takes text out (the marker holds none of the words), so
+    # a word missing here is missing after every pass too.
+    lower = text.lower()
+    for pattern, repl, needs in _PASSES:
+        if needs and not any(word in lower for word in needs):
+            continue
+        text = pattern.sub(repl, text)
+    return text
+
+
+_CRUDE = re.compile(r"[A-Za-z0-9_\-+/=.]{20,}")
+
+
+def scrub(text: str) -> str:
+    """``text`` with every string that looks like a secret replaced by ``[secret left out]``.
+
+    Never raises, and scrubbing twice changes nothing more.
+    """
+    try:
+        # A replacement can expose a neighbour to a rule (rare); repeat until nothing changes.
+        for _ in range(4):
+            done = _one_pass(text)
+            if done == text:
+                return done
+            text = done
+        return text
+    except Exception:  # a bug here must not leak the text nor crash the chat
+        log.exception("scrubbing failed; leaving out every long token instead")
+        return _CRUDE.sub(MARKER, text)
+
+
+def contains_secret(text: str) -> bool:
+    """True when ``scrub`` would leave something out of ``text``."""
+    return scrub(text) != text
