@@ -164,3 +164,20 @@ def test_a_chat_reads_a_file_through_a_tool_once_the_person_allows_it(
     # The meter counts the tool list as sent: the budget the chat fits into shrank by it.
     catalogue = run(qtbot, services.tools.catalogue(None))
     assert window.composer.meter.budget == before - tool_list_tokens(catalogue.specs())
+
+    # Quitting stops the server: no process is left behind.
+    pid = services.tools.servers["files"].pid
+    assert pid is not None and alive(pid)
+    window.close()
+    run(qtbot, window.aclose())
+    run(qtbot, services.aclose())
+    assert not alive(pid)
+
+
+def alive(pid: int) -> bool:
+    """Whether the process runs (a zombie waiting to be reaped does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(") ", 1)[1][:1] not in ("Z", "X")
