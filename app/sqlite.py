@@ -31,6 +31,7 @@ import errno
 import logging
 import shutil
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -45,6 +46,7 @@ log = logging.getLogger("conch.sqlite")
 _NEARLY_FULL = 8 * 1024 * 1024
 _MIN_ROWID, _MAX_ROWID = -(2**63), 2**63 - 1
 _MAX_SKIPS = 10_000  # damaged stretches skipped per table before recovery gives up on it
+_SINGLE_ROWS = 64  # rows read one at a time after a failed read, before reading on in bulk
 
 Params = Sequence[Any] | Mapping[str, Any]
 Steps = Sequence[str]  # a file's schema, one SQL script per version (module doc)
@@ -334,6 +336,8 @@ def _readable_rows(old: sqlite3.Connection, table: str, cols: str) -> Iterator[t
     while start is not None:
         try:
             for row in old.execute(sql, (start,)):
+                if row[0] < start:
+                    continue  # a damaged cell read out of order: not a row
                 yield tuple(row[1:])
                 if row[0] >= _MAX_ROWID:
                     return
@@ -343,7 +347,92 @@ def _readable_rows(old: sqlite3.Connection, table: str, cols: str) -> Iterator[t
             skips += 1
             if skips > _MAX_SKIPS:
                 return
-            start = _next_readable(old, table, start)
+        # A read that fails also loses the row before the failure (the cursor reads one row
+        # ahead), so the rows after the damage are read one at a time for a while.
+        for _ in range(_SINGLE_ROWS):
+            try:
+                row = old.execute(f"{sql} LIMIT 1", (start,)).fetchone()
+            except sqlite3.DatabaseError:
+                start = _next_readable(old, table, start)
+                break
+            if row is None:
+                return
+            yield tuple(row[1:])
+            if row[0] >= _MAX_ROWID:
+                return
+            start = row[0] + 1
+
+
+def _page_size(path: Path) -> int:
+    """The page size the file's header names; 0 when the header does not name a valid one."""
+    try:
+        with path.open("rb") as f:
+            header = f.read(100)
+    except OSError:
+        return 0
+    if len(header) < 18:
+        return 0
+    size = int.from_bytes(header[16:18], "big")
+    size = 65_536 if size == 1 else size
+    return size if 512 <= size <= 65_536 and size & (size - 1) == 0 else 0
+
+
+@contextlib.contextmanager
+def _filled_copy(aside: Path) -> Iterator[sqlite3.Connection | None]:
+    """For a file cut short in the middle of a page: a copy whose missing bytes are 0x01.
+
+    SQLite reads the missing part of a cut page as zeros, and a row that lay across the cut
+    then reads back with zeros in place of its end, as if nothing were wrong. The same row read
+    from this copy differs, so a row that reads the same from both lies wholly before the cut.
+    None when the file ends on a page boundary (nothing is read that is not there).
+    """
+    size = _page_size(aside)
+    try:
+        length = aside.stat().st_size
+    except OSError:
+        length = 0
+    if not size or not length % size:
+        yield None
+        return
+    try:
+        temporary = tempfile.TemporaryDirectory(prefix="conch-recovery-")
+    except OSError:
+        log.warning("no room to check the last page of %s", aside.name, exc_info=True)
+        yield None
+        return
+    with temporary as folder:
+        copy = Path(folder) / aside.name
+        try:
+            shutil.copyfile(aside, copy)
+            with copy.open("ab") as f:
+                f.write(b"\x01" * (size - length % size))
+            wal = aside.with_name(aside.name + "-wal")
+            if wal.exists():
+                shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+        except OSError:
+            log.warning("could not copy %s to check its last page", aside.name, exc_info=True)
+            yield None
+            return
+        other = _open_old(copy)
+        try:
+            yield other
+        finally:
+            if other is not None:
+                other.close()
+
+
+def _whole_rows(
+    old: sqlite3.Connection, other: sqlite3.Connection | None, table: str, cols: str
+) -> Iterator[tuple[Any, ...]]:
+    """``_readable_rows``, less the rows that read differently from ``other`` (``_filled_copy``)."""
+    if other is None:
+        yield from _readable_rows(old, table, cols)
+        return
+    # Hashes, not rows: a chat log's rows can be large. Both sides hash their rowid too.
+    steady = {hash(row) for row in _readable_rows(other, table, f"rowid, {cols}")}
+    for row in _readable_rows(old, table, f"rowid, {cols}"):
+        if hash(row) in steady:
+            yield row[1:]
 
 
 def _copy_readable(aside: Path, fresh: sqlite3.Connection, after: str) -> dict[str, int]:
@@ -352,6 +441,18 @@ def _copy_readable(aside: Path, fresh: sqlite3.Connection, after: str) -> dict[s
     old = _open_old(aside)
     if old is None:
         return counts
+    with _filled_copy(aside) as other:
+        return _copy_rows(old, other, fresh, after, aside.name)
+
+
+def _copy_rows(
+    old: sqlite3.Connection,
+    other: sqlite3.Connection | None,
+    fresh: sqlite3.Connection,
+    after: str,
+    aside: str,
+) -> dict[str, int]:
+    counts: dict[str, int] = {}
     tables = [
         str(r[0])
         for r in fresh.execute(
@@ -379,7 +480,7 @@ def _copy_readable(aside: Path, fresh: sqlite3.Connection, after: str) -> dict[s
             n = 0
             fresh.execute("BEGIN")
             try:
-                for row in _readable_rows(old, table, listed):
+                for row in _whole_rows(old, other, table, listed):
                     n += fresh.execute(insert, row).rowcount
                 fresh.execute("COMMIT")
             except BaseException:
@@ -392,7 +493,7 @@ def _copy_readable(aside: Path, fresh: sqlite3.Connection, after: str) -> dict[s
     except sqlite3.Error:
         # A fresh file that cannot take the rows (a full disk): what was copied stays, the
         # rest is still in the file set aside.
-        log.warning("recovery of %s stopped early", aside.name, exc_info=True)
+        log.warning("recovery of %s stopped early", aside, exc_info=True)
     finally:
         old.close()
         with contextlib.suppress(sqlite3.Error):

@@ -143,6 +143,62 @@ def test_a_chat_log_cut_short_keeps_the_messages_before_the_cut(data_dir: Path) 
     assert "messages it could still read" in store.problem
 
 
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    """An SQLite varint at ``at``: its value and where the next field starts."""
+    value = 0
+    for k in range(9):
+        byte = data[at + k]
+        if k == 8:
+            return (value << 8) | byte, at + 9
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            return value, at + k + 1
+    raise AssertionError("unreachable")
+
+
+def message_cells(path: Path) -> list[tuple[int, int, int]]:
+    """(start, end, rowid) in the file of each row on the last page of whole messages."""
+    data = path.read_bytes()
+    size = _page_size(data)
+    for page in reversed(table_leaves(path)):
+        base = (page - 1) * size
+        count = int.from_bytes(data[base + 3 : base + 5], "big")
+        cells = []
+        for n in range(count):
+            at = base + int.from_bytes(data[base + 8 + 2 * n : base + 10 + 2 * n], "big")
+            payload, after = _varint(data, at)
+            rowid, after = _varint(data, after)
+            cells.append((at, after + payload, rowid))
+        if len(cells) >= 3 and all(end - start > 500 for start, end, _ in cells):
+            return sorted(cells)
+    raise AssertionError("no page of long messages")
+
+
+def test_a_message_the_cut_goes_through_is_left_out_and_those_before_it_kept(
+    data_dir: Path,
+) -> None:
+    # SQLite reads the missing end of a cut page as zeros: the message the cut goes through
+    # would come back with zeros for its last words, as if nothing had happened to it.
+    written = write_chat_log(data_dir)
+    path = data_dir / ChatStore.FILE_NAME
+    with sqlite3.connect(path) as db:
+        by_rowid = {
+            r[0]: (r[1], r[2]) for r in db.execute("SELECT rowid, chat_id, seq FROM messages")
+        }
+    db.close()
+    cells = message_cells(path)
+    start, end, cut_through = cells[1]  # one whole message lies before it in the file
+    with path.open("r+b") as f:
+        f.truncate((start + end) // 2)
+
+    store = ChatStore.in_dir(data_dir)
+    recovered = read_all(store)
+    assert all(written[key] == text for key, text in recovered.items())
+    assert by_rowid[cut_through] not in recovered
+    before = [by_rowid[rowid] for s, e, rowid in cells if e <= start]
+    assert before and all(key in recovered for key in before)
+
+
 def test_a_scribbled_header_is_set_aside_and_a_new_chat_log_started(data_dir: Path) -> None:
     write_chat_log(data_dir, messages=30)
     path = data_dir / ChatStore.FILE_NAME
