@@ -4,18 +4,19 @@ OpenAI-style ones are checked end to end in tests/app/test_chat_settings.py)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 
-from engines.base import Message
 from engines.providers.anthropic import AnthropicAdapter
 from engines.providers.base import ChatRequest
+from tests.fakes.adapters import ask as one_message
 from tests.fakes.anthropic_server import AnthropicServer
 from tests.fakes.streams import collect
 
 
-def ask(**kw: object) -> ChatRequest:
-    return ChatRequest(model="claude-fake-1", messages=(Message(role="user", text="Hello?"),), **kw)
+def ask(**kw: Any) -> ChatRequest:
+    return one_message(model="claude-fake-1", **kw)
 
 
 async def test_anthropic_gets_the_temperature_within_its_range_and_the_answer_length(

@@ -13,11 +13,11 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from engines.base import Done, Message, ProblemKind, TextDelta
+from engines.base import Done, ProblemKind, TextDelta
 from engines.providers.anthropic import AnthropicAdapter
-from engines.providers.base import ChatRequest
 from engines.providers.ollama import OllamaAdapter
 from engines.providers.openai import ROWS, OpenAIAdapter
+from tests.fakes.adapters import ask
 from tests.fakes.anthropic_server import AnthropicServer
 from tests.fakes.ollama_server import CLASSIC_REFUSAL, FakeModel, running_ollama
 from tests.fakes.openai_server import OpenAIStyleServer, Script
@@ -25,10 +25,6 @@ from tests.fakes.streams import failure
 
 StartServer = Callable[..., OpenAIStyleServer]
 LONG = "word " * 4_000  # about 5,000 tokens by the fakes' counts
-
-
-def ask(text: str = LONG, model: str = "fake-model") -> ChatRequest:
-    return ChatRequest(model=model, messages=(Message(role="user", text=text),))
 
 
 # --- OpenAI-style gateways --------------------------------------------------------------------
@@ -54,7 +50,7 @@ async def test_a_gateway_refusal_inside_a_200_stream_is_too_long_with_its_window
     adapter = OpenAIAdapter(
         ROWS[row], base_url=server.base_url, client=loopback_client, api_key="k"
     )
-    error, shown = await failure(adapter, ask(), thinking=True)
+    error, shown = await failure(adapter, ask(LONG), thinking=True)
     assert error.too_long and error.kind is ProblemKind.TOO_LONG
     assert error.window == 1_000
     assert not error.partial and shown == ""
@@ -69,7 +65,7 @@ async def test_openrouter_says_what_the_upstream_said_not_only_that_it_failed(
     adapter = OpenAIAdapter(
         ROWS["openrouter"], base_url=server.base_url, client=loopback_client, api_key="k"
     )
-    error, _ = await failure(adapter, ask(), thinking=True)
+    error, _ = await failure(adapter, ask(LONG), thinking=True)
     assert error.detail.startswith("Provider returned error: ")
     assert "maximum context length is 1000 tokens" in error.detail
 
@@ -113,7 +109,7 @@ async def test_the_same_request_under_the_window_is_answered(
     adapter = OpenAIAdapter(
         ROWS["openrouter"], base_url=server.base_url, client=loopback_client, api_key="k"
     )
-    events = [event async for event in adapter.stream(ask())]
+    events = [event async for event in adapter.stream(ask(LONG))]
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Hello, world!"
     assert isinstance(events[-1], Done)
 
@@ -130,7 +126,7 @@ async def test_an_anthropic_error_event_before_any_text_is_too_long(
     server = anthropic_server(window=2_000, api_key="sk-ant")
     server.in_stream_shape = shape
     adapter = AnthropicAdapter(api_key="sk-ant", base_url=server.base_url, client=loopback_client)
-    error, shown = await failure(adapter, ask(model="claude-fake-1"), thinking=True)
+    error, shown = await failure(adapter, ask(LONG, model="claude-fake-1"), thinking=True)
     assert error.too_long and error.window == 2_000
     assert not error.partial and shown == ""
 
@@ -145,7 +141,7 @@ async def test_an_ollama_error_line_in_a_200_stream_is_too_long_with_num_ctx() -
         ollama.refuse_in_stream = True
         adapter = OllamaAdapter(ollama.url, memory=64 * 2**30)
         try:
-            error, shown = await failure(adapter, ask(model="llama3.2"), thinking=True)
+            error, shown = await failure(adapter, ask(LONG, model="llama3.2"), thinking=True)
         finally:
             await adapter.aclose()
         refused = [o.refused for o in ollama.outcomes]

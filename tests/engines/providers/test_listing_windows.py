@@ -13,7 +13,8 @@ import httpx
 
 from engines.api.session import ApiSession
 from engines.base import Done, Healed, TurnInput
-from engines.providers.openai import ROWS, OpenAIAdapter
+from engines.providers.openai import OpenAIAdapter
+from tests.fakes.adapters import openai_adapter
 from tests.fakes.openai_server import FakeModel, OpenAIStyleServer
 
 StartServer = Callable[..., OpenAIStyleServer]
@@ -22,8 +23,8 @@ StartServer = Callable[..., OpenAIStyleServer]
 def adapter_at(
     server: OpenAIStyleServer, client: httpx.AsyncClient, row: str, base: str | None = None
 ) -> OpenAIAdapter:
-    return OpenAIAdapter(
-        ROWS[row], base_url=base or server.base_url, client=client, api_key=server.api_key
+    return openai_adapter(
+        server, client, row, base_url=base or server.base_url, api_key=server.api_key
     )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
 import httpx
 import pytest
@@ -23,6 +22,7 @@ from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
 from engines.providers.ndjson import NdjsonError, parse_line
 from engines.providers.ndjson import lines as ndjson_lines
 from engines.providers.ollama import OllamaAdapter, ollama_base_url
+from tests.fakes.adapters import ask
 from tests.fakes.http import free_port
 from tests.fakes.ollama_server import (
     CLASSIC_REFUSAL,
@@ -56,10 +56,6 @@ async def adapter(ollama: FakeOllama) -> AsyncIterator[OllamaAdapter]:
     a = OllamaAdapter(ollama.url, memory=32 * GIB)
     yield a
     await a.aclose()
-
-
-def ask(model: str, text: str = "Hello?", **kw: Any) -> ChatRequest:
-    return ChatRequest(model=model, messages=(Message(role="user", text=text),), **kw)
 
 
 # --- the model list and its windows -------------------------------------------------------------
@@ -111,11 +107,11 @@ async def test_every_request_for_a_model_carries_the_same_num_ctx(
 ) -> None:
     listed = {m.id: m.context for m in await adapter.list_models()}
     for _ in range(3):
-        await collect(adapter, ask("llama3.2"))
-        await collect(adapter, ask("qwen3:8b", window=4_096))  # a smaller learned window
+        await collect(adapter, ask(model="llama3.2"))
+        await collect(adapter, ask(model="qwen3:8b", window=4_096))  # a smaller learned window
     # Another client changes what is loaded; Conch still asks for what it asked before.
     ollama.unload("llama3.2")
-    await collect(adapter, ask("llama3.2:latest"))
+    await collect(adapter, ask(model="llama3.2:latest"))
     await adapter.list_models()
 
     sent: dict[str, set[int]] = {}
@@ -133,12 +129,12 @@ async def test_a_restarted_app_reuses_the_window_the_model_is_loaded_with(
     ollama: FakeOllama,
 ) -> None:
     first = OllamaAdapter(ollama.url, memory=32 * GIB)
-    await collect(first, ask("llama3.2"))
+    await collect(first, ask(model="llama3.2"))
     await first.aclose()
     # The next run is on a smaller computer budget, but the model is still loaded: keep it.
     second = OllamaAdapter(ollama.url, memory=8 * GIB)
     try:
-        await collect(second, ask("llama3.2"))
+        await collect(second, ask(model="llama3.2"))
         assert await second.context_for("llama3.2") == 32_768
     finally:
         await second.aclose()
@@ -148,7 +144,7 @@ async def test_a_restarted_app_reuses_the_window_the_model_is_loaded_with(
 async def test_chat_without_listing_first_decides_the_window_itself(
     ollama: FakeOllama, adapter: OllamaAdapter
 ) -> None:
-    await collect(adapter, ask("tinyllama"))
+    await collect(adapter, ask(model="tinyllama"))
     assert ollama.chat_requests()[-1]["options"]["num_ctx"] == 2_048
 
 
@@ -165,8 +161,8 @@ async def test_truncate_and_shift_are_sent_only_to_servers_that_honour_them(
     with running_ollama(MODELS, version=version) as fake:
         adapter = OllamaAdapter(fake.url, memory=32 * GIB)
         try:
-            await collect(adapter, ask("llama3.2"))
-            await collect(adapter, ask("llama3.2"))
+            await collect(adapter, ask(model="llama3.2"))
+            await collect(adapter, ask(model="llama3.2"))
         finally:
             await adapter.aclose()
         bodies = fake.chat_requests()
@@ -183,7 +179,7 @@ async def test_truncate_and_shift_are_sent_only_to_servers_that_honour_them(
 async def test_an_overflow_on_a_new_server_is_a_refusal_with_the_window(
     adapter: OllamaAdapter,
 ) -> None:
-    err, text = await failure(adapter, ask("tinyllama", text="word " * 3_000))
+    err, text = await failure(adapter, ask(model="tinyllama", text="word " * 3_000))
     assert err.too_long is True
     assert err.kind is ProblemKind.TOO_LONG
     assert err.window == 2_048  # the body names no window: the num_ctx Conch sent
@@ -197,7 +193,7 @@ async def test_the_v0_30_overflow_wording_is_recognised_too() -> None:
         assert fake.refusal == LLAMA_SERVER_REFUSAL
         adapter = OllamaAdapter(fake.url, memory=32 * GIB)
         try:
-            err, _ = await failure(adapter, ask("tinyllama", text="word " * 3_000))
+            err, _ = await failure(adapter, ask(model="tinyllama", text="word " * 3_000))
         finally:
             await adapter.aclose()
     assert err.too_long and err.window == 2_048
@@ -227,7 +223,7 @@ async def test_a_silent_cut_on_an_old_server_is_noted() -> None:
 
 
 async def test_a_request_that_fits_gets_no_note(adapter: OllamaAdapter) -> None:
-    events = await collect(adapter, ask("llama3.2", text="A short question?"))
+    events = await collect(adapter, ask(model="llama3.2", text="A short question?"))
     assert not any(isinstance(e, Note) for e in events)
 
 
@@ -236,7 +232,7 @@ async def test_a_request_that_fits_gets_no_note(adapter: OllamaAdapter) -> None:
 
 async def test_answer_text_usage_and_done(ollama: FakeOllama, adapter: OllamaAdapter) -> None:
     ollama.replies.append(FakeReply(text="The sky is blue because of Rayleigh scattering."))
-    events = await collect(adapter, ask("llama3.2", text="Why is the sky blue?"))
+    events = await collect(adapter, ask(model="llama3.2", text="Why is the sky blue?"))
     assert text_of(events) == "The sky is blue because of Rayleigh scattering."
     usage = next(e for e in events if isinstance(e, Usage))
     assert usage.input_tokens == ollama.outcomes[-1].prompt_tokens > 0
@@ -248,7 +244,7 @@ async def test_answer_text_usage_and_done(ollama: FakeOllama, adapter: OllamaAda
 
 
 async def test_system_prompt_goes_first(ollama: FakeOllama, adapter: OllamaAdapter) -> None:
-    await collect(adapter, ask("llama3.2", system="You are kind."))
+    await collect(adapter, ask(model="llama3.2", system="You are kind."))
     messages = ollama.chat_requests()[-1]["messages"]
     assert messages[0] == {"role": "system", "content": "You are kind."}
     assert messages[1]["role"] == "user"
@@ -256,7 +252,7 @@ async def test_system_prompt_goes_first(ollama: FakeOllama, adapter: OllamaAdapt
 
 async def test_done_reason_length_is_reported(ollama: FakeOllama, adapter: OllamaAdapter) -> None:
     ollama.replies.append(FakeReply(text="It was a dark and", done_reason="length"))
-    events = await collect(adapter, ask("llama3.2"))
+    events = await collect(adapter, ask(model="llama3.2"))
     assert events[-1] == Done(stop_reason="length")
 
 
@@ -264,7 +260,7 @@ async def test_thinking_is_kept_apart_from_the_answer(
     ollama: FakeOllama, adapter: OllamaAdapter
 ) -> None:
     ollama.replies.append(FakeReply(text="Forty-two.", thinking="The user wants a number."))
-    events = await collect(adapter, ask("qwen3:8b"))
+    events = await collect(adapter, ask(model="qwen3:8b"))
     thinking = "".join(e.text for e in events if isinstance(e, ThinkingDelta))
     assert thinking == "The user wants a number."
     assert text_of(events) == "Forty-two."
@@ -275,7 +271,7 @@ async def test_think_is_sent_only_when_the_request_asks(
     ollama: FakeOllama, adapter: OllamaAdapter
 ) -> None:
     ollama.replies.append(FakeReply(text="Forty-two.", thinking="Hmm."))
-    events = await collect(adapter, ask("qwen3:8b", extra={"think": False}))
+    events = await collect(adapter, ask(model="qwen3:8b", extra={"think": False}))
     assert ollama.chat_requests()[-1]["think"] is False
     assert not any(isinstance(e, ThinkingDelta) for e in events)
     assert text_of(events) == "Forty-two."
@@ -295,7 +291,7 @@ async def test_tool_calls_come_back_with_object_arguments(
     ollama.replies.append(
         FakeReply(text="", tool_calls=({"name": "get_weather", "arguments": {"city": "Oslo"}},))
     )
-    events = await collect(adapter, ask("llama3.2", tools=(tool,)))
+    events = await collect(adapter, ask(model="llama3.2", tools=(tool,)))
     calls = [e.call for e in events if isinstance(e, ToolCall)]
     assert len(calls) == 1
     assert calls[0].name == "get_weather"
@@ -345,7 +341,7 @@ async def test_an_error_line_mid_stream_is_an_error(
     ollama: FakeOllama, adapter: OllamaAdapter
 ) -> None:
     ollama.faults.append(Fault.ERROR_MID_STREAM)
-    err, text = await failure(adapter, ask("llama3.2"))
+    err, text = await failure(adapter, ask(model="llama3.2"))
     assert err.kind is ProblemKind.SERVER_ERROR
     assert "unexpected EOF" in err.detail
     assert text  # some text had come
@@ -357,7 +353,7 @@ async def test_a_too_long_error_line_is_a_refusal_with_the_window(
 ) -> None:
     ollama.faults.append(Fault.ERROR_MID_STREAM)
     ollama.mid_stream_error = CLASSIC_REFUSAL
-    err, _ = await failure(adapter, ask("llama3.2"))
+    err, _ = await failure(adapter, ask(model="llama3.2"))
     assert err.too_long is True
     assert err.window == 32_768
 
@@ -366,7 +362,7 @@ async def test_a_stream_without_its_done_line_is_broken(
     ollama: FakeOllama, adapter: OllamaAdapter
 ) -> None:
     ollama.faults.append(Fault.NO_DONE)
-    err, text = await failure(adapter, ask("llama3.2"))
+    err, text = await failure(adapter, ask(model="llama3.2"))
     assert err.kind is ProblemKind.BROKEN_STREAM
     assert text == FakeReply().text  # the whole text came, but no done line
     assert err.partial is True
@@ -376,7 +372,7 @@ async def test_a_malformed_line_breaks_the_stream(
     ollama: FakeOllama, adapter: OllamaAdapter
 ) -> None:
     ollama.faults.append(Fault.MALFORMED_LINE)
-    err, _ = await failure(adapter, ask("llama3.2"))
+    err, _ = await failure(adapter, ask(model="llama3.2"))
     assert err.kind is ProblemKind.BROKEN_STREAM
     assert err.partial is True
 
@@ -385,13 +381,13 @@ async def test_a_dropped_connection_breaks_the_stream(
     ollama: FakeOllama, adapter: OllamaAdapter
 ) -> None:
     ollama.faults.append(Fault.DISCONNECT)
-    err, text = await failure(adapter, ask("llama3.2"))
+    err, text = await failure(adapter, ask(model="llama3.2"))
     assert err.kind is ProblemKind.BROKEN_STREAM
     assert text and err.partial is True
 
 
 async def test_an_unknown_model_is_missing(adapter: OllamaAdapter) -> None:
-    err, _ = await failure(adapter, ask("mistral"))
+    err, _ = await failure(adapter, ask(model="mistral"))
     assert err.kind is ProblemKind.MODEL_MISSING
     assert "not found" in err.detail
 
@@ -401,21 +397,21 @@ async def test_a_model_deleted_after_listing_is_missing(
 ) -> None:
     await adapter.list_models()
     ollama.faults.append(Fault.NOT_FOUND)
-    err, _ = await failure(adapter, ask("llama3.2"))
+    err, _ = await failure(adapter, ask(model="llama3.2"))
     assert err.kind is ProblemKind.MODEL_MISSING
     assert err.status == 404
 
 
 async def test_out_of_memory_is_a_server_error(ollama: FakeOllama, adapter: OllamaAdapter) -> None:
     ollama.faults.append(Fault.OUT_OF_MEMORY)
-    err, _ = await failure(adapter, ask("llama3.2"))
+    err, _ = await failure(adapter, ask(model="llama3.2"))
     assert err.kind is ProblemKind.SERVER_ERROR
     assert "memory" in err.detail
     assert err.too_long is False
 
 
 async def test_thinking_on_a_model_that_cannot_is_refused(adapter: OllamaAdapter) -> None:
-    err, _ = await failure(adapter, ask("llama3.2", extra={"think": True}))
+    err, _ = await failure(adapter, ask(model="llama3.2", extra={"think": True}))
     assert err.kind is ProblemKind.REFUSED
     assert "does not support thinking" in err.detail
 
@@ -425,7 +421,7 @@ async def test_a_slow_start_within_the_timeout_still_answers(
 ) -> None:
     ollama.slow_start_seconds = 0.5
     ollama.faults.append(Fault.SLOW_START)
-    events = await collect(adapter, ask("llama3.2"))
+    events = await collect(adapter, ask(model="llama3.2"))
     assert text_of(events) == FakeReply().text
 
 
@@ -434,7 +430,7 @@ async def test_a_server_that_does_not_answer_in_time_is_a_timeout(ollama: FakeOl
     ollama.slow_start_seconds = 3600  # silent until the fake stops: the read times out
     ollama.faults.append(Fault.SLOW_START)
     try:
-        err, _ = await failure(adapter, ask("llama3.2"))
+        err, _ = await failure(adapter, ask(model="llama3.2"))
     finally:
         await adapter.aclose()
     assert err.kind is ProblemKind.TIMEOUT
@@ -445,7 +441,7 @@ async def test_a_server_that_is_down_is_unreachable() -> None:
     try:
         with pytest.raises(ProviderError) as listing:
             await adapter.list_models()
-        err, _ = await failure(adapter, ask("llama3.2"))
+        err, _ = await failure(adapter, ask(model="llama3.2"))
     finally:
         await adapter.aclose()
     assert listing.value.kind is ProblemKind.UNREACHABLE
@@ -467,7 +463,7 @@ async def test_a_failed_probe_decides_nothing(ollama: FakeOllama) -> None:
 async def test_an_injected_client_is_used_and_left_open(ollama: FakeOllama) -> None:
     async with httpx.AsyncClient() as client:
         adapter = OllamaAdapter(ollama.url, client=client, memory=32 * GIB)
-        await collect(adapter, ask("llama3.2"))
+        await collect(adapter, ask(model="llama3.2"))
         await adapter.aclose()
         assert not client.is_closed
 
@@ -548,7 +544,7 @@ async def test_a_server_older_than_ps_and_version_still_works(ollama: FakeOllama
     adapter = OllamaAdapter(ollama.url, memory=32 * GIB)
     try:
         models = {m.id: m for m in await adapter.list_models()}
-        events = [e async for e in adapter.stream(ask("llama3.2"))]
+        events = [e async for e in adapter.stream(ask(model="llama3.2"))]
     finally:
         await adapter.aclose()
     assert models["llama3.2:latest"].context == 32_768

@@ -6,7 +6,6 @@ import dataclasses
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import httpx
 import pytest
@@ -24,25 +23,13 @@ from engines.base import (
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
 from engines.providers.openai import ROWS, OpenAIAdapter, OpenAIStyleRow
 from engines.providers.sse import iter_sse
+from tests.fakes.adapters import ask, openai_adapter
 from tests.fakes.http import free_port
 from tests.fakes.openai_server import FakeModel, OpenAIStyleServer, Script, ScriptedCall
 from tests.fakes.streams import collect, failure, text_of
 
 StartServer = Callable[..., OpenAIStyleServer]
 LONG = "word " * 400  # about 500 tokens by the fake's count
-
-
-def ask(text: str = "Hello?", model: str = "fake-model", **kw: Any) -> ChatRequest:
-    return ChatRequest(model=model, messages=(Message(role="user", text=text),), **kw)
-
-
-def adapter_for(
-    server: OpenAIStyleServer,
-    client: httpx.AsyncClient,
-    row: str | None = None,
-    **kw: Any,
-) -> OpenAIAdapter:
-    return OpenAIAdapter(ROWS[row or server.flavour], base_url=server.base_url, client=client, **kw)
 
 
 # --- the adapter and its rows ---------------------------------------------------------------
@@ -85,7 +72,7 @@ async def test_model_list_windows_per_row(
     expected: int,
 ) -> None:
     server = openai_server(flavour, models=[model], api_key="sk-test")
-    adapter = adapter_for(server, loopback_client, api_key="sk-test")
+    adapter = openai_adapter(server, loopback_client, api_key="sk-test")
     [info] = await adapter.list_models()
     assert info.provider == flavour
     assert info.id == "m"
@@ -98,7 +85,7 @@ async def test_google_model_ids_come_from_its_openai_endpoint(
     openai_server: StartServer, loopback_client: httpx.AsyncClient
 ) -> None:
     server = openai_server("google", models=[FakeModel("gemini-2.5-flash", window=None)])
-    adapter = adapter_for(server, loopback_client, api_key="g-key")
+    adapter = openai_adapter(server, loopback_client, api_key="g-key")
     [info] = await adapter.list_models()
     assert info.id == "models/gemini-2.5-flash"
     assert info.context == 128_000
@@ -115,7 +102,7 @@ async def test_models_that_cannot_chat_are_left_out(
             FakeModel("whisper-1", window=None),
         ],
     )
-    adapter = adapter_for(server, loopback_client, api_key="sk")
+    adapter = openai_adapter(server, loopback_client, api_key="sk")
     assert [m.id for m in await adapter.list_models()] == ["gpt-4.1"]
 
 
@@ -123,7 +110,7 @@ async def test_openrouter_names_become_labels(
     openai_server: StartServer, loopback_client: httpx.AsyncClient
 ) -> None:
     server = openai_server("openrouter", models=[FakeModel("a/b", 8000, name="Model B")])
-    [info] = await adapter_for(server, loopback_client, api_key="or").list_models()
+    [info] = await openai_adapter(server, loopback_client, api_key="or").list_models()
     assert info.name == "Model B"
 
 
@@ -138,7 +125,7 @@ async def test_lmstudio_window_is_the_loaded_length_not_the_trained_one(
             FakeModel("nomic-embed", window=None, trained=2048, loaded=False, type="embeddings"),
         ],
     )
-    models = {m.id: m for m in await adapter_for(server, loopback_client).list_models()}
+    models = {m.id: m for m in await openai_adapter(server, loopback_client).list_models()}
     assert set(models) == {"qwen", "llama"}
     assert models["qwen"].context == 4096 and models["qwen"].loaded
     # Not loaded: a JIT load uses saved settings, so the trained maximum is never trusted.
@@ -152,7 +139,7 @@ async def test_lmstudio_before_0_4_reads_the_v0_list(
 ) -> None:
     server = openai_server("lmstudio", models=[FakeModel("qwen", window=6000, trained=32_768)])
     server.lmstudio_rest = "v0"
-    [info] = await adapter_for(server, loopback_client).list_models()
+    [info] = await openai_adapter(server, loopback_client).list_models()
     assert info.context == 6000
     assert info.loaded
 
@@ -162,7 +149,7 @@ async def test_lmstudio_without_its_rest_lists_falls_back_to_the_local_default(
 ) -> None:
     server = openai_server("lmstudio", models=[FakeModel("qwen", window=6000)])
     server.lmstudio_rest = "none"
-    [info] = await adapter_for(server, loopback_client).list_models()
+    [info] = await openai_adapter(server, loopback_client).list_models()
     assert info.context == 8192
 
 
@@ -170,7 +157,7 @@ async def test_llamacpp_window_comes_from_props_per_slot(
     openai_server: StartServer, loopback_client: httpx.AsyncClient
 ) -> None:
     server = openai_server("llamacpp", models=[FakeModel("gguf", window=16_384, trained=131_072)])
-    [info] = await adapter_for(server, loopback_client).list_models()
+    [info] = await openai_adapter(server, loopback_client).list_models()
     assert info.context == 16_384
     assert info.local and info.loaded
 
@@ -180,7 +167,7 @@ async def test_llamacpp_without_props_never_trusts_more_than_the_trained_length(
 ) -> None:
     server = openai_server("llamacpp", models=[FakeModel("gguf", window=None, trained=4096)])
     server.props = False
-    [info] = await adapter_for(server, loopback_client).list_models()
+    [info] = await openai_adapter(server, loopback_client).list_models()
     assert info.context == 4096
 
 
@@ -205,10 +192,10 @@ async def test_the_bundled_runtime_window_is_the_one_it_was_started_with(
     openai_server: StartServer, loopback_client: httpx.AsyncClient
 ) -> None:
     server = openai_server("local", models=[FakeModel("smollm2", window=None)])
-    [info] = await adapter_for(server, loopback_client, window_override=2048).list_models()
+    [info] = await openai_adapter(server, loopback_client, window_override=2048).list_models()
     assert info.context == 2048
     assert info.provider == "local"
-    [unknown] = await adapter_for(server, loopback_client).list_models()
+    [unknown] = await openai_adapter(server, loopback_client).list_models()
     assert unknown.context == 8192  # the unknown window of a server on this computer
 
 
@@ -216,7 +203,7 @@ async def test_a_list_without_a_key_is_refused_before_any_request(
     openai_server: StartServer, loopback_client: httpx.AsyncClient
 ) -> None:
     server = openai_server("openai")
-    adapter = adapter_for(server, loopback_client)
+    adapter = openai_adapter(server, loopback_client)
     with pytest.raises(ProviderError) as caught:
         await adapter.list_models()
     assert caught.value.kind is ProblemKind.AUTH
@@ -255,7 +242,7 @@ async def test_text_thinking_tool_calls_and_usage_stream_in_order(
         cached_tokens=32,
     )
     server = openai_server("deepseek", script=script)
-    events = await collect(adapter_for(server, loopback_client, api_key="sk"), ask())
+    events = await collect(openai_adapter(server, loopback_client, api_key="sk"), ask())
     thinking = "".join(e.text for e in events if isinstance(e, ThinkingDelta))
     assert thinking == "Let me see."
     assert text_of(events) == "Hello"
@@ -277,7 +264,7 @@ async def test_openrouter_reasoning_field_is_thinking(
     openai_server: StartServer, loopback_client: httpx.AsyncClient
 ) -> None:
     server = openai_server("openrouter", script=Script(thinking=["Hmm."], text=["Yes."]))
-    events = await collect(adapter_for(server, loopback_client, api_key="or"), ask())
+    events = await collect(openai_adapter(server, loopback_client, api_key="or"), ask())
     assert [e.text for e in events if isinstance(e, ThinkingDelta)] == ["Hmm."]
     assert text_of(events) == "Yes."
 
@@ -291,9 +278,9 @@ async def test_the_request_carries_what_the_provider_accepts(
     request = ask(
         system="Be brief.", max_output_tokens=321, tools=({"name": "t", "parameters": {}},)
     )
-    await collect(adapter_for(openai, loopback_client, api_key="sk"), request)
-    await collect(adapter_for(mistral, loopback_client, api_key="mk"), request)
-    await collect(adapter_for(local, loopback_client), request)
+    await collect(openai_adapter(openai, loopback_client, api_key="sk"), request)
+    await collect(openai_adapter(mistral, loopback_client, api_key="mk"), request)
+    await collect(openai_adapter(local, loopback_client), request)
     sent = openai.chat_requests[0].json
     assert sent["stream"] is True
     assert sent["stream_options"] == {"include_usage": True}
@@ -311,7 +298,7 @@ async def test_mistral_usage_arrives_without_asking(
     openai_server: StartServer, loopback_client: httpx.AsyncClient
 ) -> None:
     server = openai_server("mistral")
-    events = await collect(adapter_for(server, loopback_client, api_key="mk"), ask())
+    events = await collect(openai_adapter(server, loopback_client, api_key="mk"), ask())
     assert any(isinstance(e, Usage) and e.input_tokens == 21 for e in events)
 
 
@@ -339,7 +326,7 @@ async def test_messages_map_onto_openai_shapes(
             Message(role="user", text="Thanks"),
         ),
     )
-    await collect(adapter_for(server, loopback_client), request)
+    await collect(openai_adapter(server, loopback_client), request)
     messages = server.chat_requests[0].json["messages"]
     assert [m["role"] for m in messages] == [
         "system",
@@ -367,7 +354,7 @@ async def test_a_server_that_ignores_stream_true_still_answers(
 ) -> None:
     server = openai_server("vllm", script=Script(text=["Whole answer."], thinking=["t"]))
     server.refusal = (200, json.dumps(server._whole()))
-    events = await collect(adapter_for(server, loopback_client), ask())
+    events = await collect(openai_adapter(server, loopback_client), ask())
     assert text_of(events) == "Whole answer."
     assert [e.text for e in events if isinstance(e, ThinkingDelta)] == ["t"]
     assert isinstance(events[-1], Done)
@@ -400,7 +387,7 @@ async def test_too_long_refusals_carry_the_window_they_name(
     window_named: bool,
 ) -> None:
     server = openai_server(flavour, window=120)
-    adapter = adapter_for(server, loopback_client, api_key="key")
+    adapter = openai_adapter(server, loopback_client, api_key="key")
     error, shown = await failure(adapter, ask(LONG))
     assert error.kind is ProblemKind.TOO_LONG
     assert error.too_long
@@ -416,7 +403,7 @@ async def test_the_bundled_runtime_empty_stream_is_confirmed_as_too_long(
     openai_server: StartServer, loopback_client: httpx.AsyncClient
 ) -> None:
     server = openai_server("local", window=100)
-    error, shown = await failure(adapter_for(server, loopback_client), ask(LONG))
+    error, shown = await failure(openai_adapter(server, loopback_client), ask(LONG))
     assert error.too_long and error.window == 100
     assert shown == ""
     streamed, confirm = server.chat_requests
@@ -431,7 +418,7 @@ async def test_an_empty_local_stream_that_is_not_too_long_is_a_broken_stream(
 ) -> None:
     server = openai_server("local", script=Script(text=[]))
     server.fault = "no-done"
-    error, _ = await failure(adapter_for(server, loopback_client), ask())
+    error, _ = await failure(openai_adapter(server, loopback_client), ask())
     assert error.kind is ProblemKind.BROKEN_STREAM
     assert not error.partial
 
@@ -447,7 +434,7 @@ async def test_a_refusal_inside_the_stream_is_recognised(
         "n_prompt_tokens": 9000,
         "n_ctx": 8192,
     }
-    error, shown = await failure(adapter_for(server, loopback_client), ask())
+    error, shown = await failure(openai_adapter(server, loopback_client), ask())
     assert error.too_long and error.window == 8192
     assert error.partial and shown == "Hello"
 
@@ -457,7 +444,7 @@ async def test_old_llama_server_error_line_is_read(
 ) -> None:
     server = openai_server("llamacpp")
     server.fault = "sse-error-line"
-    error, _ = await failure(adapter_for(server, loopback_client), ask())
+    error, _ = await failure(openai_adapter(server, loopback_client), ask())
     assert error.kind is ProblemKind.TOO_LONG
     assert error.window is None
 
@@ -467,7 +454,7 @@ async def test_another_error_inside_the_stream_is_not_too_long(
 ) -> None:
     server = openai_server("openrouter")
     server.stream_error = {"code": 502, "message": "Provider returned error"}
-    error, _ = await failure(adapter_for(server, loopback_client, api_key="or"), ask())
+    error, _ = await failure(openai_adapter(server, loopback_client, api_key="or"), ask())
     assert error.kind is ProblemKind.SERVER_ERROR
     assert not error.too_long
     assert error.partial
@@ -499,7 +486,7 @@ async def test_faults_become_the_right_problem(
 ) -> None:
     server = openai_server("openai")
     server.fault = fault
-    error, shown = await failure(adapter_for(server, loopback_client, api_key="sk"), ask())
+    error, shown = await failure(openai_adapter(server, loopback_client, api_key="sk"), ask())
     assert error.kind is kind
     assert error.partial is partial
     assert bool(shown) is partial
@@ -513,7 +500,7 @@ async def test_rate_limit_says_how_long_to_wait(
     server = openai_server("groq")
     server.fault = "429"
     server.retry_after = "12"
-    error, _ = await failure(adapter_for(server, loopback_client, api_key="gsk"), ask())
+    error, _ = await failure(openai_adapter(server, loopback_client, api_key="gsk"), ask())
     assert error.kind is ProblemKind.RATE_LIMITED
     assert error.retry_after == 12.0
     step = error.to_problem().next_step
@@ -525,7 +512,7 @@ async def test_an_html_error_page_is_described_not_dumped(
 ) -> None:
     server = openai_server("openai")
     server.fault = "html"
-    error, _ = await failure(adapter_for(server, loopback_client, api_key="sk"), ask())
+    error, _ = await failure(openai_adapter(server, loopback_client, api_key="sk"), ask())
     assert "502 Bad Gateway" in error.detail
     assert "<" not in error.detail
     assert len(error.detail) < 200
@@ -535,7 +522,7 @@ async def test_a_server_slow_to_answer_times_out(openai_server: StartServer) -> 
     server = openai_server("vllm")
     server.fault = "slow"
     async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(0.3)) as client:
-        error, _ = await failure(adapter_for(server, client), ask())
+        error, _ = await failure(openai_adapter(server, client), ask())
     assert error.kind is ProblemKind.TIMEOUT
     assert not error.partial
 
@@ -544,7 +531,7 @@ async def test_a_wrong_key_is_an_auth_problem_without_the_key_in_it(
     openai_server: StartServer, loopback_client: httpx.AsyncClient
 ) -> None:
     server = openai_server("openai", api_key="sk-right")
-    adapter = adapter_for(server, loopback_client, api_key="sk-wrong-secret")
+    adapter = openai_adapter(server, loopback_client, api_key="sk-wrong-secret")
     error, _ = await failure(adapter, ask())
     assert error.kind is ProblemKind.AUTH
     with pytest.raises(ProviderError) as listed:
@@ -566,9 +553,9 @@ async def test_each_key_goes_only_to_its_own_provider(
     two = openai_server("groq", api_key="gsk-two-secret")
     local = openai_server("lmstudio", models=[FakeModel("qwen", 4096, trained=8192)])
     adapters = [
-        adapter_for(one, loopback_client, api_key="sk-one-secret"),
-        adapter_for(two, loopback_client, api_key="gsk-two-secret"),
-        adapter_for(local, loopback_client),
+        openai_adapter(one, loopback_client, api_key="sk-one-secret"),
+        openai_adapter(two, loopback_client, api_key="gsk-two-secret"),
+        openai_adapter(local, loopback_client),
     ]
     for adapter in adapters:  # one shared client, as the app may use
         await adapter.list_models()
@@ -585,7 +572,7 @@ async def test_a_key_is_never_sent_to_another_host(
     openai_server: StartServer, loopback_client: httpx.AsyncClient
 ) -> None:
     provider = openai_server("openai", api_key="sk-x")
-    adapter = adapter_for(provider, loopback_client, api_key="sk-x")
+    adapter = openai_adapter(provider, loopback_client, api_key="sk-x")
     elsewhere = provider.url.replace("127.0.0.1", "localhost")
     assert "authorization" not in adapter._headers(elsewhere + "/v1/models")
     assert adapter._headers(provider.base_url + "/models")["authorization"] == "Bearer sk-x"
@@ -595,7 +582,7 @@ async def test_an_injected_client_is_left_open_and_an_own_client_is_closed(
     openai_server: StartServer, loopback_client: httpx.AsyncClient
 ) -> None:
     server = openai_server("vllm")
-    shared = adapter_for(server, loopback_client)
+    shared = openai_adapter(server, loopback_client)
     await shared.aclose()
     assert not loopback_client.is_closed
     own = OpenAIAdapter(ROWS["vllm"], base_url=server.base_url)

@@ -29,6 +29,7 @@ from engines.local.gate import GatedAdapter, GaveWayError, background
 from engines.providers.base import ChatRequest
 from engines.providers.openai import ROWS, OpenAIAdapter
 from engines.providers.tokens import TEMPLATE_TOKENS, request_text
+from tests.fakes.adapters import openai_adapter
 from tests.fakes.http import Recorded, Reply, free_port
 from tests.fakes.openai_server import OpenAIStyleServer, count_tokens
 from tests.waits import HANG_SECONDS
@@ -51,12 +52,6 @@ def table_request(model: str = "fake-model") -> ChatRequest:
     )
 
 
-def adapter_on(
-    server: OpenAIStyleServer, client: httpx.AsyncClient, row: str | None = None
-) -> OpenAIAdapter:
-    return OpenAIAdapter(ROWS[row or server.flavour], base_url=server.base_url, client=client)
-
-
 def framing(request: ChatRequest) -> int:
     return TEMPLATE_TOKENS * (len(request.messages) + (1 if request.system else 0))
 
@@ -70,7 +65,7 @@ async def test_a_table_of_numbers_counts_several_times_the_estimate_on_llama_cpp
     server = openai_server("local")
     server.digit_tokens = True  # as real tokenizers: a token per digit
     request = table_request()
-    counted = await adapter_on(server, loopback_client).count_tokens(request)
+    counted = await openai_adapter(server, loopback_client).count_tokens(request)
 
     (asked,) = server.count_requests
     assert asked.path == "/extras/tokenize/count"
@@ -104,7 +99,7 @@ async def test_what_is_counted_is_what_the_request_sends(
         ),
         tools=tools,
     )
-    counted = await adapter_on(server, loopback_client).count_tokens(request)
+    counted = await openai_adapter(server, loopback_client).count_tokens(request)
 
     sent = server.count_requests[0].json["input"]
     assert "What is on these?" in sent and '{"a":2,"b":3}' in sent and "Adds numbers" in sent
@@ -122,7 +117,7 @@ async def test_llama_server_counts_with_its_tokenize_endpoint(
     server = openai_server("llamacpp")
     server.digit_tokens = True
     request = table_request()
-    counted = await adapter_on(server, loopback_client).count_tokens(request)
+    counted = await openai_adapter(server, loopback_client).count_tokens(request)
 
     (asked,) = server.count_requests
     assert asked.path == "/tokenize"
@@ -134,7 +129,7 @@ async def test_a_llama_cpp_python_server_set_up_as_llama_cpp_is_counted_and_reme
     openai_server: StartServer, loopback_client: httpx.AsyncClient
 ) -> None:
     server = openai_server("local")  # what answers at the llama.cpp address
-    adapter = adapter_on(server, loopback_client, row="llamacpp")
+    adapter = openai_adapter(server, loopback_client, row="llamacpp")
     first = await adapter.count_tokens(table_request())
     assert first is not None
     assert [r.path for r in server.count_requests] == ["/tokenize", "/extras/tokenize/count"]
@@ -150,7 +145,7 @@ async def test_a_server_without_a_tokenizer_is_asked_once_then_left_alone(
 ) -> None:
     server = openai_server("llamacpp")
     server.tokenizer = False
-    adapter = adapter_on(server, loopback_client)
+    adapter = openai_adapter(server, loopback_client)
     assert await adapter.count_tokens(table_request()) is None
     asked = len(server.count_requests)
     assert asked == 2  # both kinds were tried
@@ -164,7 +159,7 @@ async def test_a_failed_count_is_no_count_and_is_tried_again_next_time(
 ) -> None:
     server = openai_server("local")
     server.tokenizer_fault = fault
-    adapter = adapter_on(server, loopback_client)
+    adapter = openai_adapter(server, loopback_client)
     assert await adapter.count_tokens(table_request()) is None
     server.tokenizer_fault = None
     assert await adapter.count_tokens(table_request()) is not None
@@ -182,7 +177,7 @@ async def test_servers_that_report_usage_are_not_asked_to_count(
     openai_server: StartServer, loopback_client: httpx.AsyncClient, flavour: str
 ) -> None:
     server = openai_server(flavour)
-    adapter = adapter_on(server, loopback_client)
+    adapter = openai_adapter(server, loopback_client)
     assert await adapter.count_tokens(table_request()) is None
     assert server.requests == []
 
@@ -212,7 +207,7 @@ async def test_a_count_for_the_persons_turn_stops_background_work_first(
     # llama-cpp-python cuts a streaming answer short when any other request arrives, so a
     # count goes through the gate like the turn it belongs to.
     with _HeldChat() as server:
-        adapter = GatedAdapter(adapter_on(server, loopback_client))
+        adapter = GatedAdapter(openai_adapter(server, loopback_client))
 
         async def learn() -> list[Any]:
             with background():
