@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -248,3 +249,46 @@ def test_removing_a_server_forgets_its_secrets_too(
     assert page.empty.isVisible()
     assert keyring_backend.entries == {}
     assert tools.configs == ()
+
+
+@pytest.fixture
+def http_fake(tmp_path: Path) -> Iterator[str]:
+    """The fake MCP server over Streamable HTTP; its address."""
+    control = tmp_path / "http-control"
+    with subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.mcp_server", "--control", str(control), "--http"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()  # the socket is listening once this is printed
+            assert line.startswith("port "), f"the fake did not start: {line!r}"
+            yield f"http://127.0.0.1:{int(line.split()[1])}/mcp"
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_web_server_added_here_gets_its_header_from_the_keyring(
+    qtbot: QtBot,
+    page: ToolsPage,
+    tools: ToolSettings,
+    http_fake: str,
+    keyring_backend: MemoryKeyring,
+    data_dir: Path,
+) -> None:
+    page.kind.setCurrentIndex(1)
+    page.name_field.setText("Helpers over HTTP")
+    page.url_field.setText(http_fake)
+    page.headers_field.setPlainText(f"Authorization: Bearer {TOKEN}")
+    page.add_button.click()
+    row = page.rows["helpers-over-http"]
+    assert TOKEN not in (data_dir / "settings.json").read_text()
+
+    catalogue = run(qtbot, tools.catalogue(None))
+    assert row.state_label.text() == f"Ready, {FAKE_TOOLS} tools"
+    said = run(qtbot, tools.call(catalogue, "whoami"))
+    assert json.loads(said.text)["authorization"] == f"Bearer {TOKEN}"
