@@ -70,6 +70,11 @@ from app.memories import MemoryBook  # noqa: E402
 from app.services import build_system_prompt, history_messages  # noqa: E402
 from app.settings import SettingsStore  # noqa: E402
 from app.store import ChatStore  # noqa: E402
+from bench._garden import CLAUSES as _CLAUSES  # noqa: E402
+from bench._garden import OPENERS as _OPENERS  # noqa: E402
+from bench._garden import QUESTIONS as _QUESTIONS  # noqa: E402
+from bench._garden import SUBJECTS as _SUBJECTS  # noqa: E402
+from bench._garden import VERBS as _VERBS  # noqa: E402
 from bench._person import PASTES, asker  # noqa: E402
 from engines.api.calibrate import count_request  # noqa: E402
 from engines.api.context import (  # noqa: E402
@@ -241,58 +246,6 @@ QUESTIONS: dict[str, str] = {
     "water_schedule.next_run()": "What should I check in the controller script if the pumps stop?",
 }
 assert set(QUESTIONS) == {f.key for f in FACTS}
-
-_OPENERS = (
-    "Back to the garden.",
-    "A few more thoughts.",
-    "Notes from today.",
-    "Something that came up at the weekend.",
-    "I was thinking about this on the way home.",
-    "Before I forget.",
-)
-_SUBJECTS = (
-    "the watering rota",
-    "the compost bays",
-    "the raised beds by the fence",
-    "the tool shed",
-    "the seed order",
-    "the volunteer list",
-    "the rainwater barrels",
-    "the path along the south wall",
-    "the planting corner for the children",
-    "the greenhouse door",
-    "the herb spiral",
-    "the bean poles",
-)
-_VERBS = (
-    "needs another look because",
-    "worked better than expected, although",
-    "was talked through at length, and in the end",
-    "still worries me, mostly since",
-    "came up twice this week, so",
-    "is nearly sorted, except that",
-)
-_CLAUSES = (
-    "the soil dries out quickly when the afternoon sun hits that side",
-    "two of the regular volunteers are away for most of the month",
-    "the neighbours asked whether we could keep the noise down in the mornings",
-    "the old hose leaks at the joint and nobody has found a spare washer",
-    "we want the beds ready before the weather turns warm",
-    "the delivery van cannot get through the narrow gate at the back",
-    "last year the slugs ate most of the lettuce within a week",
-    "people keep leaving the shed unlocked after their shift",
-    "everyone would like a simple plan they can follow",
-    "it is hard to know who did what when the notebook goes missing",
-    "the wheelbarrow has a flat tyre again",
-    "the mulch ran out before we reached the far beds",
-)
-_QUESTIONS = (
-    "What would you do first?",
-    "Does that sound sensible?",
-    "How would you explain this to new volunteers?",
-    "Is there a simple way to keep track of it?",
-    "What am I missing?",
-)
 
 
 def chat_script(

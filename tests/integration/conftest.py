@@ -22,6 +22,7 @@ from app.conversation import Conversation, ConvEvent
 from app.health import HealthLog
 from app.services import history_messages
 from app.store import ChatStore, StoredMessage
+from bench._garden import OPENERS, QUESTIONS, sentence
 from engines.api.protocols import ModelDirectory
 from engines.api.session import ApiSession
 from engines.api.summarise import ModelSummariser
@@ -222,65 +223,15 @@ def read_log(data_dir: Path, chat_id: str) -> list[StoredMessage]:
 
 # --- text a person might send -------------------------------------------------------------------
 
-_OPENERS = (
-    "About the garden plans again.",
-    "Another thing I keep thinking about.",
-    "Quick update from this weekend.",
-    "Here are my notes from the meeting.",
-    "I wrote this down on the train home.",
-    "Some background before my question.",
-)
-_SUBJECTS = (
-    "the watering rota",
-    "the compost bays",
-    "the raised beds by the fence",
-    "the tool shed",
-    "the seed order",
-    "the volunteer list",
-    "the rainwater barrels",
-    "the path along the south wall",
-    "the children's planting corner",
-    "the greenhouse door",
-)
-_VERBS = (
-    "needs another look because",
-    "worked better than expected, although",
-    "was discussed at length, and in the end",
-    "still worries me, mostly since",
-    "came up twice this week, so",
-    "is nearly sorted, except that",
-)
-_CLAUSES = (
-    "the soil dries out quickly when the afternoon sun hits that side",
-    "two of the regular volunteers are away for most of the month",
-    "the neighbours asked whether we could keep the noise down in the mornings",
-    "the old hose leaks at the joint and nobody has found a spare washer",
-    "we want the beds ready before the weather turns warm",
-    "the delivery van cannot get through the narrow gate at the back",
-    "last year the slugs ate most of the lettuce within a week",
-    "people keep leaving the shed unlocked after their shift",
-    "the committee would like a simple plan everyone can follow",
-    "it is hard to know who did what when the notebook goes missing",
-)
-_QUESTIONS = (
-    "What would you do first?",
-    "Does that sound sensible to you?",
-    "How would you explain this to new volunteers?",
-    "Is there a simple way to keep track of it?",
-    "What am I missing here?",
-)
-
 
 def prose(rng: random.Random, tokens: int) -> str:
     """Plain English of about ``tokens`` estimated tokens (four characters a token)."""
-    parts = [rng.choice(_OPENERS)]
+    parts = [rng.choice(OPENERS)]
     size = len(parts[0])
     target = max(40, tokens * 4 - 40)
     while size < target:
-        sentence = (
-            f"{rng.choice(_SUBJECTS).capitalize()} {rng.choice(_VERBS)} {rng.choice(_CLAUSES)}."
-        )
-        parts.append(sentence)
-        size += len(sentence) + 1
-    parts.append(rng.choice(_QUESTIONS))
+        line = sentence(rng)
+        parts.append(line)
+        size += len(line) + 1
+    parts.append(rng.choice(QUESTIONS))
     return " ".join(parts)
