@@ -419,8 +419,11 @@ def shorten_text(text: str, max_tokens: int) -> str:
     return text[:head] + _marker(left_out) + text[len(text) - tail :]
 
 
-def shorten_turn(messages: Sequence[Message], max_tokens: int) -> tuple[Message, ...]:
-    """Shorten the longest person and tool texts of one turn until it fits ``max_tokens``.
+def shorten_turn(
+    messages: Sequence[Message], max_tokens: int, roles: tuple[str, ...] = ("user", "tool")
+) -> tuple[Message, ...]:
+    """Shorten the longest texts of ``roles`` (the person's and the tools') in one turn until it
+    fits ``max_tokens``.
 
     The model's own messages are never touched (their raw blocks are sent back as they came).
     Stops when the turn fits or nothing more can be cut.
@@ -430,7 +433,7 @@ def shorten_turn(messages: Sequence[Message], max_tokens: int) -> tuple[Message,
     if excess <= 0:
         return tuple(out)
     order = sorted(
-        (i for i, m in enumerate(out) if m.role in ("user", "tool") and m.text),
+        (i for i, m in enumerate(out) if m.role in roles and m.text),
         key=lambda i: (-estimate_tokens(out[i].text), i),
     )
     for i in order:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engines.base import Message
-from engines.window import estimate_message, estimate_tokens, shorten_text, shorten_turn
+from engines.window import estimate_tokens, shorten_text, shorten_turn
 
 RESULT_SHARE = 0.25  # of the budget still free in the turn, the most one tool result may take
 RESULT_MIN_TOKENS = 256  # however full the turn, a result keeps at least this much
@@ -62,25 +62,7 @@ def shorten_tool_result(text: str, max_tokens: int) -> str:
 def shorten_turn_tools_first(messages: Sequence[Message], max_tokens: int) -> tuple[Message, ...]:
     """One turn shortened to fit ``max_tokens``: its tool results first (the largest first),
     and only then what the person wrote; the model's own messages never."""
-    out = list(messages)
-    excess = sum(estimate_message(m) for m in out) - max(0, max_tokens)
-    if excess <= 0:
-        return tuple(out)
-    tools = sorted(
-        (i for i, m in enumerate(out) if m.role == "tool" and m.text),
-        key=lambda i: (-estimate_tokens(out[i].text), i),
-    )
-    for i in tools:
-        if excess <= 0:
-            break
-        m = out[i]
-        current = estimate_tokens(m.text)
-        shorter = shorten_text(m.text, max(0, current - excess))
-        saved = current - estimate_tokens(shorter)
-        if saved > 0:
-            out[i] = m.model_copy(update={"text": shorter})
-            excess -= saved
-    return shorten_turn(out, max_tokens) if excess > 0 else tuple(out)
+    return shorten_turn(shorten_turn(messages, max_tokens, roles=("tool",)), max_tokens)
 
 
 def _name(name: str) -> str:
