@@ -10,15 +10,11 @@ Nothing here is ever sent anywhere.
 
 from __future__ import annotations
 
-import sqlite3
-import threading
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
 
+from app.chat_log_tables import BookPerStore, ChatLogFile, ChatLogTable
 from engines.base import Problem, TextDelta, ThinkingDelta, Usage
 from engines.window import estimate_tokens
 
@@ -97,17 +93,8 @@ class AnswerClock:
         )
 
 
-class AnswerStatsBook:
+class AnswerStatsBook(ChatLogTable):
     """The ``answer_stats`` table of a chat log file (see the module doc)."""
-
-    def __init__(self, path: Path) -> None:
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA busy_timeout = 5000")
-        self._lock = threading.Lock()
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
 
     def save(self, chat_id: str, seq: int, stats: AnswerStats) -> None:
         with self._lock:
@@ -136,28 +123,10 @@ class AnswerStatsBook:
         return {int(r[0]): AnswerStats(r[1], r[2], int(r[3]), int(r[4]), bool(r[5])) for r in rows}
 
 
-class _HasPath(Protocol):
-    @property
-    def path(self) -> Path: ...
-
-    @property
-    def read_only(self) -> bool: ...
+_books = BookPerStore(AnswerStatsBook)
 
 
-_BOOKS: weakref.WeakKeyDictionary[object, AnswerStatsBook] = weakref.WeakKeyDictionary()
-
-
-def stats_book(store: _HasPath) -> AnswerStatsBook | None:
+def stats_book(store: ChatLogFile) -> AnswerStatsBook | None:
     """The one book for ``store``'s file (shared by its views and bridges), or None when the
     table cannot be made (a read-only or damaged file: the figures are a nicety)."""
-    if store.read_only:  # a newer Conch wrote the file: not a byte is written to it
-        return None
-    book = _BOOKS.get(store)
-    if book is None:
-        try:
-            book = AnswerStatsBook(store.path)
-        except sqlite3.Error:
-            return None
-        _BOOKS[store] = book
-        weakref.finalize(store, book.close)
-    return book
+    return _books(store)

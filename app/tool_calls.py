@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import threading
-import weakref
-from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from app.chat_log_tables import BookPerStore, ChatLogFile, ChatLogTable
 from engines.base import ToolResult
 
 if TYPE_CHECKING:
@@ -27,17 +25,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("conch.tool_calls")
 
 
-class ToolCallBook:
+class ToolCallBook(ChatLogTable):
     """The ``tool_calls`` table of a chat log file (see the module doc)."""
-
-    def __init__(self, path: Path) -> None:
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA busy_timeout = 5000")
-        self._lock = threading.Lock()
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
 
     def save(self, chat_id: str, seq: int, call: ToolResult) -> None:
         """Keep ``call`` for the "tool" message at ``seq`` (its text lives in that message)."""
@@ -65,31 +54,13 @@ class ToolCallBook:
         return out
 
 
-class _HasPath(Protocol):
-    @property
-    def path(self) -> Path: ...
-
-    @property
-    def read_only(self) -> bool: ...
+_books = BookPerStore(ToolCallBook)
 
 
-_BOOKS: weakref.WeakKeyDictionary[object, ToolCallBook] = weakref.WeakKeyDictionary()
-
-
-def tool_call_book(store: _HasPath) -> ToolCallBook | None:
+def tool_call_book(store: ChatLogFile) -> ToolCallBook | None:
     """The one book for ``store``'s file, or None when its table cannot be used (a read-only
     or damaged file: the rows then show just the results)."""
-    if store.read_only:  # a newer Conch wrote the file: not a byte is written to it
-        return None
-    book = _BOOKS.get(store)
-    if book is None:
-        try:
-            book = ToolCallBook(store.path)
-        except sqlite3.Error:
-            return None
-        _BOOKS[store] = book
-        weakref.finalize(store, book.close)
-    return book
+    return _books(store)
 
 
 def keep_tool_call(store: ChatStore, chat_id: str, call: ToolResult, model_key: str = "") -> int:
