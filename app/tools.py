@@ -55,14 +55,20 @@ class ToolsError(Exception):
     """A server that cannot be added as given; the text says what to change."""
 
 
+def secret_refs(config: ServerConfig) -> list[tuple[str, str]]:
+    """The secrets a server's settings point at: (what it is, in words; its keyring entry)."""
+    named: list[tuple[str, Value]] = []
+    if isinstance(config, StdioServer):
+        named = [(f"Argument {i + 1}", a) for i, a in enumerate(config.args)]
+        named += list(config.env.items())
+    else:
+        named = [("The address", config.url), *config.headers.items()]
+    return [(what, v.secret) for what, v in named if isinstance(v, SecretRef)]
+
+
 def _refs(config: ServerConfig) -> list[str]:
     """The keyring entries a server's settings point at."""
-    values: list[Value] = []
-    if isinstance(config, StdioServer):
-        values = [*config.args, *config.env.values()]
-    else:
-        values = [config.url, *config.headers.values()]
-    return [v.secret for v in values if isinstance(v, SecretRef)]
+    return [key for _what, key in secret_refs(config)]
 
 
 def split_args(text: str) -> list[str]:
@@ -305,6 +311,14 @@ class ToolSettings:
         for key in _refs(gone):
             with contextlib.suppress(Exception):
                 self._secrets.delete(key)
+
+    def has_secret(self, key: str) -> bool:
+        return self._lookup(key) is not None
+
+    def set_secrets(self, values: Mapping[str, str]) -> None:
+        """Put a server's secrets (keyring entry -> value) in the keyring again, say after a
+        keyring that kept them only until Conch quit; empty values are skipped."""
+        self._keep_secrets({k: v.strip() for k, v in values.items() if v.strip()})
 
     async def start_again(self, sid: str) -> ServerState:
         """The person's retry of a failed server."""

@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 )
 from shiboken6 import Shiboken
 
-from app.tools import ToolsError, ToolSettings, parse_pairs, split_args
+from app.tools import ToolsError, ToolSettings, parse_pairs, secret_refs, split_args
 from engines.tools.config import HttpServer, SecretRef, ServerConfig, Value
 from engines.tools.servers import ServerState
 from ui.icons import icon
@@ -83,6 +83,38 @@ def _pick_file(parent: QWidget, chosen: Callable[[str], None]) -> None:
     dialog.open()
 
 
+class SecretsForm(QWidget):
+    """A server's secrets, to type again (a keyring that kept them only until Conch quit, a key
+    that changed). Each field shows whether the keyring has its value, never the value."""
+
+    def __init__(self, refs: list[tuple[str, str]], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.fields: dict[str, QLineEdit] = {}
+        grid = QGridLayout(self)
+        grid.setContentsMargins(0, 4, 0, 0)
+        grid.setHorizontalSpacing(12)
+        for n, (what, key) in enumerate(refs):
+            field = QLineEdit()
+            field.setEchoMode(QLineEdit.EchoMode.Password)
+            field.setAccessibleName(what)
+            self.fields[key] = field
+            grid.addWidget(QLabel(what), n, 0)
+            grid.addWidget(field, n, 1)
+        self.save_button = QPushButton("Save to the keyring")
+        self.save_button.setProperty("variant", "secondary")
+        grid.addWidget(self.save_button, len(refs), 1, Qt.AlignmentFlag.AlignRight)
+        grid.setColumnStretch(1, 1)
+
+    def show_saved(self, saved: dict[str, bool]) -> None:
+        for key, field in self.fields.items():
+            field.setPlaceholderText(
+                "Saved — type to replace" if saved.get(key) else "Missing — type it again"
+            )
+
+    def values(self) -> dict[str, str]:
+        return {key: field.text() for key, field in self.fields.items()}
+
+
 class ServerRow(QFrame):
     """One server: name, what it runs, its state, and what the person can do with it."""
 
@@ -110,6 +142,16 @@ class ServerRow(QFrame):
         self.remove_button.setProperty("variant", "ghost")
         self.remove_button.setIcon(icon("trash"))
         self.remove_button.setAccessibleName(f"Remove {config.name}")
+        refs = secret_refs(config)
+        self.secrets_button = QPushButton("Keys…")
+        self.secrets_button.setProperty("variant", "ghost")
+        self.secrets_button.setToolTip("Type this server's keys or tokens again")
+        self.secrets_button.setVisible(bool(refs))
+        self.secrets = SecretsForm(refs)
+        self.secrets.hide()
+        self.secrets_button.clicked.connect(
+            lambda: self.secrets.setVisible(self.secrets.isHidden())
+        )
         grid = QGridLayout(self)
         grid.setContentsMargins(0, 12, 0, 12)
         grid.setHorizontalSpacing(12)
@@ -117,9 +159,11 @@ class ServerRow(QFrame):
         grid.addWidget(self.title, 0, 0)
         grid.addWidget(self.switch, 0, 1, Qt.AlignmentFlag.AlignRight)
         grid.addWidget(self.again_button, 0, 2)
-        grid.addWidget(self.remove_button, 0, 3)
-        grid.addWidget(self.detail, 1, 0, 1, 4)
-        grid.addWidget(self.state_label, 2, 0, 1, 4)
+        grid.addWidget(self.secrets_button, 0, 3)
+        grid.addWidget(self.remove_button, 0, 4)
+        grid.addWidget(self.detail, 1, 0, 1, 5)
+        grid.addWidget(self.state_label, 2, 0, 1, 5)
+        grid.addWidget(self.secrets, 3, 0, 1, 5)
         grid.setColumnStretch(0, 1)
 
     def show_state(self, state: ServerState) -> None:
@@ -364,6 +408,12 @@ class ToolsPage(QWidget):
             row.switch.toggled.connect(lambda on, s=config.id: self.set_enabled(s, on))
             row.again_button.clicked.connect(lambda _c=False, s=config.id: self.start_again(s))
             row.remove_button.clicked.connect(lambda _c=False, s=config.id: self.remove(s))
+            row.secrets.save_button.clicked.connect(
+                lambda _c=False, s=config.id: self.save_secrets(s)
+            )
+            # Whether the keyring still has each value, looked at when the form opens.
+            row.secrets_button.clicked.connect(lambda _c=False, r=row: self._show_saved(r))
+            self._show_saved(row)
             self.rows[config.id] = row
             self._list.addWidget(row)
 
@@ -460,6 +510,28 @@ class ToolsPage(QWidget):
             row = self.rows.get(sid)
             if row is not None:
                 self._say(row.state_label, str(exc), "error")
+
+    def _show_saved(self, row: ServerRow) -> None:
+        row.secrets.show_saved({k: self._tools.has_secret(k) for k in row.secrets.fields})
+
+    def save_secrets(self, sid: str) -> bool:
+        """Put what was typed in a server's key fields in the keyring; a server that failed
+        is started again with them."""
+        row = self.rows.get(sid)
+        if row is None:
+            return False
+        try:
+            self._tools.set_secrets(row.secrets.values())
+        except ToolsError as exc:
+            self._say(row.state_label, str(exc), "error")
+            return False
+        for field in row.secrets.fields.values():
+            field.clear()
+        self._show_saved(row)
+        row.secrets.hide()
+        if self._tools.state(sid).phase == "failed":
+            self.start_again(sid)
+        return True
 
     def start_again(self, sid: str) -> asyncio.Task[ServerState] | None:
         """Lift a failed server's hold and start it (as a task; the row follows its state)."""

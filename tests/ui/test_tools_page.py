@@ -292,3 +292,35 @@ def test_a_web_server_added_here_gets_its_header_from_the_keyring(
     assert row.state_label.text() == f"Ready, {FAKE_TOOLS} tools"
     said = run(qtbot, tools.call(catalogue, "whoami"))
     assert json.loads(said.text)["authorization"] == f"Bearer {TOKEN}"
+
+
+def test_a_secret_the_keyring_lost_is_typed_again_and_the_server_starts(
+    qtbot: QtBot,
+    page: ToolsPage,
+    tools: ToolSettings,
+    tmp_path: Path,
+    keyring_backend: MemoryKeyring,
+) -> None:
+    page.import_text(fake_json(tmp_path))
+    row = page.rows["fake-files"]
+    assert not row.secrets_button.isHidden()
+    keyring_backend.entries.clear()  # a keyring that kept it only until Conch quit
+
+    run(qtbot, tools.catalogue(None))
+    assert row.state_label.text() == (
+        "Failed: the value of FAKE_TOKEN is not in the keyring any more; enter it again in "
+        "Settings → Tools"
+    )
+    row.secrets_button.click()
+    (field,) = row.secrets.fields.values()
+    assert row.secrets.isVisible() and field.placeholderText() == "Missing — type it again"
+    field.setText(TOKEN)
+    row.secrets.save_button.click()
+    assert not row.secrets.isVisible() and field.text() == ""
+    assert TOKEN in keyring_backend.entries.values()
+    qtbot.waitUntil(
+        lambda: page.rows["fake-files"].state_label.text() == f"Ready, {FAKE_TOOLS} tools"
+    )
+    catalogue = run(qtbot, tools.catalogue(None))
+    said = run(qtbot, tools.call(catalogue, "whoami"))
+    assert json.loads(said.text)["token"] == TOKEN
