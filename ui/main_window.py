@@ -211,6 +211,16 @@ class MainWindow(QMainWindow):
         self._unsubscribe.append(self.services.on_status(self._runtime_status))
         self._program_paths = self.services.settings.settings.program_paths
         self._unsubscribe.append(self.services.settings.on_change(self._settings_changed))
+        # The widgets can be gone before ``aclose`` runs (a window deleted on close) while a
+        # model listing still under way ends: then no listener may reach them.
+        stops = self._unsubscribe
+
+        def stop_listening(*_args: object) -> None:
+            for stop in stops:
+                stop()
+            stops.clear()
+
+        self.chat_view.destroyed.connect(stop_listening)
 
     # --- start and stop -------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import shiboken6
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
@@ -22,6 +23,7 @@ from app.store import Chat
 from engines.base import Engine, ModelInfo, NextStep, ProblemKind
 from engines.mock import CompactBefore, MockEngine, Refuse, Reply, ShortenBefore, Step
 from engines.programs.acp import Approver
+from tests.waits import HANG_MS
 from ui.chat_model import RowKind
 from ui.main_window import MainWindow
 from ui.memory_card import MemoryCard
@@ -231,6 +233,26 @@ def test_too_long_card_can_start_a_new_chat_with_the_message(
     assert window.composer.text() == "Paste of a whole book"
     assert services.store.message_count(window.current_chat_id) == 0
     assert services.store.get_chat(first) is not None
+
+
+def test_a_model_list_that_arrives_after_the_window_is_gone_reaches_no_widget(
+    qtbot: QtBot, services: AppServices, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A listing still under way when the window is closed and deleted ends afterwards.
+    win = MainWindow(services)
+    win.show()
+    started = asyncio.get_running_loop().create_task(win.start())
+    qtbot.waitUntil(started.done, timeout=HANG_MS)
+    view = win.chat_view
+    win.close()
+    win.deleteLater()
+    qtbot.waitUntil(lambda: not shiboken6.isValid(view), timeout=HANG_MS)
+
+    listed = asyncio.get_running_loop().create_task(services.catalogue.refresh())
+    qtbot.waitUntil(listed.done, timeout=HANG_MS)
+
+    assert listed.result()
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
 
 
 def test_deleting_a_chat_while_it_streams_keeps_the_others(
