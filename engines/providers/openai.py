@@ -48,8 +48,8 @@ from engines.providers.openai_stream import (
     AnswerStream,
     error_line,
     read_text,
+    request_body,
     to_openai_messages,
-    tool_spec,
 )
 from engines.providers.sse import SSEEvent, SSELineTooLongError, iter_sse
 from engines.providers.tokens import (
@@ -301,28 +301,12 @@ class OpenAIAdapter:
 
     # --- chat ---------------------------------------------------------------------------------
 
-    def _payload(self, request: ChatRequest, *, stream: bool, max_tokens: int) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": request.model,
-            "messages": to_openai_messages(request.system, request.messages),
-            "stream": stream,
-            self.row.max_tokens_field: max_tokens,
-        }
-        if stream and self.row.include_usage:
-            body["stream_options"] = {"include_usage": True}
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        if request.tools:
-            body["tools"] = [tool_spec(tool) for tool in request.tools]
-        body.update(request.extra)
-        return body
-
     async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
         """Stream one answer. Raises ``ProviderError``; ends with exactly one ``Done``."""
         if self.row.needs_key and not self._key:
             raise ProviderError(ProblemKind.AUTH, f"No API key is set for {self.label}.")
         url = join(self.base_url, "chat/completions")
-        payload = self._payload(request, stream=True, max_tokens=request.max_output_tokens)
+        payload = request_body(self.row, request, stream=True, max_tokens=request.max_output_tokens)
         state = AnswerStream(self.row.thinking_fields)
         log.debug("%s: streaming %s from %s", self.name, request.model, url)
         pace = Pace(self._deadlines or deadlines_for(request.max_output_tokens), self._clock)
@@ -438,7 +422,7 @@ class OpenAIAdapter:
         the refusal, with the window, as a 400.
         """
         url = join(self.base_url, "chat/completions")
-        payload = self._payload(request, stream=False, max_tokens=1)
+        payload = request_body(self.row, request, stream=False, max_tokens=1)
         response: httpx.Response | None = None
         # llama-cpp-python closes the kept-alive connection after the empty stream, so the
         # first try can land on a dead pooled connection: one fresh retry is enough.

@@ -1,5 +1,5 @@
-"""The OpenAI-style chat protocol: the request's messages and tools, and a streamed answer read
-chunk by chunk (text, thinking, tool-call deltas, usage) into Conch's events."""
+"""The OpenAI-style chat protocol: the request body (messages, tools, answer length), and a
+streamed answer read chunk by chunk (text, thinking, tool-call deltas, usage) into events."""
 
 from __future__ import annotations
 
@@ -20,8 +20,10 @@ from engines.base import (
     ToolCallData,
     Usage,
 )
+from engines.providers.base import ChatRequest
 from engines.providers.errors import is_error_payload
 from engines.providers.json_fields import positive_int
+from engines.providers.openai_rows import OpenAIStyleRow
 
 
 def tool_spec(tool: dict[str, Any]) -> dict[str, Any]:
@@ -81,6 +83,26 @@ def to_openai_messages(system: str, messages: tuple[Message, ...]) -> list[dict[
                 {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
             )
     return out
+
+
+def request_body(
+    row: OpenAIStyleRow, request: ChatRequest, *, stream: bool, max_tokens: int
+) -> dict[str, Any]:
+    """The chat completions body for ``request`` as ``row``'s server takes it."""
+    body: dict[str, Any] = {
+        "model": request.model,
+        "messages": to_openai_messages(request.system, request.messages),
+        "stream": stream,
+        row.max_tokens_field: max_tokens,
+    }
+    if stream and row.include_usage:
+        body["stream_options"] = {"include_usage": True}
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.tools:
+        body["tools"] = [tool_spec(tool) for tool in request.tools]
+    body.update(request.extra)
+    return body
 
 
 @dataclass
