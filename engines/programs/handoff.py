@@ -1,10 +1,11 @@
 """What a program that keeps no chat of Conch's is handed each turn: the chat, bounded.
 
 An ACP program starts every turn fresh, so it is handed the newest ``HANDOFF_CHARS``
-characters of the chat as plain lines ("Person: …", "Assistant: …", "Tool result: …") with
-the person's new message last. When older lines are left out and the chat has a summary, the
-summary goes in front, framed as ``<earlier-in-this-chat>`` like everywhere else: context, not
-instructions. Conch does not summarise for these programs on its own. Pure functions, no I/O.
+characters of the chat as plain lines ("Person: …", "Assistant: …", and each tool result as a
+fold reads it, ``engines.tools.rules.fold_line``) with the person's new message last. When
+older lines are left out and the chat has a summary, the summary goes in front, framed as
+``<earlier-in-this-chat>`` like everywhere else: context, not instructions. Conch does not
+summarise for these programs on its own. Pure functions, no I/O.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 from engines.api.session import FoldLoader, HistoryLoader, summary_block
 from engines.base import HandedOff, Message
+from engines.tools.rules import fold_line
 
 HANDOFF_CHARS = 60_000  # the newest characters of the chat a program is handed each turn
 
@@ -54,8 +56,7 @@ def line_for(message: Message) -> str:
         calls = [f"[used {c.name}]" for c in message.tool_calls]
         said = " ".join(x for x in (body, *calls) if x)
         return f"Assistant: {said}" if said else ""
-    name = f" ({message.tool_name})" if message.tool_name else ""
-    return f"Tool result{name}: {body or '(empty)'}"
+    return fold_line(message.tool_name, body)
 
 
 def _shorten(text: str, limit: int) -> str:
