@@ -55,6 +55,8 @@ class ChatToolsButton(QToolButton):
         self.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.setAutoRaise(True)
+        # The menu's arrow is part of the words ("Tools: on ▾"), not drawn under them.
+        self.setStyleSheet("QToolButton::menu-indicator { image: none; width: 0px; }")
         self.setToolTip("Which tool servers this chat may use")
         self._tools = tools
         self._store = store
@@ -112,8 +114,9 @@ class ChatToolsButton(QToolButton):
         self.setVisible(True)
 
     def _say(self, used: int, total: int) -> None:
-        self.setText(button_text(used, total))
-        self.setAccessibleName(self.text())
+        words = button_text(used, total)
+        self.setText(f"{words} ▾")
+        self.setAccessibleName(words)
 
     def set_used(self, server_id: str, used: bool) -> bool:
         """Let the chat use ``server_id`` or not, from its next message; False when the

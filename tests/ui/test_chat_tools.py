@@ -67,7 +67,7 @@ def test_the_button_hides_until_there_is_a_server(
 
     add_servers(tools, tmp_path)  # Settings changed: the button follows
     assert not button.isHidden()
-    assert button.text() == "Tools: all 2"
+    assert button.text() == "Tools: all 2 ▾"
     names = [a.text() for a in button.menu_.actions() if a.text()]
     assert names == ["Files", "Helpers", SETTINGS_ENTRY]
 
@@ -82,7 +82,7 @@ def test_a_chat_uses_only_the_servers_it_keeps_ticked(
     button.show_chat(chat.id)
 
     button.actions_["helpers"].trigger()  # untick Helpers for this chat
-    assert button.text() == "Tools: 1 of 2"
+    assert button.text() == "Tools: 1 of 2 ▾"
     assert store.chat_settings(chat.id).tool_servers == ("files",)
     assert store.chat_settings(other.id).tool_servers is None  # other chats keep them all
 
@@ -95,7 +95,7 @@ def test_a_chat_uses_only_the_servers_it_keeps_ticked(
 
     button.actions_["helpers"].trigger()  # ticked again: the chat follows Settings again
     assert store.chat_settings(chat.id).tool_servers is None
-    assert button.text() == "Tools: all 2"
+    assert button.text() == "Tools: all 2 ▾"
 
     button.show_chat(other.id)
     assert button.actions_["helpers"].isChecked()
@@ -116,6 +116,6 @@ def test_a_server_off_in_settings_cannot_be_ticked_here(
     helpers = button.actions_["helpers"]
     assert helpers.text() == "Helpers (off in Settings)"
     assert not helpers.isEnabled() and not helpers.isChecked()
-    assert button.text() == "Tools: on"
+    assert button.text() == "Tools: on ▾"
     next(a for a in button.menu_.actions() if a.text() == SETTINGS_ENTRY).trigger()
     assert asked == ["settings"]

@@ -124,7 +124,7 @@ def test_a_chat_reads_a_file_through_a_tool_once_the_person_allows_it(
     chat_id = window.new_chat()
     bridge = window.bridge(chat_id)
     assert bridge is not None and bridge.conversation.model.key == f"lmstudio/{MODEL}"
-    assert window.tools_button.text() == "Tools: on"
+    assert window.tools_button.accessibleName() == "Tools: on"
     before = window.composer.meter.budget
     assert before > 0
 
