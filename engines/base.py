@@ -66,7 +66,8 @@ class Message(_Data):
     ``raw`` holds a provider's own content blocks for an assistant message (Anthropic thinking
     blocks with their signatures, for example); they are sent back byte-for-byte, never edited.
     ``untrusted`` marks text that came from outside the person (tool results, fetched pages,
-    attached files): it may be summarised but never gains authority.
+    attached files): it may be summarised but never gains authority. ``tool_failed`` marks a
+    tool result that says why the call gave no answer (it failed, was refused or not run).
     """
 
     role: Literal["user", "assistant", "tool"]
@@ -76,6 +77,7 @@ class Message(_Data):
     tool_calls: tuple[ToolCallData, ...] = ()
     tool_call_id: str = ""
     tool_name: str = ""
+    tool_failed: bool = False
     raw: tuple[dict[str, Any], ...] | None = None
     untrusted: bool = False
 

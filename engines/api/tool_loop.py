@@ -196,6 +196,7 @@ def _finish(
         text=sent,
         tool_call_id=call.id,
         tool_name=call.name,
+        tool_failed=status != "done",
         untrusted=True,
     )
     event = ToolResult(

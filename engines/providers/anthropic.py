@@ -116,13 +116,14 @@ def to_anthropic_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]
             out.append({"role": "assistant", "content": _assistant_content(message)})
             continue
         if message.role == "tool":
-            blocks: list[dict[str, Any]] = [
-                {
-                    "type": "tool_result",
-                    "tool_use_id": message.tool_call_id,
-                    "content": message.text,
-                }
-            ]
+            result: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": message.tool_call_id,
+                "content": message.text,
+            }
+            if message.tool_failed:
+                result["is_error"] = True
+            blocks: list[dict[str, Any]] = [result]
         else:
             if not message.pictures and not (out and out[-1]["role"] == "user"):
                 out.append({"role": "user", "content": message.text})

@@ -60,6 +60,7 @@ class Runner:
         self.results = dict(results)
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.hang = False
+        self.failing: set[str] = set()  # tools whose call fails, their text saying why
         self.running = asyncio.Event()
         self.cancelled = False
         self.tools = [
@@ -89,7 +90,8 @@ class Runner:
             except asyncio.CancelledError:
                 self.cancelled = True
                 raise
-        return ToolOutcome("files", tool.name, self.results[name](dict(arguments or {})))
+        text = self.results[name](dict(arguments or {}))
+        return ToolOutcome("files", tool.name, text, error=name in self.failing)
 
 
 class Person:

@@ -173,6 +173,35 @@ async def test_anthropic_tool_use_keeps_the_signed_thinking_byte_for_byte(
     ]
 
 
+async def test_anthropic_hears_a_failed_tool_call_as_an_error(
+    claude: AnthropicServer, client: httpx.AsyncClient
+) -> None:
+    claude.scripts = [
+        ClaudeScript(
+            calls=[
+                ClaudeCall("toolu_01", "read_file", {"path": "list.txt"}),
+                ClaudeCall("toolu_02", "open_door", {"path": "front"}),
+            ],
+            stop_reason="tool_use",
+        ),
+        ClaudeScript(text=["The door would not open."]),
+    ]
+    adapter = AnthropicAdapter(api_key="sk-ant-test", base_url=claude.base_url, client=client)
+    runner = Runner({"read_file": notes_file, "open_door": lambda _args: "the door is locked"})
+    runner.failing = {"open_door"}
+    model = ModelInfo(provider="anthropic", id="claude-fake-1", context=200_000)
+
+    events = await ask_turn(adapter, model, runner)
+
+    assert ended_well(events)
+    second = claude.message_requests[-1].json
+    assert second is not None
+    read, opened = second["messages"][-1]["content"]
+    assert read["tool_use_id"] == "toolu_01" and "is_error" not in read
+    assert opened["tool_use_id"] == "toolu_02" and opened["is_error"] is True
+    assert opened["content"] == "the door is locked"
+
+
 @pytest.fixture
 def ollama() -> Iterator[FakeOllama]:
     models = (
