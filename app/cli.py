@@ -9,7 +9,8 @@ had arrived of the answer is saved, as when Stop is pressed in the window.
 
 ``conch ask --allow-tools NAME,…`` offers the model the tools of the MCP servers in Settings →
 Tools; the named ones run without asking, any other call is declined (nobody is there to ask),
-and each call is printed on stderr as a row: the call, how it ended, its first lines.
+and each call is printed on stderr as a row: the call, how it ended, its first lines. A name
+that none of those servers offers is said on stderr before the turn.
 
 When the bundled model answers, its runtime stays running after the command (until it has had
 no request for ``bundled.IDLE_EXIT`` seconds, or ``CONCH_LOCAL_MODEL_IDLE``; 0 stops it with the
@@ -58,7 +59,9 @@ from engines.base import (
 )
 from engines.local import bundled
 
+log = logging.getLogger("conch.cli")
 OK, FAILED, USAGE = 0, 1, 2
+TOOLS_LISTED = 30  # tool names a sentence about --allow-tools lists at most
 # Ctrl+C, a polite kill and a closed terminal all stop a turn the same way.
 STOP_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
@@ -177,23 +180,44 @@ def _print_table(models: Sequence[ModelInfo], out: Output) -> None:
 
 def _headless_tools(
     services: AppServices, engine: object, allowed: Sequence[str], err: TextIO
-) -> None:
+) -> ToolHost | None:
     """Tools in a terminal: offered only with ``--allow-tools``, from the servers configured in
     Settings → Tools; the named tools run without asking, and nobody is asked about the others
-    (the model is told how the person could allow them)."""
+    (the model is told how the person could allow them). The host, when tools are offered."""
     if not isinstance(engine, ApiSession):
         if allowed:  # the mock, or a program that keeps its own tools
             err.write(
                 "conch ask: this model does not use Conch's tools; --allow-tools is ignored.\n"
             )
-        return
+        return None
     if not allowed:
         engine.tools = None
-        return
+        return None
     host = engine.tools or ToolHost(services.tools)
     host.approve = None
     host.always = set(allowed)
     engine.tools = host
+    return host
+
+
+async def _say_unknown_tools(host: ToolHost, allowed: Sequence[str], err: TextIO) -> None:
+    """Say which ``--allow-tools`` names no server of the chat offers (a typo would otherwise
+    only show when the model's call is declined)."""
+    try:
+        names = (await host.catalogue()).names()
+    except Exception:  # the turn meets the same failure and says it in its own words
+        log.debug("listing the tools for --allow-tools failed", exc_info=True)
+        return
+    unknown = [name for name in allowed if name not in names]
+    if not unknown:
+        return
+    which = " or ".join(f"“{name}”" for name in unknown)
+    listed = ", ".join(names[:TOOLS_LISTED]) + (" …" if len(names) > TOOLS_LISTED else "")
+    offered = f"the tools are: {listed}" if names else "no server there offers any tool"
+    err.write(
+        f"conch ask: no tool server in Settings → Tools offers a tool called {which} "
+        f"(--allow-tools); {offered}.\n"
+    )
 
 
 def tool_row(event: ToolResult) -> str:
@@ -394,7 +418,9 @@ async def _turn(
     except ServicesError as exc:
         err.write(f"conch ask: {exc}\n")
         return FAILED
-    _headless_tools(services, conv.engine, allowed, err)
+    host = _headless_tools(services, conv.engine, allowed, err)
+    if host is not None:
+        await _say_unknown_tools(host, allowed, err)
 
     problem: TurnProblem | None = None
     ended_with_newline = True

@@ -108,6 +108,21 @@ def test_a_tool_not_allowed_is_declined_and_the_model_is_told_how(
     assert "--allow-tools add" in done.stdout  # what the model was told, said back
 
 
+def test_a_tool_name_no_server_offers_is_said_on_stderr(
+    ollama: FakeOllama, data_dir: Path, home: Path, tmp_path: Path
+) -> None:
+    with_servers(data_dir, fake_server(tmp_path / "control"))
+    ollama.responder = calls_then_answers("echo", {"text": "still works"})
+
+    done = ask(data_dir, home, ollama, "--allow-tools", "echo, ecoh", "Say it through echo")
+
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stderr.splitlines() if "ecoh" in x)
+    assert line.startswith("conch ask: no tool server in Settings → Tools offers")
+    assert "“ecoh”" in line and "echo, add" in line and "“echo”" not in line
+    assert done.stdout == "The tool said: echo: still works\n"
+
+
 def test_without_allow_tools_no_tool_is_offered_and_no_server_starts(
     ollama: FakeOllama, data_dir: Path, home: Path, tmp_path: Path
 ) -> None:
