@@ -117,10 +117,14 @@ def scroll_to_top_of_last_answer(window: Any) -> None:
     bar.setValue(max(0, bar.value() - 90))  # the question above it, in part
 
 
-async def render_chat_states(window: Any, services: Any, settle: Settle, shot: Shot) -> None:
-    """code.png, actions.png, versions.png, continue.png, chat-settings.png, trash.png."""
-    chat = services.store.get_chat(window.current_chat_id)
-    model_key = chat.model_key if chat is not None else ""
+async def render_chat_states(
+    window: Any, services: Any, settle: Settle, shot: Shot, model_key: str = ""
+) -> None:
+    """code.png, actions.png, versions.png, continue.png, chat-settings.png, trash.png; the
+    chats answer as ``model_key`` (default: the model of the chat showing)."""
+    if not model_key:
+        chat = services.store.get_chat(window.current_chat_id)
+        model_key = chat.model_key if chat is not None else ""
     view = window.chat_view
 
     # Coloured code in an answer (the second version of it).

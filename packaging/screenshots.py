@@ -15,6 +15,13 @@ in CI. Each picture is the real window (or dialog) drawn by Qt, nothing staged b
     tool-approval.png     a chat's model asking to read a file: the approval card, the call's line
     tool-call.png         the call's line opened, under the answer that used what it read
     tools.png             Settings → Tools with the file server ready
+    code.png              an answer with a highlighted code block
+    actions.png           the pointer over that answer: its buttons, and its versions "‹ 2/2 ›"
+    versions.png          the earlier version of the answer, flipped to ("‹ 1/2 ›")
+    continue.png          an answer the person stopped: "Stopped · Continue", and Continue
+                          among its buttons
+    chat-settings.png     a chat's own settings: model, temperature, answer length, prompt
+    trash.png             Settings → Trash with deleted chats to restore
     palette.png           the command palette (Ctrl+K) with "summ" typed
     settings.png          Settings → Providers
     memories.png          Settings → Memories
@@ -50,11 +57,12 @@ TOO_LONG_TEXT = (
 
 
 async def settle(app: QApplication, seconds: float = 0.15) -> None:
-    """Let layouts, deferred paints and queued tasks finish."""
+    """Let layouts, deferred paints and queued tasks finish. Awaiting hands the loop (Qt's
+    own, through qasync) the events; ``processEvents`` from inside this task would run other
+    tasks' steps while it runs, which asyncio refuses ("Cannot enter into task")."""
     for _ in range(3):
-        app.processEvents()
         await asyncio.sleep(seconds / 3)
-    app.processEvents()
+    app.sendPostedEvents()  # deferred layouts and deletions, no task steps
 
 
 def save(pixmap: QPixmap, out: Path, name: str, written: list[Path]) -> None:
@@ -247,6 +255,13 @@ async def render(out: Path, width: int, height: int) -> list[Path]:
             files = Path(tmp) / "files"
             await render_tools(window, services, files, lambda s: settle(app, s), shot)
 
+            # A message's buttons, coloured code, versions, Continue, a chat's settings, Trash.
+            from screenshot_chat import render_chat_states
+
+            demo = services.store.get_chat(demo_chat)
+            key = demo.model_key if demo is not None else ""
+            await render_chat_states(window, services, lambda s: settle(app, s), shot, key)
+
             # Dark theme, chosen the way a person does: Settings → Appearance → Dark.
             window.show_settings("appearance")
             dialog.theme_buttons["dark"].click()
@@ -263,7 +278,8 @@ async def render(out: Path, width: int, height: int) -> list[Path]:
             await services.aclose()
             theme.close()
             window.deleteLater()
-            await settle(app, 0.05)
+            # The window is closed and the loop winding down: delete it now, without awaiting.
+            app.sendPostedEvents()
     return written
 
 
