@@ -72,8 +72,12 @@ class ChatToolsButton(QToolButton):
 
     def _servers_changed(self) -> None:
         # A server's state changes often; the menu is built again only when the list does.
-        if Shiboken.isValid(self) and self._signature() != self._shown:
+        if not Shiboken.isValid(self):
+            return
+        if self._signature() != self._shown:
             self.show_chat(self.chat_id)
+        else:
+            self._show_failures()
 
     def _signature(self) -> tuple[object, ...]:
         return tuple((c.id, c.name, c.enabled) for c in self._tools.configs)
@@ -111,7 +115,31 @@ class ChatToolsButton(QToolButton):
         self.menu_.addSeparator()
         self.menu_.addAction(SETTINGS_ENTRY, self.settings_requested.emit)
         self._say(len(chosen), len(on))
+        self._show_failures()
         self.setVisible(True)
+
+    def _show_failures(self) -> None:
+        """A server the chat uses that failed says so in the menu and on the button, so a
+        chat whose tools are missing tells why before anyone looks in Settings."""
+        failed: list[str] = []
+        chosen = self.chosen()
+        for config in self._tools.configs:
+            action = self.actions_.get(config.id)
+            if action is None or not config.enabled:
+                continue
+            state = self._tools.state(config.id)
+            if state.phase == "failed":
+                action.setText(f"{config.name} (failed)")
+                action.setToolTip(state.text)
+                if config.id in chosen:
+                    failed.append(f"{config.name}: {state.text}")
+            else:
+                action.setText(config.name)
+                action.setToolTip("")
+        base = "Which tool servers this chat may use"
+        self.setToolTip("\n".join([base, *failed]) if failed else base)
+        self.setProperty("failed", bool(failed))
+        self.setIcon(icon("warning" if failed else "plug"))
 
     def _say(self, used: int, total: int) -> None:
         words = button_text(used, total)

@@ -119,3 +119,20 @@ def test_a_server_off_in_settings_cannot_be_ticked_here(
     assert button.text() == "Tools: on ▾"
     next(a for a in button.menu_.actions() if a.text() == SETTINGS_ENTRY).trigger()
     assert asked == ["settings"]
+
+
+def test_a_server_that_failed_says_so_by_the_picker(
+    qtbot: QtBot, tools: ToolSettings, store: ChatStore, tmp_path: Path
+) -> None:
+    tools.add_stdio("Broken", str(tmp_path / "no-such-server"))
+    chat = store.create_chat()
+    button = ChatToolsButton(tools, store)
+    qtbot.addWidget(button)
+    button.show_chat(chat.id)
+    assert button.actions_["broken"].text() == "Broken"
+
+    host = ChatToolHost(tools, chosen=lambda: store.chat_settings(chat.id).tool_servers)
+    assert len(run(qtbot, host.catalogue())) == 0  # the chat's turn found no tools
+    assert button.actions_["broken"].text() == "Broken (failed)"
+    assert button.actions_["broken"].toolTip().startswith("Failed: could not run “")
+    assert "Broken: Failed: could not run" in button.toolTip()
