@@ -208,7 +208,11 @@ class StdioProcess:
         """
         from mcp.shared.message import SessionMessage
 
-        proc = await self._spawn()
+        # A start cancelled while the child is being made (a stop during the start) would lose
+        # it: asyncio then kills it but waits for it no more, and it is never reaped. Making
+        # it is quick, so it is let finish and the child is stopped below like any other.
+        with anyio.CancelScope(shield=True):
+            proc = await self._spawn()
         self._proc, self.pid = proc, proc.pid
         _LIVE_GROUPS.add(proc.pid)
         read_in, read_out = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -267,6 +271,7 @@ class StdioProcess:
                 # hears the connection close instead of waiting for ever.
                 await read_in.aclose()
 
+        stopped = False
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(read_stdout)
@@ -277,8 +282,12 @@ class StdioProcess:
                 finally:
                     with anyio.CancelScope(shield=True):
                         await self._stop(proc)
+                    stopped = True
                     tg.cancel_scope.cancel()
         finally:
+            if not stopped:  # the readers never got going: the child is still to be stopped
+                with anyio.CancelScope(shield=True):
+                    await self._stop(proc)
             await read_out.aclose()
             await write_in.aclose()
 

@@ -32,8 +32,6 @@ from tests.engines.scripted_adapter import Answer, ScriptedAdapter, Step
 from tests.engines.tools.test_servers import ROOT, fake, garbage, wait_for_file
 from tests.waits import HANG_SECONDS
 
-pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-
 CHAT = "chat-mcp"
 MODEL = ModelInfo(provider="openai", id="gpt-wide", label="GPT Wide", context=128_000)
 

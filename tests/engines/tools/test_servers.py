@@ -19,12 +19,6 @@ from engines.tools.config import HttpServer, SecretRef, StdioServer
 from engines.tools.servers import ServerState, ToolServer, ToolServers
 from tests.waits import HANG_SECONDS
 
-# A server process stopped in one test is sometimes reaped by asyncio's child watcher only after
-# that test's event loop has closed; Python then warns, when the object is collected during a
-# later test, that the (already killed) child "is still running". The servers are checked gone
-# by the tests themselves (no orphans); the warning is about bookkeeping, not a leak.
-pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-
 ROOT = Path(__file__).resolve().parents[3]
 EXPECTED_TOOLS = {
     "echo",
