@@ -31,6 +31,7 @@ from shiboken6 import Shiboken
 from app.store import StoredMessage
 from engines.api.tool_loop import preview
 from engines.base import ToolAsk, ToolCall, ToolResult, ToolStarted, arguments_line
+from ui.theme import set_style_property
 
 VIEW_INSET = 6  # px the chat's list view takes off a row's widget (its item margins)
 LINE_ARGUMENT_CHARS = 60  # of the arguments, the collapsed line shows this much
@@ -227,7 +228,8 @@ class ToolLine(QFrame):
         self.button.setAccessibleName(f"Tool call: {line_text(entry)}")
         self.button.setToolTip("Show the arguments and the first lines of the result")
         self.details.setText(details_text(entry))
-        self.setProperty("status", entry.status)
+        # The stylesheet keeps a finished call quiet and a failed or refused one visible.
+        set_style_property(self.button, "status", entry.status)
 
     def _toggle(self, on: bool) -> None:
         self._open = on
