@@ -20,7 +20,9 @@ Per turn: the time from sending to the first token of the answer (what a person 
 the prompt tokens the server had to evaluate (read from the runtime's log: llama.cpp reuses
 the prompt prefix it has cached). Answers are capped at 24 tokens and summaries at 256 to keep
 the run bounded. Goals: a fold turn's median time to first token at most 1.5 x a normal
-turn's, and Conch's median at most 0.5 x drop-oldest's.
+turn's, and Conch's median at most 0.5 x drop-oldest's. A fold turn that brings a long message
+waits for the server to read that message, as any turn would, so the ratio is also given for
+the turns whose message is short (under ``SHORT`` estimated tokens), fold or not.
 
     python -m bench.ttft [--turns N] [--windows 2048,4096] [--policies conch,...]
                          [--server-cache]
@@ -74,6 +76,7 @@ ANSWER_TOKENS = 24
 SUMMARY_TOKENS = 256
 GOAL_FOLD = 1.5  # a fold turn's median time to first token / a normal turn's
 GOAL_VS_DROP = 0.5  # Conch's median / drop-oldest's
+SHORT = 100  # estimated tokens: a message under this costs the server little to read
 CHAT_ID = "ttft-bench"
 POLICIES = ("conch", "conch_unwarmed", "drop_oldest", "summarise_at_75")
 
@@ -104,6 +107,7 @@ class TurnFigures:
     sent: int  # estimated tokens of the answer's request
     problem: str = ""
     read_ahead: bool = False  # a fold whose request starts with one the server read before
+    message: int = 0  # estimated tokens of the person's message
 
 
 @dataclass
@@ -199,6 +203,7 @@ async def run_conch(
                 elif isinstance(event, Problem):
                     problem = f"{event.problem.kind.value}: {event.problem.detail}"[:200]
             out.turns.append(_figures(probe, start, ttft, fold, problem))
+            out.turns[-1].message = estimate_tokens(text)
             policy = "conch" if warm else "conch_unwarmed"
             _progress(policy, model.context, i, len(script), out.turns[-1])
             # The person reads the answer and types the next message meanwhile.
@@ -291,6 +296,7 @@ async def run_reference(
         answer, ttft, problem = await _answer(adapter, request, t0)
         kept.append(Message(role="assistant", text=answer or "(no answer)"))
         out.turns.append(_figures(probe, start, ttft, fold, problem))
+        out.turns[-1].message = estimate_tokens(text)
         _progress(policy, window, i, len(script), out.turns[-1])
     out.seconds = time.monotonic() - began
     return out
@@ -326,6 +332,13 @@ def summarise_run(run: PolicyRun) -> dict[str, object]:
     answered = [t.ttft for t in run.turns if t.ttft is not None]
     folds = [t.ttft for t in run.turns if t.fold and t.ttft is not None]
     normal = [t.ttft for t in run.turns if not t.fold and t.ttft is not None]
+    # A fold turn that brings a long message waits for the server to read that message, as
+    # any turn would: apart, the turns whose message is short, fold or not.
+    short_folds = [t.ttft for t in run.turns if t.fold and t.ttft is not None and t.message < SHORT]
+    short_normal = [
+        t.ttft for t in run.turns if not t.fold and t.ttft is not None and t.message < SHORT
+    ]
+    short_fold_median, short_normal_median = _median(short_folds), _median(short_normal)
     evaluated = [t.evaluated for t in run.turns if t.evaluated is not None]
     share = [
         t.cached / (t.cached + t.evaluated)
@@ -349,6 +362,14 @@ def summarise_run(run: PolicyRun) -> dict[str, object]:
         "ttft_normal_p95": _r(_p95(normal)),
         "fold_vs_normal": _r(
             median_fold / median_normal if median_fold and median_normal else None
+        ),
+        "short_folds": len(short_folds),
+        "ttft_short_fold_median": _r(short_fold_median),
+        "ttft_short_normal_median": _r(short_normal_median),
+        "fold_vs_normal_short": _r(
+            short_fold_median / short_normal_median
+            if short_fold_median and short_normal_median
+            else None
         ),
         "evaluated_median": _median([float(e) for e in evaluated]),
         "evaluated_mean": _r(statistics.fmean(evaluated) if evaluated else None, 1),
@@ -423,6 +444,9 @@ async def run_window(
     if not isinstance(conch, dict):
         return out
     out["fold_vs_normal"] = conch["fold_vs_normal"]
+    out["fold_vs_normal_short"] = conch["fold_vs_normal_short"]
+    if isinstance(unwarmed, dict):
+        out["fold_vs_normal_short_unwarmed"] = unwarmed["fold_vs_normal_short"]
     vs_drop = (
         conch["ttft_median"] / drop["ttft_median"]
         if isinstance(drop, dict) and conch["ttft_median"] and drop["ttft_median"]
