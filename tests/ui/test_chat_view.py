@@ -12,6 +12,7 @@ from pytestqt.qtbot import QtBot
 from app.store import ChatStore
 from engines.mock import Fail, Reply
 from tests.ui.conftest import Chat
+from tests.waits import HANG_MS
 from ui.bridge import ConversationBridge
 from ui.chat_model import PAGE, ROW_ROLE, ChatModel, Row, RowKind
 from ui.chat_view import ChatView
@@ -129,19 +130,43 @@ def test_a_turn_streams_into_the_view_and_settles(
 def test_streamed_text_reaches_the_screen_in_batches(
     qtbot: QtBot, chat_factory: Callable[..., Chat]
 ) -> None:
-    chat = chat_factory([Reply("x" * 300, chunk_delay=0.002, chunk_size=1)])
+    chat = chat_factory([Reply("x" * 300, chunk_delay=0, chunk_size=1)])
     bridge = ConversationBridge(chat.conversation)
     view = make_view(qtbot, chat, bridge)
     deltas: list[str] = []
     bridge.text_delta.connect(deltas.append)
     updates: list[int] = []
     view.chat_model.dataChanged.connect(lambda top, _bottom, _roles: updates.append(top.row()))
+    ticks: list[int] = []
+    view._flush_timer.timeout.connect(lambda: ticks.append(len(updates)))
+    streamed: list[int] = []
+    bridge.done.connect(lambda _reason: streamed.append(len(updates)))
 
-    with qtbot.waitSignal(bridge.done, timeout=10000):
+    with qtbot.waitSignal(bridge.done, timeout=HANG_MS):
         bridge.send("go")
 
     assert len(deltas) == 300
-    assert 1 <= len(updates) <= len(deltas) // 4  # coalesced, yet visibly progressing
+    assert "x" * 300 in shown_text(view, view.chat_model.rows()[-1])
+    # Deltas never repaint by themselves: while the answer streamed, the row changed at most
+    # once per tick of the flush timer (FLUSH_MS apart), however fast or slow the machine is.
+    assert streamed[0] <= len(ticks)
+
+
+def test_a_burst_of_deltas_is_one_repaint(qtbot: QtBot, chat_factory: Callable[..., Chat]) -> None:
+    # The pieces a server sends in one read arrive together: they cost one repaint, not one each.
+    chat = chat_factory([Reply("x" * 40, chunk_delay=0, chunk_size=1)])
+    bridge = ConversationBridge(chat.conversation)
+    view = make_view(qtbot, chat, bridge)
+    with qtbot.waitSignal(bridge.done, timeout=HANG_MS):
+        bridge.send("go")
+    view.chat_model.start_stream(who="Mock")
+    updates: list[int] = []
+    view.chat_model.dataChanged.connect(lambda top, _bottom, _roles: updates.append(top.row()))
+    for _ in range(200):
+        bridge.text_delta.emit("y")
+    assert updates == []  # nothing yet: the flush timer is running
+    qtbot.waitUntil(lambda: len(updates) > 0 or not view._flush_timer.isActive(), timeout=HANG_MS)
+    assert not view._flush_timer.isActive()
 
 
 def test_stopped_and_cut_off_answers_are_marked(
