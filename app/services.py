@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -28,6 +29,7 @@ from app.providers_config import BUNDLED, build_adapters, try_provider
 from app.secrets import SecretStore, SessionSecrets, open_secrets
 from app.settings import SettingsStore
 from app.store import Chat, ChatStore, StoredMessage
+from app.tool_calls import tool_call_book
 from app.tools import ChatToolHost, ToolSettings
 from app.trust import looks_pasted
 from engines.api.session import ApiSession, chat_window, render_attachments
@@ -95,12 +97,15 @@ def build_system_prompt(model: ModelInfo, memories: MemoryBook, own: str = "") -
 # --- the chat log as the engine's history -----------------------------------------------------
 
 
-def history_messages(messages: Sequence[StoredMessage]) -> list[tuple[int, Message]]:
+def history_messages(
+    messages: Sequence[StoredMessage], tools: Mapping[int, str] | None = None
+) -> list[tuple[int, Message]]:
     """The chat log as (seq, Message) pairs, for an engine checking or rebuilding its transcript.
 
     Only complete answers count: a stopped or failed one never entered the model's view. A
     person message that carries a file or counts as pasted (app.trust) is marked untrusted,
-    like a tool result: it did not come from the person's own typing.
+    like a tool result: it did not come from the person's own typing. ``tools``: the tool's
+    name for each "tool" message, by seq, where the chat log kept its call.
     """
     out: list[tuple[int, Message]] = []
     for m in messages:
@@ -114,8 +119,21 @@ def history_messages(messages: Sequence[StoredMessage]) -> list[tuple[int, Messa
             if (m.text or m.thinking) and not m.partial and m.problem is None:
                 out.append((m.seq, Message(role="assistant", text=m.text, thinking=m.thinking)))
         else:
-            out.append((m.seq, Message(role="tool", text=m.text, untrusted=True)))
+            name = (tools or {}).get(m.seq, "")
+            out.append((m.seq, Message(role="tool", text=m.text, tool_name=name, untrusted=True)))
     return out
+
+
+def logged_history(store: ChatStore, chat_id: str) -> list[tuple[int, Message]]:
+    """``history_messages`` of a chat as its log holds it now, tool names included."""
+    messages = store.messages(chat_id)
+    book = tool_call_book(store)
+    tools: dict[int, str] = {}
+    if book is not None and any(m.role == "tool" for m in messages):
+        with contextlib.suppress(sqlite3.Error):
+            calls = book.between(chat_id, messages[0].seq, messages[-1].seq)
+            tools = {seq: call.tool for seq, call in calls.items()}
+    return history_messages(messages, tools)
 
 
 def latest_fold(store: ChatStore, chat_id: str) -> tuple[int, str] | None:
@@ -148,7 +166,7 @@ def standard_engine(
             model,
             chat_id=chat_id,
             data_dir=services.data_dir,
-            history=lambda: history_messages(store.messages(chat_id)),
+            history=lambda: logged_history(store, chat_id),
             latest_fold=lambda: latest_fold(store, chat_id),
             approve=approve,
             commands=services.program_commands,
@@ -160,7 +178,7 @@ def standard_engine(
         adapters=catalogue.live_adapters,
         summariser=ModelSummariser(catalogue.live_adapters, services.window_of),
         directory=catalogue,
-        history=lambda: history_messages(store.messages(chat_id)),
+        history=lambda: logged_history(store, chat_id),
         latest_fold=lambda: latest_fold(store, chat_id),
     )
 

@@ -92,7 +92,14 @@ from engines.base import (
 from engines.local.gate import GaveWayError, background
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
 from engines.tools.catalogue import Catalogue
-from engines.tools.rules import FRAME_TAG, guard_frame, result_cap, shorten_turn_tools_first
+from engines.tools.rules import (
+    FRAME_TAG,
+    RESULT_MIN_TOKENS,
+    guard_frame,
+    result_cap,
+    shorten_tool_result,
+    shorten_turn_tools_first,
+)
 from engines.tools.rules import tool_list_tokens as _tools_tokens
 from engines.window import (
     LEAN_WINDOW,
@@ -535,8 +542,27 @@ class ApiSession:
             if not start <= seq < limit or (not messages and m.role != "user"):
                 continue
             if m.role == "tool":
-                # A logged tool result without the call it answers cannot be sent back (every
-                # provider wants the pair); the answer that used it is kept.
+                # Every provider wants a result paired with the call it answers: the log keeps
+                # the result (and, beside it, the tool's name), so the call is written again,
+                # without its arguments. A long result comes back as head and tail.
+                call_id = m.tool_call_id or f"conch-log-{seq}"
+                name = m.tool_name or "tool"
+                messages.append(
+                    Message(
+                        role="assistant",
+                        tool_calls=(ToolCallData(id=call_id, name=name),),
+                    )
+                )
+                messages.append(
+                    m.model_copy(
+                        update={
+                            "tool_call_id": call_id,
+                            "tool_name": name,
+                            "text": shorten_tool_result(m.text, 4 * RESULT_MIN_TOKENS),
+                            "untrusted": True,
+                        }
+                    )
+                )
                 continue
             last = messages[-1] if messages else None
             if last is not None and m.role == last.role == "user":

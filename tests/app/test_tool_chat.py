@@ -7,12 +7,13 @@ from pathlib import Path
 
 from app.conversation import Conversation
 from app.secrets import SessionSecrets
-from app.services import history_messages, latest_fold
+from app.services import history_messages, latest_fold, logged_history
 from app.settings import SettingsStore
 from app.store import ChatStore
 from app.tools import ChatToolHost, ToolSettings
 from engines.api.session import ApiSession
 from engines.api.tool_loop import ToolHost
+from engines.api.transcript import transcript_path
 from engines.base import Approval, ModelInfo, Note, TextDelta, ToolAsk, ToolCallData
 from engines.tools.rules import tool_list_tokens
 from tests.app.test_cli import ROOT
@@ -109,3 +110,34 @@ async def test_the_next_turn_agrees_with_the_chat_log_and_keeps_the_tool_pair(
     sent = adapter.requests[-1].messages
     assert [m.role for m in sent] == ["user", "assistant", "tool", "assistant", "user"]
     assert sent[2].text == "Shopping: eggs, flour, 2 lemons."
+
+
+async def test_a_chat_rebuilt_from_its_log_still_reads_the_tool_result_with_its_call(
+    data_dir: Path,
+) -> None:
+    # The transcript file is gone (deleted, or set aside as damaged): the chat log's tool
+    # result goes back to the model paired with a call under the tool's own name.
+    store, chat_id, _said = await chat_with_a_tool(data_dir, Approval.ONCE)
+    saved = transcript_path(data_dir, chat_id)
+    assert saved.is_file()
+    saved.unlink()
+    adapter = ScriptedAdapter([Answer("Sure."), Answer("Again.")])
+    engine = ApiSession(
+        chat_id=chat_id,
+        data_dir=data_dir,
+        adapters={adapter.name: adapter},
+        history=lambda: logged_history(store, chat_id),
+        latest_fold=lambda: latest_fold(store, chat_id),
+    )
+    conv = Conversation(chat_id, store=store, engine=engine, model=MODEL)
+    [e async for e in conv.turn("Thanks!")]
+    second = [e async for e in conv.turn("And tomorrow?")]
+    await conv.aclose()
+
+    sent = adapter.requests[0].messages
+    assert [m.role for m in sent] == ["user", "assistant", "tool", "assistant", "user"]
+    assert sent[1].tool_calls[0].name == "read_file"
+    assert sent[2].tool_call_id == sent[1].tool_calls[0].id
+    assert sent[2].text == "Shopping: eggs, flour, 2 lemons." and sent[2].untrusted
+    # Rebuilt once, then the transcript and the log agree: no rebuild on every turn.
+    assert not [e for e in second if isinstance(e, Note) and e.topic == "transcript-recovered"]
