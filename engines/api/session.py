@@ -524,10 +524,16 @@ class ApiSession:
             words = [m.text for m in turn if m.role == "assistant"]
             said = "\n".join(words) + "\n" + "".join(words)
             i = bisect.bisect_right(answer_seqs, seq)
+            logged = 0
             while i < len(answers) and answers[i][0] < until:
                 if answers[i][1] not in said:
                     return "it misses an answer the log has"
+                logged += 1
                 i += 1
+            if not logged and any(w.strip() for w in words):
+                # The person deleted the answer (or it was never kept): the model must not
+                # go on reading words the chat no longer shows.
+                return "it holds an answer the log no longer has"
         return None
 
     def _rebuild_from(

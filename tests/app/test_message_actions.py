@@ -158,11 +158,6 @@ async def test_a_deleted_question_leaves_the_next_request_with_its_answer_and_un
     assert ("user", "Two") in sent(server) and ("assistant", "Dos.") in sent(server)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ApiSession's check against the log does not notice an answer the log no longer "
-    "has (engines/api/session.py _disagreement checks only that logged answers are held)",
-)
 async def test_a_deleted_answer_leaves_the_next_request(
     conv: Conversation, store: ChatStore, server: OpenAIStyleServer
 ) -> None:
