@@ -31,6 +31,7 @@ from app.store import ChatStore
 from engines.base import ModelInfo
 from engines.mock import MockEngine, Step
 from ui.start import install_asyncgen_hooks
+from ui.theme import ThemeManager
 
 
 @pytest.fixture(autouse=True)
@@ -62,6 +63,18 @@ def qloop(qapp: QApplication, qtbot: QtBot) -> Iterator[asyncio.AbstractEventLoo
         if isinstance(exc, BaseException):
             raise AssertionError(f"the event loop reported: {first.get('message')}") from exc
         raise AssertionError(f"the event loop reported: {first}")
+
+
+@pytest.fixture(params=("light", "dark"))
+def theme(request: pytest.FixtureRequest, qapp: QApplication) -> Iterator[ThemeManager]:
+    """The real stylesheet and palette of one scheme, put back after the test."""
+    sheet, palette, style = qapp.styleSheet(), qapp.palette(), qapp.style().name()
+    manager = ThemeManager(qapp, str(request.param))
+    yield manager
+    manager.close()
+    qapp.setStyleSheet(sheet)
+    qapp.setPalette(palette)
+    qapp.setStyle(style)
 
 
 # --- a chat on the scripted mock engine -------------------------------------------------------

@@ -19,10 +19,9 @@ from pytestqt.qtbot import QtBot
 
 from app.secrets import SessionSecrets
 from app.services import AppServices, build_services
-from app.settings import SettingsStore
 from engines.base import ProblemKind
-from tests.fakes.http import free_port
 from tests.fakes.ollama_server import FakeModel, FakeOllama, FakeReply, running_ollama
+from tests.ui.windows import route_to
 from tests.waits import HANG_MS
 from ui.chat_model import RowKind
 from ui.chat_view import ChatView
@@ -53,14 +52,7 @@ def ollama() -> Iterator[FakeOllama]:
 
 
 def services_for(data_dir: Path, ollama: FakeOllama) -> AppServices:
-    nowhere = f"http://127.0.0.1:{free_port()}"
-    SettingsStore.in_dir(data_dir).update(
-        ollama_url=ollama.url,
-        lmstudio_url=nowhere,
-        llamacpp_url=nowhere,
-        vllm_url=nowhere,
-        bundled_model=False,
-    )
+    route_to(data_dir, ollama_url=ollama.url)
     return build_services(data_dir, mock=False, secrets=SessionSecrets())
 
 

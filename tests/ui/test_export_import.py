@@ -14,6 +14,7 @@ from pytestqt.qtbot import QtBot
 
 from app.export import suggested_name
 from app.services import AppServices, build_services
+from tests.ui.windows import closed_after, shown
 from tests.waits import HANG_MS
 from ui.main_window import MainWindow
 
@@ -24,23 +25,15 @@ IMPORTS = Path(__file__).parent.parent / "data" / "imports"
 
 @pytest.fixture
 def services(data_dir: Path) -> Iterator[AppServices]:
-    built = build_services(data_dir, mock=True, seed_demo_chat=False)
-    yield built
-    built.store.close()
-    built.memories.close()
-    built.health.close()
+    yield from closed_after(build_services(data_dir, mock=True, seed_demo_chat=False))
 
 
 @pytest.fixture
 def window(qtbot: QtBot, services: AppServices) -> Iterator[MainWindow]:
-    win = MainWindow(services)
-    qtbot.addWidget(win)
-    win.show()
-    yield win
-    if win._file_dialog is not None:
-        win._file_dialog.close()
-    close = asyncio.get_running_loop().create_task(win.aclose())
-    qtbot.waitUntil(close.done, timeout=HANG_MS)
+    with shown(qtbot, services) as win:
+        yield win
+        if win._file_dialog is not None:
+            win._file_dialog.close()
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage, QKeySequence, QShortcut
-from PySide6.QtWidgets import QApplication, QLabel, QWidget
+from PySide6.QtWidgets import QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.services import AppServices, build_services
@@ -29,17 +29,6 @@ def services(data_dir: Path) -> Iterator[AppServices]:
     built.store.close()
     built.memories.close()
     built.health.close()
-
-
-@pytest.fixture(params=("light", "dark"))
-def theme(request: pytest.FixtureRequest, qapp: QApplication) -> Iterator[ThemeManager]:
-    sheet, palette, style = qapp.styleSheet(), qapp.palette(), qapp.style().name()
-    manager = ThemeManager(qapp, str(request.param))
-    yield manager
-    manager.close()
-    qapp.setStyleSheet(sheet)
-    qapp.setPalette(palette)
-    qapp.setStyle(style)
 
 
 @pytest.fixture

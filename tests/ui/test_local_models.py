@@ -13,20 +13,19 @@ from typing import Any
 import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QColor, QImage
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QWidget
 from pytestqt.qtbot import QtBot
 
 from app.secrets import SessionSecrets
 from app.services import AppServices, build_services
-from app.settings import SettingsStore
 from engines.base import ModelInfo, NextStep, ProblemKind, TurnProblem
 from engines.local.reload import LocalModels, ReloadOffer
 from engines.mock import MockEngine, Reply
 from engines.providers.ollama import OllamaAdapter
-from tests.fakes.http import free_port
 from tests.fakes.ollama_server import FakeModel, FakeOllama, running_ollama
 from tests.fakes.openai_server import FakeModel as LmModel
 from tests.fakes.openai_server import OpenAIStyleServer, too_long_reply
+from tests.ui.windows import closed_after, route_to
 from tests.waits import HANG_MS
 from ui.chat_model import RowKind
 from ui.main_window import MainWindow
@@ -48,17 +47,6 @@ TOO_LONG = TurnProblem.of(
     "the prompt is longer than the context length",
     NextStep(kind="new-chat", label="Start a new chat with this message", text="Hi"),
 )
-
-
-@pytest.fixture(params=("light", "dark"))
-def theme(request: pytest.FixtureRequest, qapp: QApplication) -> Iterator[ThemeManager]:
-    sheet, palette, style = qapp.styleSheet(), qapp.palette(), qapp.style().name()
-    manager = ThemeManager(qapp, str(request.param))
-    yield manager
-    manager.close()
-    qapp.setStyleSheet(sheet)
-    qapp.setPalette(palette)
-    qapp.setStyle(style)
 
 
 def colours(image: QImage, widget: QWidget, inside: QWidget) -> Counter[int]:
@@ -257,19 +245,8 @@ def lmstudio() -> Iterator[OpenAIStyleServer]:
 
 @pytest.fixture
 def real_services(data_dir: Path, lmstudio: OpenAIStyleServer) -> Iterator[AppServices]:
-    nowhere = f"http://127.0.0.1:{free_port()}"
-    SettingsStore.in_dir(data_dir).update(
-        lmstudio_url=lmstudio.url,
-        ollama_url=nowhere,
-        llamacpp_url=nowhere,
-        vllm_url=nowhere,
-        bundled_model=False,
-    )
-    built = build_services(data_dir, mock=False, secrets=SessionSecrets())
-    yield built
-    built.store.close()
-    built.memories.close()
-    built.health.close()
+    route_to(data_dir, lmstudio_url=lmstudio.url)
+    yield from closed_after(build_services(data_dir, mock=False, secrets=SessionSecrets()))
 
 
 def open_window(qtbot: QtBot, services: AppServices) -> MainWindow:
@@ -372,20 +349,9 @@ def test_a_too_long_card_shown_when_the_chat_opens_is_offered_the_reload(
 
 @pytest.fixture
 def ollama_services(data_dir: Path, ollama: FakeOllama) -> Iterator[AppServices]:
-    nowhere = f"http://127.0.0.1:{free_port()}"
     ollama.load("qwen3:8b", 2_048)  # another app loaded it with Ollama's old default
-    SettingsStore.in_dir(data_dir).update(
-        ollama_url=ollama.url,
-        lmstudio_url=nowhere,
-        llamacpp_url=nowhere,
-        vllm_url=nowhere,
-        bundled_model=False,
-    )
-    built = build_services(data_dir, mock=False, secrets=SessionSecrets())
-    yield built
-    built.store.close()
-    built.memories.close()
-    built.health.close()
+    route_to(data_dir, ollama_url=ollama.url)
+    yield from closed_after(build_services(data_dir, mock=False, secrets=SessionSecrets()))
 
 
 def test_ollama_at_2k_reloads_from_the_picker_and_a_download_joins_the_list(

@@ -7,7 +7,6 @@ visible to Qt and still paint nothing a person can see.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,20 +29,7 @@ from ui.theme import ThemeManager
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
-SCHEMES = ("light", "dark")
 HANG_MS = 10_000
-
-
-@pytest.fixture(params=SCHEMES)
-def theme(request: pytest.FixtureRequest, qapp: QApplication) -> Iterator[ThemeManager]:
-    """The real stylesheet and palette of one scheme, put back after the test."""
-    sheet, palette, style = qapp.styleSheet(), qapp.palette(), qapp.style().name()
-    manager = ThemeManager(qapp, str(request.param))
-    yield manager
-    manager.close()
-    qapp.setStyleSheet(sheet)
-    qapp.setPalette(palette)
-    qapp.setStyle(style)
 
 
 def share_of(image: QImage, color: QColor, rect: QRect | None = None, tolerance: int = 6) -> float:

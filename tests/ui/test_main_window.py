@@ -23,6 +23,7 @@ from app.store import Chat
 from engines.base import Engine, ModelInfo, NextStep, ProblemKind
 from engines.mock import CompactBefore, MockEngine, Refuse, Reply, ShortenBefore, Step
 from engines.programs.acp import Approver
+from tests.ui.windows import closed_after, shown
 from tests.waits import HANG_MS
 from ui.chat_model import RowKind
 from ui.main_window import MainWindow
@@ -63,22 +64,13 @@ def scripts() -> Scripts:
 @pytest.fixture
 def services(data_dir: Path, scripts: Scripts) -> Iterator[AppServices]:
     built = build_services(data_dir, mock=True, seed_demo_chat=False, engines=scripts)
-    yield built
-    built.store.close()
-    built.memories.close()
-    built.health.close()
+    yield from closed_after(built)
 
 
 @pytest.fixture
 def window(qtbot: QtBot, services: AppServices) -> Iterator[MainWindow]:
-    win = MainWindow(services)
-    qtbot.addWidget(win)
-    win.show()
-    task = asyncio.get_running_loop().create_task(win.start())
-    qtbot.waitUntil(task.done, timeout=5000)
-    yield win
-    close = asyncio.get_running_loop().create_task(win.aclose())
-    qtbot.waitUntil(close.done, timeout=5000)
+    with shown(qtbot, services, start=True, timeout=5000) as win:
+        yield win
 
 
 def send(qtbot: QtBot, win: MainWindow, text: str) -> None:

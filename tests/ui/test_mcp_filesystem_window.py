@@ -19,10 +19,9 @@ from pytestqt.qtbot import QtBot
 
 from app.secrets import SessionSecrets
 from app.services import AppServices, build_services
-from app.settings import SettingsStore
-from tests.fakes.http import free_port
 from tests.fakes.openai_server import FakeModel, OpenAIStyleServer, Script, ScriptedCall
 from tests.integration.test_mcp_filesystem import filesystem_server
+from tests.ui.windows import route_to
 from tests.waits import HANG_MS
 from ui.chat_model import RowKind
 from ui.main_window import MainWindow
@@ -63,14 +62,7 @@ def lmstudio(notes: Path) -> Iterator[OpenAIStyleServer]:
 def services(
     data_dir: Path, notes: Path, lmstudio: OpenAIStyleServer, qtbot: QtBot
 ) -> Iterator[AppServices]:
-    nowhere = f"http://127.0.0.1:{free_port()}"
-    SettingsStore.in_dir(data_dir).update(
-        lmstudio_url=lmstudio.url,
-        ollama_url=nowhere,
-        llamacpp_url=nowhere,
-        vllm_url=nowhere,
-        bundled_model=False,
-    )
+    route_to(data_dir, lmstudio_url=lmstudio.url)
     built = build_services(data_dir, mock=False, secrets=SessionSecrets())
     entry = filesystem_server(notes.parent)
     pasted = json.dumps(

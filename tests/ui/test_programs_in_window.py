@@ -24,13 +24,12 @@ from pytestqt.qtbot import QtBot
 from app.demo import MOCK_MODELS
 from app.secrets import SessionSecrets
 from app.services import AppServices, build_services
-from app.settings import SettingsStore
 from engines.base import ModelInfo, ProblemKind
 from engines.programs.handoff import HANDOFF_CHARS
 from tests.engines.programs.test_codex import CODEX
 from tests.fakes.anthropic_server import ClaudeCodeServer
-from tests.fakes.http import free_port
 from tests.fakes.openai_server import FakeModel, OpenAIStyleServer, ResponsesServer
+from tests.ui.windows import closed_after, route_to, shown
 from ui.chat_model import RowKind
 from ui.handoff_divider import HandoffDivider
 from ui.main_window import MainWindow
@@ -77,21 +76,14 @@ def services(tmp_path: Path, agent: Path, monkeypatch: pytest.MonkeyPatch) -> It
         tmp_path / "data", mock=False, secrets=SessionSecrets(), seed_demo_chat=False
     )
     built.settings.update(program_paths={"gemini": str(agent)})
-    yield built
-    built.store.close()
-    built.memories.close()
-    built.health.close()
+    yield from closed_after(built)
 
 
 @pytest.fixture
 def window(qtbot: QtBot, services: AppServices) -> Iterator[MainWindow]:
     # Not started: listing models could start the bundled one; programs need no listing.
-    win = MainWindow(services)
-    qtbot.addWidget(win)
-    win.show()
-    yield win
-    close = asyncio.get_running_loop().create_task(win.aclose())
-    qtbot.waitUntil(close.done, timeout=WAIT_MS)
+    with shown(qtbot, services, timeout=WAIT_MS) as win:
+        yield win
 
 
 def received(record: Path) -> list[dict[str, object]]:
@@ -338,15 +330,7 @@ def api_services(
     """The ACP agent as Gemini CLI and the LM Studio fake as the model API."""
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     monkeypatch.setenv("PATH", str(tmp_path / "empty-path"))
-    nowhere = f"http://127.0.0.1:{free_port()}"
-    SettingsStore.in_dir(tmp_path / "data").update(
-        lmstudio_url=lmstudio.url,
-        ollama_url=nowhere,
-        llamacpp_url=nowhere,
-        vllm_url=nowhere,
-        bundled_model=False,
-        program_paths={"gemini": str(agent)},
-    )
+    route_to(tmp_path / "data", lmstudio_url=lmstudio.url, program_paths={"gemini": str(agent)})
     built = build_services(
         tmp_path / "data", mock=False, secrets=SessionSecrets(), seed_demo_chat=False
     )

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import QPoint, Qt
-from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.conversation import Conversation
@@ -284,18 +283,6 @@ def test_a_shortened_result_says_so_on_its_line() -> None:
     line = rows.lines["c"]
     line.button.click()
     assert "the model was sent 12,000 of them" in line.details.text()
-
-
-@pytest.fixture(params=("light", "dark"))
-def theme(request: pytest.FixtureRequest, qapp: QApplication) -> Iterator[ThemeManager]:
-    """The real stylesheet and palette of one scheme, put back after the test."""
-    sheet, palette, style = qapp.styleSheet(), qapp.palette(), qapp.style().name()
-    manager = ThemeManager(qapp, str(request.param))
-    yield manager
-    manager.close()
-    qapp.setStyleSheet(sheet)
-    qapp.setPalette(palette)
-    qapp.setStyle(style)
 
 
 def test_a_kept_tool_line_is_drawn_whole_in_the_themed_chat(

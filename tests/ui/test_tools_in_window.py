@@ -23,10 +23,9 @@ from pytestqt.qtbot import QtBot
 
 from app.secrets import SessionSecrets
 from app.services import AppServices, build_services
-from app.settings import SettingsStore
 from engines.tools.rules import tool_list_tokens
-from tests.fakes.http import free_port
 from tests.fakes.openai_server import FakeModel, OpenAIStyleServer, Script, ScriptedCall
+from tests.ui.windows import route_to, shown
 from tests.waits import HANG_MS
 from ui.chat_model import RowKind
 from ui.main_window import MainWindow
@@ -63,14 +62,7 @@ def lmstudio() -> Iterator[OpenAIStyleServer]:
 def services(
     data_dir: Path, tmp_path: Path, lmstudio: OpenAIStyleServer, qtbot: QtBot
 ) -> Iterator[AppServices]:
-    nowhere = f"http://127.0.0.1:{free_port()}"
-    SettingsStore.in_dir(data_dir).update(
-        lmstudio_url=lmstudio.url,
-        ollama_url=nowhere,
-        llamacpp_url=nowhere,
-        vllm_url=nowhere,
-        bundled_model=False,
-    )
+    route_to(data_dir, lmstudio_url=lmstudio.url)
     folder = tmp_path / "files"
     folder.mkdir()
     (folder / "notes.txt").write_text(NOTES, "utf-8")
@@ -88,16 +80,9 @@ def services(
 
 @pytest.fixture
 def window(qtbot: QtBot, services: AppServices) -> Iterator[MainWindow]:
-    win = MainWindow(services)
-    qtbot.addWidget(win)
-    win.resize(1100, 800)
-    win.show()
-    task = asyncio.ensure_future(win.start())
-    qtbot.waitUntil(task.done, timeout=HANG_MS)
-    yield win
-    win.close()
-    task = asyncio.ensure_future(win.aclose())
-    qtbot.waitUntil(task.done, timeout=HANG_MS)
+    with shown(qtbot, services, start=True, size=(1100, 800)) as win:
+        yield win
+        win.close()
 
 
 def run(qtbot: QtBot, coroutine: Any) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from pytestqt.qtbot import QtBot
 
 from app.services import AppServices, build_services
 from engines.api.transcript import transcript_path
+from tests.ui.windows import closed_after, shown
 from tests.waits import HANG_MS
 from ui.main_window import MainWindow
 from ui.theme import ThemeManager
@@ -23,21 +23,13 @@ pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
 @pytest.fixture
 def services(data_dir: Path) -> Iterator[AppServices]:
-    built = build_services(data_dir, mock=True, seed_demo_chat=False)
-    yield built
-    built.store.close()
-    built.memories.close()
-    built.health.close()
+    yield from closed_after(build_services(data_dir, mock=True, seed_demo_chat=False))
 
 
 @pytest.fixture
 def window(qtbot: QtBot, services: AppServices) -> Iterator[MainWindow]:
-    win = MainWindow(services)
-    qtbot.addWidget(win)
-    win.show()
-    yield win
-    close = asyncio.get_running_loop().create_task(win.aclose())
-    qtbot.waitUntil(close.done, timeout=HANG_MS)
+    with shown(qtbot, services) as win:
+        yield win
 
 
 def _delete_with_the_key(qtbot: QtBot, window: MainWindow, chat_id: str) -> None:
