@@ -73,6 +73,42 @@ def state_look(state: ServerState) -> str:
     return {"ready": "ok", "starting": "busy", "failed": "error"}.get(state.phase, "")
 
 
+# The add card's labels, its name's and both forms', line up at this width.
+_LABEL_WIDTH = 90
+
+
+def _line(placeholder: str, name: str) -> QLineEdit:
+    field = QLineEdit()
+    field.setPlaceholderText(placeholder)
+    field.setAccessibleName(name)
+    return field
+
+
+def _lines(placeholder: str, name: str) -> QPlainTextEdit:
+    field = QPlainTextEdit()
+    field.setPlaceholderText(placeholder)
+    field.setAccessibleName(name)
+    field.setFixedHeight(64)
+    return field
+
+
+def _form(*fields: QWidget) -> QWidget:
+    """One form of the add card: each field labelled with its accessible name."""
+    form = QWidget()
+    grid = QGridLayout(form)
+    grid.setContentsMargins(0, 0, 0, 0)
+    grid.setHorizontalSpacing(12)
+    grid.setColumnMinimumWidth(0, _LABEL_WIDTH)
+    for row, field in enumerate(fields):
+        label = QLabel(field.accessibleName())
+        if isinstance(field, QPlainTextEdit):
+            grid.addWidget(label, row, 0, Qt.AlignmentFlag.AlignTop)
+        else:
+            grid.addWidget(label, row, 0)
+        grid.addWidget(field, row, 1)
+    return form
+
+
 def _pick_file(parent: QWidget, chosen: Callable[[str], None]) -> None:
     # open(), not exec(): a modal loop would stall the asyncio loop's tasks.
     dialog = QFileDialog(parent, "Import MCP servers")
@@ -286,45 +322,16 @@ class ToolsPage(QWidget):
         grid.addWidget(self.name_field, 1, 1)
 
         self.kind_pages = QStackedWidget()
-        stdio = QWidget()
-        sgrid = QGridLayout(stdio)
-        sgrid.setContentsMargins(0, 0, 0, 0)
-        sgrid.setHorizontalSpacing(12)
-        self.command_field = QLineEdit()
-        self.command_field.setPlaceholderText("npx")
-        self.command_field.setAccessibleName("Command")
-        self.args_field = QLineEdit()
-        self.args_field.setPlaceholderText("-y @modelcontextprotocol/server-filesystem ~/Documents")
-        self.args_field.setAccessibleName("Arguments")
-        self.env_field = QPlainTextEdit()
-        self.env_field.setPlaceholderText("NAME=value, one a line (keys go to the keyring)")
-        self.env_field.setAccessibleName("Environment")
-        self.env_field.setFixedHeight(64)
-        sgrid.addWidget(QLabel("Command"), 0, 0)
-        sgrid.addWidget(self.command_field, 0, 1)
-        sgrid.addWidget(QLabel("Arguments"), 1, 0)
-        sgrid.addWidget(self.args_field, 1, 1)
-        sgrid.addWidget(QLabel("Environment"), 2, 0, Qt.AlignmentFlag.AlignTop)
-        sgrid.addWidget(self.env_field, 2, 1)
-        http = QWidget()
-        hgrid = QGridLayout(http)
-        hgrid.setContentsMargins(0, 0, 0, 0)
-        hgrid.setHorizontalSpacing(12)
-        self.url_field = QLineEdit()
-        self.url_field.setPlaceholderText("https://example.com/mcp")
-        self.url_field.setAccessibleName("Address")
-        self.headers_field = QPlainTextEdit()
-        self.headers_field.setPlaceholderText("Name: value, one a line (tokens go to the keyring)")
-        self.headers_field.setAccessibleName("Headers")
-        self.headers_field.setFixedHeight(64)
-        hgrid.addWidget(QLabel("Address"), 0, 0)
-        hgrid.addWidget(self.url_field, 0, 1)
-        hgrid.addWidget(QLabel("Headers"), 1, 0, Qt.AlignmentFlag.AlignTop)
-        hgrid.addWidget(self.headers_field, 1, 1)
-        # The labels of both forms line up with the name's.
-        for g in (sgrid, hgrid):
-            g.setColumnMinimumWidth(0, 90)
-        grid.setColumnMinimumWidth(0, 90)
+        self.command_field = _line("npx", "Command")
+        self.args_field = _line(
+            "-y @modelcontextprotocol/server-filesystem ~/Documents", "Arguments"
+        )
+        self.env_field = _lines("NAME=value, one a line (keys go to the keyring)", "Environment")
+        stdio = _form(self.command_field, self.args_field, self.env_field)
+        self.url_field = _line("https://example.com/mcp", "Address")
+        self.headers_field = _lines("Name: value, one a line (tokens go to the keyring)", "Headers")
+        http = _form(self.url_field, self.headers_field)
+        grid.setColumnMinimumWidth(0, _LABEL_WIDTH)
         self.kind_pages.addWidget(stdio)
         self.kind_pages.addWidget(http)
         self.kind.currentIndexChanged.connect(self.kind_pages.setCurrentIndex)
