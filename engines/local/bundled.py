@@ -916,6 +916,11 @@ class BundledRuntime:
             "True",
             "--cache_size",
             str(CACHE_BYTES),
+            # The server's default keeps the logits of every prompt token (for logprobs, which
+            # Conch never asks for): 8,192 × 49,152 floats, 1.6 GB, in the model and again in
+            # each cached state, and the prompt costs more to read.
+            "--logits_all",
+            "False",
             # The chat template comes from the GGUF (SmolLM2 ships ChatML); no --chat_format.
             "--exits",
             str(self.exits_path),

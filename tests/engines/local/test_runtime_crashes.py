@@ -102,6 +102,8 @@ async def test_the_runtime_is_started_with_requests_that_wait_their_turn(
     assert args[args.index("--interrupt_requests") + 1] == "False"
     # and with a cache of prompt states, so background work does not cost the chat its prefix
     assert args[args.index("--cache") + 1] == "True"
+    # and without every prompt token's logits (1.6 GB at 8K; see test_state_cache)
+    assert args[args.index("--logits_all") + 1] == "False"
 
 
 async def test_sigill_on_the_self_test_stops_the_runtime_before_it_is_called_ready(

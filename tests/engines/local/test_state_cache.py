@@ -61,7 +61,7 @@ def test_a_state_bigger_than_the_cache_is_not_kept_and_evicts_nothing() -> None:
     assert list(cache.cache_state) == [small]
 
 
-def test_the_bundled_server_app_uses_the_counted_cache() -> None:
+def test_the_bundled_server_app_uses_the_counted_cache_and_keeps_one_batch_of_logits() -> None:
     from llama_cpp.server import app as app_module
 
     from engines.local.bundled import find_gguf
@@ -73,6 +73,7 @@ def test_the_bundled_server_app_uses_the_counted_cache() -> None:
         [
             "--model", str(gguf), "--n_ctx", "512", "--n_threads", "1",
             "--cache", "True", "--cache_size", str(64 * MB), "--verbose", "False",
+            "--logits_all", "False",
         ]
     )  # fmt: skip
     proxy: Any = app_module._llama_proxy
@@ -80,5 +81,8 @@ def test_the_bundled_server_app_uses_the_counted_cache() -> None:
     try:
         assert isinstance(model.cache, CountedRAMCache)
         assert model.cache.capacity_bytes == 64 * MB
+        # As the bundled runtime starts it: logits for one batch, not for every token of the
+        # window (which each cached state would copy too).
+        assert model.scores.shape == (model.n_batch, model.n_vocab())
     finally:
         model.close()
