@@ -19,6 +19,7 @@ from app.sqlite import open_database
 from app.store import _STEPS, ChatSettings, ChatStore
 from engines.base import TurnInput
 from engines.mock import MockEngine, Reply
+from tests.ui.windows import closed_after, open_window
 from tests.waits import HANG_MS
 from ui.chat_settings import AUTOMATIC, SERVER_DEFAULT, ChatSettingsPanel, DefaultPromptPage
 from ui.main_window import MainWindow
@@ -29,15 +30,6 @@ OWN = "Answer like a ship's captain."
 DEFAULT = "Answer in plain English."
 
 
-def open_window(qtbot: QtBot, services: AppServices) -> MainWindow:
-    win = MainWindow(services)
-    qtbot.addWidget(win)
-    win.show()
-    task = asyncio.get_running_loop().create_task(win.start())
-    qtbot.waitUntil(task.done, timeout=HANG_MS)
-    return win
-
-
 def close_window(qtbot: QtBot, win: MainWindow) -> None:
     close = asyncio.get_running_loop().create_task(win.aclose())
     qtbot.waitUntil(close.done, timeout=HANG_MS)
@@ -45,11 +37,7 @@ def close_window(qtbot: QtBot, win: MainWindow) -> None:
 
 @pytest.fixture
 def services(data_dir: Path) -> Iterator[AppServices]:
-    built = build_services(data_dir, mock=True, seed_demo_chat=False)
-    yield built
-    built.store.close()
-    built.memories.close()
-    built.health.close()
+    yield from closed_after(build_services(data_dir, mock=True, seed_demo_chat=False))
 
 
 def untick(qtbot: QtBot, panel: ChatSettingsPanel) -> None:

@@ -8,7 +8,6 @@ and the model remembers it whole.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,11 +20,10 @@ from app.secrets import SessionSecrets
 from app.services import AppServices, build_services
 from engines.base import ProblemKind
 from tests.fakes.ollama_server import FakeModel, FakeOllama, FakeReply, running_ollama
-from tests.ui.windows import route_to
+from tests.ui.windows import close_files, close_window, open_window, route_to
 from tests.waits import HANG_MS
 from ui.chat_model import RowKind
 from ui.chat_view import ChatView
-from ui.main_window import MainWindow
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
@@ -56,26 +54,6 @@ def services_for(data_dir: Path, ollama: FakeOllama) -> AppServices:
     return build_services(data_dir, mock=False, secrets=SessionSecrets())
 
 
-def open_window(qtbot: QtBot, services: AppServices) -> MainWindow:
-    win = MainWindow(services)
-    qtbot.addWidget(win)
-    win.resize(900, 700)
-    win.show()
-    task = asyncio.ensure_future(win.start())
-    qtbot.waitUntil(task.done, timeout=HANG_MS)
-    return win
-
-
-def close_window(qtbot: QtBot, win: MainWindow, services: AppServices) -> None:
-    win.close()
-    for closing in (win.aclose, services.catalogue.aclose, services.local_models.aclose):
-        task = asyncio.ensure_future(closing())
-        qtbot.waitUntil(task.done, timeout=HANG_MS)
-    services.store.close()
-    services.memories.close()
-    services.health.close()
-
-
 def answers_on_screen(view: ChatView) -> list[tuple[RowKind, str]]:
     """Every answer bubble the chat shows, with the words it shows."""
     view.flush()
@@ -102,7 +80,7 @@ def test_continue_after_stop_grows_the_same_answer_and_a_restart_keeps_it(
     qtbot: QtBot, data_dir: Path, ollama: FakeOllama
 ) -> None:
     services = services_for(data_dir, ollama)
-    win = open_window(qtbot, services)
+    win = open_window(qtbot, services, size=(900, 700))
     model = services.catalogue.find(MODEL)
     assert model is not None
     win.new_chat()
@@ -153,10 +131,11 @@ def test_continue_after_stop_grows_the_same_answer_and_a_restart_keeps_it(
     assert view.continuable_row() < 0
     assert "Continue the stopped answer" not in [c.title for c in win.palette_commands()]
     close_window(qtbot, win, services)
+    close_files(services)
 
     # After a restart: the same one answer, and the model is sent it whole.
     services = services_for(data_dir, ollama)
-    win = open_window(qtbot, services)
+    win = open_window(qtbot, services, size=(900, 700))
     win.open_chat(chat)
     assert answers_on_screen(win.chat_view) == [(RowKind.MESSAGE, WHOLE)]
     win.composer.edit.setFocus()
@@ -169,3 +148,4 @@ def test_continue_after_stop_grows_the_same_answer_and_a_restart_keeps_it(
     remembered = ollama.chat_requests()[-1]["messages"]
     assert [m["content"] for m in remembered if m["role"] == "assistant"] == [WHOLE]
     close_window(qtbot, win, services)
+    close_files(services)

@@ -3,7 +3,6 @@ control has the focus, in both themes (judged by pixels, not by ``hasFocus``).""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from PySide6.QtWidgets import QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.services import AppServices, build_services
+from tests.ui.windows import closed_after, shown
 from ui.main_window import MainWindow
 from ui.palette import shortcut_text
 from ui.shortcuts import SHORTCUTS, ShortcutsSheet
@@ -24,23 +24,14 @@ pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
 @pytest.fixture
 def services(data_dir: Path) -> Iterator[AppServices]:
-    built = build_services(data_dir, mock=True, seed_demo_chat=True)
-    yield built
-    built.store.close()
-    built.memories.close()
-    built.health.close()
+    yield from closed_after(build_services(data_dir, mock=True, seed_demo_chat=True))
 
 
 @pytest.fixture
 def window(qtbot: QtBot, services: AppServices) -> Iterator[MainWindow]:
-    win = MainWindow(services)
-    qtbot.addWidget(win)
-    win.show()
-    task = asyncio.get_running_loop().create_task(win.start())
-    qtbot.waitUntil(task.done)
-    yield win
-    close = asyncio.get_running_loop().create_task(win.aclose())
-    qtbot.waitUntil(close.done)
+    # qtbot's default wait.
+    with shown(qtbot, services, start=True, timeout=5000) as win:
+        yield win
 
 
 def test_ctrl_slash_lists_every_shortcut_the_window_has(qtbot: QtBot, window: MainWindow) -> None:

@@ -25,10 +25,9 @@ from engines.providers.ollama import OllamaAdapter
 from tests.fakes.ollama_server import FakeModel, FakeOllama, running_ollama
 from tests.fakes.openai_server import FakeModel as LmModel
 from tests.fakes.openai_server import OpenAIStyleServer, too_long_reply
-from tests.ui.windows import closed_after, route_to
+from tests.ui.windows import close_window, closed_after, open_window, route_to
 from tests.waits import HANG_MS
 from ui.chat_model import RowKind
-from ui.main_window import MainWindow
 from ui.model_picker import PULL_TEXT, ModelPicker
 from ui.problem_card import ProblemCard
 from ui.pull_dialog import PullDialog
@@ -247,25 +246,6 @@ def lmstudio() -> Iterator[OpenAIStyleServer]:
 def real_services(data_dir: Path, lmstudio: OpenAIStyleServer) -> Iterator[AppServices]:
     route_to(data_dir, lmstudio_url=lmstudio.url)
     yield from closed_after(build_services(data_dir, mock=False, secrets=SessionSecrets()))
-
-
-def open_window(qtbot: QtBot, services: AppServices) -> MainWindow:
-    win = MainWindow(services)
-    qtbot.addWidget(win)
-    win.show()
-    task = asyncio.ensure_future(win.start())
-    qtbot.waitUntil(task.done, timeout=HANG_MS)
-    return win
-
-
-def close_window(qtbot: QtBot, win: MainWindow, services: AppServices) -> None:
-    win.close()
-    task = asyncio.ensure_future(win.aclose())
-    qtbot.waitUntil(task.done, timeout=HANG_MS)
-    task = asyncio.ensure_future(services.catalogue.aclose())
-    qtbot.waitUntil(task.done, timeout=HANG_MS)
-    task = asyncio.ensure_future(services.local_models.aclose())
-    qtbot.waitUntil(task.done, timeout=HANG_MS)
 
 
 def test_lm_studio_at_4k_reloads_with_16k_from_the_card_and_the_message_goes_again(

@@ -3,7 +3,6 @@ scrolled to that message, lit up for a moment."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from PySide6.QtCore import QPoint, Qt
 from pytestqt.qtbot import QtBot
 
 from app.services import AppServices, build_services
+from tests.ui.windows import closed_after, shown
 from tests.waits import HANG_MS
 from ui.chat_model import PAGE, RowKind
 from ui.main_window import MainWindow
@@ -23,11 +23,7 @@ NEEDLE_SEQ = 12  # far above the page of messages a chat first shows
 
 @pytest.fixture
 def services(data_dir: Path) -> Iterator[AppServices]:
-    built = build_services(data_dir, mock=True, seed_demo_chat=False)
-    yield built
-    built.store.close()
-    built.memories.close()
-    built.health.close()
+    yield from closed_after(build_services(data_dir, mock=True, seed_demo_chat=False))
 
 
 @pytest.fixture
@@ -47,13 +43,9 @@ def garden(services: AppServices) -> str:
 
 @pytest.fixture
 def window(qtbot: QtBot, services: AppServices, garden: str) -> Iterator[MainWindow]:
-    win = MainWindow(services)
-    qtbot.addWidget(win)
-    win.show()
-    qtbot.waitExposed(win, timeout=HANG_MS)
-    yield win
-    close = asyncio.get_running_loop().create_task(win.aclose())
-    qtbot.waitUntil(close.done, timeout=HANG_MS)
+    with shown(qtbot, services) as win:
+        qtbot.waitExposed(win, timeout=HANG_MS)
+        yield win
 
 
 def _search(qtbot: QtBot, window: MainWindow, text: str, expected: list[str]) -> None:

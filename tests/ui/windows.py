@@ -29,9 +29,41 @@ def route_to(data_dir: Path, **settings: Any) -> None:
 def closed_after(built: AppServices) -> Iterator[AppServices]:
     """Yield ``built`` to a fixture's test, then close its files (``yield from`` in a fixture)."""
     yield built
-    built.store.close()
-    built.memories.close()
-    built.health.close()
+    close_files(built)
+
+
+def close_files(services: AppServices) -> None:
+    services.store.close()
+    services.memories.close()
+    services.health.close()
+
+
+def open_window(
+    qtbot: QtBot,
+    services: AppServices,
+    *,
+    start: bool = True,
+    size: tuple[int, int] | None = None,
+    timeout: int = HANG_MS,
+) -> MainWindow:
+    """The real window, shown and (unless told not to) started."""
+    win = MainWindow(services)
+    qtbot.addWidget(win)
+    if size is not None:
+        win.resize(*size)
+    win.show()
+    if start:
+        task = asyncio.ensure_future(win.start())
+        qtbot.waitUntil(task.done, timeout=timeout)
+    return win
+
+
+def close_window(qtbot: QtBot, win: MainWindow, services: AppServices) -> None:
+    """Close the window as the person would, then its services' model connections."""
+    win.close()
+    for closing in (win.aclose, services.catalogue.aclose, services.local_models.aclose):
+        task = asyncio.ensure_future(closing())
+        qtbot.waitUntil(task.done, timeout=HANG_MS)
 
 
 @contextmanager
@@ -44,14 +76,7 @@ def shown(
     timeout: int = HANG_MS,
 ) -> Iterator[MainWindow]:
     """The real window, shown (and started if asked), closed again after the block."""
-    win = MainWindow(services)
-    qtbot.addWidget(win)
-    if size is not None:
-        win.resize(*size)
-    win.show()
-    if start:
-        task = asyncio.ensure_future(win.start())
-        qtbot.waitUntil(task.done, timeout=timeout)
+    win = open_window(qtbot, services, start=start, size=size, timeout=timeout)
     yield win
     close = asyncio.get_running_loop().create_task(win.aclose())
     qtbot.waitUntil(close.done, timeout=timeout)
