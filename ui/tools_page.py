@@ -77,6 +77,13 @@ def state_look(state: ServerState) -> str:
 _LABEL_WIDTH = 90
 
 
+def _card() -> QFrame:
+    card = QFrame()
+    card.setObjectName("SettingsCard")
+    card.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+    return card
+
+
 def _line(placeholder: str, name: str) -> QLineEdit:
     field = QLineEdit()
     field.setPlaceholderText(placeholder)
@@ -245,9 +252,7 @@ class ToolsPage(QWidget):
         warning.setVisible(bool(keyring_warning))
         layout.addWidget(warning)
 
-        card = QFrame()
-        card.setObjectName("SettingsCard")
-        card.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        card = _card()
         self._list = QVBoxLayout(card)
         self._list.setContentsMargins(16, 8, 16, 8)
         self._list.setSpacing(0)
@@ -301,9 +306,7 @@ class ToolsPage(QWidget):
         return label
 
     def _add_form(self) -> QWidget:
-        card = QFrame()
-        card.setObjectName("SettingsCard")
-        card.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        card = _card()
         grid = QGridLayout(card)
         grid.setContentsMargins(16, 12, 16, 12)
         grid.setHorizontalSpacing(12)
@@ -350,9 +353,7 @@ class ToolsPage(QWidget):
         return card
 
     def _import_form(self) -> QWidget:
-        card = QFrame()
-        card.setObjectName("SettingsCard")
-        card.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        card = _card()
         inner = QVBoxLayout(card)
         inner.setContentsMargins(16, 12, 16, 12)
         inner.setSpacing(8)
