@@ -27,9 +27,11 @@ from pytestqt.qtbot import QtBot
 
 from app.conversation import Conversation
 from app.memories import LearningRun, MemoryBook
+from app.services import AppServices, build_services
 from app.store import ChatStore
 from engines.base import ModelInfo
 from engines.mock import MockEngine, Step
+from tests.ui.windows import closed_after
 from ui.start import install_asyncgen_hooks
 from ui.theme import ThemeManager
 
@@ -63,6 +65,12 @@ def qloop(qapp: QApplication, qtbot: QtBot) -> Iterator[asyncio.AbstractEventLoo
         if isinstance(exc, BaseException):
             raise AssertionError(f"the event loop reported: {first.get('message')}") from exc
         raise AssertionError(f"the event loop reported: {first}")
+
+
+@pytest.fixture
+def services(data_dir: Path) -> Iterator[AppServices]:
+    """The mock app without its demo chat; a module needing other services defines its own."""
+    yield from closed_after(build_services(data_dir, mock=True, seed_demo_chat=False))
 
 
 @pytest.fixture(params=("light", "dark"))

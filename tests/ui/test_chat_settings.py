@@ -5,7 +5,6 @@ the room it takes, and Settings → Chat holds the system prompt every chat star
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from app.sqlite import open_database
 from app.store import _STEPS, ChatSettings, ChatStore
 from engines.base import TurnInput
 from engines.mock import MockEngine, Reply
-from tests.ui.windows import closed_after, open_window
+from tests.ui.windows import open_window
 from tests.waits import HANG_MS
 from ui.chat_settings import AUTOMATIC, SERVER_DEFAULT, ChatSettingsPanel, DefaultPromptPage
 from ui.main_window import MainWindow
@@ -33,11 +32,6 @@ DEFAULT = "Answer in plain English."
 def close_window(qtbot: QtBot, win: MainWindow) -> None:
     close = asyncio.get_running_loop().create_task(win.aclose())
     qtbot.waitUntil(close.done, timeout=HANG_MS)
-
-
-@pytest.fixture
-def services(data_dir: Path) -> Iterator[AppServices]:
-    yield from closed_after(build_services(data_dir, mock=True, seed_demo_chat=False))
 
 
 def untick(qtbot: QtBot, panel: ChatSettingsPanel) -> None:

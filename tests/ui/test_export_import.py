@@ -13,19 +13,14 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QMenu
 from pytestqt.qtbot import QtBot
 
 from app.export import suggested_name
-from app.services import AppServices, build_services
-from tests.ui.windows import closed_after, shown
+from app.services import AppServices
+from tests.ui.windows import shown
 from tests.waits import HANG_MS
 from ui.main_window import MainWindow
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
 IMPORTS = Path(__file__).parent.parent / "data" / "imports"
-
-
-@pytest.fixture
-def services(data_dir: Path) -> Iterator[AppServices]:
-    yield from closed_after(build_services(data_dir, mock=True, seed_demo_chat=False))
 
 
 @pytest.fixture

@@ -4,14 +4,13 @@ scrolled to that message, lit up for a moment."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QPoint, Qt
 from pytestqt.qtbot import QtBot
 
-from app.services import AppServices, build_services
-from tests.ui.windows import closed_after, shown
+from app.services import AppServices
+from tests.ui.windows import shown
 from tests.waits import HANG_MS
 from ui.chat_model import PAGE, RowKind
 from ui.main_window import MainWindow
@@ -19,11 +18,6 @@ from ui.main_window import MainWindow
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
 NEEDLE_SEQ = 12  # far above the page of messages a chat first shows
-
-
-@pytest.fixture
-def services(data_dir: Path) -> Iterator[AppServices]:
-    yield from closed_after(build_services(data_dir, mock=True, seed_demo_chat=False))
 
 
 @pytest.fixture

@@ -10,20 +10,15 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from app.services import AppServices, build_services
+from app.services import AppServices
 from engines.api.transcript import transcript_path
-from tests.ui.windows import closed_after, shown
+from tests.ui.windows import shown
 from tests.waits import HANG_MS
 from ui.main_window import MainWindow
 from ui.theme import ThemeManager
 from ui.trash_page import TrashPage
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
-
-
-@pytest.fixture
-def services(data_dir: Path) -> Iterator[AppServices]:
-    yield from closed_after(build_services(data_dir, mock=True, seed_demo_chat=False))
 
 
 @pytest.fixture
