@@ -449,7 +449,9 @@ class OllamaAdapter:
                                 answered = True
                                 pace.progress()
                                 yield TextDelta(text=content)
-                            for i, raw_call in enumerate(message.get("tool_calls") or ()):
+                            calls = message.get("tool_calls")
+                            # A server's odd value (not a list) is no call, never a crash.
+                            for i, raw_call in enumerate(calls if isinstance(calls, list) else ()):
                                 call = _tool_call(raw_call, i)
                                 if call is not None:
                                     answered = True

@@ -302,6 +302,7 @@ def test_the_anthropic_reader_ends_well_or_raises_a_provider_error(
     st.lists(_shaped(_OLLAMA_KEYS, _ollama_values), max_size=6),
     st.lists(st.integers(min_value=0), max_size=6),
 )
+@example(lines=[{"message": {"tool_calls": True}}], cuts=[])  # found by this test in CI
 def test_the_ollama_reader_ends_well_or_raises_a_provider_error(
     lines: list[Any], cuts: list[int]
 ) -> None:
