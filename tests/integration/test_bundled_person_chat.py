@@ -20,27 +20,25 @@ import pytest
 
 from app.conversation import Conversation, MessageSaved
 from app.health import HealthLog
-from app.learning import ModelCaller, QuietLearning
+from app.learning import QuietLearning
 from app.memories import MemoryBook
 from app.services import history_messages
 from app.settings import SettingsStore
 from app.store import ChatStore
+from bench._person import asker
 from engines.api.calibrate import count_request
-from engines.api.context import answer_reserve
 from engines.api.session import SUMMARY_OPEN, ApiSession
 from engines.api.summarise import ModelSummariser
 from engines.base import (
     Compacted,
     Done,
     Event,
-    Message,
-    ModelInfo,
     Problem,
     TextDelta,
 )
 from engines.local.bundled import BundledRuntime, bundled_adapter
-from engines.local.gate import background, gated
-from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError, closing_stream
+from engines.local.gate import gated
+from engines.providers.base import ChatRequest, ProviderAdapter
 from engines.resources import read_prompt
 from tests.integration.conftest import (
     Recorder,
@@ -148,33 +146,6 @@ class CountingRecorder(Recorder):
             return
         async for event in super().stream(request):
             yield event
-
-
-def asker(adapter: ProviderAdapter, model: ModelInfo) -> ModelCaller:
-    """Learning's request to the chat's own model, as background work on its server."""
-
-    async def ask(prompt: str, text: str, *, model_key: str = "") -> str | None:
-        request = ChatRequest(
-            model=model.id,
-            system=prompt,
-            messages=(Message(role="user", text=text),),
-            max_output_tokens=min(1_024, answer_reserve(model.context)),
-            window=model.context,
-        )
-        parts: list[str] = []
-        try:
-            with background():
-                async with closing_stream(adapter.stream(request)) as events:
-                    async for event in events:
-                        if isinstance(event, TextDelta):
-                            parts.append(event.text)
-                        elif isinstance(event, Done):
-                            break
-        except ProviderError:
-            return None  # gave way to a turn, or failed: nothing is marked read
-        return "".join(parts).strip() or None
-
-    return ask
 
 
 @pytest.fixture(scope="module")
