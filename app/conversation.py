@@ -256,11 +256,24 @@ class Conversation:
         message = self.store.message(self.chat_id, seq)
         if message is None or message.role != "user":
             raise ValueError(f"no message of the person's at {seq} in this chat")
+        return self._ask_again(message)
+
+    def _ask_again(
+        self,
+        asked: StoredMessage,
+        *,
+        version_of: int | None = None,
+        continues: StoredMessage | None = None,
+    ) -> AsyncIterator[ConvEvent]:
+        """A turn for the person's saved message ``asked``, with what it carried (pictures,
+        attached files); the chat log gets no second copy of it."""
         return self.turn(
-            message.text,
-            pictures=message.pictures,
-            attachments=message.attachments,
-            again=seq,
+            asked.text,
+            pictures=asked.pictures,
+            attachments=asked.attachments,
+            again=asked.seq,
+            version_of=version_of,
+            continues=continues,
         )
 
     async def regenerate(self, seq: int) -> AsyncIterator[ConvEvent]:
@@ -279,13 +292,7 @@ class Conversation:
             self.store.set_shelved(self.chat_id, s, True)
         saved: int | None = None
         try:
-            async for event in self.turn(
-                asked.text,
-                pictures=asked.pictures,
-                attachments=asked.attachments,
-                again=asked.seq,
-                version_of=root,
-            ):
+            async for event in self._ask_again(asked, version_of=root):
                 if isinstance(event, MessageSaved) and event.role == "assistant":
                     saved = event.seq
                 yield event
@@ -316,13 +323,7 @@ class Conversation:
         asked = self.store.asked_before(self.chat_id, seq)
         if answer is None or asked is None:
             raise ValueError(f"no message of the person's before {seq} in this chat")
-        async for event in self.turn(
-            asked.text,
-            pictures=asked.pictures,
-            attachments=asked.attachments,
-            again=asked.seq,
-            continues=answer,
-        ):
+        async for event in self._ask_again(asked, continues=answer):
             yield event
 
     async def edit(self, seq: int, text: str) -> AsyncIterator[ConvEvent]:
