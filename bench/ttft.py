@@ -14,7 +14,14 @@ longer one or a pasted note) runs on the bundled SmolLM2-135M (llama-cpp-python)
   the two fold ÷ normal ratios come from one run;
 - **drop-oldest**: the oldest messages cut every turn so the request fits the budget;
 - **summarise-at-75%**: at 75% of the window, everything but the last 20 messages summarised
-  inside the turn by the same model and summariser.
+  inside the turn by the same model and summariser;
+- **no-fold** (the matched control): the same messages with nothing folded, on a server whose
+  window (``--control-window``, 8,192 by default: SmolLM2's trained window) holds the whole
+  chat, run once and compared turn by turn with each window's Conch runs. A fold turn's time
+  to first token ÷ the same turn's here is what the fold costs, without what the person's
+  message costs (a long pasted message is read in both). The control's prompt grows to the
+  whole chat, so its normal turns are compared the same way (``normal_vs_control``): a fold
+  turn is judged against that, not against 1.0.
 
 Per turn: the time from sending to the first token of the answer (what a person waits), and
 the prompt tokens the server had to evaluate (read from the runtime's log: llama.cpp reuses
@@ -22,10 +29,13 @@ the prompt prefix it has cached). Answers are capped at 24 tokens and summaries 
 the run bounded. Goals: a fold turn's median time to first token at most 1.5 x a normal
 turn's, and Conch's median at most 0.5 x drop-oldest's. A fold turn that brings a long message
 waits for the server to read that message, as any turn would, so the ratio is also given for
-the turns whose message is short (under ``SHORT`` estimated tokens), fold or not.
+the turns whose message is short (under ``SHORT`` estimated tokens), fold or not, and, with
+``no_fold`` among the policies, per fold turn against the same turn in the control, with the
+prompt tokens the server evaluated beyond what the control evaluated for that turn (the
+turn's own new text).
 
     python -m bench.ttft [--turns N] [--windows 2048,4096] [--policies conch,...]
-                         [--server-cache]
+                         [--control-window N] [--server-cache]
 
 Prints a line per window and policy, then one JSON object on its last line.
 """
@@ -78,7 +88,9 @@ GOAL_FOLD = 1.5  # a fold turn's median time to first token / a normal turn's
 GOAL_VS_DROP = 0.5  # Conch's median / drop-oldest's
 SHORT = 100  # estimated tokens: a message under this costs the server little to read
 CHAT_ID = "ttft-bench"
-POLICIES = ("conch", "conch_unwarmed", "drop_oldest", "summarise_at_75")
+CONTROL_WINDOW = 8_192  # SmolLM2's trained window: the 60-turn chat fits (about 6,500 tokens)
+POLICIES = ("conch", "conch_unwarmed", "drop_oldest", "summarise_at_75", "no_fold")
+CONCH = ("conch", "conch_unwarmed")
 
 
 def chat_script(turns: int, seed: int = SEED) -> list[str]:
@@ -117,6 +129,7 @@ class PolicyRun:
     background_requests: int = 0
     overflows: int = 0  # requests leaving less than the usual answer room
     seconds: float = 0.0
+    counts: int = 0  # requests counted with the runtime's tokenizer
 
 
 def _requests_since(probe: Probe, start: int, *, background: bool) -> list[int]:
@@ -266,7 +279,9 @@ async def run_reference(
         t0 = time.monotonic()
         kept.append(Message(role="user", text=text))
         fold = False
-        if policy == "drop_oldest":
+        if policy == "no_fold":
+            pass  # the control: its window holds the whole chat
+        elif policy == "drop_oldest":
             drop = _policies.drop_oldest([estimate_message(m) for m in kept], room)
             if drop and drop < len(kept) - 1 and kept[drop].role == "assistant":
                 drop += 1  # whole turns: the request starts with the person's message
@@ -372,6 +387,15 @@ def summarise_run(run: PolicyRun) -> dict[str, object]:
             else None
         ),
         "evaluated_median": _median([float(e) for e in evaluated]),
+        # The longest prompt in real tokens (cached + evaluated), for the control's window.
+        "prompt_tokens_max": max(
+            (
+                t.cached + t.evaluated
+                for t in run.turns
+                if t.cached is not None and t.evaluated is not None
+            ),
+            default=None,
+        ),
         "evaluated_mean": _r(statistics.fmean(evaluated) if evaluated else None, 1),
         "in_turn_evaluated_total": sum(t.in_turn_evaluated for t in run.turns),
         "cached_share_mean": _r(statistics.fmean(share) if share else None),
@@ -393,12 +417,73 @@ def summarise_run(run: PolicyRun) -> dict[str, object]:
     }
 
 
-async def run_window(
+def _ratios(pairs: Sequence[tuple[float, float]]) -> dict[str, object]:
+    values = [a / b for a, b in pairs if b > 0]
+    return {
+        "n": len(values),
+        "median": _r(_median(values)),
+        "max": _r(max(values) if values else None),
+    }
+
+
+def _differences(pairs: Sequence[tuple[int, int]]) -> dict[str, object]:
+    values = [float(a - b) for a, b in pairs]
+    return {
+        "n": len(values),
+        "median": _median(values),
+        "max": max(values) if values else None,
+    }
+
+
+def matched(run: PolicyRun, control: PolicyRun) -> dict[str, object]:
+    """Each turn of ``run`` against the same turn of the no-fold control (the same message).
+
+    ``fold_vs_control``: a fold turn's time to first token ÷ the control's for that turn;
+    ``normal_vs_control`` the same for the turns that did not fold (what a shorter prompt
+    alone changes). ``extra_evaluated_*``: prompt tokens the server evaluated for the answer
+    beyond what it evaluated for that turn in the control, where only the turn's own new text
+    (the message, the last answer's tail, the template around them) is read."""
+    pairs = list(zip(run.turns, control.turns, strict=False))
+    fold_t = [(t.ttft, c.ttft) for t, c in pairs if t.fold and t.ttft and c.ttft]
+    normal_t = [(t.ttft, c.ttft) for t, c in pairs if not t.fold and t.ttft and c.ttft]
+    fold_e = [
+        (t.evaluated, c.evaluated)
+        for t, c in pairs
+        if t.fold and t.evaluated is not None and c.evaluated is not None
+    ]
+    normal_e = [
+        (t.evaluated, c.evaluated)
+        for t, c in pairs
+        if not t.fold and t.evaluated is not None and c.evaluated is not None
+    ]
+    fold, normal = _ratios(fold_t), _ratios(normal_t)
+    fm, nm = fold["median"], normal["median"]
+    return {
+        "fold_vs_control": fold,
+        "normal_vs_control": normal,
+        # The fold's own cost with the shorter prompt's gain taken out.
+        "fold_vs_control_over_normal": _r(
+            fm / nm if isinstance(fm, float) and isinstance(nm, float) and nm else None
+        ),
+        "extra_evaluated_fold": _differences(fold_e),
+        "extra_evaluated_normal": _differences(normal_e),
+        # Turn by turn for the fold turns: [turn, ttft here, ttft in the control, evaluated
+        # here, evaluated in the control].
+        "fold_turns": [
+            [i, _r(t.ttft, 2), _r(c.ttft, 2), t.evaluated, c.evaluated]
+            for i, (t, c) in enumerate(pairs)
+            if t.fold
+        ],
+    }
+
+
+async def run_policy(
+    policy: str,
     window: int,
     script: Sequence[str],
     extra_args: tuple[str, ...] = (),
-    policies: Sequence[str] = POLICIES,
-) -> dict[str, object]:
+) -> PolicyRun:
+    """One policy on a freshly started server of ``window`` tokens."""
     model = ModelInfo(
         provider="local",
         id=bundled.MODEL_ID,
@@ -407,46 +492,77 @@ async def run_window(
         local=True,
         loaded=True,
     )
+    async with running(window, extra_args) as runtime:
+        probe = Probe(
+            bundled.bundled_adapter(runtime),
+            runtime.log_path,
+            answer_tokens=ANSWER_TOKENS,
+            summary_tokens=SUMMARY_TOKENS,
+        )
+        adapter = gated(probe)
+        model = model.model_copy(update={"provider": adapter.name})
+        try:
+            if policy in CONCH:
+                run = await run_conch(adapter, probe, model, script, warm=policy == "conch")
+            else:
+                run = await run_reference(policy, adapter, probe, model, script)
+        finally:
+            await adapter.aclose()
+        run.counts = probe.counts
+    return run
+
+
+def _said(window: int, policy: str, figures: dict[str, object]) -> None:
+    print(
+        f"{window:>5} {policy:<16} ttft median {figures['ttft_median']} s, p95 "
+        f"{figures['ttft_p95']} s; folds {figures['folds']} (median "
+        f"{figures['ttft_fold_median']} s, normal {figures['ttft_normal_median']} s); "
+        f"evaluated median {figures['evaluated_median']} tokens",
+        flush=True,
+    )
+
+
+async def run_window(
+    window: int,
+    script: Sequence[str],
+    extra_args: tuple[str, ...] = (),
+    policies: Sequence[str] = POLICIES,
+    control: PolicyRun | None = None,
+) -> dict[str, object]:
     out: dict[str, object] = {}
+    against: dict[str, dict[str, object]] = {}  # each Conch run against the control
     for policy in policies:
-        async with running(window, extra_args) as runtime:
-            probe = Probe(
-                bundled.bundled_adapter(runtime),
-                runtime.log_path,
-                answer_tokens=ANSWER_TOKENS,
-                summary_tokens=SUMMARY_TOKENS,
-            )
-            adapter = gated(probe)
-            model = model.model_copy(update={"provider": adapter.name})
-            try:
-                if policy in ("conch", "conch_unwarmed"):
-                    warm = policy == "conch"
-                    run = await run_conch(adapter, probe, model, script, warm=warm)
-                else:
-                    run = await run_reference(policy, adapter, probe, model, script)
-            finally:
-                await adapter.aclose()
-            figures = summarise_run(run)
-            if policy in ("conch", "conch_unwarmed"):
-                figures["tokenizer_counts"] = probe.counts
-            out[policy] = figures
-            print(
-                f"{window:>5} {policy:<16} ttft median {figures['ttft_median']} s, p95 "
-                f"{figures['ttft_p95']} s; folds {figures['folds']} (median "
-                f"{figures['ttft_fold_median']} s, normal {figures['ttft_normal_median']} s); "
-                f"evaluated median {figures['evaluated_median']} tokens",
-                flush=True,
-            )
+        if policy == "no_fold":
+            continue  # run once for every window, in ``run``
+        run = await run_policy(policy, window, script, extra_args)
+        figures = summarise_run(run)
+        if policy in CONCH:
+            figures["tokenizer_counts"] = run.counts
+            if control is not None:
+                against[policy] = figures["matched"] = matched(run, control)
+        out[policy] = figures
+        _said(window, policy, figures)
     conch, drop = out.get("conch"), out.get("drop_oldest")
     unwarmed = out.get("conch_unwarmed")
     if isinstance(unwarmed, dict):
         out["fold_vs_normal_unwarmed"] = unwarmed["fold_vs_normal"]
+        if "conch_unwarmed" in against:
+            out["fold_vs_control_unwarmed"] = against["conch_unwarmed"]["fold_vs_control"]
     if not isinstance(conch, dict):
         return out
     out["fold_vs_normal"] = conch["fold_vs_normal"]
     out["fold_vs_normal_short"] = conch["fold_vs_normal_short"]
     if isinstance(unwarmed, dict):
         out["fold_vs_normal_short_unwarmed"] = unwarmed["fold_vs_normal_short"]
+    if "conch" in against:
+        fold = against["conch"]["fold_vs_control"]
+        out["fold_vs_control"] = fold
+        out["normal_vs_control"] = against["conch"]["normal_vs_control"]
+        if isinstance(fold, dict):
+            # The goal read against the matched control: the same turn, not folded.
+            median, worst = fold["median"], fold["max"]
+            out["goal_fold_vs_control_met"] = isinstance(median, float) and median <= GOAL_FOLD
+            out["goal_fold_vs_control_worst_met"] = isinstance(worst, float) and worst <= GOAL_FOLD
     vs_drop = (
         conch["ttft_median"] / drop["ttft_median"]
         if isinstance(drop, dict) and conch["ttft_median"] and drop["ttft_median"]
@@ -472,6 +588,7 @@ async def run(
     windows: Sequence[int],
     extra_args: tuple[str, ...] = (),
     policies: Sequence[str] = POLICIES,
+    control_window: int = CONTROL_WINDOW,
 ) -> dict[str, object]:
     script = chat_script(turns)
     started = time.monotonic()
@@ -487,8 +604,26 @@ async def run(
         "server_args": list(extra_args),
         "load_before": _load(),
     }
+    control: PolicyRun | None = None
+    if "no_fold" in policies:
+        control = await run_policy("no_fold", control_window, script, extra_args)
+        figures = summarise_run(control)
+        peak = figures["prompt_tokens_max"]
+        figures["window"] = control_window
+        figures["trained_window"] = bundled.WINDOW
+        # Whether the control's window had room for every request and its answer (else the
+        # chat should be shorter, or the window larger than the model was trained on).
+        figures["held_whole_chat"] = (
+            isinstance(peak, int)
+            and peak + ANSWER_TOKENS <= control_window
+            and not figures["folds"]
+        )
+        result["no_fold"] = figures
+        result["load_after_control"] = _load()
+        _said(control_window, "no_fold", figures)
     for window in windows:
-        result[str(window)] = await run_window(window, script, extra_args, policies)
+        result[str(window)] = await run_window(window, script, extra_args, policies, control)
+        result[f"load_after_{window}"] = _load()
     result["load_after"] = _load()
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
@@ -513,6 +648,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=",".join(POLICIES),
         help=f"comma-separated, any of {', '.join(POLICIES)} (default all)",
     )
+    parser.add_argument(
+        "--control-window",
+        type=int,
+        default=CONTROL_WINDOW,
+        help=f"the no_fold control's window (default {CONTROL_WINDOW}, the model's trained "
+        "window; larger works with a warning from llama.cpp)",
+    )
     args = parser.parse_args(argv)
     policies = [p.strip() for p in str(args.policies).split(",") if p.strip()]
     if not policies or any(p not in POLICIES for p in policies):
@@ -525,7 +667,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error("--turns must be at least 2 and every window at least 1024")
     try:
         extra = ("--cache", "True") if args.server_cache else ()
-        figures = asyncio.run(run(args.turns, windows, extra, policies))
+        figures = asyncio.run(run(args.turns, windows, extra, policies, args.control_window))
     except UnavailableError as exc:
         print(json.dumps({"bench": "ttft", "error": str(exc)}, ensure_ascii=False))
         raise SystemExit(2) from None

@@ -1,0 +1,45 @@
+"""The time-to-first-token bench's matched comparison: each turn against the same turn
+unfolded, so a fold turn bringing a long message is not blamed for reading that message."""
+
+from __future__ import annotations
+
+from bench.ttft import PolicyRun, TurnFigures, matched
+
+
+def _turn(ttft: float | None, evaluated: int | None, *, fold: bool = False) -> TurnFigures:
+    return TurnFigures(
+        ttft=ttft, fold=fold, evaluated=evaluated, cached=0, in_turn_evaluated=0, sent=0
+    )
+
+
+def test_a_fold_turn_is_divided_by_the_same_turn_of_the_control() -> None:
+    conch = PolicyRun(
+        turns=[
+            _turn(1.0, 40),
+            _turn(6.0, 460, fold=True),  # a long pasted message: slow in the control too
+            _turn(1.1, 50),
+            _turn(3.0, 300, fold=True),
+        ]
+    )
+    control = PolicyRun(turns=[_turn(1.0, 40), _turn(5.0, 400), _turn(1.0, 60), _turn(1.0, 50)])
+
+    figures = matched(conch, control)
+
+    assert figures["fold_vs_control"] == {"n": 2, "median": 2.1, "max": 3.0}
+    assert figures["normal_vs_control"] == {"n": 2, "median": 1.05, "max": 1.1}
+    assert figures["extra_evaluated_fold"] == {"n": 2, "median": 155.0, "max": 250.0}
+    assert figures["extra_evaluated_normal"] == {"n": 2, "median": -5.0, "max": 0.0}
+    assert figures["fold_turns"] == [[1, 6.0, 5.0, 460, 400], [3, 3.0, 1.0, 300, 50]]
+
+
+def test_turns_without_an_answer_or_past_the_control_are_left_out() -> None:
+    conch = PolicyRun(
+        turns=[_turn(None, 40, fold=True), _turn(2.0, 90, fold=True), _turn(2.0, 90, fold=True)]
+    )
+    control = PolicyRun(turns=[_turn(1.0, 40), _turn(1.0, 30)])
+
+    figures = matched(conch, control)
+
+    assert figures["fold_vs_control"] == {"n": 1, "median": 2.0, "max": 2.0}
+    assert figures["normal_vs_control"] == {"n": 0, "median": None, "max": None}
+    assert figures["fold_vs_control_over_normal"] is None
