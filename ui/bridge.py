@@ -295,7 +295,7 @@ class ConversationBridge(QObject):
         """Show the version at ``seq`` of its answer (the model reads it from the next turn)."""
         if self.busy or self._closed:
             return False
-        self._conversation.store.show_version(self.chat_id, seq)
+        self._conversation.show_version(seq)
         return True
 
     def compact(self, focus: str = "") -> bool:
