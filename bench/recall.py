@@ -70,6 +70,8 @@ from app.memories import MemoryBook  # noqa: E402
 from app.services import build_system_prompt, history_messages  # noqa: E402
 from app.settings import SettingsStore  # noqa: E402
 from app.store import ChatStore  # noqa: E402
+from bench._bundled import UnavailableError, running  # noqa: E402
+from bench._common import StandIn  # noqa: E402
 from bench._garden import CLAUSES as _CLAUSES  # noqa: E402
 from bench._garden import OPENERS as _OPENERS  # noqa: E402
 from bench._garden import QUESTIONS as _QUESTIONS  # noqa: E402
@@ -381,21 +383,12 @@ class Recording:
             yield event
 
 
-class PoorModel:
+class PoorModel(StandIn):
     """A scripted local model: one-line answers and a vague summary that keeps no fact."""
 
     name = "local"
     label = "Scripted"
     local = True
-
-    async def list_models(self) -> list[ModelInfo]:
-        return []
-
-    def cheap_models(self) -> tuple[str, ...]:
-        return ()
-
-    async def aclose(self) -> None:
-        return None
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
         await asyncio.sleep(0)
@@ -427,10 +420,6 @@ class TimedSummariser:
         self.seconds.append(time.perf_counter() - start)
         self.results.append(result)
         return result
-
-
-class UnavailableError(Exception):
-    """The bundled model cannot run here; the text says why and how to fix it."""
 
 
 # --- the run --------------------------------------------------------------------------------
@@ -712,42 +701,31 @@ async def run(options: Options) -> dict[str, object]:
             options=options,
             seconds=time.monotonic() - started,
         )
-    why = bundled.missing()
-    if why is not None:
-        raise UnavailableError(why)
-    with tempfile.TemporaryDirectory(prefix="conch-recall-") as tmp:
-        runtime = bundled.BundledRuntime(Path(tmp) / "runtime", n_ctx=window)
+    async with running(window) as runtime:
+        inner = bundled.bundled_adapter(runtime)
+        # The app puts a local server behind its gate (one request at a time, the
+        # person's turn first); the plain run keeps the earlier wiring.
+        adapter = Recording(
+            gated(inner) if options.person else inner, answer_tokens=options.answer_tokens
+        )
+        model = ModelInfo(
+            provider=adapter.name,
+            id=bundled.MODEL_ID,
+            label=bundled.MODEL_LABEL,
+            context=window,
+            local=True,
+        )
+        timed = TimedSummariser(ModelSummariser({adapter.name: adapter}))
         try:
-            state = await runtime.start()
-            if state.phase != "ready":
-                raise UnavailableError(f"The bundled model did not start: {state.text}")
-            inner = bundled.bundled_adapter(runtime)
-            # The app puts a local server behind its gate (one request at a time, the
-            # person's turn first); the plain run keeps the earlier wiring.
-            adapter = Recording(
-                gated(inner) if options.person else inner, answer_tokens=options.answer_tokens
-            )
-            model = ModelInfo(
-                provider=adapter.name,
-                id=bundled.MODEL_ID,
-                label=bundled.MODEL_LABEL,
-                context=window,
-                local=True,
-            )
-            timed = TimedSummariser(ModelSummariser({adapter.name: adapter}))
-            try:
-                if options.person:
-                    chat_dir = Path(tmp) / "chat"
-                    chat_dir.mkdir()
-                    outcome = await run_person_chat(adapter, timed, model, script, chat_dir)
-                else:
-                    outcome = await run_chat(adapter, timed, model, script)
-                if options.ask:
-                    await ask_both(adapter, model, outcome)
-            finally:
-                await adapter.aclose()
+            if options.person:
+                with tempfile.TemporaryDirectory(prefix="conch-recall-") as tmp:
+                    outcome = await run_person_chat(adapter, timed, model, script, Path(tmp))
+            else:
+                outcome = await run_chat(adapter, timed, model, script)
+            if options.ask:
+                await ask_both(adapter, model, outcome)
         finally:
-            await runtime.stop()
+            await adapter.aclose()
     return report(
         outcome,
         adapter,
@@ -760,36 +738,26 @@ async def run(options: Options) -> dict[str, object]:
 
 async def control(window: int) -> dict[str, object]:
     """The bundled model's answers with each fact in front of it (see ``--control``)."""
-    why = bundled.missing()
-    if why is not None:
-        raise UnavailableError(why)
     system = read_prompt("system_lean.txt" if window <= LEAN_WINDOW else "system.txt")
     sentences = " ".join(f.sentence for f in FACTS)
     listing = "Kept word for word:\n" + "\n".join(f"- {f.key}" for f in FACTS)
     ways: dict[str, list[str]] = {"own_sentence": [], "all_sentences": [], "bare_list": []}
     model = ModelInfo(provider="local", id=bundled.MODEL_ID, label="", context=window)
-    with tempfile.TemporaryDirectory(prefix="conch-recall-") as tmp:
-        runtime = bundled.BundledRuntime(Path(tmp) / "runtime", n_ctx=window)
+    async with running(window) as runtime:
+        adapter = bundled.bundled_adapter(runtime)
         try:
-            state = await runtime.start()
-            if state.phase != "ready":
-                raise UnavailableError(f"The bundled model did not start: {state.text}")
-            adapter = bundled.bundled_adapter(runtime)
-            try:
-                for fact in FACTS:
-                    before = {
-                        "own_sentence": fact.sentence,
-                        "all_sentences": SUMMARY_OPEN + sentences + SUMMARY_CLOSE,
-                        "bare_list": SUMMARY_OPEN + listing + SUMMARY_CLOSE,
-                    }
-                    for way, text in before.items():
-                        replies = await ask_facts_about(adapter, model, system, text, fact)
-                        if answers(fact, replies):
-                            ways[way].append(fact.key)
-            finally:
-                await adapter.aclose()
+            for fact in FACTS:
+                before = {
+                    "own_sentence": fact.sentence,
+                    "all_sentences": SUMMARY_OPEN + sentences + SUMMARY_CLOSE,
+                    "bare_list": SUMMARY_OPEN + listing + SUMMARY_CLOSE,
+                }
+                for way, text in before.items():
+                    replies = await ask_facts_about(adapter, model, system, text, fact)
+                    if answers(fact, replies):
+                        ways[way].append(fact.key)
         finally:
-            await runtime.stop()
+            await adapter.aclose()
     return {
         "bench": "recall",
         "mode": "control",

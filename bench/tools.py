@@ -30,6 +30,7 @@ import json
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Any
 
+from bench._common import StandIn
 from engines.api.session import ApiSession
 from engines.api.tool_loop import ToolHost
 from engines.base import Done, Event, ModelInfo, TextDelta, TurnInput
@@ -763,7 +764,7 @@ def measure(catalogue: Catalogue) -> dict[str, Any]:
     }
 
 
-class _Recorder:
+class _Recorder(StandIn):
     """A model that answers at once and keeps the tool list each request sent."""
 
     name = "bench"
@@ -772,15 +773,6 @@ class _Recorder:
 
     def __init__(self) -> None:
         self.sent: list[tuple[dict[str, Any], ...]] = []
-
-    async def list_models(self) -> list[ModelInfo]:
-        return []
-
-    def cheap_models(self) -> tuple[str, ...]:
-        return ()
-
-    async def aclose(self) -> None:
-        return None
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
         self.sent.append(request.tools)
