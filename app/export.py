@@ -1,7 +1,9 @@
 """Exporting one chat as Markdown (to read) or JSON (to keep, or to import again).
 
 Both hold what the person sees: every shown message, files and pictures named (JSON carries
-them whole), and each summary as readable text. JSON also keeps the other versions of a
+them whole), and each summary as readable text. What a tool gave back is marked as such: in
+Markdown a labelled block quoted as plain text (it is not the model's words, nor markup), in
+JSON a "tool" message with the call it answered. JSON also keeps the other versions of a
 regenerated answer. Neither holds a setting, a key or anything about the computer: the chat's
 own words only.
 """
@@ -19,6 +21,8 @@ from typing import Any, Literal
 
 from app.settings import write_atomically
 from app.store import ChatStore, StoredMessage
+from app.tool_calls import RESULT_LABEL, tool_call_book
+from engines.base import ToolResult
 
 FORMAT = "conch-chat"  # the JSON export's "format"; app/importers.py recognises it
 VERSION = 1
@@ -80,13 +84,18 @@ def to_markdown(
         raise ExportError("That chat is gone; there is nothing to export.")
     lines = [f"# {chat.title}", ""]
     fold = store.latest_compaction(chat_id)
-    for m in store.messages(chat_id):
+    messages = store.messages(chat_id)
+    calls = _tool_calls(store, chat_id, messages)
+    for m in messages:
         if fold is not None and m.seq == fold.first_kept_seq:
             lines += ["---", "", f"*Earlier messages are summarised for {fold.model}:*", ""]
             lines += ["> " + line if line else ">" for line in fold.summary.splitlines()]
             lines += ["", "---", ""]
-        who = "You" if m.role == "user" else "Tool" if m.role == "tool" else None
-        lines += [f"**{who or model_name(m.model_key)}:**", "", m.text, ""]
+        if m.role == "tool":
+            lines += _tool_block(m.text, calls.get(m.seq))
+            continue
+        who = "You" if m.role == "user" else model_name(m.model_key)
+        lines += [f"**{who}:**", "", m.text, ""]
         for a in m.attachments:
             lines += [f"*Attached: {a.name}*", ""]
         for p in m.pictures:
@@ -94,7 +103,28 @@ def to_markdown(
     return "\n".join(lines)
 
 
-def _message(m: StoredMessage) -> dict[str, Any]:
+def _tool_calls(
+    store: ChatStore, chat_id: str, messages: list[StoredMessage]
+) -> dict[int, ToolResult]:
+    """How each "tool" message's call went, by seq, where the chat log kept it."""
+    seqs = [m.seq for m in messages if m.role == "tool"]
+    book = tool_call_book(store) if seqs else None
+    return book.between(chat_id, seqs[0], seqs[-1]) if book is not None else {}
+
+
+def _tool_block(text: str, call: ToolResult | None) -> list[str]:
+    """A tool's result as Markdown: "**Tool result · read_file (Files):**" over the text, quoted
+    and fenced so that it reads as what the tool gave back, never as markup."""
+    label = RESULT_LABEL
+    if call is not None:
+        label += f" · {call.tool}" + (f" ({call.server})" if call.server else "")
+    runs = [len(r) for r in re.findall(r"`+", text)]
+    fence = "`" * max(3, max(runs, default=0) + 1)  # longer than any run in the text
+    body = [fence + "text", *text.splitlines(), fence]
+    return [f"**{label}:**", "", *("> " + line if line else ">" for line in body), ""]
+
+
+def _message(m: StoredMessage, call: ToolResult | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"role": m.role, "text": m.text, "created": _iso(m.created)}
     if m.model_key:
         out["model"] = m.model_key
@@ -106,6 +136,13 @@ def _message(m: StoredMessage) -> dict[str, Any]:
         out["attachments"] = [{"name": a.name, "text": a.text} for a in m.attachments]
     if m.pictures:
         out["pictures"] = [p.model_dump() for p in m.pictures]
+    if call is not None:  # a "tool" message: the call it is the result of
+        out["tool"] = {
+            "name": call.tool,
+            "server": call.server,
+            "arguments": call.arguments,
+            "status": call.status,
+        }
     return out
 
 
@@ -116,8 +153,10 @@ def to_data(store: ChatStore, chat_id: str) -> dict[str, Any]:
         raise ExportError("That chat is gone; there is nothing to export.")
     messages: list[dict[str, Any]] = []
     versions = store.all_versions(chat_id)
-    for m in store.messages(chat_id):
-        item = _message(m)
+    shown = store.messages(chat_id)
+    calls = _tool_calls(store, chat_id, shown)
+    for m in shown:
+        item = _message(m, calls.get(m.seq))
         item["seq"] = m.seq
         others = [s for s in versions[m.seq].seqs if s != m.seq] if m.seq in versions else []
         kept = [store.message(chat_id, s) for s in others]

@@ -2,7 +2,8 @@
 
 A chat matches when its title or one of its shown messages (not deleted, not a version set
 aside) holds the words. A match in a message names it (``seq``), so the window can open the
-chat there; the newest such message is the one shown.
+chat there; the newest such message is the one shown. A match in what a tool gave back says so
+in its snippet ("Tool result: …"): those are not the person's or the model's words.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from app.store import UNTITLED_TITLE, ChatStore
+from app.tool_calls import RESULT_LABEL
 
 SNIPPET_BEFORE = 32  # characters of context before the match
 SNIPPET_CHARS = 110  # the snippet's length at most, the match included
@@ -20,7 +22,7 @@ MAX_HITS = 200  # a search lists at most this many chats
 @dataclass(frozen=True, slots=True)
 class Hit:
     """One chat that matched. ``seq`` is None when only the title matched; ``start``/``end``
-    mark the match inside ``snippet``."""
+    mark the match inside ``snippet``; ``role`` is the matching message's ("tool": a result)."""
 
     chat_id: str
     title: str
@@ -28,6 +30,7 @@ class Hit:
     snippet: str = ""
     start: int = 0
     end: int = 0
+    role: str = ""
 
 
 def _like(text: str) -> str:
@@ -56,7 +59,10 @@ def search(store: ChatStore, query: str) -> list[Hit]:
             hits.append(Hit(chat_id, title))
             continue
         snippet, start, end = snippet_of(message.text, words)
-        hits.append(Hit(chat_id, title, int(seq), snippet, start, end))
+        if message.role == "tool":
+            lead = f"{RESULT_LABEL}: "
+            snippet, start, end = lead + snippet, start + len(lead), end + len(lead)
+        hits.append(Hit(chat_id, title, int(seq), snippet, start, end, message.role))
     return hits
 
 

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("conch.tool_calls")
 
+# What a "tool" message is called where it shows outside its answer's tool lines (an export,
+# a search hit, a result whose call was not kept).
+RESULT_LABEL = "Tool result"
+
 
 class ToolCallBook(ChatLogTable):
     """The ``tool_calls`` table of a chat log file (see the module doc)."""

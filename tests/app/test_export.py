@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from app.export import ExportError, export_chat, suggested_name, to_data, to_markdown
+from app.export import ExportError, export_chat, suggested_name, to_data, to_json, to_markdown
 from app.store import ChatStore
-from engines.base import Attachment, Picture
+from app.tool_calls import keep_tool_call
+from engines.base import Attachment, Picture, ToolResult
 
 
 def _chat(store: ChatStore) -> str:
@@ -119,3 +120,54 @@ def test_a_suggested_file_name_is_the_title_and_date_in_safe_characters(
     noon = datetime(2026, 11, 30, 12, 0).timestamp()
     assert suggested_name(title, noon) == expected
     assert suggested_name(title, noon, "json").endswith(" 2026-11-30.json")
+
+
+def _chat_with_a_tool(store: ChatStore) -> str:
+    chat = store.create_chat("Shopping", model_key="ollama/llama3")
+    store.append_message(chat.id, "user", "What is on my list?")
+    call = ToolResult(
+        call_id="c1",
+        tool="read_file",
+        server="Files",
+        arguments={"path": "list.md"},
+        status="done",
+        text="# List\n\n- eggs\n```sh\nrm -rf /\n```",
+        preview="# List",
+    )
+    keep_tool_call(store, chat.id, call, "ollama/llama3")
+    store.append_message(chat.id, "assistant", "Eggs.", model_key="ollama/llama3")
+    return chat.id
+
+
+def test_markdown_shows_a_tool_result_as_a_labelled_quoted_block_not_as_markup(
+    data_dir: Path,
+) -> None:
+    store = ChatStore.in_dir(data_dir)
+    chat_id = _chat_with_a_tool(store)
+
+    text = to_markdown(store, chat_id, lambda key: key.split("/")[-1].title())
+
+    assert "**Tool result · read_file (Files):**" in text
+    # Quoted and fenced longer than the fence inside it: the file's heading and its code
+    # block stay the tool's text, not the export's own structure.
+    assert "> ````text\n> # List\n>\n> - eggs\n> ```sh\n> rm -rf /\n> ```\n> ````" in text
+    assert "\n# List" not in text
+    assert text.index("What is on my list?") < text.index("read_file") < text.index("Eggs.")
+
+
+def test_json_keeps_a_tool_result_with_its_role_and_the_call(data_dir: Path) -> None:
+    store = ChatStore.in_dir(data_dir)
+    chat_id = _chat_with_a_tool(store)
+
+    data = json.loads(to_json(store, chat_id))
+
+    assert [m["role"] for m in data["messages"]] == ["user", "tool", "assistant"]
+    tool = data["messages"][1]
+    assert tool["text"].startswith("# List")
+    assert tool["tool"] == {
+        "name": "read_file",
+        "server": "Files",
+        "arguments": {"path": "list.md"},
+        "status": "done",
+    }
+    assert "tool" not in data["messages"][2]

@@ -64,3 +64,19 @@ def test_a_long_message_is_cut_around_the_match_at_word_boundaries() -> None:
     assert snippet[start:end] == "needle"
     assert len(snippet) <= SNIPPET_CHARS + 2
     assert "  " not in snippet and "\n" not in snippet
+
+
+def test_a_hit_in_a_tool_result_says_so_in_its_snippet(data_dir: Path) -> None:
+    store = ChatStore.in_dir(data_dir)
+    chat = store.create_chat("Shopping")
+    store.append_message(chat.id, "user", "What is on my list?")
+    store.append_message(chat.id, "tool", "Eggs, flour and two lemons.")
+    store.append_message(chat.id, "assistant", "Eggs and flour.")
+
+    [hit] = search(store, "lemons")
+
+    assert hit.seq == 1 and hit.role == "tool"
+    assert hit.snippet == "Tool result: Eggs, flour and two lemons."
+    assert hit.snippet[hit.start : hit.end] == "lemons"
+    [said] = search(store, "and flour.")  # the model's own words read as before
+    assert said.seq == 2 and said.snippet == "Eggs and flour."
