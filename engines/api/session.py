@@ -1197,6 +1197,58 @@ class ApiSession:
                 with contextlib.suppress(Exception):
                     await closer()
 
+    async def _send(
+        self, turn: TurnInput, adapter: ProviderAdapter, window: int, out: _Attempt
+    ) -> AsyncGenerator[Event, None]:
+        """Send the request for the transcript as it stands now, forwarding what the person
+        sees; what came back lands in ``out``."""
+        request, sent = self._request(turn, window), self._sent_estimate(turn)
+        async with contextlib.aclosing(self._attempt(adapter, request, sent, out)) as events:
+            async for ev in events:
+                yield ev
+
+    async def _answer(
+        self,
+        turn: TurnInput,
+        adapter: ProviderAdapter,
+        window: int,
+        turn_tokens: int,
+        whole: str,
+        *,
+        folded: bool = False,
+    ) -> AsyncGenerator[Event, None]:
+        """Send the request as the transcript stands and go on with what comes back: a refusal
+        for its length heals, an empty answer after a fold (``folded``) is looked into, and an
+        answer finishes the turn (or runs the tool calls it ends with)."""
+        for _ in range(2):  # a second time only without the tools
+            out = _Attempt()
+            async with contextlib.aclosing(self._send(turn, adapter, window, out)) as events:
+                async for ev in events:
+                    yield ev
+            err = out.error
+            if err is None or out.began or not turn.tools or not _refused_tools(err):
+                break
+            if self._round > 0:
+                break  # a tool round: the model took the tools before, so they stay
+            # A server that cannot take tools (llama-server without --jinja, say): this chat
+            # goes on without them on this model rather than failing every turn.
+            turn = self._without_tools(turn)
+            yield Note(
+                topic="tools",
+                text=f"{turn.model.name} refused the tool list ({_one_line(err.detail)[:160]}), "
+                "so it answers without tools in this chat.",
+            )
+        if err is not None and err.too_long and not out.began:
+            async for ev in self._heal(turn, adapter, err, turn_tokens, whole):
+                yield ev
+            return
+        if folded and _silent(out):
+            async for ev in self._after_silence(turn, adapter, window, turn_tokens, whole):
+                yield ev
+            return
+        async for ev in self._finish(turn, out, window, turn_tokens, adapter):
+            yield ev
+
     # -- the turn -----------------------------------------------------------------------------
 
     async def turn(self, turn: TurnInput) -> AsyncIterator[Event]:
@@ -1285,39 +1337,10 @@ class ApiSession:
         if cut is not None:
             yield cut
 
-        out = _Attempt()
-        request = self._request(turn, window)
-        sent = self._sent_estimate(turn)
-        async with contextlib.aclosing(self._attempt(adapter, request, sent, out)) as events:
+        answer = self._answer(turn, adapter, window, turn_tokens, whole, folded=folded)
+        async with contextlib.aclosing(answer) as events:
             async for ev in events:
                 yield ev
-        err = out.error
-        if err is not None and not out.began and turn.tools and _refused_tools(err):
-            # A server that cannot take tools (llama-server without --jinja, say): this chat
-            # goes on without them on this model rather than failing every turn.
-            turn = self._without_tools(turn)
-            yield Note(
-                topic="tools",
-                text=f"{model.name} refused the tool list ({_one_line(err.detail)[:160]}), so "
-                "it answers without tools in this chat.",
-            )
-            out = _Attempt()
-            request = self._request(turn, window)
-            sent = self._sent_estimate(turn)
-            async with contextlib.aclosing(self._attempt(adapter, request, sent, out)) as events:
-                async for ev in events:
-                    yield ev
-            err = out.error
-        if err is not None and err.too_long and not out.began:
-            async for ev in self._heal(turn, adapter, err, turn_tokens, whole):
-                yield ev
-            return
-        if folded and _silent(out):
-            async for ev in self._after_silence(turn, adapter, window, turn_tokens, whole, out):
-                yield ev
-            return
-        async for ev in self._finish(turn, out, window, turn_tokens, adapter):
-            yield ev
 
     def _plan(self, b: int) -> FoldPlan:
         return self._ledger.plan(b, self._factor, self._reserved())
@@ -1370,13 +1393,11 @@ class ApiSession:
         window: int,
         turn_tokens: int,
         whole: str,
-        out: _Attempt,
     ) -> AsyncGenerator[Event, None]:
         """The first request after a fold came back empty: an overflow the server did not
         call one (heal it), or a model that really said nothing (try once more, then say so;
         the fold stays)."""
-        request = self._request(turn, window)
-        real = await count_request(adapter, request)
+        real = await count_request(adapter, self._request(turn, window))
         if real is not None:
             self._factor = update_factor(self._factor, real, self._sent_estimate(turn))
             self._calibrated = Calibrated(
@@ -1393,8 +1414,7 @@ class ApiSession:
                 return
         # The prompt is in the server's cache now: a second try costs only the answer.
         again = _Attempt()
-        sent = self._sent_estimate(turn)
-        async with contextlib.aclosing(self._attempt(adapter, request, sent, again)) as events:
+        async with contextlib.aclosing(self._send(turn, adapter, window, again)) as events:
             async for ev in events:
                 yield ev
         if _silent(again):
@@ -1519,9 +1539,7 @@ class ApiSession:
 
         out = _Attempt()
         healed = False
-        request = self._request(turn, window)
-        sent = self._sent_estimate(turn)
-        async with contextlib.aclosing(self._attempt(adapter, request, sent, out)) as events:
+        async with contextlib.aclosing(self._send(turn, adapter, window, out)) as events:
             async for ev in events:
                 if not healed:
                     healed = True
@@ -1552,8 +1570,7 @@ class ApiSession:
             # ask it to go on instead, for the rest of this chat.
             self._no_prefill.add(turn.model.key)
             out = _Attempt()
-            request, sent = self._request(turn, window), self._sent_estimate(turn)
-            async with contextlib.aclosing(self._attempt(adapter, request, sent, out)) as events:
+            async with contextlib.aclosing(self._send(turn, adapter, window, out)) as events:
                 async for ev in events:
                     yield ev
             err = out.error
@@ -1582,6 +1599,16 @@ class ApiSession:
             async for ev in self._tool_round(turn, adapter, window, turn_tokens, answer):
                 yield ev
             return
+        async for ev in self._answered():
+            yield ev
+        # Before Done: the consumer may stop reading at it.
+        b = self._budget(window, turn.system, turn.tools, turn.max_answer_tokens)
+        self._prepare_next_fold(turn.model, window, b, self._request(turn, window))
+        yield done
+
+    async def _answered(self) -> AsyncGenerator[Event, None]:
+        """The turn is answered: what summarising it cost is reported and the transcript is
+        saved (a note says so when saving failed)."""
         self._unanswered = []
         if self._pending_summary_tokens:
             extra, self._pending_summary_tokens = self._pending_summary_tokens, 0
@@ -1589,10 +1616,6 @@ class ApiSession:
         note = await self._persist()
         if note is not None:
             yield note
-        # Before Done: the consumer may stop reading at it.
-        b = self._budget(window, turn.system, turn.tools, turn.max_answer_tokens)
-        self._prepare_next_fold(turn.model, window, b, self._request(turn, window))
-        yield done
 
     # -- tools --------------------------------------------------------------------------------
 
@@ -1671,13 +1694,8 @@ class ApiSession:
                 outcome = not_run(call, self._round, self._result_cap(b))
                 self._append(outcome.message)
                 yield outcome.event
-            self._unanswered = []
-            if self._pending_summary_tokens:
-                extra, self._pending_summary_tokens = self._pending_summary_tokens, 0
-                yield Usage(summary_tokens=extra)
-            note = await self._persist()
-            if note is not None:
-                yield note
+            async for ev in self._answered():
+                yield ev
             yield Note(topic="tools", text=ROUNDS_TEXT.format(n=MAX_ROUNDS))
             self._prepare_next_fold(turn.model, window, b, self._request(turn, window))
             yield Done(stop_reason="tool-rounds")
@@ -1737,19 +1755,10 @@ class ApiSession:
             if note is not None:
                 yield note
 
-        out = _Attempt()
-        request = self._request(turn, window)
-        sent = self._sent_estimate(turn)
-        async with contextlib.aclosing(self._attempt(adapter, request, sent, out)) as events:
+        going_on = self._answer(turn, adapter, window, turn_tokens, self._whole)
+        async with contextlib.aclosing(going_on) as events:
             async for ev in events:
                 yield ev
-        err = out.error
-        if err is not None and err.too_long and not out.began:
-            async for ev in self._heal(turn, adapter, err, turn_tokens, self._whole):
-                yield ev
-            return
-        async for ev in self._finish(turn, out, window, turn_tokens, adapter):
-            yield ev
 
     def _too_long(
         self,
