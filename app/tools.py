@@ -17,7 +17,6 @@ import contextlib
 import logging
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from app.secrets import SecretStore
 from app.settings import SettingsError, SettingsStore
@@ -38,10 +37,8 @@ from engines.tools.config import (
     server_id,
 )
 from engines.tools.servers import (
-    CALL_TIMEOUT,
     START_TIMEOUT,
     ServerState,
-    ToolOutcome,
     ToolServer,
     ToolServers,
 )
@@ -120,6 +117,8 @@ class ToolSettings:
             on_state=self._state_changed,
             start_timeout=start_timeout,
         )
+        # A catalogue's tool runs on the servers as they are (the tool loop's ``call``).
+        self.call = self.servers.call
         self._stop_listening = settings.on_change(lambda s: self._follow(tuple(s.tool_servers)))
         self._closed = False
 
@@ -346,17 +345,6 @@ class ToolSettings:
         if not allowed:
             return Catalogue()
         return await self.servers.catalogue(allowed)
-
-    async def call(
-        self,
-        catalogue: Catalogue,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        *,
-        time_limit: float = CALL_TIMEOUT,
-    ) -> ToolOutcome | None:
-        """Run a catalogue's tool (``engines.tools.servers.ToolServers.call``)."""
-        return await self.servers.call(catalogue, name, arguments, time_limit=time_limit)
 
     def __iter__(self) -> Iterator[ToolServer]:
         """The running servers (the tool loop reads their names for the approval card)."""
