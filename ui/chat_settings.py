@@ -37,7 +37,7 @@ from app.store import (
 )
 from engines.api.context import estimate_tokens
 from engines.base import ModelInfo
-from ui.model_picker import entry_text
+from ui.model_picker import ModelPicker, entry_text
 from ui.settings_sync import listen_to_settings
 
 TEMPERATURE_STEP = 0.1
@@ -96,6 +96,7 @@ class ChatSettingsPanel(QDialog):
         self._default_prompt = default_prompt
         self.chat_id = ""
         self._models: list[ModelInfo] = []
+        self._picker: ModelPicker | None = None
 
         self.heading = _label("", "SettingsPageTitle")
         self.model = QComboBox()
@@ -174,6 +175,23 @@ class ChatSettingsPanel(QDialog):
         self.show()
         self.raise_()
         self.activateWindow()
+
+    def follow(self, picker: ModelPicker) -> None:
+        """Keep the model list as ``picker`` has it: models that come or go, and another model
+        picked there for the chat this panel shows."""
+        self._picker = picker
+        picker.shown_changed.connect(self._picker_changed)
+
+    def _picker_changed(self) -> None:
+        picker = self._picker
+        if picker is None or not self.chat_id:
+            return
+        chat = self._store.get_chat(self.chat_id)
+        if chat is None:
+            return
+        # The picker shows the open chat; the panel may show another one, whose model the
+        # chat log keeps (a switch is saved there before the picker shows it).
+        self.set_models(picker.listed(), chat.model_key)
 
     def set_models(self, models: Sequence[ModelInfo], current_key: str) -> None:
         self._models = [m for m in models if m.ready or m.key == current_key]

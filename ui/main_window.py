@@ -688,6 +688,7 @@ class MainWindow(QMainWindow):
             panel = ChatSettingsPanel(self.services.store, self.services.own_prompt, parent=self)
             panel.saved.connect(self._chat_settings_saved)
             panel.model_chosen.connect(self._chat_settings_model)
+            panel.follow(self.picker)
             self._chat_settings = panel
         bridge = self._bridges.get(self._current)
         chat = self.services.store.get_chat(self._current)

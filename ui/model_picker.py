@@ -125,9 +125,12 @@ class ModelPicker(QWidget):
         model_chosen(ModelInfo): the person picked a different model.
         reload_requested(ReloadOffer): the person pressed "Reload with …".
         pull_requested(): the person chose "Download a model…".
+        shown_changed(): the list or the model it shows changed (what follows it reads
+            ``listed`` and ``shown_key`` again).
     """
 
     model_chosen = Signal(object)
+    shown_changed = Signal()
     reload_requested = Signal(object)
     pull_requested = Signal()
 
@@ -261,9 +264,19 @@ class ModelPicker(QWidget):
             if key:
                 self.combo.setPlaceholderText(key.split("/", 1)[-1] + " (not available)")
         del blocker
+        self.shown_changed.emit()
 
     def models(self) -> list[ModelInfo]:
         return list(self._models.values())
+
+    def listed(self) -> list[ModelInfo]:
+        """Every model the list was given, ready or not (``set_models``)."""
+        return list(self._all)
+
+    @property
+    def shown_key(self) -> str:
+        """The key of the model the chat is on, as last selected (it may not be listed)."""
+        return self._shown_key
 
     def current_key(self) -> str:
         key = self.combo.currentData(KEY_ROLE)

@@ -16,12 +16,14 @@ from app.services import OWN_PROMPT_HEADING, AppServices, build_services
 from app.settings import SettingsStore
 from app.sqlite import open_database
 from app.store import _STEPS, ChatSettings, ChatStore
-from engines.base import TurnInput
+from engines.base import ModelInfo, TurnInput
 from engines.mock import MockEngine, Reply
+from tests.engines.scripted_adapter import ScriptedAdapter
 from tests.ui.windows import open_window
 from tests.waits import HANG_MS
 from ui.chat_settings import AUTOMATIC, SERVER_DEFAULT, ChatSettingsPanel, DefaultPromptPage
 from ui.main_window import MainWindow
+from ui.model_picker import KEY_ROLE
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
@@ -191,3 +193,36 @@ def test_a_save_that_fails_says_why_and_keeps_what_was_typed(qtbot: QtBot, data_
         assert "newer Conch" in panel.error.text()
     finally:
         store.close()
+
+
+def test_the_panels_model_list_follows_the_model_picker(
+    qtbot: QtBot, services: AppServices
+) -> None:
+    win = open_window(qtbot, services)
+    win.new_chat()
+    win.show_chat_settings()
+    panel = panel_of(win)
+    assert panel.model.currentData() == "mock/mock-model"
+
+    # Another model picked in the window's picker: the open panel shows it too.
+    picker = win.picker
+    combo = picker.combo
+    (row,) = [r for r in range(combo.count()) if combo.itemData(r, KEY_ROLE) == "mock/mock-small"]
+    picker.combo.activated.emit(row)
+    bridge = win.bridge()
+    assert bridge is not None and bridge.conversation.model.key == "mock/mock-small"
+    assert panel.model.currentData() == "mock/mock-small"
+
+    # Models that come and go in the picker come and go in the panel.
+    wide = ModelInfo(provider="openai", id="gpt-wide", label="GPT Wide", context=128_000)
+    added = asyncio.ensure_future(
+        services.catalogue.add_provider(ScriptedAdapter(name="openai", models=[wide]))
+    )
+    qtbot.waitUntil(added.done, timeout=HANG_MS)
+    keys = [panel.model.itemData(i) for i in range(panel.model.count())]
+    assert "openai/gpt-wide" in keys
+    services.catalogue.remove_provider("openai")
+    keys = [panel.model.itemData(i) for i in range(panel.model.count())]
+    assert "openai/gpt-wide" not in keys and "mock/mock-model" in keys
+    assert panel.model.currentData() == "mock/mock-small"
+    close_window(qtbot, win)
