@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from engines.base import NextStep, ProblemKind, TurnProblem
 from engines.local.reload import ReloadOffer
+from ui._widgets import outside_text
 from ui.model_picker import memory_note, reload_label, window_label
 
 
@@ -121,14 +122,7 @@ class ProblemCard(QFrame):
         self.reload_progress.setVisible(False)
 
         self.details_button: QToolButton | None = None
-        self.details = QLabel(problem.detail, self)
-        self.details.setObjectName("ProblemDetail")
-        self.details.setWordWrap(True)
-        self.details.setTextFormat(Qt.TextFormat.PlainText)
-        self.details.setTextInteractionFlags(
-            Qt.TextInteractionFlag.TextSelectableByMouse
-            | Qt.TextInteractionFlag.TextSelectableByKeyboard
-        )
+        self.details = outside_text(problem.detail, "ProblemDetail", self)
         self.details.setAccessibleName("What the server said")
         self.details.setVisible(False)
         if problem.detail:

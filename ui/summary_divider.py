@@ -9,20 +9,19 @@ for word, a line says what that list is, its cap, and what the cap left out this
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
     QPushButton,
     QSizePolicy,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 from app.store import Compaction
 from engines.api.facts import FACTS_SHARE, LEFT_OUT, kept_parts
+from ui._widgets import LineButton, outside_text
 from ui.message_delegate import copy_to_clipboard
 
 NO_SUMMARY = (
@@ -49,16 +48,6 @@ def facts_caption(summary: str) -> str:
     return text
 
 
-class _LineButton(QToolButton):
-    """A flat toggle that also opens on Enter (QToolButton only knows Space)."""
-
-    def keyPressEvent(self, event: QKeyEvent) -> None:
-        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
-            self.click()
-            return
-        super().keyPressEvent(event)
-
-
 class SummaryDivider(QFrame):
     """ "Earlier messages are summarised for <model>"; click, Enter or Space shows the summary.
 
@@ -76,7 +65,7 @@ class SummaryDivider(QFrame):
         self.compaction = compaction
         title = f"Earlier messages are summarised for {compaction.model}"
 
-        self.button = _LineButton(self)
+        self.button = LineButton(self)
         self.button.setObjectName("SummaryDividerButton")
         self.button.setCheckable(True)
         self.button.setAutoRaise(True)
@@ -100,14 +89,7 @@ class SummaryDivider(QFrame):
         top.addWidget(self.button, 0)
         top.addWidget(right, 1)
 
-        self.summary = QLabel(compaction.summary.strip() or NO_SUMMARY, self)
-        self.summary.setObjectName("SummaryText")
-        self.summary.setWordWrap(True)
-        self.summary.setTextFormat(Qt.TextFormat.PlainText)
-        self.summary.setTextInteractionFlags(
-            Qt.TextInteractionFlag.TextSelectableByMouse
-            | Qt.TextInteractionFlag.TextSelectableByKeyboard
-        )
+        self.summary = outside_text(compaction.summary.strip() or NO_SUMMARY, "SummaryText", self)
         self.summary.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.summary.setAccessibleName("Summary of the earlier messages")
         self.summary.setVisible(False)

@@ -16,13 +16,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QFontDatabase, QKeyEvent, QShowEvent
+from PySide6.QtGui import QFontDatabase, QShowEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
     QSizePolicy,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -32,6 +31,7 @@ from app.store import StoredMessage
 from app.tool_calls import RESULT_LABEL
 from engines.api.tool_loop import preview
 from engines.base import ToolAsk, ToolCall, ToolResult, ToolStarted, arguments_line
+from ui._widgets import LineButton
 from ui.theme import set_style_property
 
 VIEW_INSET = 6  # px the chat's list view takes off a row's widget (its item margins)
@@ -172,16 +172,6 @@ def details_text(entry: ToolEntry) -> str:
     return "\n\n".join(lines)
 
 
-class _LineButton(QToolButton):
-    """A flat toggle that also opens on Enter (QToolButton only knows Space)."""
-
-    def keyPressEvent(self, event: QKeyEvent) -> None:
-        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
-            self.click()
-            return
-        super().keyPressEvent(event)
-
-
 class ToolLine(QFrame):
     """One call: a quiet line that opens to its details.
 
@@ -196,7 +186,7 @@ class ToolLine(QFrame):
         self.setObjectName("ToolLine")
         self.entry = entry
         self._open = False
-        self.button = _LineButton(self)
+        self.button = LineButton(self)
         self.button.setObjectName("ToolLineButton")
         self.button.setAutoRaise(True)
         self.button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)

@@ -1,0 +1,62 @@
+"""Small widgets and label kinds that several screens show the same way.
+
+A settings page's frame (margins, spacing, title, hint), the quiet line button that folds a row
+open, and the label for text that came from outside Conch each have their look here, once.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import QLabel, QToolButton, QVBoxLayout, QWidget
+
+PAGE_MARGIN = 24  # px around a settings page's content
+PAGE_SPACING = 12  # px between its parts
+
+
+def page_layout(page: QWidget, *, bottom: int = PAGE_MARGIN) -> QVBoxLayout:
+    """The column a settings page lays its parts out in (a page whose last part is a list it
+    scrolls may want less room at the ``bottom``)."""
+    layout = QVBoxLayout(page)
+    layout.setContentsMargins(PAGE_MARGIN, PAGE_MARGIN, PAGE_MARGIN, bottom)
+    layout.setSpacing(PAGE_SPACING)
+    return layout
+
+
+def page_title(text: str) -> QLabel:
+    """A settings page's title ("Tools", "Trash")."""
+    label = QLabel(text)
+    label.setObjectName("SettingsPageTitle")
+    return label
+
+
+def hint_label(text: str) -> QLabel:
+    """A settings page's quieter sentence that says what a part is for."""
+    label = QLabel(text)
+    label.setObjectName("SettingsHint")
+    label.setWordWrap(True)
+    return label
+
+
+def outside_text(text: str, name: str, parent: QWidget | None = None) -> QLabel:
+    """A wrapped label for words from outside the person (a summary a model wrote, what a
+    server said): plain text, never markup, and selectable to copy."""
+    label = QLabel(text, parent)
+    label.setObjectName(name)
+    label.setWordWrap(True)
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    label.setTextInteractionFlags(
+        Qt.TextInteractionFlag.TextSelectableByMouse
+        | Qt.TextInteractionFlag.TextSelectableByKeyboard
+    )
+    return label
+
+
+class LineButton(QToolButton):
+    """A flat toggle that also opens on Enter (QToolButton only knows Space)."""
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            self.click()
+            return
+        super().keyPressEvent(event)
