@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from engines.files import write_atomically
 from engines.tools.config import ServerConfig
 
 SETTINGS_FILE = "settings.json"
@@ -131,29 +131,6 @@ def salvage_fields(raw: bytes) -> dict[str, Any]:
 
 def _why(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Temp file in the same folder, fsync, rename over, fsync the folder: all or nothing."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    # The rename is only durable once the folder entry is; not every OS lets us open a folder.
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
 
 class SettingsStore:

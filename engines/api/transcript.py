@@ -21,7 +21,6 @@ import math
 import os
 import re
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from engines.base import Message
+from engines.files import write_atomically
 
 VERSION = 1
 FOLDER = "api-sessions"
@@ -352,21 +352,7 @@ def _clear_stale(path: Path, current: Signature | None) -> bool:
 
 def _replace(path: Path, data: bytes) -> None:
     """Temp file (named for this process), fsync, rename, fsync of the folder; OSError out."""
-    tmp_name: str | None = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp_name, path)
-        tmp_name = None
-        _fsync_dir(path.parent)
-    finally:
-        if tmp_name is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp_name)
+    write_atomically(path, data, prefix=_temp_prefix(path))
 
 
 # --- the chat's lock file ---------------------------------------------------------------------
@@ -443,15 +429,3 @@ else:
     def _release(fd: int) -> None:
         with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-def _fsync_dir(folder: Path) -> None:
-    # The rename itself is durable only once the folder is synced (POSIX); Windows cannot open
-    # a folder this way and does not need it.
-    if os.name != "posix":
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

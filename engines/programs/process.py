@@ -17,12 +17,12 @@ import collections
 import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from engines.base import TurnProblem
+from engines.files import write_atomically
 from engines.local.processes import death_signal_hook
 from engines.local.processes import reap as _reap
 from engines.programs import problems
@@ -133,20 +133,8 @@ def load_state(path: Path) -> SessionState:
 def save_state(path: Path, state: SessionState) -> None:
     """Write atomically; a failed write keeps the old file (the next turn tries again)."""
     data = {"version": STATE_VERSION, "session_id": state.session_id, "used": state.used}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    with contextlib.suppress(OSError):
+        write_atomically(path, json.dumps(data).encode("utf-8"))
 
 
 class SessionFile:
