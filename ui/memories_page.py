@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 
 from app.memories import Memory, MemoryBook, MemoryBookError
 from app.settings import Settings, SettingsStore
+from ui._widgets import hint_label, page_layout, page_title
 from ui.icons import MUTED, ON_ACCENT, icon
 from ui.row_list import RowList
 from ui.settings_sync import listen_to_settings, save_remember, set_checked_quietly
@@ -255,23 +256,18 @@ class MemoriesPage(QWidget):
         self._chat_title = chat_title or (lambda _chat_id: None)
         self._rows: list[MemoryRow] = []
 
-        title = QLabel("Memories")
-        title.setObjectName("SettingsPageTitle")
-        hint = QLabel(
+        title = page_title("Memories")
+        hint = hint_label(
             "What Conch learned from what you said. Kept memories are part of every chat's "
             "instructions; the rest are not used."
         )
-        hint.setObjectName("SettingsHint")
-        hint.setWordWrap(True)
 
         self.remember = QCheckBox("Remember things automatically")
         self.remember.setChecked(settings.settings.remember_automatically)
-        remember_hint = QLabel(
+        remember_hint = hint_label(
             "When this is off, everything Conch learns waits here for your OK. Chats that read "
             "a file or a web page always ask first."
         )
-        remember_hint.setObjectName("SettingsHint")
-        remember_hint.setWordWrap(True)
         self.settings_error = QLabel()
         self.settings_error.setObjectName("TestResult")
         self.settings_error.setProperty("state", "error")
@@ -305,9 +301,7 @@ class MemoriesPage(QWidget):
         add_row.addWidget(self.add_field, 1)
         add_row.addWidget(self.add_button)
 
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(24, 24, 24, 16)
-        layout.setSpacing(12)
+        layout = page_layout(self, bottom=16)
         layout.addWidget(title)
         layout.addWidget(hint)
         layout.addWidget(self.remember)

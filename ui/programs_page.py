@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QLineEdit, QVBoxLayou
 
 from app.settings import SettingsError, SettingsStore
 from engines.programs.catalogue import CLAUDE_CODE, PROGRAMS
+from ui._widgets import hint_label, page_layout, page_title
 from ui.theme import set_style_property
 
 # Commands a Python package carries its own copy of (Claude Code's CLI in the SDK's wheel).
@@ -109,19 +110,14 @@ class ProgramsPage(QWidget):
         super().__init__(parent)
         self._settings = settings
         self.rows: dict[str, ProgramRow] = {}
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(24, 24, 24, 24)
-        layout.setSpacing(12)
-        title = QLabel("Programs")
-        title.setObjectName("SettingsPageTitle")
-        layout.addWidget(title)
-        hint = QLabel(
-            "Programs that keep their own chat show in the model picker when Conch finds "
-            "them on the PATH. If yours lives elsewhere, give its full path."
+        layout = page_layout(self)
+        layout.addWidget(page_title("Programs"))
+        layout.addWidget(
+            hint_label(
+                "Programs that keep their own chat show in the model picker when Conch finds "
+                "them on the PATH. If yours lives elsewhere, give its full path."
+            )
         )
-        hint.setObjectName("SettingsHint")
-        hint.setWordWrap(True)
-        layout.addWidget(hint)
         card = QFrame()
         card.setObjectName("SettingsCard")
         inner = QVBoxLayout(card)

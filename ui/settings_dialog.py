@@ -50,6 +50,7 @@ from engines.local.bundled import CrashBook
 from engines.providers.base import ProviderError
 from engines.providers.errors import plain_os_error
 from engines.providers.registry import COMPANIES, LOCAL_SERVERS, PROVIDERS
+from ui._widgets import hint_label, page_layout
 from ui.chat_settings import DefaultPromptPage
 from ui.health_page import HealthPage, StartLocal
 from ui.icons import ON_ACCENT, icon
@@ -349,12 +350,10 @@ class SettingsDialog(QDialog):
 
     def _page(self, title: str, hint: str) -> tuple[QWidget, QVBoxLayout]:
         content = QWidget()
-        layout = QVBoxLayout(content)
-        layout.setContentsMargins(24, 24, 24, 24)
-        layout.setSpacing(12)
+        layout = page_layout(content)
         layout.addWidget(_label(title, "SettingsPageTitle"))
         if hint:
-            layout.addWidget(_label(hint, "SettingsHint"))
+            layout.addWidget(hint_label(hint))
         return content, layout
 
     def _scrolling(self, content: QWidget) -> QScrollArea:
@@ -393,7 +392,7 @@ class SettingsDialog(QDialog):
         layout.addSpacing(4)
         layout.addWidget(_label("Model companies", role="heading"))
         where = "for this session only" if self._secrets.warning else "in your system keyring"
-        layout.addWidget(_label(f"Keys are kept {where}, never in a file.", "SettingsHint"))
+        layout.addWidget(hint_label(f"Keys are kept {where}, never in a file."))
         card, inner = _card()
         for n, name in enumerate(COMPANIES):
             row = ProviderRow(name, PROVIDERS[name].label)
@@ -423,10 +422,9 @@ class SettingsDialog(QDialog):
         self.remember.setChecked(self._settings.settings.remember_automatically)
         inner.addWidget(self.remember)
         inner.addWidget(
-            _label(
+            hint_label(
                 "When this is off, what Conch learns waits for your OK. Chats that read a file, "
-                "a tool result or a web page always ask first.",
-                "SettingsHint",
+                "a tool result or a web page always ask first."
             )
         )
         self.memory_error = _label("", "TestResult")

@@ -39,6 +39,7 @@ from shiboken6 import Shiboken
 from app.tools import ToolsError, ToolSettings, parse_pairs, secret_refs, split_args
 from engines.tools.config import HttpServer, SecretRef, ServerConfig, Value
 from engines.tools.servers import ServerState
+from ui._widgets import hint_label, page_layout, page_title
 from ui.icons import icon
 from ui.theme import set_style_property
 
@@ -233,14 +234,10 @@ class ToolsPage(QWidget):
         self._tasks: set[asyncio.Task[ServerState]] = set()
         self.rows: dict[str, ServerRow] = {}
 
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(24, 24, 24, 24)
-        layout.setSpacing(12)
-        title = QLabel("Tools")
-        title.setObjectName("SettingsPageTitle")
-        layout.addWidget(title)
+        layout = page_layout(self)
+        layout.addWidget(page_title("Tools"))
         layout.addWidget(
-            self._hint(
+            hint_label(
                 "Tool servers (MCP) let a model read files, search and more. A server starts "
                 "when a chat first needs it, and Conch asks you before a tool runs. Each chat "
                 "can choose which servers it uses."
@@ -269,7 +266,7 @@ class ToolsPage(QWidget):
         layout.addSpacing(4)
         layout.addWidget(self._heading("Import"))
         layout.addWidget(
-            self._hint(
+            hint_label(
                 "Paste the “mcpServers” JSON from Claude Desktop, Cursor or LM Studio's "
                 "mcp.json, or choose the file. Keys and tokens in it go to the keyring."
             )
@@ -282,13 +279,6 @@ class ToolsPage(QWidget):
         self.refresh()
 
     # --- building ---------------------------------------------------------------------------
-
-    @staticmethod
-    def _hint(text: str) -> QLabel:
-        label = QLabel(text)
-        label.setObjectName("SettingsHint")
-        label.setWordWrap(True)
-        return label
 
     @staticmethod
     def _heading(text: str) -> QLabel:

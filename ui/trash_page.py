@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLay
 
 from app.store import Chat, ChatStore, StoreError
 from app.trash import empty_trash
+from ui._widgets import hint_label, page_layout, page_title
 from ui.icons import icon
 from ui.memories_page import when_text
 from ui.row_list import RowList
@@ -78,11 +79,8 @@ class TrashPage(QWidget):
         self._pending: list[str] = []  # emptied, but Undo may still bring them back
         self._rows: list[TrashRow] = []
 
-        title = QLabel("Trash")
-        title.setObjectName("SettingsPageTitle")
-        hint = QLabel("Deleted chats stay here until you empty the trash.")
-        hint.setObjectName("SettingsHint")
-        hint.setWordWrap(True)
+        title = page_title("Trash")
+        hint = hint_label("Deleted chats stay here until you empty the trash.")
         self.empty_button = QPushButton("Empty trash")
         self.empty_button.setProperty("variant", "danger")
         self.empty_button.setIcon(icon("trash"))
@@ -99,9 +97,7 @@ class TrashPage(QWidget):
         head = QHBoxLayout()
         head.addWidget(title, 1)
         head.addWidget(self.empty_button)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(24, 24, 24, 24)
-        layout.setSpacing(12)
+        layout = page_layout(self)
         layout.addLayout(head)
         layout.addWidget(hint)
         layout.addWidget(self.error)
