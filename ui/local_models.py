@@ -16,7 +16,6 @@ The controller only wires the main window's parts together; the work is the serv
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import weakref
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject
 
+from app.background import Background
 from engines.base import ModelInfo, NextStep, ProblemKind
 from engines.local.reload import ReloadOffer
 from engines.providers.base import ProviderError
@@ -63,7 +63,7 @@ class LocalModelsController(QObject):
         self.offer: ReloadOffer | None = None
         self.reloading: ReloadOffer | None = None
         self.dialog: PullDialog | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = Background(log, "local model work failed")
         self._learning: set[str] = set()
         self._watched: weakref.WeakSet[ConversationBridge] = weakref.WeakSet()
         self._loading: ConversationBridge | None = None  # waiting for its first word
@@ -291,14 +291,7 @@ class LocalModelsController(QObject):
     # --- plumbing -------------------------------------------------------------------------
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("local model work failed", exc_info=task.exception())
+        self._tasks.start(work)
 
     def close(self) -> None:
         """The window closed: stop listening, stop what runs (a download included)."""
@@ -308,5 +301,4 @@ class LocalModelsController(QObject):
         self._unsubscribe()
         if self.dialog is not None:
             self.dialog.stop()
-        for task in list(self._tasks):
-            task.cancel()
+        self._tasks.cancel()

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.background import Background
 from app.export import SUFFIXES, ExportError, export_chat, suggested_name
 from app.export import Kind as ExportKind
 from app.importers import SOURCE_NAMES, ImportFailedError, Parsed, read_file, save
@@ -95,7 +96,7 @@ class MainWindow(QMainWindow):
         self._file_dialog: QFileDialog | None = None  # the export or import dialog last opened
         self._chat_settings: ChatSettingsPanel | None = None
         self._bridges: dict[str, ConversationBridge] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = Background(log, "a window task failed")
         self._current = ""
         self._unsubscribe: list[Callable[[], None]] = []
         self._closing = False
@@ -243,10 +244,7 @@ class MainWindow(QMainWindow):
         bridges = list(self._bridges.values())
         self._bridges.clear()
         await asyncio.gather(*(b.aclose() for b in bridges), return_exceptions=True)
-        pending = [t for t in self._tasks if not t.done()]
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        await asyncio.gather(*self._tasks.cancel(), return_exceptions=True)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self._save_state()
@@ -833,14 +831,7 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(text, STATUS_MS)
 
     def _run(self, coroutine: Coroutine[Any, Any, Any]) -> None:
-        task = asyncio.get_running_loop().create_task(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("a window task failed", exc_info=task.exception())
+        self._tasks.start(coroutine)
 
     def _reopen_current(self) -> None:
         # The chat could not get a model before; now that models are listed it may.

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 )
 from shiboken6 import Shiboken
 
+from app.background import Background
 from app.tools import ToolsError, ToolSettings, parse_pairs, secret_refs, split_args
 from engines.tools.config import HttpServer, SecretRef, ServerConfig, Value
 from engines.tools.servers import ServerState
@@ -231,7 +232,7 @@ class ToolsPage(QWidget):
         super().__init__(parent)
         self._tools = tools
         self._pick_file = pick_file or _pick_file
-        self._tasks: set[asyncio.Task[ServerState]] = set()
+        self._tasks = Background(log, "starting a tool server again failed")
         self.rows: dict[str, ServerRow] = {}
 
         layout = page_layout(self)
@@ -534,15 +535,6 @@ class ToolsPage(QWidget):
     def start_again(self, sid: str) -> asyncio.Task[ServerState] | None:
         """Lift a failed server's hold and start it (as a task; the row follows its state)."""
         try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
+            return self._tasks.start(self._tools.start_again(sid))
+        except RuntimeError:  # no event loop runs: nothing to start it on
             return None
-        task = loop.create_task(self._tools.start_again(sid))
-        self._tasks.add(task)
-        task.add_done_callback(self._started)
-        return task
-
-    def _started(self, task: asyncio.Task[ServerState]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("starting a tool server again failed", exc_info=task.exception())
