@@ -14,12 +14,19 @@ PAGE_MARGIN = 24  # px around a settings page's content
 PAGE_SPACING = 12  # px between its parts
 
 
-def page_layout(page: QWidget, *, bottom: int = PAGE_MARGIN) -> QVBoxLayout:
-    """The column a settings page lays its parts out in (a page whose last part is a list it
-    scrolls may want less room at the ``bottom``)."""
+def page_layout(
+    page: QWidget, title: str = "", hint: str = "", *, bottom: int = PAGE_MARGIN
+) -> QVBoxLayout:
+    """The column a settings page lays its parts out in, opening with its ``title`` and
+    ``hint`` when given (a page whose last part is a list it scrolls may want less room at the
+    ``bottom``)."""
     layout = QVBoxLayout(page)
     layout.setContentsMargins(PAGE_MARGIN, PAGE_MARGIN, PAGE_MARGIN, bottom)
     layout.setSpacing(PAGE_SPACING)
+    if title:
+        layout.addWidget(page_title(title))
+    if hint:
+        layout.addWidget(hint_label(hint))
     return layout
 
 

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 
 from app.memories import Memory, MemoryBook, MemoryBookError
 from app.settings import Settings, SettingsStore
-from ui._widgets import hint_label, page_layout, page_title
+from ui._widgets import hint_label, page_layout
 from ui.icons import MUTED, ON_ACCENT, icon
 from ui.row_list import RowList
 from ui.settings_sync import listen_to_settings, save_remember, set_checked_quietly
@@ -256,12 +256,6 @@ class MemoriesPage(QWidget):
         self._chat_title = chat_title or (lambda _chat_id: None)
         self._rows: list[MemoryRow] = []
 
-        title = page_title("Memories")
-        hint = hint_label(
-            "What Conch learned from what you said. Kept memories are part of every chat's "
-            "instructions; the rest are not used."
-        )
-
         self.remember = QCheckBox("Remember things automatically")
         self.remember.setChecked(settings.settings.remember_automatically)
         remember_hint = hint_label(
@@ -301,9 +295,13 @@ class MemoriesPage(QWidget):
         add_row.addWidget(self.add_field, 1)
         add_row.addWidget(self.add_button)
 
-        layout = page_layout(self, bottom=16)
-        layout.addWidget(title)
-        layout.addWidget(hint)
+        layout = page_layout(
+            self,
+            "Memories",
+            "What Conch learned from what you said. Kept memories are part of every chat's "
+            "instructions; the rest are not used.",
+            bottom=16,
+        )
         layout.addWidget(self.remember)
         layout.addWidget(remember_hint)
         layout.addWidget(self.settings_error)

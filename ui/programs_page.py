@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QLineEdit, QVBoxLayou
 
 from app.settings import SettingsError, SettingsStore
 from engines.programs.catalogue import CLAUDE_CODE, PROGRAMS
-from ui._widgets import hint_label, page_layout, page_title
+from ui._widgets import page_layout
 from ui.theme import set_style_property
 
 # Commands a Python package carries its own copy of (Claude Code's CLI in the SDK's wheel).
@@ -110,13 +110,11 @@ class ProgramsPage(QWidget):
         super().__init__(parent)
         self._settings = settings
         self.rows: dict[str, ProgramRow] = {}
-        layout = page_layout(self)
-        layout.addWidget(page_title("Programs"))
-        layout.addWidget(
-            hint_label(
-                "Programs that keep their own chat show in the model picker when Conch finds "
-                "them on the PATH. If yours lives elsewhere, give its full path."
-            )
+        layout = page_layout(
+            self,
+            "Programs",
+            "Programs that keep their own chat show in the model picker when Conch finds them "
+            "on the PATH. If yours lives elsewhere, give its full path.",
         )
         card = QFrame()
         card.setObjectName("SettingsCard")

@@ -350,11 +350,7 @@ class SettingsDialog(QDialog):
 
     def _page(self, title: str, hint: str) -> tuple[QWidget, QVBoxLayout]:
         content = QWidget()
-        layout = page_layout(content)
-        layout.addWidget(_label(title, "SettingsPageTitle"))
-        if hint:
-            layout.addWidget(hint_label(hint))
-        return content, layout
+        return content, page_layout(content, title, hint)
 
     def _scrolling(self, content: QWidget) -> QScrollArea:
         scroll = QScrollArea()

@@ -40,7 +40,7 @@ from app.background import Background
 from app.tools import ToolsError, ToolSettings, parse_pairs, secret_refs, split_args
 from engines.tools.config import HttpServer, SecretRef, ServerConfig, Value
 from engines.tools.servers import ServerState
-from ui._widgets import hint_label, page_layout, page_title
+from ui._widgets import hint_label, page_layout
 from ui.icons import icon
 from ui.theme import set_style_property
 
@@ -235,14 +235,12 @@ class ToolsPage(QWidget):
         self._tasks = Background(log, "starting a tool server again failed")
         self.rows: dict[str, ServerRow] = {}
 
-        layout = page_layout(self)
-        layout.addWidget(page_title("Tools"))
-        layout.addWidget(
-            hint_label(
-                "Tool servers (MCP) let a model read files, search and more. A server starts "
-                "when a chat first needs it, and Conch asks you before a tool runs. Each chat "
-                "can choose which servers it uses."
-            )
+        layout = page_layout(
+            self,
+            "Tools",
+            "Tool servers (MCP) let a model read files, search and more. A server starts when a "
+            "chat first needs it, and Conch asks you before a tool runs. Each chat can choose "
+            "which servers it uses.",
         )
         warning = QLabel(keyring_warning)
         warning.setObjectName("SessionWarning")
