@@ -275,24 +275,17 @@ class Sidebar(QWidget):
         self.undo_bar = UndoBar(self)
         self.footer = QWidget(self)
         self.footer.setObjectName("SidebarFooter")
-        self.settings_button = QToolButton(self.footer)
-        self.settings_button.setIcon(icon("settings"))
-        self.settings_button.setText("Settings")
-        self.settings_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.settings_button.setAutoRaise(True)
-        self.settings_button.setAccessibleName("Settings")
-        self.settings_button.setToolTip("Settings (Ctrl+,)")
+        self.settings_button = self._footer_button(
+            "settings", "Settings", "Settings", "Settings (Ctrl+,)"
+        )
+        self.import_button = self._footer_button(
+            "file",
+            "Import",
+            "Import chats",
+            "Import chats exported by Conch, ChatGPT (conversations.json) or Open WebUI",
+        )
         footer_layout = QHBoxLayout(self.footer)
         footer_layout.setContentsMargins(0, 0, 0, 0)
-        self.import_button = QToolButton(self.footer)
-        self.import_button.setIcon(icon("file"))
-        self.import_button.setText("Import")
-        self.import_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.import_button.setAutoRaise(True)
-        self.import_button.setAccessibleName("Import chats")
-        self.import_button.setToolTip(
-            "Import chats exported by Conch, ChatGPT (conversations.json) or Open WebUI"
-        )
         footer_layout.addWidget(self.settings_button)
         footer_layout.addStretch(1)
         footer_layout.addWidget(self.import_button)
@@ -327,6 +320,17 @@ class Sidebar(QWidget):
         self.list.itemChanged.connect(self._item_edited)
         self.list.customContextMenuRequested.connect(self._menu)
         self.undo_bar.undo_clicked.connect(self.restore)
+
+    def _footer_button(self, icon_name: str, text: str, name: str, tip: str) -> QToolButton:
+        """A flat button in the footer, its icon beside its word."""
+        button = QToolButton(self.footer)
+        button.setIcon(icon(icon_name))
+        button.setText(text)
+        button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        button.setAutoRaise(True)
+        button.setAccessibleName(name)
+        button.setToolTip(tip)
+        return button
 
     # --- contents -------------------------------------------------------------------------
 
