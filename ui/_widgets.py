@@ -1,14 +1,15 @@
 """Small widgets and label kinds that several screens show the same way.
 
-A settings page's frame (margins, spacing, title, hint), the quiet line button that folds a row
-open, and the label for text that came from outside Conch each have their look here, once.
+A settings page's frame (margins, spacing, title, hint) and its cards, the quiet line button
+that folds a row open, and the label for text that came from outside Conch each have their
+look here, once.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import QLabel, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QToolButton, QVBoxLayout, QWidget
 
 PAGE_MARGIN = 24  # px around a settings page's content
 PAGE_SPACING = 12  # px between its parts
@@ -43,6 +44,23 @@ def hint_label(text: str) -> QLabel:
     label.setObjectName("SettingsHint")
     label.setWordWrap(True)
     return label
+
+
+def settings_card() -> QFrame:
+    """A settings page's raised panel (rows of providers, servers or programs; a form)."""
+    card = QFrame()
+    card.setObjectName("SettingsCard")
+    card.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+    return card
+
+
+def list_card() -> tuple[QFrame, QVBoxLayout]:
+    """A settings card holding a list of rows, and the column they go in."""
+    card = settings_card()
+    column = QVBoxLayout(card)
+    column.setContentsMargins(16, 8, 16, 8)
+    column.setSpacing(0)
+    return card, column
 
 
 def outside_text(text: str, name: str, parent: QWidget | None = None) -> QLabel:

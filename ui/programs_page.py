@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QLineEdit, QWidget
 
 from app.settings import SettingsError, SettingsStore
 from engines.programs.catalogue import CLAUDE_CODE, PROGRAMS
-from ui._widgets import page_layout
+from ui._widgets import list_card, page_layout
 from ui.theme import set_style_property
 
 # Commands a Python package carries its own copy of (Claude Code's CLI in the SDK's wheel).
@@ -116,11 +116,7 @@ class ProgramsPage(QWidget):
             "Programs that keep their own chat show in the model picker when Conch finds them "
             "on the PATH. If yours lives elsewhere, give its full path.",
         )
-        card = QFrame()
-        card.setObjectName("SettingsCard")
-        inner = QVBoxLayout(card)
-        inner.setContentsMargins(16, 8, 16, 8)
-        inner.setSpacing(0)
+        card, inner = list_card()
         saved = settings.settings.program_paths
         for command in program_commands():
             row = ProgramRow(command)

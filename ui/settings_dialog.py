@@ -50,7 +50,7 @@ from engines.local.bundled import CrashBook
 from engines.providers.base import ProviderError
 from engines.providers.errors import plain_os_error
 from engines.providers.registry import COMPANIES, LOCAL_SERVERS, PROVIDERS
-from ui._widgets import hint_label, page_layout
+from ui._widgets import hint_label, list_card, page_layout
 from ui.chat_settings import DefaultPromptPage
 from ui.health_page import HealthPage, StartLocal
 from ui.icons import ON_ACCENT, icon
@@ -140,16 +140,6 @@ def _label(text: str, object_name: str = "", role: str = "") -> QLabel:
         label.setProperty("role", role)
     label.setWordWrap(True)
     return label
-
-
-def _card() -> tuple[QFrame, QVBoxLayout]:
-    card = QFrame()
-    card.setObjectName("SettingsCard")
-    card.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
-    layout = QVBoxLayout(card)
-    layout.setContentsMargins(16, 8, 16, 8)
-    layout.setSpacing(0)
-    return card, layout
 
 
 class ProviderRow(QFrame):
@@ -371,7 +361,7 @@ class SettingsDialog(QDialog):
 
         layout.addSpacing(4)
         layout.addWidget(_label("On this computer", role="heading"))
-        card, inner = _card()
+        card, inner = list_card()
         current = self._settings.settings
         for n, name in enumerate(LOCAL_SERVERS):
             server = PROVIDERS[name]
@@ -389,7 +379,7 @@ class SettingsDialog(QDialog):
         layout.addWidget(_label("Model companies", role="heading"))
         where = "for this session only" if self._secrets.warning else "in your system keyring"
         layout.addWidget(hint_label(f"Keys are kept {where}, never in a file."))
-        card, inner = _card()
+        card, inner = list_card()
         for n, name in enumerate(COMPANIES):
             row = ProviderRow(name, PROVIDERS[name].label)
             row.setProperty("first", n == 0)
@@ -411,7 +401,7 @@ class SettingsDialog(QDialog):
             "yourself, so nothing important is forgotten. You can read, edit and undo every "
             "memory.",
         )
-        card, inner = _card()
+        card, inner = list_card()
         inner.setContentsMargins(16, 16, 16, 16)
         inner.setSpacing(8)
         self.remember = QCheckBox("Remember things automatically")
@@ -442,7 +432,7 @@ class SettingsDialog(QDialog):
 
     def _appearance_page(self) -> QWidget:
         content, layout = self._page("Appearance", "Changes show at once.")
-        card, inner = _card()
+        card, inner = list_card()
         inner.setContentsMargins(16, 12, 16, 12)
         inner.setSpacing(4)
         self.theme_buttons: dict[str, QRadioButton] = {}

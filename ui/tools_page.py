@@ -40,7 +40,7 @@ from app.background import Background
 from app.tools import ToolsError, ToolSettings, parse_pairs, secret_refs, split_args
 from engines.tools.config import HttpServer, SecretRef, ServerConfig, Value
 from engines.tools.servers import ServerState
-from ui._widgets import hint_label, page_layout
+from ui._widgets import hint_label, list_card, page_layout, settings_card
 from ui.icons import icon
 from ui.theme import set_style_property
 
@@ -77,13 +77,6 @@ def state_look(state: ServerState) -> str:
 
 # The add card's labels, its name's and both forms', line up at this width.
 _LABEL_WIDTH = 90
-
-
-def _card() -> QFrame:
-    card = QFrame()
-    card.setObjectName("SettingsCard")
-    card.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
-    return card
 
 
 def _line(placeholder: str, name: str) -> QLineEdit:
@@ -248,10 +241,7 @@ class ToolsPage(QWidget):
         warning.setVisible(bool(keyring_warning))
         layout.addWidget(warning)
 
-        card = _card()
-        self._list = QVBoxLayout(card)
-        self._list.setContentsMargins(16, 8, 16, 8)
-        self._list.setSpacing(0)
+        card, self._list = list_card()
         self.empty = QLabel(EMPTY)
         self.empty.setProperty("role", "caption")
         self.empty.setWordWrap(True)
@@ -295,7 +285,7 @@ class ToolsPage(QWidget):
         return label
 
     def _add_form(self) -> QWidget:
-        card = _card()
+        card = settings_card()
         grid = QGridLayout(card)
         grid.setContentsMargins(16, 12, 16, 12)
         grid.setHorizontalSpacing(12)
@@ -342,7 +332,7 @@ class ToolsPage(QWidget):
         return card
 
     def _import_form(self) -> QWidget:
-        card = _card()
+        card = settings_card()
         inner = QVBoxLayout(card)
         inner.setContentsMargins(16, 12, 16, 12)
         inner.setSpacing(8)
