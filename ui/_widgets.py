@@ -7,9 +7,13 @@ look here, once.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import QFrame, QLabel, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QLayout, QToolButton, QVBoxLayout, QWidget
+
+L = TypeVar("L", bound=QLayout)
 
 PAGE_MARGIN = 24  # px around a settings page's content
 PAGE_SPACING = 12  # px between its parts
@@ -61,6 +65,14 @@ def list_card() -> tuple[QFrame, QVBoxLayout]:
     column.setContentsMargins(16, 8, 16, 8)
     column.setSpacing(0)
     return card, column
+
+
+def form_card(kind: type[L]) -> tuple[QFrame, L]:
+    """A settings card holding a form, and the layout (of ``kind``) its fields go in."""
+    card = settings_card()
+    layout = kind(card)
+    layout.setContentsMargins(16, 12, 16, 12)
+    return card, layout
 
 
 def outside_text(text: str, name: str, parent: QWidget | None = None) -> QLabel:

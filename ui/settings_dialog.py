@@ -50,7 +50,7 @@ from engines.local.bundled import CrashBook
 from engines.providers.base import ProviderError
 from engines.providers.errors import plain_os_error
 from engines.providers.registry import COMPANIES, LOCAL_SERVERS, PROVIDERS
-from ui._widgets import hint_label, list_card, page_layout
+from ui._widgets import form_card, hint_label, list_card, page_layout
 from ui.chat_settings import DefaultPromptPage
 from ui.health_page import HealthPage, StartLocal
 from ui.icons import ON_ACCENT, icon
@@ -432,8 +432,7 @@ class SettingsDialog(QDialog):
 
     def _appearance_page(self) -> QWidget:
         content, layout = self._page("Appearance", "Changes show at once.")
-        card, inner = list_card()
-        inner.setContentsMargins(16, 12, 16, 12)
+        card, inner = form_card(QVBoxLayout)
         inner.setSpacing(4)
         self.theme_buttons: dict[str, QRadioButton] = {}
         self._theme_group = QButtonGroup(self)

@@ -40,7 +40,7 @@ from app.background import Background
 from app.tools import ToolsError, ToolSettings, parse_pairs, secret_refs, split_args
 from engines.tools.config import HttpServer, SecretRef, ServerConfig, Value
 from engines.tools.servers import ServerState
-from ui._widgets import hint_label, list_card, page_layout, settings_card
+from ui._widgets import form_card, hint_label, list_card, page_layout
 from ui.icons import icon
 from ui.theme import set_style_property
 
@@ -285,9 +285,7 @@ class ToolsPage(QWidget):
         return label
 
     def _add_form(self) -> QWidget:
-        card = settings_card()
-        grid = QGridLayout(card)
-        grid.setContentsMargins(16, 12, 16, 12)
+        card, grid = form_card(QGridLayout)
         grid.setHorizontalSpacing(12)
         grid.setVerticalSpacing(8)
         self.kind = QComboBox()
@@ -332,9 +330,7 @@ class ToolsPage(QWidget):
         return card
 
     def _import_form(self) -> QWidget:
-        card = settings_card()
-        inner = QVBoxLayout(card)
-        inner.setContentsMargins(16, 12, 16, 12)
+        card, inner = form_card(QVBoxLayout)
         inner.setSpacing(8)
         self.import_field = QPlainTextEdit()
         self.import_field.setObjectName("ToolImport")
