@@ -211,6 +211,19 @@ def _silent(out: _Attempt) -> bool:
     return out.error.kind is ProblemKind.BROKEN_STREAM and not out.began
 
 
+def _chat_request(turn: TurnInput, window: int, messages: tuple[Message, ...]) -> ChatRequest:
+    """The request for ``turn`` with ``messages``, leaving room in ``window`` for the answer."""
+    return ChatRequest(
+        model=turn.model.id,
+        system=turn.system,
+        messages=messages,
+        tools=turn.tools,
+        max_output_tokens=answer_reserve(window, turn.max_answer_tokens),
+        temperature=turn.temperature,
+        window=window,
+    )
+
+
 @dataclass
 class _Attempt:
     """What one request to the provider produced."""
@@ -1071,15 +1084,7 @@ class ApiSession:
                 messages[i] = messages[i].model_copy(update={"text": block + messages[i].text})
         if self._continuing(turn):
             messages = continuing(messages, turn.continue_from, prefill=self._prefills(turn))
-        return ChatRequest(
-            model=turn.model.id,
-            system=turn.system,
-            messages=tuple(messages),
-            tools=turn.tools,
-            max_output_tokens=answer_reserve(window, turn.max_answer_tokens),
-            temperature=turn.temperature,
-            window=window,
-        )
+        return _chat_request(turn, window, tuple(messages))
 
     def _take_person_message(self, turn: TurnInput, text: str) -> Message:
         """Put the person's message in the transcript; returns the message as stored."""
@@ -1443,15 +1448,7 @@ class ApiSession:
         """
         start = self._current_turn_start()
         messages = shorten_turn_tools_first(self._messages[start:], TURN_ROOM)
-        request = ChatRequest(
-            model=turn.model.id,
-            system=turn.system,
-            messages=messages,
-            tools=turn.tools,
-            max_output_tokens=answer_reserve(window, turn.max_answer_tokens),
-            temperature=turn.temperature,
-            window=window,
-        )
+        request = _chat_request(turn, window, messages)
         sent = (
             estimate_tokens(turn.system)
             + _tools_tokens(turn.tools)
