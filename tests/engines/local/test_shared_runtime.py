@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from engines.base import Message, TextDelta
-from engines.local import serve
+from engines.local import bundled, serve
 from engines.local.bundled import (
     EXITS_NAME,
     IDLE_ENV,
@@ -118,9 +118,17 @@ async def made(data_dir: Path) -> AsyncIterator[list[BundledRuntime]]:
     yield runtimes
     for runtime in runtimes:
         await runtime.stop()
-    for pid in running_in(data_dir):
+    killed = set(running_in(data_dir))
+    for pid in killed:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+    # A runtime stopped but left running for the next Conch is this process's child: once it
+    # ended (by itself, or killed above), collect it, or it stays a zombie until exit.
+    for proc in list(bundled._LEFT_RUNNING):
+        if proc.pid in killed or proc.poll() is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=GUARD)
+            bundled._LEFT_RUNNING.remove(proc)
 
 
 # --- the launcher's idle clock -----------------------------------------------------------------
