@@ -376,10 +376,13 @@ class Conversation:
     def delete(self, seq: int) -> float:
         """Delete the message at ``seq`` (soft); ``undelete`` with the stamp undoes it. A
         person's message goes with its answers (an answer to nothing would read as an answer
-        to the question before). A fold that summarised it is withdrawn (the model's memory is
-        rebuilt from the log and folded anew)."""
+        to the question before); an answer goes with the tool results it used (read without
+        it they would be an answer of their own). A fold that summarised it is withdrawn (the
+        model's memory is rebuilt from the log and folded anew)."""
         message = self.store.message(self.chat_id, seq)
         seqs = [seq]
+        if message is not None and message.role == "assistant":
+            seqs = [*self._tool_results(seq), seq]
         if message is not None and message.role == "user":
             for m in self.store.messages(self.chat_id, start=seq + 1):
                 if m.role == "user":

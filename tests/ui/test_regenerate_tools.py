@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from app.conversation import Conversation
@@ -140,3 +141,28 @@ def test_a_regenerated_answer_shows_only_its_own_tool_lines(qtbot: QtBot, setup:
     turn(qtbot, s, lambda: s.bridge.send("Thanks"))
     roles = [m.role for m in s.adapter.requests[-1].messages]
     assert roles == ["user", "assistant", "user"]
+
+
+def test_a_deleted_answer_takes_its_tool_lines_and_undo_brings_them_back(
+    qtbot: QtBot, setup: Setup
+) -> None:
+    s = setup
+    turn(qtbot, s, lambda: s.bridge.send("What do I buy?"))
+    (line,) = tool_lines(s.view)
+    assert "monday.txt" in line
+
+    assert s.view.act(last_answer_row(s.view), "delete")
+    assert answers(s.view) == []
+    assert tool_lines(s.view) == []
+
+    # Undo brings the answer back with its own tool line.
+    qtbot.mouseClick(s.view.undo_bar.button, Qt.MouseButton.LeftButton)
+    assert answers(s.view) == ["Eggs and flour."]
+    (line,) = tool_lines(s.view)
+    assert "monday.txt" in line
+
+    # Deleted for good, the next question is asked without its call or what it read.
+    assert s.view.act(last_answer_row(s.view), "delete")
+    turn(qtbot, s, lambda: s.bridge.send("And on Tuesday?"))
+    (asked,) = s.adapter.requests[2].messages  # the two questions, as one message
+    assert asked.role == "user" and "Eggs" not in asked.text
