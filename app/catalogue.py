@@ -87,7 +87,7 @@ def with_window(model: ModelInfo, local: bool) -> ModelInfo:
 
 
 class ModelCatalogue:
-    """What the configured providers offer. Implements ``engines.api.protocols.ModelDirectory``.
+    """What the configured providers offer. Implements ``engines.context.protocols.ModelDirectory``.
 
     ``probed`` names providers Conch only looked for at their usual address (the person never
     set them up): their absence is recorded in ``unreachable`` but not written to Health.

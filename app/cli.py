@@ -42,9 +42,6 @@ from app.memories import LearningRun
 from app.secrets import EnvironmentKeys, SecretStore, open_secrets
 from app.services import AppServices, ServicesError, build_services
 from app.store import StoreError
-from engines.api.session import ApiSession
-from engines.api.tool_loop import ToolHost
-from engines.api.transcript import TranscriptError, check_chat_id
 from engines.base import (
     Compacted,
     Healed,
@@ -57,6 +54,9 @@ from engines.base import (
     TurnProblem,
     arguments_line,
 )
+from engines.context.session import ApiSession
+from engines.context.tool_loop import ToolHost
+from engines.context.transcript import TranscriptError, check_chat_id
 from engines.local import bundled
 
 log = logging.getLogger("conch.cli")

@@ -17,8 +17,6 @@ from typing import Any, Protocol
 from app.store import UNTITLED_TITLE, ChatStore, StoredMessage
 from app.tool_calls import keep_tool_call
 from app.trust import looks_pasted
-from engines.api.context import LEAN_WINDOW
-from engines.api.continuation import join_answer
 from engines.base import (
     Attachment,
     Compacted,
@@ -40,7 +38,9 @@ from engines.base import (
     TurnInput,
     TurnProblem,
 )
+from engines.context.continuation import join_answer
 from engines.providers.base import default_next_step
+from engines.window import LEAN_WINDOW
 
 log = logging.getLogger("conch.conversation")
 

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Literal
 from app.memories import MemoryBook
 from app.settings import SettingsStore
 from app.store import Chat, ChatStore
-from engines.api.session import render_attachments
 from engines.base import (
     Attachment,
     Done,
@@ -32,6 +31,7 @@ from engines.base import (
     TextDelta,
     TurnInput,
 )
+from engines.context.session import render_attachments
 from engines.mock import MockEngine, Refuse, echo_reply, first_line
 from engines.programs.acp import Approver
 from engines.providers.base import ChatRequest

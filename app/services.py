@@ -32,8 +32,6 @@ from app.store import Chat, ChatStore, StoredMessage
 from app.tool_calls import tool_call_book
 from app.tools import ChatToolHost, ToolSettings
 from app.trust import looks_pasted
-from engines.api.session import ApiSession, chat_window, render_attachments
-from engines.api.summarise import ModelSummariser
 from engines.base import (
     Done,
     Engine,
@@ -42,6 +40,8 @@ from engines.base import (
     TextDelta,
     ToolApprover,
 )
+from engines.context.session import ApiSession, chat_window, render_attachments
+from engines.context.summarise import ModelSummariser
 from engines.local import bundled
 from engines.local.gate import background
 from engines.local.reload import LocalModels

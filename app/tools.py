@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 from app.secrets import SecretStore
 from app.settings import SettingsError, SettingsStore
-from engines.api.scrub import contains_secret
-from engines.api.tool_loop import ToolHost
+from engines.context.tool_loop import ToolHost
+from engines.scrub import contains_secret
 from engines.tools.catalogue import Catalogue
 from engines.tools.config import (
     HttpServer,

@@ -1,7 +1,7 @@
 """Emptying the trash: deleted chats go for good, with the model's copy of each.
 
 A deleted chat stays in the chat log (``deleted_at``) until the trash is emptied; then its rows
-and its transcript file (engines/api/transcript.py) are removed. A chat restored in between is
+and its transcript file (engines/context/transcript.py) are removed. A chat restored in between is
 left alone.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from app.store import ChatStore
-from engines.api.transcript import TranscriptError, lock_path, transcript_path
+from engines.context.transcript import TranscriptError, lock_path, transcript_path
 
 
 def empty_trash(store: ChatStore, data_dir: Path, chat_ids: Iterable[str]) -> None:

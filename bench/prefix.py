@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import _policies
-from engines.api.session import ApiSession
 from engines.base import Compacted, Message, ModelInfo, TurnInput
+from engines.context.session import ApiSession
 from engines.providers.base import ChatRequest
 from engines.window import budget, estimate_message, estimate_tokens
 

@@ -78,16 +78,6 @@ from bench._garden import QUESTIONS as _QUESTIONS  # noqa: E402
 from bench._garden import SUBJECTS as _SUBJECTS  # noqa: E402
 from bench._garden import VERBS as _VERBS  # noqa: E402
 from bench._person import PASTES, asker  # noqa: E402
-from engines.api.calibrate import count_request  # noqa: E402
-from engines.api.context import (  # noqa: E402
-    LEAN_WINDOW,
-    budget,
-    estimate_message,
-    estimate_tokens,
-)
-from engines.api.protocols import Summariser, SummaryResult  # noqa: E402
-from engines.api.session import SUMMARY_CLOSE, SUMMARY_OPEN, ApiSession  # noqa: E402
-from engines.api.summarise import ModelSummariser  # noqa: E402
 from engines.base import (  # noqa: E402
     Compacted,
     Done,
@@ -99,10 +89,20 @@ from engines.base import (  # noqa: E402
     TextDelta,
     TurnInput,
 )
+from engines.context.calibrate import count_request  # noqa: E402
+from engines.context.protocols import Summariser, SummaryResult  # noqa: E402
+from engines.context.session import SUMMARY_CLOSE, SUMMARY_OPEN, ApiSession  # noqa: E402
+from engines.context.summarise import ModelSummariser  # noqa: E402
 from engines.local import bundled  # noqa: E402
 from engines.local.gate import gated  # noqa: E402
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError  # noqa: E402
 from engines.resources import read_prompt  # noqa: E402
+from engines.window import (  # noqa: E402
+    LEAN_WINDOW,
+    budget,
+    estimate_message,
+    estimate_tokens,
+)
 
 TURNS = 56
 WINDOW = 8_192

@@ -34,10 +34,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from engines.api.session import ApiSession  # noqa: E402
-from engines.api.summarise import ModelSummariser  # noqa: E402
-from engines.api.transcript import transcript_path  # noqa: E402
 from engines.base import Compacted, Done, ModelInfo, Problem, TurnInput  # noqa: E402
+from engines.context.session import ApiSession  # noqa: E402
+from engines.context.summarise import ModelSummariser  # noqa: E402
+from engines.context.transcript import transcript_path  # noqa: E402
 from engines.providers.ollama import OllamaAdapter  # noqa: E402
 
 TURNS = 2_000

@@ -1,4 +1,4 @@
-"""How well ``engines.api.too_long`` reads real refusals, beside a plain keyword matcher.
+"""How well ``engines.providers.too_long`` reads real refusals, beside a plain keyword matcher.
 
 Runs both over ``tests/data/too_long_corpus.json`` (bodies people posted publicly, each with
 its source) and prints, for each: recall on the too-long bodies, false positives on the near

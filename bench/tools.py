@@ -31,9 +31,9 @@ from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Any
 
 from bench._common import StandIn
-from engines.api.session import ApiSession
-from engines.api.tool_loop import ToolHost
 from engines.base import Done, Event, ModelInfo, TextDelta, TurnInput
+from engines.context.session import ApiSession
+from engines.context.tool_loop import ToolHost
 from engines.providers.base import ChatRequest
 from engines.tools.catalogue import Catalogue, ServerTool, build_catalogue, tool_spec
 from engines.tools.lean import LOADED_TOKENS, answer, lean_specs, sent_loaded

@@ -61,9 +61,6 @@ if str(ROOT) not in sys.path:
 
 from bench import _policies  # noqa: E402
 from bench._bundled import Probe, UnavailableError, running  # noqa: E402
-from engines.api.context import answer_reserve, budget, estimate_message, estimate_tokens  # noqa: E402
-from engines.api.session import ApiSession, summary_block  # noqa: E402
-from engines.api.summarise import ModelSummariser  # noqa: E402
 from engines.base import (  # noqa: E402
     Compacted,
     Done,
@@ -73,10 +70,13 @@ from engines.base import (  # noqa: E402
     TextDelta,
     TurnInput,
 )
+from engines.context.session import ApiSession, summary_block  # noqa: E402
+from engines.context.summarise import ModelSummariser  # noqa: E402
 from engines.local import bundled  # noqa: E402
 from engines.local.gate import gated  # noqa: E402
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError  # noqa: E402
 from engines.resources import read_prompt  # noqa: E402
+from engines.window import answer_reserve, budget, estimate_message, estimate_tokens  # noqa: E402
 from tests.integration.conftest import prose  # noqa: E402
 
 TURNS = 60

@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from engines.api.session import ApiSession
 from engines.base import Done, Event, ModelInfo, TextDelta, ToolCall, ToolCallData
+from engines.context.session import ApiSession
 from engines.providers.base import ChatRequest
 
 ROOT = Path(__file__).resolve().parent.parent

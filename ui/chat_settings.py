@@ -35,8 +35,8 @@ from app.store import (
     ChatSettings,
     ChatStore,
 )
-from engines.api.context import estimate_tokens
 from engines.base import ModelInfo
+from engines.window import estimate_tokens
 from ui.model_picker import ModelPicker, entry_text
 from ui.settings_sync import listen_to_settings
 

@@ -29,8 +29,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engines.api.context import PICTURE_TOKENS, estimate_tokens
 from engines.base import Attachment, Picture
+from engines.window import PICTURE_TOKENS, estimate_tokens
 from ui.context_meter import ContextMeter
 from ui.icons import MUTED, ON_ACCENT, icon
 from ui.theme import set_style_property

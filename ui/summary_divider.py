@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.store import Compaction
-from engines.api.facts import FACTS_SHARE, LEFT_OUT, kept_parts
+from engines.context.facts import FACTS_SHARE, LEFT_OUT, kept_parts
 from ui._widgets import LineButton, outside_text
 from ui.message_delegate import copy_to_clipboard
 

@@ -29,8 +29,8 @@ from shiboken6 import Shiboken
 
 from app.store import StoredMessage
 from app.tool_calls import RESULT_LABEL
-from engines.api.tool_loop import preview
 from engines.base import ToolAsk, ToolCall, ToolResult, ToolStarted, arguments_line
+from engines.context.tool_loop import preview
 from ui._widgets import LineButton
 from ui.theme import set_style_property
 

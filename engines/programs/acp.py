@@ -47,7 +47,6 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from engines.api.session import FoldLoader, HistoryLoader, render_attachments
 from engines.base import (
     Done,
     Event,
@@ -62,6 +61,7 @@ from engines.base import (
     TurnProblem,
     Usage,
 )
+from engines.context.session import FoldLoader, HistoryLoader, render_attachments
 from engines.programs import problems
 from engines.programs.handoff import HANDOFF_CHARS, ChatHandoff
 from engines.programs.process import keep_stderr, last_words, reap, start

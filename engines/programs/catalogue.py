@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from engines.api.session import FoldLoader, HistoryLoader
 from engines.base import Engine, Event, ModelInfo, Problem, TurnInput
+from engines.context.session import FoldLoader, HistoryLoader
 from engines.programs import problems
 from engines.programs.acp import AcpEngine, Approver
 from engines.programs.codex import CodexEngine

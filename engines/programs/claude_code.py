@@ -41,7 +41,6 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
-from engines.api.session import FoldLoader, HistoryLoader, render_attachments
 from engines.base import (
     Compacted,
     Done,
@@ -59,6 +58,7 @@ from engines.base import (
     TurnProblem,
     Usage,
 )
+from engines.context.session import FoldLoader, HistoryLoader, render_attachments
 from engines.programs import problems
 from engines.programs.acp import Approver, PermissionAsk
 from engines.programs.handoff import HANDOFF_CHARS, ChatHandoff

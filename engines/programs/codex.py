@@ -23,7 +23,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from engines.api.session import FoldLoader, HistoryLoader, render_attachments
 from engines.base import (
     Done,
     Event,
@@ -38,6 +37,7 @@ from engines.base import (
     TurnProblem,
     Usage,
 )
+from engines.context.session import FoldLoader, HistoryLoader, render_attachments
 from engines.programs import problems
 from engines.programs.handoff import HANDOFF_CHARS, ChatHandoff
 from engines.programs.process import SessionFile, keep_stderr, last_words, reap, start

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engines.api.session import FoldLoader, HistoryLoader, summary_block
 from engines.base import HandedOff, Message
+from engines.context.session import FoldLoader, HistoryLoader, summary_block
 from engines.tools.rules import fold_line
 
 HANDOFF_CHARS = 60_000  # the newest characters of the chat a program is handed each turn

@@ -206,7 +206,9 @@ class AnthropicAdapter:
     name = "anthropic"
     label = PROVIDERS["anthropic"].label
     local = False
-    continues_answer = True  # a final assistant message is continued (engines/api/continuation.py)
+    continues_answer = (
+        True  # a final assistant message is continued (engines/context/continuation.py)
+    )
 
     def __init__(
         self,

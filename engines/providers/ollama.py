@@ -213,7 +213,9 @@ class OllamaAdapter:
     name = "ollama"
     label = PROVIDERS["ollama"].label
     local = True
-    continues_answer = True  # a final assistant message is continued (engines/api/continuation.py)
+    continues_answer = (
+        True  # a final assistant message is continued (engines/context/continuation.py)
+    )
 
     def __init__(
         self,

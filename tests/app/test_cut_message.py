@@ -16,9 +16,9 @@ from app.conversation import Conversation, ConvEvent
 from app.health import HealthLog
 from app.services import history_messages
 from app.store import ChatStore
-from engines.api.session import ApiSession
-from engines.api.transcript import load_transcript
 from engines.base import Done, ModelInfo, Problem, ProblemKind, Shortened
+from engines.context.session import ApiSession
+from engines.context.transcript import load_transcript
 from engines.providers.base import ProviderError
 from tests.engines.scripted_adapter import Answer, Raise, ScriptedAdapter
 

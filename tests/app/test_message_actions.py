@@ -15,8 +15,8 @@ import pytest
 from app.conversation import Conversation, MessageSaved
 from app.services import history_messages, latest_fold
 from app.store import ChatStore
-from engines.api.session import ApiSession
 from engines.base import ModelInfo
+from engines.context.session import ApiSession
 from engines.providers.openai import ROWS, OpenAIAdapter
 from tests.fakes.openai_server import OpenAIStyleServer, Script
 

@@ -11,10 +11,10 @@ from app.services import history_messages, latest_fold, logged_history
 from app.settings import SettingsStore
 from app.store import ChatStore
 from app.tools import ChatToolHost, ToolSettings
-from engines.api.session import ApiSession
-from engines.api.tool_loop import ToolHost
-from engines.api.transcript import transcript_path
 from engines.base import Approval, ModelInfo, Note, TextDelta, ToolAsk, ToolCallData
+from engines.context.session import ApiSession
+from engines.context.tool_loop import ToolHost
+from engines.context.transcript import transcript_path
 from engines.tools.rules import tool_list_tokens
 from tests.app.test_cli import ROOT
 from tests.engines.scripted_adapter import Answer, ScriptedAdapter

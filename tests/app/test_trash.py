@@ -6,7 +6,7 @@ from pathlib import Path
 
 from app.store import ChatStore
 from app.trash import empty_trash
-from engines.api.transcript import transcript_path
+from engines.context.transcript import transcript_path
 
 
 def test_the_trash_lists_deleted_chats_newest_first_and_restores_them(data_dir: Path) -> None:

@@ -14,7 +14,7 @@ from bench.estimate import (
     kind_chat,
     kind_messages,
 )
-from engines.api.calibrate import MIN_SAMPLE
+from engines.context.calibrate import MIN_SAMPLE
 from engines.window import estimate_tokens
 
 

@@ -1,6 +1,6 @@
 """When the estimate is corrected by counting, and what the correction does to a chat.
 
-The rule (engines.api.calibrate): count once per fold, and whenever text not yet counted could
+The rule (engines.context.calibrate): count once per fold, and whenever text not yet counted could
 bring the transcript within 10% of the budget. The count feeds the same never-downward factor
 as usage does; on a llama-cpp-python server (which streams no usage) that is what keeps a
 pasted table of numbers from being sent over the window.
@@ -14,13 +14,17 @@ from typing import Any
 import httpx
 import pytest
 
-from engines.api.calibrate import (
+from engines.base import Done, Message, ProblemKind
+from engines.context.calibrate import (
     MIN_SAMPLE,
     Calibrated,
     count_request,
     needs_calibration,
 )
-from engines.api.context import (
+from engines.providers.base import ChatRequest, ProviderError
+from engines.providers.ollama import OllamaAdapter
+from engines.providers.openai import ROWS, OpenAIAdapter
+from engines.window import (
     FACTOR_CAP,
     budget,
     estimate_message,
@@ -28,10 +32,6 @@ from engines.api.context import (
     shorten_text,
     update_factor,
 )
-from engines.base import Done, Message, ProblemKind
-from engines.providers.base import ChatRequest, ProviderError
-from engines.providers.ollama import OllamaAdapter
-from engines.providers.openai import ROWS, OpenAIAdapter
 from tests.fakes.http import free_port
 from tests.fakes.openai_server import OpenAIStyleServer
 

@@ -11,8 +11,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engines.api.context import budget, estimate_tokens
-from engines.api.session import SUMMARY_OPEN, ApiSession
 from engines.base import (
     Compacted,
     Done,
@@ -23,8 +21,10 @@ from engines.base import (
     Shortened,
     TurnInput,
 )
+from engines.context.session import SUMMARY_OPEN, ApiSession
 from engines.local.gate import gated
 from engines.providers.openai import ROWS, OpenAIAdapter
+from engines.window import budget, estimate_tokens
 from tests.engines.test_session import FakeSummariser
 from tests.fakes.http import Recorded
 from tests.fakes.openai_server import OpenAIStyleServer

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engines.api.context import answer_reserve, budget
-from engines.api.session import ApiSession
 from engines.base import Compacted, ModelInfo, TurnInput
+from engines.context.session import ApiSession
+from engines.window import answer_reserve, budget
 from tests.engines.scripted_adapter import ScriptedAdapter
 from tests.engines.test_session import FakeSummariser
 

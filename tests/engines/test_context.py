@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engines.api.context import (
+from engines.base import Message, Picture, ToolCallData
+from engines.window import (
     FOLD_BYTES,
     KEEP_BYTES,
     PICTURE_TOKENS,
@@ -22,7 +23,6 @@ from engines.api.context import (
     shorten_turn,
     update_factor,
 )
-from engines.base import Message, Picture, ToolCallData
 from tests.cost import cpu_seconds
 
 # --- estimate ---------------------------------------------------------------------------------

@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from engines.api.continuation import CONTINUE_REQUEST
-from engines.api.session import ApiSession
 from engines.base import Done, Event, ModelInfo, Problem, TextDelta, TurnInput
+from engines.context.continuation import CONTINUE_REQUEST
+from engines.context.session import ApiSession
 from engines.providers.anthropic import AnthropicAdapter
 from engines.providers.base import ProviderAdapter
 from engines.providers.ollama import OllamaAdapter

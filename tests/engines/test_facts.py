@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engines.api.context import budget, estimate_tokens
-from engines.api.facts import (
+from engines.base import Message
+from engines.context.facts import (
     FACTS_SHARE,
     HEADING,
     LEFT_OUT,
@@ -17,9 +17,9 @@ from engines.api.facts import (
     missing_facts,
     split_kept,
 )
-from engines.api.scrub import MARKER, scrub
-from engines.api.summarise import FACTS_MAX_CHARS, facts_kept
-from engines.base import Message
+from engines.context.summarise import FACTS_MAX_CHARS, facts_kept
+from engines.scrub import MARKER, scrub
+from engines.window import budget, estimate_tokens
 from tests.cost import LINEAR_GROWTH, growth
 
 

@@ -13,9 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engines.api.protocols import SummaryResult
-from engines.api.session import SUMMARY_OPEN, ApiSession
-from engines.api.transcript import load_transcript
 from engines.base import (
     Compacted,
     Done,
@@ -26,6 +23,9 @@ from engines.base import (
     Problem,
     ProblemKind,
 )
+from engines.context.protocols import SummaryResult
+from engines.context.session import SUMMARY_OPEN, ApiSession
+from engines.context.transcript import load_transcript
 from engines.providers.base import ChatRequest
 from tests.engines.scripted_adapter import Answer, ScriptedAdapter
 from tests.engines.test_session import (

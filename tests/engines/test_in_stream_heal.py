@@ -14,7 +14,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engines.api.session import ApiSession
 from engines.base import (
     Done,
     Event,
@@ -25,6 +24,7 @@ from engines.base import (
     TextDelta,
     TurnInput,
 )
+from engines.context.session import ApiSession
 from engines.providers.anthropic import AnthropicAdapter
 from engines.providers.base import ProviderAdapter
 from engines.providers.ollama import OllamaAdapter

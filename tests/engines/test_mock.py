@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engines.api.context import budget, estimate_tokens
 from engines.base import (
     Attachment,
     Compacted,
@@ -24,6 +23,7 @@ from engines.base import (
     Usage,
 )
 from engines.mock import CompactBefore, Fail, MockEngine, Refuse, Reply
+from engines.window import budget, estimate_tokens
 
 MODEL = ModelInfo(provider="mock", id="mock-1", label="Mock One", context=8192)
 

@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
-from engines.api.prepare import WARM_TOKENS
-from engines.api.session import SUMMARY_OPEN, ApiSession, summary_block
-from engines.api.summarise import ModelSummariser
 from engines.base import Compacted, Done, Event, ModelInfo, Note, TurnInput
+from engines.context.prepare import WARM_TOKENS
+from engines.context.session import SUMMARY_OPEN, ApiSession, summary_block
+from engines.context.summarise import ModelSummariser
 from engines.local.gate import GatedAdapter, gated
 from engines.providers.base import ProviderAdapter
 from engines.providers.openai import ROWS, OpenAIAdapter

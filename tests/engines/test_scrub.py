@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engines.api.scrub import MARKER, contains_secret, looks_random, scrub
+from engines.scrub import MARKER, contains_secret, looks_random, scrub
 from tests.cost import LINEAR_GROWTH, growth
 
 # (text, the secret that must be gone afterwards)
@@ -136,7 +136,7 @@ LOOK_ALIKES = [
     "api_key = os.environ['OPENAI_API_KEY']",
     "token = get_token()",
     "The alphabet abcdefghijklmnopqrstuvwxyz0123456789 is in the table",
-    "/home/priya/projects/conch/engines/api/summarise.py",
+    "/home/priya/projects/conch/engines/context/summarise.py",
     "C:\\Users\\Priya\\Documents\\Budget2026\\summary-final-v2.xlsx",
     "release-2026-11-29-final-build-candidate-number-3",
     "Write to priya.raman@example.com about invoice #48213 ($1,200).",

@@ -11,17 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from engines.api import transcript as tfile
-from engines.api.context import (
-    answer_reserve,
-    budget,
-    estimate_message,
-    estimate_tokens,
-    smallest_window,
-)
-from engines.api.protocols import SummaryResult
-from engines.api.session import ApiSession, chat_window, summary_block
-from engines.api.transcript import load_transcript, transcript_path
 from engines.base import (
     Attachment,
     Compacted,
@@ -38,7 +27,18 @@ from engines.base import (
     TurnInput,
     Usage,
 )
+from engines.context import transcript as tfile
+from engines.context.protocols import SummaryResult
+from engines.context.session import ApiSession, chat_window, summary_block
+from engines.context.transcript import load_transcript, transcript_path
 from engines.providers.base import ChatRequest, ProviderError
+from engines.window import (
+    answer_reserve,
+    budget,
+    estimate_message,
+    estimate_tokens,
+    smallest_window,
+)
 from tests.engines.scripted_adapter import Answer, Hang, NoDone, Raise, ScriptedAdapter
 
 CHAT = "chat-1"

@@ -17,11 +17,6 @@ from typing import Any
 
 import pytest
 
-from engines.api.context import estimate_tokens
-from engines.api.facts import HEADING, missing_facts, split_kept
-from engines.api.protocols import Summariser
-from engines.api.scrub import MARKER
-from engines.api.summarise import PIECE_CHARS, ModelSummariser, fit, judge, render
 from engines.base import (
     Done,
     Event,
@@ -35,10 +30,15 @@ from engines.base import (
     ToolCallData,
     Usage,
 )
+from engines.context.facts import HEADING, missing_facts, split_kept
+from engines.context.protocols import Summariser
+from engines.context.summarise import PIECE_CHARS, ModelSummariser, fit, judge, render
 from engines.providers.base import ChatRequest, ProviderError
 from engines.providers.ollama import OllamaAdapter
 from engines.providers.openai import ROWS, OpenAIAdapter
 from engines.resources import read_prompt
+from engines.scrub import MARKER
+from engines.window import estimate_tokens
 from tests.fakes.http import Recorded, Reply
 from tests.fakes.ollama_server import FakeModel, FakeReply, Fault, running_ollama
 from tests.fakes.openai_server import OpenAIStyleServer, Script

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from engines.api.too_long import is_too_long, window_in
+from engines.providers.too_long import is_too_long, window_in
 
 CORPUS_PATH = Path(__file__).resolve().parent.parent / "data" / "too_long_corpus.json"
 CORPUS: list[dict[str, Any]] = json.loads(CORPUS_PATH.read_text(encoding="utf-8"))

@@ -16,8 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engines.api import transcript
-from engines.api.transcript import (
+from engines.base import Message, ToolCallData
+from engines.context import transcript
+from engines.context.transcript import (
     TranscriptError,
     TranscriptFile,
     encode,
@@ -26,7 +27,6 @@ from engines.api.transcript import (
     save_transcript,
     transcript_path,
 )
-from engines.base import Message, ToolCallData
 
 CHAT = "3f2b6c1e-chat"
 ROOT = Path(__file__).resolve().parents[2]
@@ -310,7 +310,7 @@ def test_the_sweep_leaves_a_live_writers_temp_file_alone(data_dir: Path) -> None
 HOLD_LOCK = """
 import sys
 from pathlib import Path
-from engines.api import transcript as t
+from engines.context import transcript as t
 path = t.transcript_path(Path(sys.argv[1]), sys.argv[2])
 with t.chat_lock(path) as held:
     print("LOCKED" if held else "NOT LOCKED", flush=True)

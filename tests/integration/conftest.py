@@ -23,10 +23,10 @@ from app.health import HealthLog
 from app.services import history_messages
 from app.store import ChatStore, StoredMessage
 from bench._garden import OPENERS, QUESTIONS, sentence
-from engines.api.protocols import ModelDirectory
-from engines.api.session import ApiSession
-from engines.api.summarise import ModelSummariser, fold_wait
 from engines.base import Event, ModelInfo
+from engines.context.protocols import ModelDirectory
+from engines.context.session import ApiSession
+from engines.context.summarise import ModelSummariser, fold_wait
 from engines.local.bundled import MODEL_ID, MODEL_LABEL, BundledRuntime, available, missing
 from engines.providers.base import ChatRequest, ProviderAdapter
 

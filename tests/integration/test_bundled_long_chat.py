@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from app.conversation import MessageSaved
-from engines.api import transcript as tfile
-from engines.api.context import budget, estimate_message, estimate_tokens
-from engines.api.session import SUMMARY_OPEN, ApiSession
 from engines.base import Compacted, Done, Healed, Message, Problem, ProblemKind, TextDelta
+from engines.context import transcript as tfile
+from engines.context.session import SUMMARY_OPEN, ApiSession
 from engines.local.bundled import MODEL_ID, WINDOW, BundledRuntime, bundled_adapter
 from engines.providers.base import ChatRequest, ProviderError
 from engines.resources import read_prompt
+from engines.window import budget, estimate_message, estimate_tokens
 from tests.integration.conftest import (
     LiveChat,
     Recorder,

@@ -26,9 +26,6 @@ from app.services import history_messages
 from app.settings import SettingsStore
 from app.store import ChatStore
 from bench._person import asker
-from engines.api.calibrate import count_request
-from engines.api.session import SUMMARY_OPEN, ApiSession
-from engines.api.summarise import ModelSummariser
 from engines.base import (
     Compacted,
     Done,
@@ -36,6 +33,9 @@ from engines.base import (
     Problem,
     TextDelta,
 )
+from engines.context.calibrate import count_request
+from engines.context.session import SUMMARY_OPEN, ApiSession
+from engines.context.summarise import ModelSummariser
 from engines.local.bundled import BundledRuntime, bundled_adapter
 from engines.local.gate import gated
 from engines.providers.base import ChatRequest, ProviderAdapter

@@ -34,9 +34,9 @@ from typing import IO
 
 import pytest
 
-from engines.api.protocols import SummaryResult
-from engines.api.transcript import FOLDER, TranscriptFile
 from engines.base import Message, ModelInfo
+from engines.context.protocols import SummaryResult
+from engines.context.transcript import FOLDER, TranscriptFile
 from tests.fakes.http import Recorded, Reply
 from tests.fakes.openai_server import OpenAIStyleServer, Script
 from tests.waits import HANG_SECONDS
@@ -75,8 +75,8 @@ def _say(line: str) -> None:
 async def _drive(data_dir: Path, url: str, run: int, turns: int) -> None:
     from app.conversation import Conversation, MessageSaved
     from app.store import ChatStore
-    from engines.api.session import ApiSession
     from engines.base import Compacted, Done, TextDelta
+    from engines.context.session import ApiSession
     from engines.providers.openai import ROWS, OpenAIAdapter
 
     store = ChatStore.in_dir(data_dir)
@@ -140,7 +140,7 @@ def zygote(data_dir: Path, url: str) -> None:
     for name in (
         "app.conversation",
         "app.store",
-        "engines.api.session",
+        "engines.context.session",
         "engines.providers.openai",
     ):
         importlib.import_module(name)

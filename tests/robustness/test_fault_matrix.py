@@ -24,9 +24,9 @@ import pytest
 from app.conversation import Conversation, MessageSaved
 from app.health import HealthLog
 from app.store import ChatStore
-from engines.api.session import ApiSession
-from engines.api.transcript import load_transcript
 from engines.base import Done, ModelInfo, Problem, ProblemKind, TextDelta
+from engines.context.session import ApiSession
+from engines.context.transcript import load_transcript
 from engines.providers.anthropic import AnthropicAdapter
 from engines.providers.base import ProviderAdapter
 from engines.providers.ollama import OllamaAdapter

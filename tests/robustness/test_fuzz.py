@@ -25,15 +25,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from app.settings import Settings, SettingsError, SettingsStore, parse_settings
-from engines.api.too_long import is_too_long, window_in
-from engines.api.transcript import (
+from engines.base import Done, Message, ModelInfo, Picture, ToolCallData
+from engines.context.transcript import (
     TranscriptError,
     TranscriptFile,
     encode,
     load_transcript,
     transcript_path,
 )
-from engines.base import Done, Message, ModelInfo, Picture, ToolCallData
 from engines.providers import ndjson
 from engines.providers.anthropic import AnthropicAdapter
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
@@ -41,6 +40,7 @@ from engines.providers.errors import describe_body, error_from_response
 from engines.providers.ollama import OllamaAdapter
 from engines.providers.openai import ROWS, OpenAIAdapter
 from engines.providers.sse import SSEEvent, iter_sse
+from engines.providers.too_long import is_too_long, window_in
 from tests.cost import LINEAR_GROWTH, growth
 
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

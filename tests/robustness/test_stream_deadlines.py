@@ -24,8 +24,8 @@ import pytest
 from app.conversation import Conversation
 from app.health import HealthLog
 from app.store import ChatStore
-from engines.api.session import ApiSession
 from engines.base import Done, ModelInfo, Problem, ProblemKind, TextDelta
+from engines.context.session import ApiSession
 from engines.providers.anthropic import AnthropicAdapter
 from engines.providers.base import ProviderAdapter
 from engines.providers.deadlines import Deadlines

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engines.api.too_long import is_too_long, verdict, window_in
+from engines.providers.too_long import is_too_long, verdict, window_in
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 CORPUS: list[dict[str, Any]] = json.loads(

@@ -25,8 +25,8 @@ from typing import IO
 
 import pytest
 
-from engines.api.protocols import SummaryResult
 from engines.base import Message, ModelInfo
+from engines.context.protocols import SummaryResult
 from tests.fakes.http import Recorded, Reply
 from tests.fakes.openai_server import OpenAIStyleServer, Script
 from tests.waits import HANG_SECONDS as HANG
@@ -59,8 +59,8 @@ async def _drive(data_dir: Path, url: str) -> None:
     from app.conversation import Conversation, MessageSaved
     from app.services import history_messages, latest_fold
     from app.store import ChatStore
-    from engines.api.session import ApiSession
     from engines.base import Done, Note, Problem
+    from engines.context.session import ApiSession
     from engines.providers.openai import ROWS, OpenAIAdapter
 
     store = ChatStore.in_dir(data_dir)

@@ -19,9 +19,9 @@ from pytestqt.qtbot import QtBot
 from app.conversation import Conversation
 from app.services import history_messages
 from app.store import ChatStore
-from engines.api.session import ApiSession
-from engines.api.tool_loop import ToolHost
 from engines.base import Approval, ModelInfo, ToolAsk, ToolCallData
+from engines.context.session import ApiSession
+from engines.context.tool_loop import ToolHost
 from tests.engines.scripted_adapter import Answer, ScriptedAdapter
 from tests.engines.tools.test_loop import Runner
 from tests.waits import HANG_MS

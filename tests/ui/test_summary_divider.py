@@ -7,7 +7,7 @@ from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
 from app.store import Compaction
-from engines.api.facts import HEADING, keep_facts
+from engines.context.facts import HEADING, keep_facts
 from tests.waits import HANG_MS as HANG
 from ui.summary_divider import SummaryDivider
 

@@ -23,7 +23,6 @@ from app.settings import SettingsStore
 from app.store import ChatStore
 from app.tool_calls import keep_tool_call
 from app.tools import ChatToolHost, ToolSettings
-from engines.api.session import ApiSession
 from engines.base import (
     Approval,
     Done,
@@ -35,6 +34,7 @@ from engines.base import (
     ToolCallData,
     ToolResult,
 )
+from engines.context.session import ApiSession
 from engines.providers.base import ChatRequest
 from ui.approval_card import ApprovalCard
 from ui.bridge import ConversationBridge

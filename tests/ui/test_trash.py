@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.services import AppServices
-from engines.api.transcript import transcript_path
+from engines.context.transcript import transcript_path
 from tests.ui.windows import shown
 from tests.waits import HANG_MS
 from ui.main_window import MainWindow

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from engines.api.context import UNKNOWN_WINDOW_LOCAL
 from engines.local.ollama_window import (
     GIB,
     ContextFor,
@@ -17,6 +16,7 @@ from engines.local.ollama_window import (
     supports_no_truncate,
     total_memory,
 )
+from engines.window import UNKNOWN_WINDOW_LOCAL
 
 
 class Probe:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from engines.api.session import ApiSession
-from engines.api.transcript import load_transcript
 from engines.base import ModelInfo, ProblemKind, TurnInput
+from engines.context.session import ApiSession
+from engines.context.transcript import load_transcript
 from engines.local.reload import (
     LocalModels,
     ModelFacts,

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from app.catalogue import ModelCatalogue
-from engines.api.session import ApiSession
 from engines.base import Done, Message, ModelInfo, Problem, ProblemKind, TextDelta, TurnInput
+from engines.context.session import ApiSession
 from engines.local.bundled import (
     CRASH_NAME,
     MODEL_ID,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import httpx
 
-from engines.api.session import ApiSession
 from engines.base import Done, Healed, TurnInput
+from engines.context.session import ApiSession
 from engines.providers.openai import OpenAIAdapter
 from tests.fakes.adapters import openai_adapter
 from tests.fakes.openai_server import FakeModel, OpenAIStyleServer

@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 import pytest
 
-from engines.api.context import PICTURE_TOKENS, estimate_tokens
 from engines.base import Message, Picture, ToolCallData
 from engines.local.bundled import (
     MODEL_ID,
@@ -29,6 +28,7 @@ from engines.local.gate import GatedAdapter, GaveWayError, background
 from engines.providers.base import ChatRequest
 from engines.providers.openai import ROWS, OpenAIAdapter
 from engines.providers.tokens import TEMPLATE_TOKENS, request_text
+from engines.window import PICTURE_TOKENS, estimate_tokens
 from tests.fakes.adapters import openai_adapter
 from tests.fakes.http import Recorded, Reply, free_port
 from tests.fakes.openai_server import OpenAIStyleServer, count_tokens

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from bench.tools import FETCH, FILESYSTEM, GITHUB, server
-from engines.api.context import budget
 from engines.tools.catalogue import Catalogue, build_catalogue
 from engines.tools.lean import (
     GET_TOOL_SCHEMA,
@@ -16,6 +15,7 @@ from engines.tools.lean import (
     one_line,
 )
 from engines.tools.rules import tool_list_tokens
+from engines.window import budget
 
 
 def catalogue() -> Catalogue:

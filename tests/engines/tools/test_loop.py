@@ -13,10 +13,6 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from engines.api.context import estimate_tokens
-from engines.api.session import ApiSession, summary_block
-from engines.api.summarise import ModelSummariser
-from engines.api.tool_loop import MAX_ROUNDS, ToolHost
 from engines.base import (
     Approval,
     Compacted,
@@ -35,11 +31,15 @@ from engines.base import (
     ToolStarted,
     TurnInput,
 )
+from engines.context.session import ApiSession, summary_block
+from engines.context.summarise import ModelSummariser
+from engines.context.tool_loop import MAX_ROUNDS, ToolHost
 from engines.providers.base import ProviderError
 from engines.tools.catalogue import Catalogue, ServerTool, build_catalogue
 from engines.tools.lean import GET_TOOL_SCHEMA, LIST_TOOLS
 from engines.tools.rules import FRAME_TAG, tool_list_tokens
 from engines.tools.servers import CALL_TIMEOUT, ToolOutcome
+from engines.window import estimate_tokens
 from tests.engines.scripted_adapter import Answer, Raise, ScriptedAdapter
 
 CHAT = "chat-tools"

@@ -11,8 +11,6 @@ from typing import Any
 import httpx
 import pytest
 
-from engines.api.session import ApiSession
-from engines.api.tool_loop import ToolHost
 from engines.base import (
     Approval,
     Done,
@@ -25,6 +23,8 @@ from engines.base import (
     ToolResult,
     TurnInput,
 )
+from engines.context.session import ApiSession
+from engines.context.tool_loop import ToolHost
 from engines.providers.anthropic import AnthropicAdapter
 from engines.providers.base import ProviderAdapter
 from engines.providers.ollama import OllamaAdapter

@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from engines.api.session import ApiSession
-from engines.api.tool_loop import ToolHost
 from engines.base import (
     Approval,
     Done,
@@ -25,6 +23,8 @@ from engines.base import (
     ToolResult,
     TurnInput,
 )
+from engines.context.session import ApiSession
+from engines.context.tool_loop import ToolHost
 from engines.tools.config import ServerConfig, StdioServer
 from engines.tools.rules import tool_list_tokens
 from engines.tools.servers import ToolServers

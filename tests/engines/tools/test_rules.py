@@ -6,9 +6,8 @@ import json
 import re
 import time
 
-from engines.api.context import budget, estimate_message, estimate_tokens, shorten_text
-from engines.api.session import summary_block
 from engines.base import Message, ToolCallData
+from engines.context.session import summary_block
 from engines.tools.catalogue import ServerTool, build_catalogue, clean_schema, tool_spec
 from engines.tools.rules import (
     FRAME_TAG,
@@ -21,6 +20,7 @@ from engines.tools.rules import (
     tool_list_tokens,
     unknown_tool,
 )
+from engines.window import budget, estimate_message, estimate_tokens, shorten_text
 from tests.fakes.mcp_server import HOSTILE, huge_text
 
 MARKER = re.compile(r"\[… ([\d,]+) characters left out …\]")

@@ -31,8 +31,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from engines.api.context import budget
-from engines.api.scrub import scrub
+from engines.scrub import scrub
+from engines.window import budget
 
 HEADING = "Kept word for word:"
 LEFT_OUT = "(Left out of this list to keep it short:"  # starts the line naming what the cap cut

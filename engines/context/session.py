@@ -8,12 +8,12 @@ shortened harder and sent again. Between folds every request starts with the sam
 providers' prompt caches keep working.
 
 A fold never fails its turn and never waits long: the summary is usually written ahead, in
-the background, once the next fold is near (``engines.api.prepare``; on this computer only
+the background, once the next fold is near (``engines.context.prepare``; on this computer only
 while no turn needs the server, and stopped when the person sends). Without one, the summariser
 gets a bounded time, after which the fold keeps the dropped turns' facts and their summary is
 written for the next fold. An empty answer right after a fold is counted: an overflow is healed,
 a silent model asked once more. Where a server streams no usage, its own tokenizer counts the
-request once per fold and near the budget to correct the estimate (``engines.api.calibrate``).
+request once per fold and near the budget to correct the estimate (``engines.context.calibrate``).
 A message cut to less than half of what the person wrote is said in the turn (``Shortened``).
 
 The chat log is the source of truth. Before each turn the transcript is checked against it (the
@@ -38,35 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engines.api import transcript as tfile
-from engines.api.calibrate import Calibrated, count_request, needs_calibration
-from engines.api.continuation import continuing, join_answer, prefills
-from engines.api.prepare import (
-    PREPARE_AT,
-    RECENT_TURNS,
-    Job,
-    Mark,
-    Prepared,
-    fingerprint,
-    marks,
-    warm,
-    warm_request,
-)
-from engines.api.protocols import ModelDirectory, Summariser, SummaryResult
-from engines.api.summarise import facts_kept, fit, fold_wait, summary_cap
-from engines.api.tool_loop import (
-    MAX_ROUNDS,
-    NO_TOOLS_MODEL,
-    ROUNDS_TEXT,
-    CallOutcome,
-    ToolHost,
-    not_run,
-    run_call,
-    server_names,
-    specs_for,
-    stopped,
-    unavailable,
-)
 from engines.base import (
     AssistantRaw,
     Attachment,
@@ -88,6 +59,35 @@ from engines.base import (
     TurnInput,
     TurnProblem,
     Usage,
+)
+from engines.context import transcript as tfile
+from engines.context.calibrate import Calibrated, count_request, needs_calibration
+from engines.context.continuation import continuing, join_answer, prefills
+from engines.context.prepare import (
+    PREPARE_AT,
+    RECENT_TURNS,
+    Job,
+    Mark,
+    Prepared,
+    fingerprint,
+    marks,
+    warm,
+    warm_request,
+)
+from engines.context.protocols import ModelDirectory, Summariser, SummaryResult
+from engines.context.summarise import facts_kept, fit, fold_wait, summary_cap
+from engines.context.tool_loop import (
+    MAX_ROUNDS,
+    NO_TOOLS_MODEL,
+    ROUNDS_TEXT,
+    CallOutcome,
+    ToolHost,
+    not_run,
+    run_call,
+    server_names,
+    specs_for,
+    stopped,
+    unavailable,
 )
 from engines.local.gate import GaveWayError, background
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
@@ -115,7 +115,7 @@ from engines.window import (
     update_factor,
 )
 
-log = logging.getLogger("conch.api.session")
+log = logging.getLogger("conch.context.session")
 
 SUMMARY_OPEN = f"<{FRAME_TAG}>\n"
 SUMMARY_CLOSE = f"\n</{FRAME_TAG}>\n\n"

@@ -31,7 +31,7 @@ PREPARE_AT = 0.8  # share of the budget (or of the message and size limits) that
 WARM_TOKENS = 1  # the answer of a request sent only so the server evaluates its prompt
 RECENT_TURNS = 4  # the next message is taken to be as big as the mean of this many recent ones
 
-log = logging.getLogger("conch.api.prepare")
+log = logging.getLogger("conch.context.prepare")
 
 Mark = tuple[int, str]  # (the turn's seq in the chat log, fingerprint of its messages)
 

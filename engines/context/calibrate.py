@@ -23,7 +23,7 @@ from typing import Protocol, runtime_checkable
 from engines.providers.base import ChatRequest, ProviderError
 from engines.window import FACTOR_CAP
 
-log = logging.getLogger("conch.api.calibrate")
+log = logging.getLogger("conch.context.calibrate")
 
 NEAR_BUDGET = 0.9  # count whenever the transcript may be within 10% of the budget
 MIN_SAMPLE = 1_000  # estimated tokens: a smaller transcript says little about the tokenizer

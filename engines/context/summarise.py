@@ -26,9 +26,9 @@ import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from engines.api.facts import HEADING, facts_cap, keep_facts, split_kept
-from engines.api.protocols import SummaryResult
 from engines.base import Event, Message, ModelInfo, TextDelta, ToolCall, Usage
+from engines.context.facts import HEADING, facts_cap, keep_facts, split_kept
+from engines.context.protocols import SummaryResult
 from engines.local.gate import GaveWayError
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError, closing_stream
 from engines.resources import read_prompt
