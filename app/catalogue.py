@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from engines.base import ModelInfo
+from engines.listeners import Listeners
 from engines.local.gate import GatedAdapter, gated
 from engines.providers.base import ProviderAdapter, ProviderError
 from engines.window import unknown_window
@@ -110,7 +111,7 @@ class ModelCatalogue:
         self._models: dict[str, list[ModelInfo]] = {}
         self.unreachable: dict[str, str] = {}  # provider → why, from the latest refresh
         self.problems: dict[str, str] = {}  # provider → other failures (a refused key, …)
-        self._listeners: list[Callable[[list[ModelInfo]], None]] = []
+        self._listeners: Listeners[[list[ModelInfo]]] = Listeners("a catalogue listener")
         self._lock = asyncio.Lock()
         self._retired: list[ProviderAdapter] = []  # replaced adapters, closed at the end
         self._unwatch: dict[str, Callable[[], None]] = {}
@@ -286,21 +287,11 @@ class ModelCatalogue:
         return pool[0] if len(pool) == 1 else None
 
     def on_change(self, listener: Callable[[list[ModelInfo]], None]) -> Callable[[], None]:
-        self._listeners.append(listener)
-
-        def stop() -> None:
-            with contextlib.suppress(ValueError):
-                self._listeners.remove(listener)
-
-        return stop
+        return self._listeners.add(listener)
 
     def _changed(self) -> None:
         models = self.models()
-        for listener in list(self._listeners):
-            try:
-                listener(models)
-            except Exception:  # a listener's bug must not stop the others
-                log.exception("catalogue listener failed")
+        self._listeners.tell(models)
 
     async def aclose(self) -> None:
         for stop in self._unwatch.values():

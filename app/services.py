@@ -42,6 +42,7 @@ from engines.base import (
 )
 from engines.context.session import ApiSession, chat_window, render_attachments
 from engines.context.summarise import ModelSummariser
+from engines.listeners import Listeners
 from engines.local import bundled
 from engines.local.gate import background
 from engines.local.reload import LocalModels
@@ -222,7 +223,7 @@ class AppServices:
         self.status = ""  # "Starting the local model…" and the like, for the window
         # Reload offers for models of this computer's servers, the reloads, Ollama pulls.
         self.local_models = LocalModels(catalogue.adapter)
-        self._status_listeners: list[StatusListener] = []
+        self._status_listeners: Listeners[[str]] = Listeners("a status listener")
         self.learner = QuietLearning(
             store,
             memories,
@@ -238,21 +239,11 @@ class AppServices:
 
     def on_status(self, listener: StatusListener) -> Callable[[], None]:
         """Hear "Starting the local model…" (and "" when it is over)."""
-        self._status_listeners.append(listener)
-
-        def stop() -> None:
-            with contextlib.suppress(ValueError):
-                self._status_listeners.remove(listener)
-
-        return stop
+        return self._status_listeners.add(listener)
 
     def _set_status(self, text: str) -> None:
         self.status = text
-        for listener in list(self._status_listeners):
-            try:
-                listener(text)
-            except Exception:
-                log.exception("status listener failed")
+        self._status_listeners.tell(text)
 
     # -- models --
 

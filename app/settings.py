@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from engines.files import write_atomically
+from engines.listeners import Listeners
 from engines.tools.config import ServerConfig
 
 SETTINGS_FILE = "settings.json"
@@ -140,7 +141,7 @@ class SettingsStore:
         self.path = path
         self.problem: str | None = None  # one sentence for the window when the file was damaged
         self._settings = Settings()
-        self._listeners: list[Callable[[Settings], None]] = []
+        self._listeners: Listeners[[Settings]] = Listeners("a settings listener")
 
     @classmethod
     def in_dir(cls, data_dir: Path) -> SettingsStore:
@@ -243,8 +244,7 @@ class SettingsStore:
         new = self._settings if settings is None else settings
         self._write(new)
         self._settings = new
-        for listener in list(self._listeners):
-            listener(new)
+        self._listeners.tell(new)
 
     def update(self, **changes: Any) -> Settings:
         """Change some fields, validated, and save. Raises ``SettingsError`` on a bad value."""
@@ -261,18 +261,12 @@ class SettingsStore:
 
     def on_change(self, listener: Callable[[Settings], None]) -> Callable[[], None]:
         """Call ``listener`` after every save; returns a function that stops it."""
-        self._listeners.append(listener)
-
-        def stop() -> None:
-            with contextlib.suppress(ValueError):
-                self._listeners.remove(listener)
-
-        return stop
+        return self._listeners.add(listener)
 
     @property
     def changed(self) -> list[Callable[[Settings], None]]:
         """The listeners (the contract's ``changed`` callbacks); append to subscribe."""
-        return self._listeners
+        return self._listeners.callbacks
 
 
 __all__ = [

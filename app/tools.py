@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from app.secrets import SecretStore
 from app.settings import SettingsError, SettingsStore
 from engines.context.tool_loop import ToolHost
+from engines.listeners import Listeners
 from engines.scrub import contains_secret
 from engines.tools.catalogue import Catalogue
 from engines.tools.config import (
@@ -106,7 +107,7 @@ class ToolSettings:
     ) -> None:
         self._settings = settings
         self._secrets = secrets
-        self._listeners: list[Listener] = []
+        self._listeners: Listeners[[]] = Listeners("a tool settings listener")
         self._tasks: set[asyncio.Task[None]] = set()
         self._configs = tuple(settings.settings.tool_servers)
         self._applied = self._configs  # the list the running servers follow
@@ -140,20 +141,10 @@ class ToolSettings:
 
     def on_change(self, listener: Listener) -> Callable[[], None]:
         """Hear every change: a server added, removed, turned off, or its state."""
-        self._listeners.append(listener)
-
-        def stop() -> None:
-            with contextlib.suppress(ValueError):
-                self._listeners.remove(listener)
-
-        return stop
+        return self._listeners.add(listener)
 
     def _tell(self) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener()
-            except Exception:  # a listener's bug must not stop a server's life
-                log.exception("a tool settings listener failed")
+        self._listeners.tell()
 
     def _state_changed(self, _sid: str, _state: ServerState) -> None:
         self._tell()

@@ -64,6 +64,7 @@ from engines.base import (
     ToolCall,
     TurnProblem,
 )
+from engines.listeners import Listeners
 from engines.local import serve
 from engines.local.gate import in_background
 from engines.local.processes import alive as _alive
@@ -669,7 +670,6 @@ class BundledRuntime:
         self.server = tuple(server) if server else (self.python, "-m", serve.MODULE)
         self._find = find
         self._model_path = model_path
-        self._on_state = on_state
         self._state = RuntimeState.of("stopped")
         self._proc: Process | None = None
         self._shared = False  # the server now in use is a shared one (started here or found)
@@ -677,7 +677,10 @@ class BundledRuntime:
         self._port: int | None = None
         self._lock = asyncio.Lock()
         self._stop_asked = False
-        self._listeners: list[Callable[[RuntimeState], None]] = []
+        # A UI callback must never take the runtime down: it is told like any listener, first.
+        self._listeners: Listeners[[RuntimeState]] = Listeners("a bundled model state callback")
+        if on_state is not None:
+            self._listeners.add(on_state)
         self.crashes = CrashBook(self.data_dir)
         # The crash that keeps the runtime stopped (cleared when a server starts), and each
         # recent crash by server pid, so every request broken by one crash hears of it.
@@ -757,23 +760,11 @@ class BundledRuntime:
 
     def watch(self, listener: Callable[[RuntimeState], None]) -> Callable[[], None]:
         """Hear every state change; returns a function that stops listening."""
-        self._listeners.append(listener)
-
-        def stop() -> None:
-            with contextlib.suppress(ValueError):
-                self._listeners.remove(listener)
-
-        return stop
+        return self._listeners.add(listener)
 
     def _set(self, state: RuntimeState) -> None:
         self._state = state
-        for listener in [self._on_state, *self._listeners]:
-            if listener is None:
-                continue
-            try:
-                listener(state)
-            except Exception:  # a UI callback must never take the runtime down
-                log.exception("bundled model: state callback failed")
+        self._listeners.tell(state)
 
     # --- start ------------------------------------------------------------------------------
 
