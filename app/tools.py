@@ -95,6 +95,20 @@ def parse_pairs(text: str, sep: str) -> dict[str, str]:
     return out
 
 
+def _keeper(sid: str, secrets: dict[str, str]) -> Callable[[str, str, bool], Value]:
+    """How a new server's values are kept: a secret one goes into ``secrets`` (for the
+    keyring) and the config holds a reference to it; any other one is kept as it is."""
+
+    def keep(where: str, value: str, secret: bool) -> Value:
+        if not secret:
+            return value
+        key = secret_key(sid, where)
+        secrets[key] = value
+        return SecretRef(secret=key)
+
+    return keep
+
+
 class ToolSettings:
     """The app's tool servers (see the module doc). Lives on the app's event loop."""
 
@@ -225,13 +239,7 @@ class ToolSettings:
         label = name or command.split("/")[-1]
         sid = server_id(label, self._taken())
         secrets: dict[str, str] = {}
-
-        def keep(where: str, value: str, secret: bool) -> Value:
-            if not secret:
-                return value
-            key = secret_key(sid, where)
-            secrets[key] = value
-            return SecretRef(secret=key)
+        keep = _keeper(sid, secrets)
 
         args = tuple(args)
         flags = secret_args(args)
@@ -258,13 +266,7 @@ class ToolSettings:
         label = " ".join(name.split()) or parts.hostname or "server"
         sid = server_id(label, self._taken())
         secrets: dict[str, str] = {}
-
-        def keep(where: str, value: str, secret: bool) -> Value:
-            if not secret:
-                return value
-            key = secret_key(sid, where)
-            secrets[key] = value
-            return SecretRef(secret=key)
+        keep = _keeper(sid, secrets)
 
         headers = dict(headers or {})
         server = HttpServer(

@@ -1335,12 +1335,12 @@ class ApiSession:
                     break
                 if self._plan(b).shorten_to is None:
                     break
-            note = await self._persist()
-            if note is not None:
-                yield note
-        cut = self._cut_notice(turn, whole, window)
-        if cut is not None:
-            yield cut
+            for ev in await self._saved_shortened(turn, whole, window):
+                yield ev
+        else:
+            cut = self._cut_notice(turn, whole, window)
+            if cut is not None:
+                yield cut
 
         answer = self._answer(turn, adapter, window, turn_tokens, whole, folded=folded)
         async with contextlib.aclosing(answer) as events:
@@ -1367,6 +1367,14 @@ class ApiSession:
         self._factor = update_factor(self._factor, real, self._sent_estimate(turn))
         self._calibrated = Calibrated(fold, transcript)
         return self._factor > before
+
+    async def _saved_shortened(
+        self, turn: TurnInput, whole: str, window: int
+    ) -> list[Note | Shortened]:
+        """Save the transcript once the current turn is shortened; what to tell of it: a note
+        when the save failed, and the cut when less than half of the message is sent."""
+        told = [await self._persist(), self._cut_notice(turn, whole, window)]
+        return [ev for ev in told if ev is not None]
 
     def _cut_notice(self, turn: TurnInput, whole: str, window: int) -> Shortened | None:
         """Says so when less than half of what the person wrote is being sent."""
@@ -1527,12 +1535,8 @@ class ApiSession:
                 break
             if not self._replace_current_turn(target()):
                 break
-        note = await self._persist()
-        if note is not None:
-            yield note
-        cut = self._cut_notice(turn, whole, window)
-        if cut is not None:
-            yield cut
+        for ev in await self._saved_shortened(turn, whole, window):
+            yield ev
 
         out = _Attempt()
         healed = False
