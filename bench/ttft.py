@@ -572,7 +572,8 @@ async def run_window(
     out["goal_fold_met"] = conch["fold_vs_normal"] is not None and (
         conch["fold_vs_normal"] <= GOAL_FOLD
     )
-    out["goal_vs_drop_met"] = vs_drop is not None and vs_drop <= GOAL_VS_DROP
+    # None: drop-oldest was not run.
+    out["goal_vs_drop_met"] = None if vs_drop is None else vs_drop <= GOAL_VS_DROP
     return out
 
 
