@@ -30,6 +30,7 @@ from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError, 
 PREPARE_AT = 0.8  # share of the budget (or of the message and size limits) that starts one
 WARM_TOKENS = 1  # the answer of a request sent only so the server evaluates its prompt
 RECENT_TURNS = 4  # the next message is taken to be as big as the mean of this many recent ones
+PREPARE_TRIES = 2  # a summary written ahead that is turned down is written once more
 
 log = logging.getLogger("conch.context.prepare")
 

@@ -65,6 +65,7 @@ from engines.context.calibrate import Calibrated, count_request, needs_calibrati
 from engines.context.continuation import continuing, join_answer, prefills
 from engines.context.prepare import (
     PREPARE_AT,
+    PREPARE_TRIES,
     RECENT_TURNS,
     Job,
     Mark,
@@ -1002,17 +1003,26 @@ class ApiSession:
         if summariser is None:
             return
         sized = model if model.context == window else model.model_copy(update={"context": window})
-        try:
-            with background():
-                result = await summariser.summarise(list(job.messages), job.previous, model=sized)
-        except GaveWayError:
-            return  # the person's turn needed the server; after it, preparing starts again
-        except Exception:  # a summary written ahead is a help: the fold summarises then
-            log.warning("writing the next fold's summary ahead failed", exc_info=True)
-            self._prep_failed = job.fold
-            return
-        text = (result.text or "").strip()
-        if not text or result.problem:
+        # A small model's summary is often turned down (a copy of the chat, another topic)
+        # and the next try is often fine: tried again once, else the fold turn would write
+        # it while the person waits.
+        for _ in range(PREPARE_TRIES):
+            try:
+                with background():
+                    result = await summariser.summarise(
+                        list(job.messages), job.previous, model=sized
+                    )
+            except GaveWayError:
+                return  # the person's turn needed the server; after it, preparing starts again
+            except Exception:  # a summary written ahead is a help: the fold summarises then
+                log.warning("writing the next fold's summary ahead failed", exc_info=True)
+                self._prep_failed = job.fold
+                return
+            text = (result.text or "").strip()
+            if text and not result.problem:
+                break
+            log.info("a summary written ahead was turned down: %s", result.problem or "empty")
+        else:
             # Not a whole summary (a refusal, facts only): the fold summarises then, and this
             # fold's turns are not tried again in the background.
             self._prep_failed = job.fold

@@ -398,3 +398,54 @@ async def test_every_fold_even_after_a_pasted_page_was_read_ahead(
     assert len(folds) >= 3
     assert all(folds), folds
     await adapter.aclose()
+
+
+class FirstSummaryOffTopicServer(SummaryWritingServer):
+    """A small model's way: its first summary is about something else (turned down), the
+    next one is fine."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.turned_down = 0
+
+    def _chat(self, request: Recorded) -> Reply:
+        if is_summary(request.json or {}) and self.turned_down == 0:
+            with self.lock:
+                self.turned_down += 1
+            return Reply.stream(
+                sse(
+                    "Quantum chromodynamics describes quarks and gluons; asteroids orbit "
+                    "Jupiter; medieval cathedrals used flying buttresses for support."
+                )
+            )
+        return super()._chat(request)
+
+
+async def test_a_summary_turned_down_while_written_ahead_is_written_again_before_the_fold(
+    client: httpx.AsyncClient, data_dir: Path
+) -> None:
+    server = FirstSummaryOffTopicServer().start()
+    try:
+        adapter = gated(OpenAIAdapter(ROWS["local"], base_url=server.base_url, client=client))
+        session = session_on(adapter, data_dir)
+        compacted: Compacted | None = None
+        during: list[int] = []
+        for i in range(14):
+            before = len(server.summary_requests)
+            events = await run(session, 2 * i, f"Note {i}: " + NOTE * 33)
+            during.append(len(server.summary_requests) - before)
+            assert isinstance(ending(events), Done)
+            if only(events, Compacted):
+                (compacted,) = only(events, Compacted)
+                break
+            await asyncio.wait_for(session.wait_prepared(), HANG_GUARD)
+        assert compacted is not None, "the chat never folded"
+        assert server.turned_down == 1
+        # The fold turn did not write its summary while the person waited: the second try,
+        # written ahead, is the one it sent.
+        assert during[-1] == 0
+        assert compacted.summarised
+        assert compacted.summary.startswith(server.summaries[-1])
+        await adapter.aclose()
+    finally:
+        server.stop()
