@@ -53,6 +53,20 @@ def test_the_counted_cache_keeps_within_its_limit_and_keeps_the_newest() -> None
     assert cache[keys[-1] + (1, 2, 3)].n_tokens == 600
 
 
+def test_without_logits_for_every_token_a_state_costs_its_kv_cache_alone() -> None:
+    # At a 4,096 window a fold's prompt read ahead (about 3,000 tokens, 23 KB each) must stay
+    # cached beside the chat's own and the summary's; with 100 MB of unused logits in each,
+    # 512 MiB held three.
+    kept = CountedRAMCache(capacity_bytes=512 * MB)
+    slim = CountedRAMCache(capacity_bytes=512 * MB, logits=False)
+    for n in range(8):
+        kept[tuple(range(n, n + 3_000))] = saved_state(3_000, kv_bytes=69 * MB)
+        slim[tuple(range(n, n + 3_000))] = saved_state(3_000, kv_bytes=69 * MB)
+    assert len(kept.cache_state) == 3
+    assert len(slim.cache_state) == 7
+    assert slim.cache_size <= 512 * MB
+
+
 def test_a_state_bigger_than_the_cache_is_not_kept_and_evicts_nothing() -> None:
     cache = CountedRAMCache(capacity_bytes=64 * MB)
     small = tuple(range(10))
@@ -84,5 +98,15 @@ def test_the_bundled_server_app_uses_the_counted_cache_and_keeps_one_batch_of_lo
         # As the bundled runtime starts it: logits for one batch, not for every token of the
         # window (which each cached state would copy too).
         assert model.scores.shape == (model.n_batch, model.n_vocab())
+        # Those rows are never written then, so cached states do not copy them.
+        assert model.cache.logits is False
+        prompt = "Priya moved the build server to Helsinki in March. " * 6
+        first = model.create_completion(prompt, max_tokens=4, temperature=0)
+        model.create_completion("Something else entirely.", max_tokens=2, temperature=0)
+        saved = model.cache[model.tokenize(prompt.encode())]
+        assert saved.scores.shape == (1, model.n_vocab())
+        # The slim state restores: the prompt answers as it did when it was read fresh.
+        again = model.create_completion(prompt, max_tokens=4, temperature=0)
+        assert again["choices"][0]["text"] == first["choices"][0]["text"]
     finally:
         model.close()
