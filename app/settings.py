@@ -12,14 +12,13 @@ import contextlib
 import json
 import os
 import re
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from engines.files import write_atomically
+from engines.files import aside_name, write_atomically
 from engines.listeners import Listeners
 from engines.tools.config import ServerConfig
 
@@ -218,12 +217,7 @@ class SettingsStore:
         return settings
 
     def _move_aside(self) -> Path | None:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        target = self.path.with_name(f"{self.path.name}.broken-{stamp}")
-        n = 1
-        while target.exists():
-            n += 1
-            target = self.path.with_name(f"{self.path.name}.broken-{stamp}-{n}")
+        target = aside_name(self.path)
         try:
             os.replace(self.path, target)
         except OSError:

@@ -33,11 +33,12 @@ import shutil
 import sqlite3
 import tempfile
 import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
+
+from engines.files import aside_name
 
 log = logging.getLogger("conch.sqlite")
 
@@ -503,12 +504,7 @@ def _copy_rows(
 
 def _set_aside(path: Path) -> Path:
     """Rename ``path`` (and its -wal/-shm) to ``<name>.broken-<time>``; return the new name."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    aside = path.with_name(f"{path.name}.broken-{stamp}")
-    n = 1
-    while aside.exists():
-        n += 1
-        aside = path.with_name(f"{path.name}.broken-{stamp}-{n}")
+    aside = aside_name(path)
     path.rename(aside)
     for suffix in ("-wal", "-shm"):
         side = path.with_name(path.name + suffix)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -37,4 +38,16 @@ def write_atomically(path: Path, data: bytes, *, prefix: str | None = None) -> N
             os.close(dir_fd)
 
 
-__all__ = ["write_atomically"]
+def aside_name(path: Path) -> Path:
+    """Where a damaged ``path`` is set aside: ``<name>.broken-<time>``, numbered when that
+    name is taken (two damaged files in one second must not overwrite each other)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.broken-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.broken-{stamp}-{n}")
+    return target
+
+
+__all__ = ["aside_name", "write_atomically"]

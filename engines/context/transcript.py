@@ -30,7 +30,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from engines.base import Message
-from engines.files import write_atomically
+from engines.files import aside_name, write_atomically
 
 VERSION = 1
 FOLDER = "api-sessions"
@@ -220,12 +220,7 @@ def _is_json_error(exc: ValidationError) -> bool:
 
 
 def _set_aside(path: Path, reason: str) -> Loaded:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = path.with_name(f"{path.name}.broken-{stamp}")
-    n = 1
-    while target.exists():
-        n += 1
-        target = path.with_name(f"{path.name}.broken-{stamp}-{n}")
+    target = aside_name(path)
     try:
         os.replace(path, target)
     except OSError as exc:
