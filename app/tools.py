@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from app.background import Background
 from app.secrets import SecretStore
 from app.settings import SettingsError, SettingsStore
 from engines.context.tool_loop import ToolHost
@@ -122,7 +123,7 @@ class ToolSettings:
         self._settings = settings
         self._secrets = secrets
         self._listeners: Listeners[[]] = Listeners("a tool settings listener")
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = Background(log, "the tool servers could not follow settings")
         self._configs = tuple(settings.settings.tool_servers)
         self._applied = self._configs  # the list the running servers follow
         self._applying: asyncio.Lock | None = None
@@ -176,21 +177,13 @@ class ToolSettings:
             return
         self._configs = configs
         try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # no loop (a command line tool): the next use applies it
-            loop = None
-        if loop is not None:
             # At once, so a server turned off stops now; ``settled`` applies it too, should
             # this task not get to run.
-            task = loop.create_task(self.settled())
-            self._tasks.add(task)
-            task.add_done_callback(self._configured)
-        self._tell()
-
-    def _configured(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("the tool servers could not follow settings", exc_info=task.exception())
+            task = self._tasks.start(self.settled())
+        except RuntimeError:  # no loop (a command line tool): the next use applies it
+            pass
+        else:
+            task.add_done_callback(lambda _task: self._tell())
         self._tell()
 
     async def settled(self) -> None:
