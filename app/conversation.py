@@ -299,36 +299,17 @@ class Conversation:
         finally:
             if saved is None:
                 # Nothing came to show: the tool results of the try go with it.
-                for s in self._tool_results(shown.seqs[-1], after=True):
+                for s in self.store.tool_results(self.chat_id, shown.seqs[-1], after=True):
                     self.store.set_shelved(self.chat_id, s, True)
                 self.show_version(shown.seqs[shown.shown])
 
     def show_version(self, seq: int) -> None:
-        """Show the version at ``seq`` of its answer, with the tool results it used, and shelve
-        the other versions with theirs (the model reads the shown one from the next turn)."""
-        for s in self.store.versions(self.chat_id, seq).seqs:
-            self._shelve_answer(s, s != seq)
+        """Show the version at ``seq`` of its answer with its tool results (``ChatStore``)."""
+        self.store.show_version(self.chat_id, seq)
 
     def _shelve_answer(self, seq: int, shelved: bool) -> None:
-        for s in (*self._tool_results(seq), seq):
+        for s in (*self.store.tool_results(self.chat_id, seq), seq):
             self.store.set_shelved(self.chat_id, s, shelved)
-
-    def _tool_results(self, seq: int, *, after: bool = False) -> list[int]:
-        """The "tool" messages an answer at ``seq`` used: those right before it in the chat log,
-        back to the message before them (shelved or not). ``after``: those right after it."""
-        near, side = ("MIN", ">") if after else ("MAX", "<")
-        [(edge,)] = self.store.query(  # the nearest message that is not a tool's
-            f"SELECT {near}(seq) FROM messages WHERE chat_id = ? AND seq {side} ? "
-            "AND role != 'tool' AND deleted_at IS NULL",
-            (self.chat_id, seq),
-        )
-        low, high = (seq, edge) if after else (edge, seq)
-        rows = self.store.query(
-            "SELECT seq FROM messages WHERE chat_id = ? AND seq > ? AND seq < ? "
-            "AND role = 'tool' AND deleted_at IS NULL ORDER BY seq",
-            (self.chat_id, -1 if low is None else low, 1 << 62 if high is None else high),
-        )
-        return [int(r[0]) for r in rows]
 
     def can_continue(self, seq: int) -> bool:
         """Whether the answer at ``seq`` can go on where the person stopped it: the chat's
@@ -382,7 +363,7 @@ class Conversation:
         message = self.store.message(self.chat_id, seq)
         seqs = [seq]
         if message is not None and message.role == "assistant":
-            seqs = [*self._tool_results(seq), seq]
+            seqs = [*self.store.tool_results(self.chat_id, seq), seq]
         if message is not None and message.role == "user":
             for m in self.store.messages(self.chat_id, start=seq + 1):
                 if m.role == "user":

@@ -663,13 +663,35 @@ class ChatStore:
         )
 
     def show_version(self, chat_id: str, seq: int) -> None:
-        """Show the version at ``seq`` of its answer and shelve the others."""
-        versions = self.versions(chat_id, seq)
+        """Show the version at ``seq`` of its answer, with the tool results it used, and shelve
+        the other versions with theirs (the model reads the shown one from the next turn)."""
+        rows = [
+            (int(s != seq), chat_id, m)
+            for s in self.versions(chat_id, seq).seqs
+            for m in (*self.tool_results(chat_id, s), s)
+        ]
         with self._lock:
             self._db.executemany(
-                "UPDATE messages SET shelved = ? WHERE chat_id = ? AND seq = ?",
-                [(int(s != seq), chat_id, s) for s in versions.seqs],
+                "UPDATE messages SET shelved = ? WHERE chat_id = ? AND seq = ?", rows
             )
+
+    def tool_results(self, chat_id: str, seq: int, *, after: bool = False) -> list[int]:
+        """The "tool" messages the answer at ``seq`` used: those right before it in the chat
+        log, back to the message before them (shelved or not). ``after``: those right after
+        it (a try that saved no answer)."""
+        near, side = ("MIN", ">") if after else ("MAX", "<")
+        [(edge,)] = self.query(  # the nearest message that is not a tool's
+            f"SELECT {near}(seq) FROM messages WHERE chat_id = ? AND seq {side} ? "
+            "AND role != 'tool' AND deleted_at IS NULL",
+            (chat_id, seq),
+        )
+        low, high = (seq, edge) if after else (edge, seq)
+        rows = self.query(
+            "SELECT seq FROM messages WHERE chat_id = ? AND seq > ? AND seq < ? "
+            "AND role = 'tool' AND deleted_at IS NULL ORDER BY seq",
+            (chat_id, -1 if low is None else low, 1 << 62 if high is None else high),
+        )
+        return [int(r[0]) for r in rows]
 
     def withdraw_fold(self, chat_id: str) -> None:
         """The latest fold no longer holds (a message before it was edited or deleted): record
