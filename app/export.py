@@ -161,8 +161,10 @@ def to_data(store: ChatStore, chat_id: str) -> dict[str, Any]:
         others = [s for s in versions[m.seq].seqs if s != m.seq] if m.seq in versions else []
         kept = [store.message(chat_id, s) for s in others]
         if kept:
-            # A regenerated answer: the versions not shown, oldest first.
+            # A regenerated answer: the versions not shown, oldest first, and where the shown
+            # one stands among them (an import puts it back in its place).
             item["other_versions"] = [_message(v) for v in kept if v is not None]
+            item["shown_at"] = versions[m.seq].seqs.index(m.seq)
         messages.append(item)
     return {
         "format": FORMAT,

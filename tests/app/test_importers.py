@@ -250,3 +250,99 @@ async def test_an_imported_long_chat_folds_on_its_first_turn(data_dir: Path) -> 
     assert request.messages[-1].text.endswith("What did we decide first?")
     health.close()
     store.close()
+
+
+# --- every word kept: voice turns, pictures named, thinking, branches as versions ----------------
+
+
+def test_chatgpt_voice_turns_pictures_thinking_and_branches_keep_every_word() -> None:
+    [chat] = read_file(DATA / "chatgpt-voice-branches.json").chats
+
+    assert _texts(chat) == [
+        ("user", "What should I plant in a shady corner?"),
+        ("assistant", "Ferns and hostas do well in shade."),
+        (
+            "user",
+            "[A picture, corner.jpg, that was not part of the export]\n\n"
+            "This is the corner. Draw me a plan?",
+        ),
+        (
+            "assistant",
+            "[A picture DALL·E made from “a shady garden corner with ferns and hostas”, "
+            "not part of the export]\n\nHere is a plan for the corner.",
+        ),
+        ("user", "How often should I water ferns?"),
+        ("assistant", "Twice a week, more in a dry spell."),
+        ("user", "And hostas in pots?"),
+        ("assistant", "Potted hostas: every other day."),
+    ]
+    # A voice turn is its words, never a picture.
+    assert chat.messages[0].text.count("[A picture") == 0
+    # o3's thoughts are thinking, beside the answer they led to; model names are kept.
+    assert chat.messages[5].thinking == "Ferns like moist soil, but not waterlogged."
+    assert chat.messages[5].model_key == "chatgpt/o3"
+    assert chat.messages[1].model_key == "chatgpt/gpt-4o"
+    # A regenerated answer: the earlier try is a version, before the shown one.
+    regenerated = chat.messages[5]
+    assert [v.text for v in regenerated.in_order()] == [
+        "First try: every day.",
+        "Twice a week, more in a dry spell.",
+    ]
+    # An edited question: the first wording and its answer are versions, in order.
+    assert [v.text for v in chat.messages[6].in_order()] == ["And hostas?", "And hostas in pots?"]
+    assert [v.text for v in chat.messages[7].in_order()] == [
+        "Hostas: once a week.",
+        "Potted hostas: every other day.",
+    ]
+
+
+def test_imported_versions_show_in_their_order_with_the_shown_one_in_view(
+    data_dir: Path,
+) -> None:
+    store = ChatStore.in_dir(data_dir)
+    [chat_id] = save(store, data_dir, read_file(DATA / "chatgpt-voice-branches.json").chats)
+
+    shown = store.messages(chat_id)
+    last_turn = [m.text for m in shown][-2:]
+    assert last_turn == ["And hostas in pots?", "Potted hostas: every other day."]
+    answer = shown[-1]
+    versions = store.versions(chat_id, answer.seq)
+    texts = [m.text for m in (store.message(chat_id, s) for s in versions.seqs) if m]
+    assert texts == ["Hostas: once a week.", "Potted hostas: every other day."]
+    assert versions.shown == 1  # "‹ 2/2 ›": the one the person last saw
+    # What the model is sent is the branch that was shown, nothing of the other.
+    said = [m.text for _, m in history_messages(store.messages(chat_id))]
+    assert "Hostas: once a week." not in said and "Potted hostas: every other day." in said
+
+
+def test_open_webui_versions_are_in_order_with_model_names_and_pictures() -> None:
+    data = json.loads((DATA / "open-webui-chat-export.json").read_text(encoding="utf-8"))
+    messages = data[0]["chat"]["history"]["messages"]
+    messages["m-user-1"]["files"] = [
+        {"type": "image", "name": "leaf.png", "url": "data:image/png;base64,iVBORw0KGgo="},
+        {"type": "image", "name": "plant.jpg", "url": "/api/v1/files/abc/content"},
+    ]
+    messages["m-user-2"]["timestamp"] = "not a time"  # one bad timestamp, not a failed import
+
+    [chat] = parse_bytes(json.dumps(data).encode()).chats
+
+    first, answer = chat.messages[0], chat.messages[1]
+    assert [p.name for p in first.pictures] == ["leaf.png"] and first.pictures[0].data
+    assert first.text.startswith("[A picture, plant.jpg, that was not part of the export]")
+    assert answer.model_key == "open-webui/llama3.1:8b"
+    # The regenerated answer came first, the shown one second: in that order.
+    assert [v.text for v in answer.in_order()] == [
+        "An earlier answer that was regenerated.",
+        "Likely early blight (Alternaria). Remove the lower leaves.",
+    ]
+
+
+def test_a_bad_timestamp_without_a_current_pointer_does_not_fail_the_import() -> None:
+    data = json.loads((DATA / "open-webui-chat-export.json").read_text(encoding="utf-8"))
+    history = data[0]["chat"]["history"]
+    del history["currentId"]
+    history["messages"]["m-asst-1a"]["timestamp"] = "yesterday"
+
+    [chat] = parse_bytes(json.dumps(data).encode()).chats
+
+    assert chat.messages[-1].text.startswith("Copper fungicide")
