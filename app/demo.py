@@ -22,6 +22,7 @@ from app.memories import MemoryBook
 from app.settings import SettingsStore
 from app.store import Chat, ChatStore
 from engines.base import (
+    Approver,
     Attachment,
     Done,
     Event,
@@ -33,7 +34,6 @@ from engines.base import (
 )
 from engines.context.session import render_attachments
 from engines.mock import MockEngine, Refuse, echo_reply, first_line
-from engines.programs.acp import Approver
 from engines.providers.base import ChatRequest
 from engines.resources import resources_dir
 

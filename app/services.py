@@ -33,6 +33,7 @@ from app.tool_calls import tool_call_book
 from app.tools import ChatToolHost, ToolSettings
 from app.trust import looks_pasted
 from engines.base import (
+    Approver,
     Done,
     Engine,
     Message,
@@ -46,7 +47,6 @@ from engines.listeners import Listeners
 from engines.local import bundled
 from engines.local.gate import background
 from engines.local.reload import LocalModels
-from engines.programs.acp import Approver
 from engines.programs.catalogue import PROGRAMS as PROGRAM_LIST
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program_engine, program_models

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
@@ -313,6 +314,22 @@ class ToolAsk(_Data):
 ToolApprover = Callable[[ToolAsk], Awaitable[Approval]]
 """Asks the person about one call and returns their answer. Cancelled when the person stops
 the turn (take that as Deny). The engine remembers ALWAYS per tool for the chat itself."""
+
+
+@dataclass(frozen=True)
+class PermissionAsk:
+    """A program (Claude Code, an ACP agent) asks to do something; the person answers with one
+    of the approval card's buttons (an ``Approval``)."""
+
+    program: str
+    title: str
+    kind: str = ""
+
+
+Approver = Callable[[PermissionAsk], Awaitable[Approval]]
+"""Asks the person about a program's request and returns their exact answer: the engine sends
+the program the option of that kind (Allow once stays once, never "always")."""
+
 
 ARGUMENTS_LINE_CHARS = 200
 

@@ -18,8 +18,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from engines.base import ToolAsk
-from engines.programs.acp import PermissionAsk
+from engines.base import PermissionAsk, ToolAsk
 
 Choice = Literal["once", "always", "deny"]
 Ask = PermissionAsk | ToolAsk

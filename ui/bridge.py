@@ -29,6 +29,7 @@ from engines.base import (
     HandedOff,
     Healed,
     Note,
+    PermissionAsk,
     Picture,
     Problem,
     ProblemKind,
@@ -42,7 +43,6 @@ from engines.base import (
     TurnProblem,
     Usage,
 )
-from engines.programs.acp import PermissionAsk
 from engines.providers.base import closing_stream
 
 log = logging.getLogger("conch.ui.bridge")
@@ -170,15 +170,16 @@ class ConversationBridge(QObject):
 
     # --- a program asks permission, or a model asks to use a tool -------------------------
 
-    async def approve(self, ask: PermissionAsk) -> bool:
+    async def approve(self, ask: PermissionAsk) -> Approval:
         """A program's approver: wait for the person's answer on the card (a future the
-        card's buttons resolve, so the event loop never blocks). Stop withdraws the question."""
+        card's buttons resolve, so the event loop never blocks). Stop withdraws the question.
+        The answer goes to the program as chosen: "Allow once" is never sent as "always"."""
         if _tool_of(ask) in self._always:
-            return True
-        choice = await self._ask(ask)
-        if choice == "always":
+            return Approval.ALWAYS
+        choice = Approval(await self._ask(ask))
+        if choice is Approval.ALWAYS:
             self._always.add(_tool_of(ask))
-        return choice in ("once", "always")
+        return choice
 
     async def approve_tool(self, ask: ToolAsk) -> Approval:
         """The tool loop's approver (``engines.base.ToolApprover``): the person's answer to a

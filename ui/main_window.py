@@ -36,8 +36,7 @@ from app.export import Kind as ExportKind
 from app.importers import SOURCE_NAMES, ImportFailedError, Parsed, read_file, save
 from app.settings import SettingsError
 from app.store import StoredMessage
-from engines.base import Approval, ModelInfo, NextStep, Shortened, ToolAsk
-from engines.programs.acp import PermissionAsk
+from engines.base import Approval, ModelInfo, NextStep, PermissionAsk, Shortened, ToolAsk
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program
 from ui.approval_card import ApprovalCard
@@ -307,9 +306,9 @@ class MainWindow(QMainWindow):
             return existing
         made: list[ConversationBridge] = []
 
-        async def approve(ask: PermissionAsk) -> bool:
+        async def approve(ask: PermissionAsk) -> Approval:
             # A program's permission request: the chat's card asks the person.
-            return await made[0].approve(ask) if made else False
+            return await made[0].approve(ask) if made else Approval.DENY
 
         async def approve_tool(ask: ToolAsk) -> Approval:
             # A model's tool call: the same card asks the person.

@@ -20,7 +20,7 @@ import contextlib
 import functools
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -48,9 +48,12 @@ from acp.schema import (
 )
 
 from engines.base import (
+    Approval,
+    Approver,
     Done,
     Event,
     HandedOff,
+    PermissionAsk,
     Problem,
     ProblemKind,
     TextDelta,
@@ -74,17 +77,25 @@ LINE_LIMIT = 50 * 1024 * 1024  # one ACP message may carry pictures
 AUTH_REQUIRED = -32000  # ACP's "authentication required" error code
 MODE = "ACP"
 
+# The ACP option kinds that carry out each of the card's answers, best first. "Allow once"
+# never becomes an "always" option: without an ``allow_once`` the request is declined, since
+# granting more than the person chose is not Conch's to decide. "Always" falls back to
+# once (less than asked, so the program asks again next time).
+_KINDS: dict[Approval, tuple[str, ...]] = {
+    Approval.ONCE: ("allow_once",),
+    Approval.ALWAYS: ("allow_always", "allow_once"),
+    Approval.DENY: ("reject_once", "reject_always"),
+}
 
-@dataclass(frozen=True)
-class PermissionAsk:
-    """A program asks to do something; the person (or Conch's default) allows or declines."""
 
-    program: str
-    title: str
-    kind: str = ""
-
-
-Approver = Callable[[PermissionAsk], Awaitable[bool]]
+def option_for(choice: Approval, options: Sequence[PermissionOption]) -> PermissionOption | None:
+    """The option the program offered that does what the person chose, by its kind, never by
+    its place in the list; ``None`` when it offered none (the request is then cancelled)."""
+    for kind in _KINDS[choice]:
+        for option in options:
+            if option.kind == kind:
+                return option
+    return None
 
 
 @dataclass(frozen=True)
@@ -182,6 +193,7 @@ class _Client:
         self.queue: asyncio.Queue[_Item] | None = None
         self.asking = 0  # permission questions waiting for the person (no idle deadline then)
         self.declined: list[str] = []
+        self.unoffered: set[str] = set()  # allowed by the person, but in no way it offered
 
     def put(self, item: _Item) -> None:
         if self.queue is not None:
@@ -206,20 +218,21 @@ class _Client:
         **kwargs: Any,
     ) -> RequestPermissionResponse:
         title = tool_call.title or "do something"
-        allowed = False
+        choice = Approval.DENY
         self.asking += 1
         try:
             if self.approve is not None:
-                allowed = await self.approve(
+                choice = await self.approve(
                     PermissionAsk(self.program, title, tool_call.kind or "")
                 )
         finally:
             self.asking -= 1
             self.put(_Activity)
-        wanted = ("allow_once", "allow_always") if allowed else ("reject_once", "reject_always")
-        chosen = next((o for o in options if o.kind in wanted), None)
-        if not allowed:
+        chosen = option_for(choice, options)
+        if chosen is None or chosen.kind.startswith("reject"):
             self.declined.append(title)
+            if choice is not Approval.DENY:
+                self.unoffered.add(title)
         if chosen is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(
@@ -411,6 +424,7 @@ class AcpEngine:
         queue: asyncio.Queue[_Item] = asyncio.Queue()
         client.queue = queue
         client.declined = []
+        client.unoffered = set()
         try:
             session = await asyncio.wait_for(
                 process.conn.new_session(cwd=str(self.cwd), mcp_servers=[]), self.start_timeout
@@ -510,14 +524,23 @@ class AcpEngine:
         declined = process.client.declined
         if declined and not wrote:
             asked = self._approve is not None
+            what = declined[0]
             events.append(
-                Problem(problem=problems.declined(self.program, declined[0], asked_person=asked))
+                Problem(
+                    problem=problems.declined(
+                        self.program,
+                        what,
+                        asked_person=asked,
+                        only_always=what in process.client.unoffered,
+                    )
+                )
             )
         elif reason == "refusal":
             events.append(Problem(problem=problems.refused(self.program, partial=wrote)))
         elif reason == "cancelled":
             events.append(Problem(problem=TurnProblem.of(ProblemKind.CANCELLED, partial=wrote)))
         else:
+            events += [problems.declined_note(self.program, what) for what in declined]
             events.append(Done(stop_reason="length" if reason == "max_tokens" else "stop"))
         return events
 

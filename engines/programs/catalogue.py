@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from engines.base import Engine, Event, ModelInfo, Problem, TurnInput
+from engines.base import Approver, Engine, Event, ModelInfo, Problem, TurnInput
 from engines.context.session import FoldLoader, HistoryLoader
 from engines.programs import problems
-from engines.programs.acp import AcpEngine, Approver
+from engines.programs.acp import AcpEngine
 from engines.programs.codex import CodexEngine
 
 PROVIDER = "programs"

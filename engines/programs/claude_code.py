@@ -42,12 +42,15 @@ from claude_agent_sdk import (
 )
 
 from engines.base import (
+    Approval,
+    Approver,
     Compacted,
     Done,
     Event,
     HandedOff,
     ModelInfo,
     Note,
+    PermissionAsk,
     Problem,
     ProblemKind,
     TextDelta,
@@ -60,7 +63,6 @@ from engines.base import (
 )
 from engines.context.session import FoldLoader, HistoryLoader, render_attachments
 from engines.programs import problems
-from engines.programs.acp import Approver, PermissionAsk
 from engines.programs.handoff import HANDOFF_CHARS, ChatHandoff
 from engines.programs.process import SessionFile, last_words
 from engines.providers.base import default_next_step
@@ -265,14 +267,14 @@ class ClaudeCodeEngine:
             arguments.get("description") or arguments.get("command") or arguments.get("file_path")
         )
         title = f"use {tool}" + (f" ({what})" if isinstance(what, str) and what else "")
-        allowed = False
+        choice = Approval.DENY
         self._asking += 1
         try:
             if self._approve is not None:
-                allowed = await self._approve(PermissionAsk(PROGRAM, title, tool))
+                choice = await self._approve(PermissionAsk(PROGRAM, title, tool))
         finally:
             self._asking -= 1
-        if allowed:
+        if choice is not Approval.DENY:
             return PermissionResultAllow(updated_input=arguments)
         self._declined.append(title)
         return PermissionResultDeny(message="The person did not allow this.")
@@ -418,6 +420,7 @@ class ClaudeCodeEngine:
                 )
             )
         else:
+            events += [problems.declined_note(PROGRAM, what) for what in self._declined]
             reason = "length" if result.stop_reason == "max_tokens" else "stop"
             events.append(Done(stop_reason=reason))
         return events

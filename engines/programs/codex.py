@@ -125,7 +125,7 @@ class CodexEngine:
         handoff, handed = self.handing(seq, message)
         return handoff.text, handed
 
-    def _argv(self, prompt: str, *, resumed: bool) -> list[str]:
+    def _argv(self, *, resumed: bool) -> list[str]:
         argv = [*self.command, "exec", "--json", "--skip-git-repo-check", "-s", self._sandbox]
         for item in self._config:
             argv += ["-c", item]
@@ -135,8 +135,10 @@ class CodexEngine:
             argv += ["-m", self._model]
         if resumed:
             argv += ["resume", self.session.session_id]
-        # "--" so a message that starts with "-" is never read as an option.
-        return [*argv, "--", prompt]
+        # The prompt goes on stdin ("-"), never on the command line: an argument is limited
+        # to 128 KiB (a long paste failed with "Argument list too long") and anyone on the
+        # computer can read a process's arguments with ``ps``.
+        return [*argv, "-"]
 
     async def _run(
         self, prompt: str, *, resumed: bool, handed: HandedOff | None = None
@@ -144,7 +146,7 @@ class CodexEngine:
         """One ``codex exec`` process; ``handed``: the handoff it is given (said once Codex
         has started the thread with it)."""
         self._stderr.clear()
-        argv = self._argv(prompt, resumed=resumed)
+        argv = self._argv(resumed=resumed)
         proc = await start(
             PROGRAM,
             self.command,
@@ -153,12 +155,15 @@ class CodexEngine:
             env=self._env,
             install=INSTALL,
             limit=LINE_LIMIT,
+            stdin=True,
         )
         if isinstance(proc, TurnProblem):
             yield Problem(problem=proc)
             return
         assert proc.stdout is not None and proc.stderr is not None
-        pump = asyncio.get_running_loop().create_task(keep_stderr(proc.stderr, self._stderr))
+        loop = asyncio.get_running_loop()
+        pump = loop.create_task(keep_stderr(proc.stderr, self._stderr))
+        feed = loop.create_task(_feed(proc, prompt))
         wrote = False
         finished = False
         messages = 0
@@ -221,9 +226,10 @@ class CodexEngine:
         finally:
             # Codex ends by itself after its last event; stopped or broken, it is killed.
             await reap(proc, grace=EXIT_SECONDS if finished else 0.0)
-            pump.cancel()
-            with contextlib.suppress(BaseException):
-                await pump
+            for task in (feed, pump):
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
 
     def _item(self, item: Any, kind: str, messages: int) -> list[Event]:
         if not isinstance(item, dict):
@@ -273,6 +279,17 @@ class CodexEngine:
 
 class _Lost:
     """Codex no longer has the chat's thread (its files were removed)."""
+
+
+async def _feed(proc: asyncio.subprocess.Process, prompt: str) -> None:
+    """Write the prompt to Codex's stdin and close it (Codex reads to the end before it
+    starts). A Codex that ends first closes the pipe; what it said then is the problem."""
+    assert proc.stdin is not None
+    with contextlib.suppress(ConnectionError, OSError):
+        proc.stdin.write(prompt.encode("utf-8"))
+        await proc.stdin.drain()
+    with contextlib.suppress(ConnectionError, OSError):
+        proc.stdin.close()
 
 
 def _message_of(data: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ summarise for these programs on its own. Pure functions, no I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,6 +26,18 @@ CHAT_OPEN = (
 )
 CHAT_CLOSE = "\n</this-chat-so-far>\n\n"
 SEPARATOR = "\n\n"
+CHAT_TAG = "this-chat-so-far"
+_CHAT_FRAME = re.compile(r"<\s*(/?)\s*" + re.escape(CHAT_TAG) + r"\s*>", re.IGNORECASE)
+
+
+def guard_chat_frame(line: str) -> str:
+    """``line`` unable to open or close the handoff's frame: a message that quotes
+    ``</this-chat-so-far>`` would otherwise end the block early, and what follows it would
+    read as the person's new message. Each tag gets a zero-width space (as the summary's
+    frame does), which a person does not see and a model does."""
+    if "<" not in line:
+        return line
+    return _CHAT_FRAME.sub(lambda m: f"<{m.group(1)}{CHAT_TAG}\u200b>", line)
 
 
 @dataclass(frozen=True)
@@ -86,7 +99,7 @@ def build_handoff(
 
     The new message is always in it, shortened (head and tail kept) when it alone is larger.
     """
-    lines = [line for line in (line_for(m) for m in history) if line]
+    lines = [guard_chat_frame(line) for line in (line_for(m) for m in history) if line]
     if not lines:
         return Handoff(text=_shorten(new_message, limit))
     frame = len(CHAT_OPEN) + len(CHAT_CLOSE)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from engines.base import NextStep, ProblemKind, TurnProblem
+from engines.base import NextStep, Note, ProblemKind, TurnProblem
 from engines.scrub import scrub
 
 SETTINGS_LABEL = "Set the program's command in Settings → Programs"
@@ -90,7 +90,20 @@ def silent(program: str, seconds: float, *, partial: bool) -> TurnProblem:
     )
 
 
-def declined(program: str, what: str, *, asked_person: bool) -> TurnProblem:
+def declined(
+    program: str, what: str, *, asked_person: bool, only_always: bool = False
+) -> TurnProblem:
+    if only_always:
+        # The person chose "Allow once"; the program offered only to allow it for good.
+        return TurnProblem.of(
+            ProblemKind.REFUSED,
+            detail=f"permission declined: {what} (no allow-once option)",
+            next_step=NextStep(kind="retry", label="Send again and choose Always for this tool"),
+            message=(
+                f"{program} asked to {what.rstrip('.')}, but it offers only to allow that "
+                f"always, not once, so Conch declined and {program} stopped there."
+            ),
+        )
     why = (
         "You did not allow it"
         if asked_person
@@ -101,6 +114,15 @@ def declined(program: str, what: str, *, asked_person: bool) -> TurnProblem:
         detail=f"permission declined: {what}",
         next_step=NextStep(kind="retry", label="Send again and allow it"),
         message=f"{program} asked to {what.rstrip('.')}. {why}, so {program} stopped there.",
+    )
+
+
+def declined_note(program: str, what: str) -> Note:
+    """A request the person (or Conch) declined while the program went on and answered: said
+    in the answer and on ``conch ask``'s stderr, so a refusal is never silent."""
+    return Note(
+        topic="tools",
+        text=f"{program} asked to {what.rstrip('.')}; it was not allowed, so it went on without.",
     )
 
 

@@ -10,9 +10,8 @@ from pathlib import Path
 from app.demo import MOCK_MODELS, demo_chat, demo_engine, mock_ask_model
 from app.services import AppServices, build_services
 from app.store import Chat
-from engines.base import Compacted, Done, ModelInfo, Problem, ProblemKind, TurnInput
+from engines.base import Approver, Compacted, Done, ModelInfo, Problem, ProblemKind, TurnInput
 from engines.mock import MockEngine, Reply
-from engines.programs.acp import Approver
 from engines.resources import resources_dir
 
 

@@ -121,22 +121,35 @@ class FakeAgent(Agent):
         if "[[slow]]" in newest:
             await cancelled.wait()
             return PromptResponse(stop_reason="cancelled")
-        if "[[permission]]" in newest:
+        if "[[permission" in newest:
+            # "[[permission]]" offers Allow / Reject; "[[permission:allow_always,allow_once,…]]"
+            # offers those kinds in that order (claude-code-acp lists allow_always first), each
+            # with the kind as its id, and records the id that came back.
+            listed = newest.split("[[permission", 1)[1].split("]]", 1)[0].lstrip(":")
+            kinds = [k for k in listed.split(",") if k] or ["allow_once", "reject_once"]
+            names = {
+                "allow_once": "Allow",
+                "allow_always": "Always Allow",
+                "reject_once": "Reject",
+                "reject_always": "Always Reject",
+            }
             call = start_tool_call("call-1", "Run rm -rf build", kind="execute", status="pending")
             await client.session_update(session_id, call)
             answer = await client.request_permission(
                 session_id=session_id,
                 tool_call=ToolCallUpdate(tool_call_id="call-1", title="Run rm -rf build"),
                 options=[
-                    PermissionOption(option_id="yes", name="Allow", kind="allow_once"),
-                    PermissionOption(option_id="no", name="Reject", kind="reject_once"),
+                    PermissionOption(option_id=kind, name=names[kind], kind=kind)  # type: ignore[arg-type]
+                    for kind in kinds
                 ],
             )
             outcome = answer.outcome
-            allowed = isinstance(outcome, AllowedOutcome) and outcome.option_id == "yes"
+            chosen = outcome.option_id if isinstance(outcome, AllowedOutcome) else None
+            allowed = chosen is not None and chosen.startswith("allow")
             if self._record is not None:
                 with self._record.open("a", encoding="utf-8") as f:
-                    f.write(json.dumps({"permission": "allowed" if allowed else "denied"}) + "\n")
+                    seen = {"permission": "allowed" if allowed else "denied", "option": chosen}
+                    f.write(json.dumps(seen) + "\n")
             if not allowed:
                 return PromptResponse(stop_reason="end_turn")
             await client.session_update(session_id, update_agent_message_text("Removed build. "))

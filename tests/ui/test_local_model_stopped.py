@@ -16,10 +16,9 @@ from pytestqt.qtbot import QtBot
 from app.health import HealthLog
 from app.services import AppServices, build_services
 from app.store import Chat
-from engines.base import ModelInfo, ProblemKind
+from engines.base import Approver, ModelInfo, ProblemKind
 from engines.local.bundled import CrashBook, rebuild_step, source_checkout
 from engines.mock import MockEngine, Refuse
-from engines.programs.acp import Approver
 from ui.chat_model import RowKind
 from ui.health_page import HealthPage
 from ui.main_window import MainWindow

@@ -20,9 +20,8 @@ from app.demo import MOCK_MODELS, mock_engine
 from app.main import build_parser
 from app.services import AppServices, build_services
 from app.store import Chat
-from engines.base import Engine, ModelInfo, NextStep, ProblemKind
+from engines.base import Approver, Engine, ModelInfo, NextStep, ProblemKind
 from engines.mock import CompactBefore, MockEngine, Refuse, Reply, ShortenBefore, Step
-from engines.programs.acp import Approver
 from tests.ui.windows import closed_after, shown
 from tests.waits import HANG_MS
 from ui.chat_model import RowKind

@@ -144,9 +144,11 @@ def test_a_chat_on_an_acp_program_streams_its_answer_in_the_window(
     assert shown == ["Hello there", "Heard 11 characters."]
 
 
-def ask_permission(qtbot: QtBot, win: MainWindow, services: AppServices) -> str:
+def ask_permission(
+    qtbot: QtBot, win: MainWindow, services: AppServices, marker: str = "[[permission]]"
+) -> str:
     chat_id = open_chat_on(win, services, AGENT)
-    send(qtbot, win, "clean up [[permission]]")
+    send(qtbot, win, f"clean up {marker}")
     qtbot.waitUntil(win.approval_card.isVisible, timeout=WAIT_MS)
     assert win.approval_card.label.text() == "Gemini CLI asks to: Run rm -rf build"
     assert win.approval_card.buttons["always"].toolTip().endswith("for: Run rm -rf build")
@@ -160,10 +162,30 @@ def test_allow_once_on_the_card_lets_the_program_carry_on(
     qtbot.mouseClick(window.approval_card.buttons["once"], Qt.MouseButton.LeftButton)
     wait_idle(qtbot, window)
 
-    assert {"permission": "allowed"} in received(record)
+    assert {"permission": "allowed", "option": "allow_once"} in received(record)
     assert not window.approval_card.isVisible()
     answer = services.store.messages(chat_id)[-1]
     assert answer.role == "assistant" and answer.text.startswith("Removed build. Heard")
+
+
+@pytest.mark.parametrize(
+    ("button", "sent"),
+    [("once", "allow_once"), ("always", "allow_always"), ("deny", "reject_once")],
+)
+def test_the_button_clicked_is_the_option_sent_whatever_the_program_lists_first(
+    qtbot: QtBot,
+    window: MainWindow,
+    services: AppServices,
+    record: Path,
+    button: str,
+    sent: str,
+) -> None:
+    # claude-code-acp lists "Always Allow" first: a click on "Allow once" must not grant it.
+    marker = "[[permission:allow_always,reject_always,allow_once,reject_once]]"
+    ask_permission(qtbot, window, services, marker)
+    qtbot.mouseClick(window.approval_card.buttons[button], Qt.MouseButton.LeftButton)
+    wait_idle(qtbot, window)
+    assert [r["option"] for r in received(record) if "permission" in r] == [sent]
 
 
 def test_deny_on_the_card_reaches_the_program_and_the_chat_says_so(
@@ -173,7 +195,7 @@ def test_deny_on_the_card_reaches_the_program_and_the_chat_says_so(
     qtbot.mouseClick(window.approval_card.buttons["deny"], Qt.MouseButton.LeftButton)
     wait_idle(qtbot, window)
 
-    assert {"permission": "denied"} in received(record)
+    assert {"permission": "denied", "option": "reject_once"} in received(record)
     assert not window.approval_card.isVisible()
     answer = services.store.messages(chat_id)[-1]
     assert answer.problem is not None and answer.problem.kind is ProblemKind.REFUSED
@@ -189,8 +211,9 @@ def test_always_for_this_tool_is_not_asked_again_in_the_chat(
     send(qtbot, window, "again [[permission]]")
     wait_idle(qtbot, window)
 
+    # This agent offers no "always" option, so each time it gets the "once" it offers.
     answers = [r for r in received(record) if "permission" in r]
-    assert answers == [{"permission": "allowed"}] * 2
+    assert answers == [{"permission": "allowed", "option": "allow_once"}] * 2
     assert not window.approval_card.isVisible()
 
 
@@ -201,7 +224,7 @@ def test_stop_while_the_card_waits_withdraws_it(
     qtbot.mouseClick(window.composer.stop_button, Qt.MouseButton.LeftButton)
     wait_idle(qtbot, window)
     assert not window.approval_card.isVisible()
-    assert {"permission": "allowed"} not in received(record)
+    assert not [r for r in received(record) if r.get("permission") == "allowed"]
 
 
 def test_picking_a_program_then_a_model_changes_the_engine(

@@ -15,12 +15,14 @@ from pathlib import Path
 import pytest
 
 from engines.base import (
+    Approval,
     ContextEngine,
     Done,
     Event,
     HandedOff,
     Message,
     ModelInfo,
+    PermissionAsk,
     Problem,
     ProblemKind,
     TextDelta,
@@ -29,7 +31,7 @@ from engines.base import (
     TurnInput,
 )
 from engines.local.processes import alive
-from engines.programs.acp import AcpEngine, PermissionAsk
+from engines.programs.acp import AcpEngine, option_for
 from engines.programs.handoff import HANDOFF_CHARS
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -246,9 +248,9 @@ async def test_a_permission_the_person_declines_ends_the_turn_with_a_clear_probl
 ) -> None:
     asked: list[PermissionAsk] = []
 
-    async def decline(ask: PermissionAsk) -> bool:
+    async def decline(ask: PermissionAsk) -> Approval:
         asked.append(ask)
-        return False
+        return Approval.DENY
 
     engine = make_engine(tmp_path, chat, approve=decline)
     try:
@@ -266,8 +268,8 @@ async def test_a_permission_the_person_declines_ends_the_turn_with_a_clear_probl
 async def test_a_permission_the_person_allows_lets_the_program_carry_on(
     tmp_path: Path, chat: Chat
 ) -> None:
-    async def allow(ask: PermissionAsk) -> bool:
-        return True
+    async def allow(ask: PermissionAsk) -> Approval:
+        return Approval.ONCE
 
     engine = make_engine(tmp_path, chat, approve=allow)
     try:
@@ -276,6 +278,71 @@ async def test_a_permission_the_person_allows_lets_the_program_carry_on(
         await engine.aclose()
     assert isinstance(events[-1], Done)
     assert "".join(e.text for e in events if isinstance(e, TextDelta)).startswith("Removed build.")
+
+
+ALL_KINDS = ("allow_once", "allow_always", "reject_once", "reject_always")
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        ("allow_always", "allow_once", "reject_once", "reject_always"),
+        ("reject_always", "reject_once", "allow_always", "allow_once"),
+        ("allow_once", "reject_once", "allow_always", "reject_always"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("choice", "sent"),
+    [
+        (Approval.ONCE, "allow_once"),
+        (Approval.ALWAYS, "allow_always"),
+        (Approval.DENY, "reject_once"),
+    ],
+)
+async def test_the_option_sent_is_the_kind_the_person_chose_in_any_order(
+    tmp_path: Path, chat: Chat, order: tuple[str, ...], choice: Approval, sent: str
+) -> None:
+    async def answer(ask: PermissionAsk) -> Approval:
+        return choice
+
+    engine = make_engine(tmp_path, chat, approve=answer)
+    try:
+        await run_turn(engine, chat, f"clean up [[permission:{','.join(order)}]]")
+    finally:
+        await engine.aclose()
+    answers = [r for r in received(tmp_path) if "permission" in r]
+    assert [r["option"] for r in answers] == [sent]
+
+
+async def test_allow_once_is_never_sent_as_always_when_only_always_is_offered(
+    tmp_path: Path, chat: Chat
+) -> None:
+    async def once(ask: PermissionAsk) -> Approval:
+        return Approval.ONCE
+
+    engine = make_engine(tmp_path, chat, approve=once)
+    try:
+        events = await run_turn(engine, chat, "clean up [[permission:allow_always,reject_once]]")
+    finally:
+        await engine.aclose()
+    assert [r.get("option") for r in received(tmp_path) if "permission" in r] == [None]
+    p = problem_of(events).problem
+    assert "offers only to allow that always" in p.message
+    assert p.next_step is not None and "Always" in p.next_step.label
+
+
+def test_always_falls_back_to_once_and_deny_to_reject_always() -> None:
+    from acp.schema import PermissionOption
+
+    def offered(*kinds: str) -> list[PermissionOption]:
+        return [PermissionOption(option_id=k, name=k, kind=k) for k in kinds]  # type: ignore[arg-type]
+
+    once = option_for(Approval.ALWAYS, offered("reject_once", "allow_once"))
+    assert once is not None and once.kind == "allow_once"
+    reject = option_for(Approval.DENY, offered("allow_always", "reject_always"))
+    assert reject is not None and reject.kind == "reject_always"
+    assert option_for(Approval.DENY, offered("allow_once")) is None
+    assert set(ALL_KINDS) == {o.kind for o in offered(*ALL_KINDS)}
 
 
 async def test_without_a_way_to_ask_a_permission_is_declined_and_says_why(

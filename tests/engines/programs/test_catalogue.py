@@ -40,7 +40,7 @@ async def test_codex_on_ollama_is_started_with_its_oss_flags(tmp_path: Path) -> 
     script = tmp_path / "codex.py"
     script.write_text(
         "import json, sys\n"
-        f"open({str(argv_file)!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+        f"open({str(argv_file)!r}, 'w').write(json.dumps([sys.argv[1:], sys.stdin.read()]))\n"
         "for event in ({'type': 'thread.started', 'thread_id': 't-1'},\n"
         "              {'type': 'item.completed', 'item': {'id': 'i', 'type': 'agent_message',\n"
         "                                                  'text': 'Local answer'}},\n"
@@ -62,10 +62,11 @@ async def test_codex_on_ollama_is_started_with_its_oss_flags(tmp_path: Path) -> 
     events = [e async for e in engine.turn(turn)]
     assert isinstance(events[-1], Done)
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Local answer"
-    argv = json.loads(argv_file.read_text("utf-8"))
+    argv, stdin = json.loads(argv_file.read_text("utf-8"))
     assert argv[:2] == ["exec", "--json"]
     assert "--oss" in argv and argv[argv.index("--local-provider") + 1] == "ollama"
-    assert argv[-2:] == ["--", "hello"]
+    # The message goes on stdin ("-"), never on the command line.
+    assert argv[-1] == "-" and "hello" not in argv and stdin == "hello"
     # The chat works in its own folder inside the data dir; the thread id is kept there too.
     assert (tmp_path / "data" / "programs" / "work" / "c1").is_dir()
     assert (

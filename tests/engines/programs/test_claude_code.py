@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from engines.base import (
+    Approval,
     Compacted,
     ContextEngine,
     Done,
@@ -20,13 +21,14 @@ from engines.base import (
     HandedOff,
     Message,
     ModelInfo,
+    Note,
+    PermissionAsk,
     Problem,
     ProblemKind,
     TextDelta,
     ToolCall,
     TurnInput,
 )
-from engines.programs.acp import PermissionAsk
 from engines.programs.claude_code import ClaudeCodeEngine, summary_from
 from tests.fakes.anthropic_server import ClaudeCodeServer
 
@@ -199,9 +201,9 @@ async def test_a_tool_the_person_declines_does_not_run(
 ) -> None:
     asked: list[PermissionAsk] = []
 
-    async def decline(ask: PermissionAsk) -> bool:
+    async def decline(ask: PermissionAsk) -> Approval:
         asked.append(ask)
-        return False
+        return Approval.DENY
 
     chat = Chat()
     engine = make_engine(tmp_path, server, chat, approve=decline)
@@ -211,11 +213,15 @@ async def test_a_tool_the_person_declines_does_not_run(
     assert any(isinstance(e, ToolCall) for e in events)
     assert not (tmp_path / "work" / "ran.txt").exists()
     assert isinstance(events[-1], Done)  # Claude Code answered in words after the refusal
+    # ... and the refusal is said, in the answer and on ``conch ask``'s stderr.
+    (note,) = [e for e in events if isinstance(e, Note)]
+    assert note.topic == "tools" and "Claude Code asked to use Bash" in note.text
+    assert "not allowed" in note.text
 
 
 async def test_a_tool_the_person_allows_runs(tmp_path: Path, server: ClaudeCodeServer) -> None:
-    async def allow(ask: PermissionAsk) -> bool:
-        return True
+    async def allow(ask: PermissionAsk) -> Approval:
+        return Approval.ONCE
 
     chat = Chat()
     engine = make_engine(tmp_path, server, chat, approve=allow)

@@ -218,3 +218,31 @@ async def test_a_program_that_exits_mid_turn_says_so_and_keeps_what_it_wrote(
     assert problem.problem.partial
     assert "exit code 7" in problem.problem.message
     assert "out of cheese" in problem.problem.detail
+
+
+@needs_codex
+async def test_a_prompt_of_200000_characters_reaches_codex_and_never_its_command_line(
+    tmp_path: Path, server: ResponsesServer
+) -> None:
+    # A command-line argument is capped at 128 KiB, and ``ps`` shows it to every user: the
+    # prompt goes on stdin. The wrapper writes down the arguments Codex was started with.
+    argv_file = tmp_path / "argv.txt"
+    wrapper = (
+        "/bin/sh",
+        "-c",
+        f'printf "%s\\n" "$@" >> "{argv_file}"; exec "{CODEX}" "$@"',
+        "codex",
+    )
+    chat = Chat()
+    engine = make_engine(tmp_path, server, chat, command=wrapper)
+    first = await run_turn(engine, chat, "Here comes my diary.")
+    assert isinstance(first[-1], Done), first
+    # On the thread Codex keeps, the next message goes whole, however long.
+    secret_line = "My diary, private: the larch by the gate."
+    paste = secret_line + " " + "x" * 200_000
+    events = await run_turn(engine, chat, paste)
+    assert isinstance(events[-1], Done), events
+    assert secret_line in said(server) and "x" * 200_000 in said(server)
+    started_with = argv_file.read_text("utf-8")
+    assert started_with.count("exec") == 2 and "resume" in started_with
+    assert "diary" not in started_with
