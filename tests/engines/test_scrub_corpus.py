@@ -6,39 +6,19 @@ back exactly as it went in. The corpus is data so that other tests (and bench.sc
 
 from __future__ import annotations
 
-import json
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bench.scrub import load, survivors
 from engines.scrub import MARKER, contains_secret, scrub
 from tests.cost import LINEAR_GROWTH, growth
-
-CORPUS = Path(__file__).resolve().parent.parent / "data" / "secret_shapes.json"
-PIECE = 5  # no run of this many of a secret's characters may survive
 
 
 @cache
 def corpus() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(CORPUS.read_text(encoding="utf-8"))
-    return data
-
-
-def survivors(text: str, secret: str, scrubbed: str) -> list[str]:
-    """The pieces of ``secret`` (``PIECE`` characters, holding a letter or digit) still in
-    ``scrubbed`` that the rest of ``text`` did not hold already."""
-    size = min(PIECE, len(secret))
-    around = text.replace(secret, "\0")
-    found = []
-    for i in range(len(secret) - size + 1):
-        piece = secret[i : i + size]
-        if not any(c.isalnum() for c in piece) or piece in around or piece in MARKER:
-            continue
-        if piece in scrubbed:
-            found.append(piece)
-    return found
+    return load()
 
 
 def test_the_corpus_is_large_sourced_and_well_formed() -> None:
