@@ -137,8 +137,10 @@ _PW_ARTICLES = (
 )
 _PW_ARTICLE = "(?:" + _PW_ARTICLES + ")"
 # "is" and ":" in those languages
-_PW_IS = r"(?:is|was|are|were|ist|lautet|war|est|était|etait|es|era|è|é|jest|to|är|er|je|=)"
-_PW_VERB = r"(?:[ \t]+" + _PW_IS + r"(?:[ \t]*:)?|[ \t]*[:=])"
+_PW_IS = (
+    r"(?:is|was|are|were|ist|lautet|war|est|c['’]est|était|etait|es|era|è|é|jest|to|är|er|je|=)"
+)
+_PW_VERB = r"(?:[ \t]+" + _PW_IS + r"(?:[ \t]*:)?|[ \t]*[:=]|['’]s)"
 _PW_VALUE = r"(\"[^\"\r\n]{1,200}\"|'[^'\r\n]{1,200}'|[^\s\"'`,;()\[\]{}<>]{1,200})"
 # "my password is hunter2", "the wifi password is 'swordfish'", "password for the router is
 # admin123", "password hunter2", "mein Passwort ist …", "le mot de passe du wifi est …", and
@@ -185,7 +187,7 @@ _PASSWORD_WORDS = {
     "haslo",
     "mdp",
 }
-_VERB = re.compile(r"(?i)(?<![\w])" + _PW_IS + r"(?![\w])|[=:]")
+_VERB = re.compile(r"(?i)(?<![\w])" + _PW_IS + r"(?![\w])|[=:]|['’]s(?![\w])")
 # netrc names the password right after the login (or the machine), on its line or the one above
 _NETRC_BEFORE = re.compile(r"(?i)(?<![A-Za-z0-9])(?:login|machine|account)[ \t]+\S{1,200}[ \t]+$")
 _NETRC_ABOVE = re.compile(r"(?i)^[ \t]*(?:login|machine|account)[ \t]+\S{1,200}[ \t]*\r?\n$")
@@ -466,10 +468,11 @@ def _strong(value: str) -> bool:
 
 def _said(name: str, sep: str) -> bool:
     """Whether ``sep`` says "is" (or ":"); Polish "to" counts only after a Polish name."""
-    verbs = [v.group(0).lower() for v in _VERB.finditer(sep)]
+    verbs = [v.group(0).lower().replace("’", "'") for v in _VERB.finditer(sep)]
     if verbs == ["to"]:
         return name.lower() in ("hasło", "haslo")
-    return bool(verbs)
+    # "password's" is as often "the password's strength" as "the password is": judged as unsaid
+    return bool(verbs) and verbs != ["'s"]
 
 
 def _sub_password_said(m: re.Match[str]) -> str:
@@ -477,7 +480,7 @@ def _sub_password_said(m: re.Match[str]) -> str:
     if value.startswith(("[secret", MARKER)):
         return m.group(0)
     quoted = value[0] in "\"'"
-    core = value[1:-1] if quoted else value.rstrip(".,;:!?")
+    core = value[1:-1] if quoted else value.rstrip(".,;:")
     trail = "" if quoted else value[len(core) :]
     if not quoted and m.string[m.end() : m.end() + 1] in ("(", "[", "."):
         return m.group(0)  # code: password = unquote(password), password: Optional[bytes]
@@ -485,13 +488,15 @@ def _sub_password_said(m: re.Match[str]) -> str:
         return m.group(0)
     if not (name.lower() in ("password", "passwd") and _in_netrc(m)):
         said = _said(name, sep)
-        if len(core) < 3 or (not said and name.lower() == "pin"):
+        # Judged without a sentence's "!" or "?", which are hidden with it all the same.
+        word = core if quoted else core.rstrip("!?")
+        if len(word) < 3 or (not said and name.lower() == "pin"):
             return m.group(0)
         if quoted:
             pass
-        elif said and _prose(core):
+        elif said and _prose(word):
             return m.group(0)  # "the password is required"
-        elif not said and not _strong(core):
+        elif not said and not _strong(word):
             return m.group(0)  # "password manager", "password and/or user name"
     hidden = f"{value[0]}{MARKER}{value[-1]}" if quoted else MARKER + trail
     return f"{name}{sep}{hidden}"
@@ -706,6 +711,20 @@ _KEY_NEEDS = (
 )  # fmt: skip
 
 
+_NUMBERED = re.compile(r"([A-Za-z]*)\d+([A-Za-z]*)")
+
+
+def _plain_part(part: str) -> bool:
+    """A number, a word, or a word with a number ("v1", "rc2", "alpha4", "x86", "2nd")."""
+    if part.isdigit() or part.isalpha():
+        return True
+    m = _NUMBERED.fullmatch(part)
+    if m is None or (m.group(1) and m.group(2)):
+        return False
+    letters = m.group(1) or m.group(2)
+    return len(letters) <= 3 or _wordlike(letters)
+
+
 def _keyish(value: str) -> bool:
     """A value that reads like a generated key: letters and digits mixed within its parts."""
     if len(value) < 12:
@@ -716,7 +735,7 @@ def _keyish(value: str) -> bool:
         return len(value.replace("-", "")) >= 16  # a hex key or a UUID named as a key
     # Dates, versions and identifiers are words and numbers between separators.
     parts = [p for p in re.split(r"[\-_.+/=~]", value) if p]
-    if all(p.isdigit() or p.isalpha() for p in parts):
+    if all(_plain_part(p) for p in parts):
         return False
     wordy = sum(len(p) for p in _PIECES.findall(value) if _wordlike(p))
     return wordy / len(value) < 0.45
