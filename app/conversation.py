@@ -40,6 +40,7 @@ from engines.base import (
 )
 from engines.context.continuation import join_answer
 from engines.providers.base import default_next_step
+from engines.scrub import scrub
 from engines.window import LEAN_WINDOW
 
 log = logging.getLogger("conch.conversation")
@@ -437,7 +438,7 @@ class Conversation:
     def _observe(self, event: Event, model: ModelInfo) -> None:
         if isinstance(event, Compacted):
             self.store.add_compaction(
-                self.chat_id, event.first_kept_seq, event.summary, event.model
+                self.chat_id, event.first_kept_seq, scrub(event.summary), event.model
             )
             self._start_learning(event.first_kept_seq)
         elif isinstance(event, Healed) and self.health is not None:

@@ -5,7 +5,9 @@ them whole), and each summary as readable text. What a tool gave back is marked 
 Markdown a labelled block quoted as plain text (it is not the model's words, nor markup), in
 JSON a "tool" message with the call it answered. JSON also keeps the other versions of a
 regenerated answer. Neither holds a setting, a key or anything about the computer: the chat's
-own words only.
+own words only. Summaries are scrubbed of secrets once more on the way out, since one written
+before a scrubbing rule existed may still hold what the rule now catches; the messages are the
+person's own words and go out as they are.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from app.settings import write_atomically
 from app.store import ChatStore, StoredMessage
 from app.tool_calls import RESULT_LABEL, tool_call_book
 from engines.base import ToolResult
+from engines.scrub import scrub
 
 FORMAT = "conch-chat"  # the JSON export's "format"; app/importers.py recognises it
 VERSION = 1
@@ -67,7 +70,7 @@ def _summaries(store: ChatStore, chat_id: str) -> list[tuple[int, str, str, floa
         "WHERE chat_id = ? AND summary != '' ORDER BY id",
         (chat_id,),
     )
-    return [(int(r[0]), str(r[1]), str(r[2]), float(r[3])) for r in rows]
+    return [(int(r[0]), scrub(str(r[1])), str(r[2]), float(r[3])) for r in rows]
 
 
 def _default_name(model_key: str) -> str:
@@ -89,7 +92,8 @@ def to_markdown(
     for m in messages:
         if fold is not None and m.seq == fold.first_kept_seq:
             lines += ["---", "", f"*Earlier messages are summarised for {fold.model}:*", ""]
-            lines += ["> " + line if line else ">" for line in fold.summary.splitlines()]
+            summary = scrub(fold.summary)
+            lines += ["> " + line if line else ">" for line in summary.splitlines()]
             lines += ["", "---", ""]
         if m.role == "tool":
             lines += _tool_block(m.text, calls.get(m.seq))

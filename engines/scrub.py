@@ -3,14 +3,20 @@
 Everything here is a plain regex pass with bounded or single-pass quantifiers, so a 5 MB paste
 costs a few linear scans and nothing can backtrack catastrophically. The rules err on the side
 of leaving a secret out, but they leave ordinary long words, URLs without credentials, git SHAs,
-checksums and UUIDs alone: those are facts a person wants kept.
+checksums and UUIDs alone: those are facts a person wants kept. A UUID or hex string named as a
+key or token ("my azure key is 3f9a…") is taken, though.
 
 What counts as a secret: API keys and tokens of known shapes (the prefixes well-kept secret
-scanners such as gitleaks use), keys and passwords in assignments, headers, URLs, command lines
-(``mysql -p…``, ``sshpass -p``, ``curl -u``) and netrc lines, "my password is …", private key
-blocks, password hashes (htpasswd, crypt), TOTP seeds, wallet recovery phrases, long random
-tokens, and numbers that are secrets by themselves: card numbers (Luhn), IBANs (mod 97) and US
-social security numbers. Check digits keep order numbers and phone numbers from being taken.
+scanners such as gitleaks use), keys and passwords in assignments, headers, URLs of any scheme
+(``redis://:pw@host``), command lines (``mysql -p…``, ``sshpass -p``, ``curl -u``) and netrc
+lines, a password said in a sentence either way round ("my password is …", "… as my password",
+"mein Passwort ist …", "mon mot de passe est …", and Spanish, Italian, Portuguese, Dutch and
+Polish), a long random value named as a key, token, secret or password, private key blocks,
+password hashes (htpasswd, crypt), TOTP seeds, wallet recovery phrases (any case, commas or
+not), long random tokens, and numbers that are secrets by themselves: card numbers (Luhn; spaced,
+dashed or dotted), IBANs (any case; country length and mod 97) and US social security numbers.
+Check digits keep order numbers from being taken; phone numbers are kept (they name a contact,
+they do not open anything), and so are prices, dates and version numbers.
 """
 
 from __future__ import annotations
@@ -47,9 +53,28 @@ _KEYS = re.compile(
             r"xai-[A-Za-z0-9]{20,}",
             r"hf_[A-Za-z0-9]{20,}",
             rf"AIza[{_T}]{{30,}}",
-            rf"(?:AKIA|ASIA)[A-Z0-9]{{16}}(?![{_T}])",
-            r"xox[abposr]-[A-Za-z0-9\-]{10,}",
+            rf"GOCSPX-[{_T}]{{20,}}",  # Google OAuth client secret
+            rf"ya29\.[{_T}]{{20,}}",  # Google OAuth access token
+            rf"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{{16}}(?![{_T}])",
+            r"(?:xoxe\.)?xox[abposre]-[A-Za-z0-9\-]{10,}",
+            r"xapp-\d-[A-Za-z0-9\-]{10,}",
             r"[rsp]k_(?:live|test)_[A-Za-z0-9]{16,}",
+            r"whsec_[A-Za-z0-9]{24,}",  # Stripe webhook signing secret
+            # Twilio account and API key ids: two letters and 32 hex digits
+            rf"(?:AC|SK)[0-9a-fA-F]{{32}}(?![{_T}])",
+            # Azure: an Entra ID client secret, and the 84-character keys that carry "JQQJ9"
+            r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}",
+            r"[A-Za-z0-9]{52}JQQJ9[9DH][A-Za-z0-9]{26}(?:[A-Za-z0-9]{2}==)?",
+            r"dop_v1_[a-f0-9]{64}",  # DigitalOcean
+            r"dapi[a-f0-9]{32}",  # Databricks
+            r"r8_[A-Za-z0-9]{30,}",  # Replicate
+            r"pplx-[A-Za-z0-9]{30,}",  # Perplexity
+            r"lin_api_[A-Za-z0-9]{30,}",  # Linear
+            rf"ATATT3[{_T}=]{{30,}}",  # Atlassian
+            r"api_org_[A-Za-z0-9]{20,}",  # Hugging Face organisation
+            r"key-[0-9a-f]{32}(?![A-Za-z0-9])",  # Mailgun
+            rf"\d{{8,10}}:AA[{_T}]{{30,40}}",  # Telegram bot
+            r"AGE-SECRET-KEY-1[0-9A-Z]{58}",
             # JSON web tokens: three base64url parts, the first two JSON
             rf"eyJ[{_T}]{{8,}}\.eyJ[{_T}]{{8,}}\.[{_T}]{{8,}}",
             # Discord bot and user tokens: the account id in base64, a time, an HMAC
@@ -77,31 +102,97 @@ _AUTH_HEADER = re.compile(
 # Names whose value is a secret. The name may be the tail of a longer identifier
 # (OPENAI_API_KEY, db_password) but must end there (max_tokens is not a token).
 _SECRET_NAME = (
-    r"(?:passwords?|passwd|pwd|passphrase|pass|secret|client[_-]?secret|secret[_-]?key"
+    r"(?:passwords?|passwd|pwd|pw|passphrase|pass|secret|client[_-]?secret|secret[_-]?key"
     r"|api[_-]?key|apikey|access[_-]?key|access[_-]?token|auth[_-]?token|refresh[_-]?token"
-    r"|id[_-]?token|session[_-]?token|token|private[_-]?key|credentials?)"
+    r"|id[_-]?token|session[_-]?token|token|private[_-]?key|credentials?"
+    r"|account[_-]?key|shared[_-]?access[_-]?key|subscription[_-]?key|sas[_-]?token"
+    r"|master[_-]?key|signing[_-]?key|encryption[_-]?key|app[_-]?secret|consumer[_-]?secret"
+    r"|passwort|kennwort|contrase[ñn]a|senha|wachtwoord|has[łl]o|mdp)"
 )
+# A name starts after a non-letter, or inside a camelCase identifier (openaiApiKey).
+_NAME_START = r"(?:(?<![A-Za-z0-9])|(?-i:(?<=[a-z0-9])(?=[A-Z])))"
 _ASSIGN = re.compile(
-    r"(?i)(?<![A-Za-z0-9])((?:[A-Za-z0-9]{1,40}[_\-.])?" + _SECRET_NAME + r")(?![A-Za-z0-9])"
+    r"(?i)" + _NAME_START + r"((?:[A-Za-z0-9]{1,40}[_\-.])?" + _SECRET_NAME + r")(?![A-Za-z0-9])"
     r"([\"']?[ \t]{0,8}(?::=|=>|[:=])[ \t]{0,8})"
     r"(?:\"([^\"\r\n]{1,300})\"|'([^'\r\n]{1,300})'|([^\s\"'`,;()\[\]{}<>]{1,300}))"
 )
-# "my password is hunter2", "the wifi password is 'swordfish'", "password for the router is
-# admin123", "password hunter2", and netrc's "machine … login … password …". Prose ("the password
-# is required") is told apart in _sub_password_said.
-_PASSWORD_SAID = re.compile(
-    r"(?i)(?<![A-Za-z0-9_\-])(passwords?|passwd|passphrase|passcode|pin)"
-    r"((?:[ \t]+(?:for|to|of|on)[ \t]+(?:(?:the|my|our|your|this|that)[ \t]+)?"
-    r"[^\s\"'`,;()\[\]{}<>]{1,60})?"
-    r"(?:[ \t]+(?:is|was|are|were|=)(?:[ \t]*:)?|[ \t]*:)?[ \t]+)"
-    r"(\"[^\"\r\n]{1,200}\"|'[^'\r\n]{1,200}'|[^\s\"'`,;()\[\]{}<>]{1,200})"
+# What "password" is called, in English and the languages people most often write to Conch in;
+# German and Dutch also glue it to what it is for (WLAN-Passwort, Routerpasswort).
+_PW_NAMES = (
+    r"passwords?|passwd|passphrase|passcode|pin|pw|pwd|mdp"
+    r"|[a-zäöüß]{0,20}(?:passw[oö]rt(?:er)?|kennw[oö]rt(?:er)?|wachtwoord(?:en)?)"
+    r"|mots?[ \t]+de[ \t]+passe|contrase[ñn]as?|senhas?|palavras?-passe"
+    r"|parola[ \t]+d['’]ordine|has[łl]o|l[öo]senord|adgangskode|passord|salasana|heslo"
+    r"|[şs]ifre(?:m|si)?|jelsz[óo]"
 )
-_PASSWORD_WORDS = {"password", "passwords", "passwd", "pwd", "pass", "passphrase", "pin"}
-_VERB = re.compile(r"(?i)(?<![a-z])(?:is|was|are|were)(?![a-z])|[=:]")
+# "for the router", "für das WLAN", "du wifi", "de mi correo", "van de router", "do banku"
+_PW_FOR = (
+    r"(?:for|to|of|on|für|fur|zum|zur|vom|von|des|du|de|pour|del|della|dello|do|da|dos|das"
+    r"|van|voor|dla|na|til|för)"
+)
+_PW_ARTICLES = (
+    r"the|my|our|your|this|that|his|her|their|das|die|der|den|dem|mein|meine|meinen|meinem"
+    r"|unser|unsere|le|la|les|l'|mon|ma|notre|el|mi|nuestro|il|lo|mio|mia|o|a|meu|minha|het"
+    r"|mijn|moje|mojego|mojej|min|mitt|a[ \t]+minha|o[ \t]+meu|la[ \t]+mia|il[ \t]+mio"
+)
+_PW_ARTICLE = "(?:" + _PW_ARTICLES + ")"
+# "is" and ":" in those languages
+_PW_IS = (
+    r"(?:is|was|are|were|ist|lautet|war|est|c['’]est|était|etait|es|era|è|é|jest|to|är|er|je|=)"
+)
+_PW_VERB = r"(?:[ \t]+" + _PW_IS + r"(?:[ \t]*:)?|[ \t]*[:=]|['’]s)"
+_PW_VALUE = r"(\"[^\"\r\n]{1,200}\"|'[^'\r\n]{1,200}'|[^\s\"'`,;()\[\]{}<>]{1,200})"
+# "my password is hunter2", "the wifi password is 'swordfish'", "password for the router is
+# admin123", "password hunter2", "mein Passwort ist …", "le mot de passe du wifi est …", and
+# netrc's "machine … login … password …". Prose ("the password is required") is told apart in
+# _sub_password_said.
+_PASSWORD_SAID = re.compile(
+    r"(?i)(?<![A-Za-z0-9_])(" + _PW_NAMES + r")"
+    r"((?:[ \t]+" + _PW_FOR + r"(?:[ \t]+" + _PW_ARTICLE + r")?"
+    r"(?:[ \t]+[^\s\"'`,;()\[\]{}<>]{1,60}){1,2}"
+    + _PW_VERB
+    + r"|"
+    + _PW_VERB
+    + r")?[ \t]+)"
+    + _PW_VALUE
+)
+# The other way round: "hunter2 is my password", "I use X as my password", "X ist mein
+# Passwort", "X comme mot de passe", "X como contraseña", "X jako hasło" - up to the end of the
+# clause, so "Bitwarden is my password manager" stays.
+_PASSWORD_BEFORE = re.compile(
+    r"(?i)(?<![^\s\"'(\[,])" + _PW_VALUE + r"([ \t]+(?:as|is|was|als|ist|war|comme|est|como|es"
+    r"|come|è|é|jako|to|for|für|pour|para|per|voor)"
+    r"(?:[ \t]+(?:" + _PW_ARTICLES + r"|new|neues|neue|nouveau|nuevo|nueva|nuovo|nuova"
+    r"|novo|nova|nieuw|nieuwe|nowe|nowym|new)){0,3}[ \t]+(?:" + _PW_NAMES + r"))"
+    r"(?=[ \t]*(?:$|[\r\n.,;:!?)\]\"'’])|[ \t]+(?:and|but|for|on|at|since|now|too|so|because"
+    r"|from|until|und|aber|für|seit|et|mais|pour|depuis|y|pero|para|desde|e|ma|per|da|en|maar"
+    r"|voor|sinds|i|ale|dla|od)(?![A-Za-z]))"
+)
+_PASSWORD_WORDS = {
+    "password",
+    "passwords",
+    "passwd",
+    "pwd",
+    "pw",
+    "pass",
+    "passphrase",
+    "pin",
+    "passwort",
+    "kennwort",
+    "contraseña",
+    "contrasena",
+    "senha",
+    "wachtwoord",
+    "hasło",
+    "haslo",
+    "mdp",
+}
+_VERB = re.compile(r"(?i)(?<![\w])" + _PW_IS + r"(?![\w])|[=:]|['’]s(?![\w])")
 # netrc names the password right after the login (or the machine), on its line or the one above
 _NETRC_BEFORE = re.compile(r"(?i)(?<![A-Za-z0-9])(?:login|machine|account)[ \t]+\S{1,200}[ \t]+$")
 _NETRC_ABOVE = re.compile(r"(?i)^[ \t]*(?:login|machine|account)[ \t]+\S{1,200}[ \t]*\r?\n$")
-# Words that follow "password is" in prose, not in a sentence that gives the password away.
+# Words that follow "password is" in prose, not in a sentence that gives the password away
+# (English, then German, French, Spanish, Italian, Portuguese, Dutch, Polish).
 _PROSE_WORDS = """
     a an the this that it its my your our their his her not no none null nil empty blank unset
     set missing required optional needed mandatory incorrect correct wrong right invalid valid
@@ -114,6 +205,21 @@ _PROSE_WORDS = """
     without by as into via under over about within between before after being been be
     something anything nothing everything same mine yours ours theirs his hers secret
     one two three four five six seven eight nine ten twelve
+    str int bytes bool string float any optional list dict text secretstr
+    ein eine einen nicht kein keine falsch richtig erforderlich notwendig abgelaufen
+    geändert vergessen sicher unsicher leer zu kurz lang geheim gültig ungültig neu alt
+    un une le la les pas mon ton son faux incorrect requis obligatoire expiré oublié changé
+    vide trop court long sûr valide invalide nouveau secret
+    una el no mi tu su incorrecta correcta obligatoria requerida olvidada segura vacía
+    demasiado corta larga nueva secreta inválida válida
+    non il lo mio sbagliata corretta obbligatoria richiesta scaduta dimenticata errata
+    vuota troppo corta lunga nuova segreta valida
+    um uma não meu minha incorreta correta obrigatória expirada esquecida fraca forte vazia
+    muito curta longa nova secreta inválida
+    een het de niet geen mijn onjuist juist verplicht vereist verlopen vergeten leeg te
+    kort lang nieuw geheim ongeldig geldig
+    nie jest moje nieprawidłowe prawidłowe wymagane błędne puste za zbyt krótkie długie
+    nowe tajne
     """
 _PROSE_AFTER_PASSWORD = frozenset(_PROSE_WORDS.split())
 
@@ -160,10 +266,28 @@ _TOTP_WORDS = re.compile(
 # fours (Amex 4-6-5); IBANs: a country, two check digits and up to 30 letters and digits; US
 # social security numbers: 3-2-4 digits (bare 9 digits only when named).
 _CARD = re.compile(
-    r"(?<![\w.,/+\-])(?:\d{4}(?:[ \-]\d{4}){2,3}(?:[ \-]\d{1,3})?|\d{4}[ \-]\d{6}[ \-]\d{4,5}"
-    r"|\d{13,19})(?![\w/\-]|[.,]\d)"
+    r"(?<![\w.,/+\-])(?<!\d[ \u00a0.\-])(?:\d{4}(?:[ \u00a0.\-]\d{4}){2,3}(?:[ \u00a0.\-]\d{3})?"
+    r"|\d{4}[ \u00a0.\-]\d{6}[ \u00a0.\-]\d{4,5}|\d{13,19})"
+    # not a part of a longer run of grouped digits (an account number, an IBAN's tail)
+    r"(?![\w/\-]|[.,]\d|[ \u00a0.\-]\d)"
 )
-_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,32}(?![A-Za-z0-9])")
+# Any case, grouped by spaces, dashes or dots; the country and its IBAN length are checked too.
+_IBAN = re.compile(
+    r"(?i)(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ \u00a0.\-]?[A-Z0-9]){11,32}(?![A-Za-z0-9])"
+)
+# ISO 13616: each country's IBAN length (SWIFT's IBAN registry)
+_IBAN_LENGTHS = {
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22,
+    "BI": 27, "BR": 29, "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DJ": 27,
+    "DK": 18, "DO": 28, "EE": 20, "EG": 29, "ES": 24, "FI": 18, "FK": 18, "FO": 18, "FR": 27,
+    "GB": 22, "GE": 22, "GI": 23, "GL": 18, "GR": 27, "GT": 28, "HR": 21, "HU": 28, "IE": 22,
+    "IL": 23, "IQ": 23, "IS": 26, "IT": 27, "JO": 30, "KW": 30, "KZ": 20, "LB": 28, "LC": 32,
+    "LI": 21, "LT": 20, "LU": 20, "LV": 21, "LY": 25, "MC": 27, "MD": 24, "ME": 22, "MK": 19,
+    "MN": 20, "MR": 27, "MT": 31, "MU": 30, "NI": 28, "NL": 18, "NO": 15, "OM": 23, "PK": 24,
+    "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "RU": 33, "SA": 24, "SC": 31,
+    "SD": 18, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "SO": 23, "ST": 25, "SV": 28, "TL": 23,
+    "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20, "YE": 30,
+}  # fmt: skip
 _SSN = re.compile(r"(?<![\w\-])(\d{3})-(\d{2})-(\d{4})(?![\w\-])")
 _SSN_NAMED = re.compile(
     r"(?i)(?<![A-Za-z0-9])(ssn|social security(?: number| no\.?)?)"
@@ -174,13 +298,17 @@ _SSN_NAMED = re.compile(
 # perhaps numbered ("1. abandon 2. ability …"). Most of the list is ordinary words, but prose
 # never goes twelve words without "the", "a", "to", "and" or another word that is not on it.
 _WORD_RUN = re.compile(
-    r"(?<![\w'’\-])(?:\d{1,2}[.)][ \t]*+)?[a-z]{3,8}"
-    r"(?:[ \t]*+(?:\r?\n[ \t]*+)?(?<=\s)(?:\d{1,2}[.)][ \t]*+)?[a-z]{3,8}){11,}(?![\w'’\-])"
+    r"(?<![\w'’\-])(?:\d{1,2}[.):][ \t]*+)?[A-Za-z]{3,8}"
+    r"(?:[ \t]*+[,;]?[ \t]*+(?:\r?\n[ \t]*+)?(?<=[\s,;])(?:\d{1,2}[.):][ \t]*+)?[A-Za-z]{3,8})"
+    r"{11,}(?![\w'’\-])"
 )
 _SEED_WORDS = 12
 
 # user:password@host inside a URL
-_URL_CREDENTIALS = re.compile(r"(?<=://)([^\s:/@]{1,200}:)([^\s/@]{1,200})(@)")
+# (the user may be empty, as in redis://:pw@host; the password runs to the last "@")
+_URL_CREDENTIALS = re.compile(
+    r"(?<=://)([^\s:/@]{0,200}:)([^\s/]{1,200})(@)(?=[^\s/@]{0,255}(?:[/?#\s]|$))"
+)
 
 # --- private keys -----------------------------------------------------------------------------
 
@@ -194,7 +322,8 @@ _PEM_BODY = re.compile(
 # --- long random tokens -----------------------------------------------------------------------
 
 _RUN = re.compile(r"(?<![A-Za-z0-9_\-+=])[A-Za-z0-9_\-+=]{32,}")
-_B64_40 = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+# Base64 of 40 characters or more: an AWS secret access key (40), an Azure storage key (88)
+_B64 = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40,}={0,2}(?![A-Za-z0-9/+=])")
 _HEX = re.compile(r"[0-9a-fA-F\-]+")
 _PIECES = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 # The letter pairs that make up 98% of those in English-ish technical text (counted once over
@@ -280,6 +409,13 @@ def _sub_pem(text: str) -> str:
     return "".join(out)
 
 
+# Values after "password:" that are code (a type, a constant), not a password
+_NOT_A_PASSWORD = frozenset(
+    {"none", "null", "true", "false", "required", "str", "int", "bytes", "bool", "string"}
+    | {"float", "any", "optional", "text", "secretstr"}
+)
+
+
 def _sub_assign(m: re.Match[str]) -> str:
     name, sep = m.group(1), m.group(2)
     value = m.group(3) or m.group(4) or m.group(5) or ""
@@ -290,7 +426,7 @@ def _sub_assign(m: re.Match[str]) -> str:
         return m.group(0)  # code that reads a secret (os.environ["KEY"]), not the secret itself
     base = re.split(r"[_\-.]", name.lower())[-1]
     if base in _PASSWORD_WORDS or "pass" in base:
-        if len(value) < 3 or value.lower() in {"none", "null", "true", "false", "required"}:
+        if len(value) < 3 or value.lower() in _NOT_A_PASSWORD:
             return m.group(0)
     elif len(value) < 8 or value.replace(" ", "").isalpha():
         return m.group(0)  # keys have digits; "secret: keep it simple" is prose
@@ -320,6 +456,25 @@ def _prose(word: str) -> bool:
     return low in _PROSE_AFTER_PASSWORD or low.endswith(("ed", "ing", "ly", "able", "ible"))
 
 
+def _strong(value: str) -> bool:
+    """A word that reads like a password even with nothing saying so: a digit, a symbol in a
+    long word, or a capital inside it ("hunter22", "Qz!kLp#m", "CorrectHorse")."""
+    if any(c.isdigit() for c in value):
+        return True
+    if len(value) >= 6 and any(c in "!@#$%^&*?~+=_|" for c in value):
+        return True
+    return re.search(r"[a-zäöüéèàç][A-ZÄÖÜÉ]", value) is not None
+
+
+def _said(name: str, sep: str) -> bool:
+    """Whether ``sep`` says "is" (or ":"); Polish "to" counts only after a Polish name."""
+    verbs = [v.group(0).lower().replace("’", "'") for v in _VERB.finditer(sep)]
+    if verbs == ["to"]:
+        return name.lower() in ("hasło", "haslo")
+    # "password's" is as often "the password's strength" as "the password is": judged as unsaid
+    return bool(verbs) and verbs != ["'s"]
+
+
 def _sub_password_said(m: re.Match[str]) -> str:
     name, sep, value = m.group(1), m.group(2), m.group(3)
     if value.startswith(("[secret", MARKER)):
@@ -332,17 +487,33 @@ def _sub_password_said(m: re.Match[str]) -> str:
     if not any(c.isalnum() for c in core):
         return m.group(0)
     if not (name.lower() in ("password", "passwd") and _in_netrc(m)):
-        said = _VERB.search(sep) is not None
-        if len(core) < 3 or (not said and name.lower() == "pin"):
+        said = _said(name, sep)
+        # Judged without a sentence's "!" or "?", which are hidden with it all the same.
+        word = core if quoted else core.rstrip("!?")
+        if len(word) < 3 or (not said and name.lower() == "pin"):
             return m.group(0)
         if quoted:
             pass
-        elif said and _prose(core):
+        elif said and _prose(word):
             return m.group(0)  # "the password is required"
-        elif not said and not any(c.isdigit() for c in core):
+        elif not said and not _strong(word):
             return m.group(0)  # "password manager", "password and/or user name"
     hidden = f"{value[0]}{MARKER}{value[-1]}" if quoted else MARKER + trail
     return f"{name}{sep}{hidden}"
+
+
+def _sub_password_before(m: re.Match[str]) -> str:
+    value, rest = m.group(1), m.group(2)
+    if value.startswith(("[secret", MARKER)) or value.endswith("]"):
+        return m.group(0)
+    quoted = value[0] in "\"'" and len(value) > 1
+    core = value[1:-1] if quoted else value.strip(".,;:!?")
+    if len(core) < 3 or not any(c.isalnum() for c in core):
+        return m.group(0)
+    if not quoted and _prose(core):
+        return m.group(0)  # "this is my password", "what is your password"
+    hidden = f"{value[0]}{MARKER}{value[-1]}" if quoted else MARKER
+    return f"{hidden}{rest}"
 
 
 def _hidden(value: str) -> bool:
@@ -379,8 +550,12 @@ def _sub_card(m: re.Match[str]) -> str:
 
 
 def iban_checks(compact: str) -> bool:
-    """True when ``compact`` (no spaces) passes the IBAN check: its digits mod 97 are 1."""
+    """True when ``compact`` (no spaces, any case) is as long as its country's IBANs and passes
+    the IBAN check: its digits mod 97 are 1."""
     if not 15 <= len(compact) <= 34 or not compact.isalnum() or not compact.isascii():
+        return False
+    compact = compact.upper()
+    if _IBAN_LENGTHS.get(compact[:2]) != len(compact):
         return False
     moved = compact[4:] + compact[:4]
     return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
@@ -388,12 +563,11 @@ def iban_checks(compact: str) -> bool:
 
 def _sub_iban(m: re.Match[str]) -> str:
     found = m.group(0)
-    chunks = found.split(" ")
-    # The pattern may run on into a following word in capitals: try shorter until it checks.
-    for n in range(len(chunks), 0, -1):
-        if iban_checks("".join(chunks[:n])):
-            rest = " ".join(chunks[n:])
-            return MARKER + (" " + rest if rest else "")
+    chunks = re.split(r"([ \u00a0.\-])", found)  # chunks at even places, separators between
+    # The pattern may run on into a following word: try shorter until it checks.
+    for n in range(len(chunks), 0, -2):
+        if iban_checks("".join(chunks[:n:2])):
+            return MARKER + "".join(chunks[n:])
     return found
 
 
@@ -437,7 +611,7 @@ def _seed_words() -> frozenset[str]:
     return words
 
 
-_PLAIN_WORD = re.compile(r"[a-z]+")
+_PLAIN_WORD = re.compile(r"[A-Za-z]+")
 
 
 def _sub_seed(m: re.Match[str]) -> str:
@@ -456,7 +630,7 @@ def _sub_seed(m: re.Match[str]) -> str:
         run.clear()
 
     for word in _PLAIN_WORD.finditer(text):
-        if word.group(0) in words:
+        if word.group(0).lower() in words:
             run.append(word)
         else:
             close()
@@ -496,25 +670,93 @@ def _pathlike(value: str) -> bool:
     return wordy / len(value) >= 0.45
 
 
-def _sub_b64_40(m: re.Match[str]) -> str:
-    value = m.group(0)
+def _sub_b64(m: re.Match[str]) -> str:
+    found = m.group(0)
+    value = found.rstrip("=")
     has_all = (
         any(c.isupper() for c in value)
         and any(c.islower() for c in value)
         and any(c.isdigit() for c in value)
     )
     if not has_all:
-        return value
+        return found
     # 40 characters of base64 just after "aws", "secret" or "key": an AWS secret access key.
-    if _AWS_WORDS.search(m.string, max(0, m.start() - 60), m.start()):
+    if len(value) == 40 and _AWS_WORDS.search(m.string, max(0, m.start() - 60), m.start()):
         return MARKER
     if not ("/" in value or "+" in value):
-        return value  # no slash or plus: the general rule already judged it
+        return found  # no slash or plus: the general rule judges it
     core = value.replace("/", "").replace("+", "")
     if looks_random(core, min_len=30) or not _pathlike(value):
         return MARKER
-    return value
+    return found
 
+
+# A long value named as a key, token, secret or password in prose ("my azure key is 3f9a…",
+# "twilio auth token 0c4e…"): judged by its shape, more leniently than a value on its own.
+_NAMED_VALUE = re.compile(r"(?<![A-Za-z0-9_\-+/=.~])[A-Za-z0-9][A-Za-z0-9_\-+/=.~]{11,299}")
+_KEY_WORDS = (
+    r"api[ _-]?keys?|access[ _-]?keys?|secret[ _-]?keys?|keys?|tokens?|secrets?"
+    r"|client[ _-]?secret|auth[ _-]?token|pw|pwd|passwords?|passwort|credentials?|twilio|azure"
+    r"|schlüssel|cl[ée]|clave|chiave|chave|sleutel|klucz"
+)
+_KEY_BEFORE = re.compile(
+    r"(?i)(?<![A-Za-z0-9])(?:" + _KEY_WORDS + r")"
+    r"(?:[ \t]*[:=>\-]+|[ \t]+(?:is|was|are|ist|lautet|est|es|è|é|jest|to|now|reads|here"
+    r"|for|of|my|the|this|our|your|api|account|auth|sid|id|value|string))*"
+    r"[ \t]*[\"'`(]?$"
+)
+_KEY_NEEDS = (
+    "key", "token", "secret", "pw", "pass", "cred", "twilio", "azure", "schl", "cl",
+    "chiave", "chave", "sleutel", "klucz",
+)  # fmt: skip
+
+
+_NUMBERED = re.compile(r"([A-Za-z]*)\d+([A-Za-z]*)")
+
+
+def _plain_part(part: str) -> bool:
+    """A number, a word, or a word with a number ("v1", "rc2", "alpha4", "x86", "2nd")."""
+    if part.isdigit() or part.isalpha():
+        return True
+    m = _NUMBERED.fullmatch(part)
+    if m is None or (m.group(1) and m.group(2)):
+        return False
+    letters = m.group(1) or m.group(2)
+    return len(letters) <= 3 or _wordlike(letters)
+
+
+def _keyish(value: str) -> bool:
+    """A value that reads like a generated key: letters and digits mixed within its parts."""
+    if len(value) < 12:
+        return False
+    if not any(c.isdigit() for c in value) or not any(c.isalpha() for c in value):
+        return False
+    if _HEX.fullmatch(value):
+        return len(value.replace("-", "")) >= 16  # a hex key or a UUID named as a key
+    # Dates, versions and identifiers are words and numbers between separators.
+    parts = [p for p in re.split(r"[\-_.+/=~]", value) if p]
+    if all(_plain_part(p) for p in parts):
+        return False
+    wordy = sum(len(p) for p in _PIECES.findall(value) if _wordlike(p))
+    return wordy / len(value) < 0.45
+
+
+def _sub_named(m: re.Match[str]) -> str:
+    found = m.group(0)
+    value = found.rstrip(".")
+    if not _keyish(value):
+        return found
+    start, end = _line_before(m, 60)
+    if not _KEY_BEFORE.search(m.string, start, end):
+        return found
+    return MARKER + found[len(value) :]
+
+
+# Text without any of these holds no password word in any language above
+_PW_NEEDS = (
+    "pass", "pin", "pw", "mdp", "wort", "wachtwoord", "contrase", "senha", "has", "parola",
+    "senord", "adgangskode", "passord", "salasana", "heslo", "ifre", "jelsz",
+)  # fmt: skip
 
 # Each pass with the words its pattern cannot match without (lower case: looked for in the
 # text in lower case); a text without any of them skips the pass at the cost of a substring scan.
@@ -532,7 +774,8 @@ _PASSES: tuple[_Pass, ...] = (
     (_AUTH_HEADER, _sub_auth, ()),
     (_BEARER, _sub_bearer, ("bearer", "token")),
     (_ASSIGN, _sub_assign, ()),
-    (_PASSWORD_SAID, _sub_password_said, ("pass", "pin")),
+    (_PASSWORD_SAID, _sub_password_said, _PW_NEEDS),
+    (_PASSWORD_BEFORE, _sub_password_before, _PW_NEEDS),
     (_MYSQL_P, _sub_command, ("mysql", "mariadb")),
     (_SSHPASS, _sub_command, ("sshpass",)),
     (_CURL_USER, _sub_command, ("-u", "--user")),
@@ -542,8 +785,9 @@ _PASSES: tuple[_Pass, ...] = (
     (_SSN, _sub_ssn, ("-",)),
     (_SSN_NAMED, _sub_ssn_named, ("ssn", "social security")),
     (_WORD_RUN, _sub_seed, ()),
+    (_NAMED_VALUE, _sub_named, _KEY_NEEDS),
+    (_B64, _sub_b64, ()),
     (_RUN, _sub_random, ()),
-    (_B64_40, _sub_b64_40, ()),
 )
 
 
