@@ -31,13 +31,14 @@ import os
 import signal
 import sqlite3
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TextIO
 
 from app.arguments import parse_arguments
 from app.conversation import MessageSaved
 from app.data_dir import DataDirError, prepare_data_dir
+from app.logs import configure_logging, report_unhandled
 from app.memories import LearningRun
 from app.secrets import EnvironmentKeys, SecretStore, open_secrets
 from app.services import AppServices, ServicesError, build_services
@@ -206,7 +207,7 @@ async def _say_unknown_tools(host: ToolHost, allowed: Sequence[str], err: TextIO
     try:
         names = (await host.catalogue()).names()
     except Exception:  # the turn meets the same failure and says it in its own words
-        log.debug("listing the tools for --allow-tools failed", exc_info=True)
+        log.warning("listing the tools for --allow-tools failed", exc_info=True)
         return
     unknown = [name for name in allowed if name not in names]
     if not unknown:
@@ -345,11 +346,14 @@ async def run_ask(
     services = build_services(args.data_dir, mock=args.mock, secrets=_secrets(args))
     for problem in services.startup_problems:
         print(f"conch: {problem}", file=err)
+    # A task nobody awaits that fails (a tool server, learning) reaches the log and Health.
+    unreport = report_unhandled(services.health, asyncio.get_running_loop())
     _keep_runtime_warm(services, err)
     try:
         return await _ask(services, args, text, out, err, progress)
     finally:
         await services.aclose()
+        unreport()
 
 
 async def _ask(
@@ -546,8 +550,7 @@ def run_command(
     """Run ``conch models`` or ``conch ask`` from parsed arguments; returns the exit code."""
     out = Output(stdout or sys.stdout)
     err = stderr or sys.stderr
-    # Library warnings (a missing keyring, say) are for the log, not the answer's terminal.
-    logging.getLogger("conch").setLevel(logging.ERROR)
+    unlog: Callable[[], None] | None = None
     try:
         if args.command == "ask":
             if args.chat is not None:
@@ -564,6 +567,8 @@ def run_command(
                 err.write("conch ask: there is nothing to send (the message is empty).\n")
                 return USAGE
         args.data_dir = prepare_data_dir(args.data_dir)
+        # Warnings (a missing keyring, say) go to the log file, never to the answer's terminal.
+        unlog = configure_logging(args.data_dir, console=False)
         if args.command == "models":
             return asyncio.run(until_signalled(run_models(args, out, err), err))
         progress = Progress()
@@ -584,6 +589,9 @@ def run_command(
         with contextlib.suppress(OSError, ValueError):  # stderr itself may be what failed
             err.write(f"conch: {exc.strerror or exc}.\n")
         return FAILED
+    finally:
+        if unlog is not None:
+            unlog()
 
 
 def main(

@@ -7,41 +7,11 @@ folder for "Conch"): chats, memories, settings, health notes and the log all liv
 
 from __future__ import annotations
 
-import logging
-import logging.handlers
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from app.arguments import build_parser as build_parser  # the window's options live there
 from app.arguments import parse_arguments
-
-# --- logging ----------------------------------------------------------------------------------
-
-
-def configure_logging(data_dir: Path) -> None:
-    """Warnings to stderr; everything from INFO up to ``<data_dir>/logs/conch.log``."""
-    root = logging.getLogger("conch")
-    root.setLevel(logging.INFO)
-    if any(getattr(h, "_conch", False) for h in root.handlers):
-        return
-    console = logging.StreamHandler()
-    console.setLevel(logging.WARNING)
-    console.setFormatter(logging.Formatter("conch: %(levelname)s %(name)s: %(message)s"))
-    console._conch = True  # type: ignore[attr-defined]
-    root.addHandler(console)
-    try:
-        logs = data_dir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        to_file = logging.handlers.RotatingFileHandler(
-            logs / "conch.log", maxBytes=1_000_000, backupCount=3, encoding="utf-8"
-        )
-    except OSError as exc:
-        root.warning("the log file could not be opened (%s); logging to stderr only", exc)
-        return
-    to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    to_file._conch = True  # type: ignore[attr-defined]
-    root.addHandler(to_file)
 
 
 def run(argv: Sequence[str] | None = None) -> int:

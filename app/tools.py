@@ -167,7 +167,8 @@ class ToolSettings:
     def _lookup(self, key: str) -> str | None:
         try:
             return self._secrets.get(key)
-        except Exception:  # a keyring that fails reads as a missing secret, said in words
+        except Exception as exc:  # a keyring that fails reads as a missing secret, said in words
+            log.warning("reading the tool secret %s failed (%s)", key, type(exc).__name__)
             return None
 
     # --- following settings -----------------------------------------------------------------

@@ -18,13 +18,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench._common import is_summary_request
 from engines.base import Event, ModelInfo
 from engines.context.calibrate import count_request
 from engines.local import bundled, serve
 from engines.local.gate import in_background
 from engines.providers.base import ChatRequest, ProviderAdapter
 from engines.resources import read_prompt
-from tests.integration.conftest import is_summary_request
 
 _GENERATE = re.compile(rb"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens")
 _PROMPT_EVAL = re.compile(rb"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")

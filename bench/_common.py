@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engines.base import ModelInfo
+from engines.providers.base import ChatRequest
 
 
 class StandIn:
@@ -17,3 +18,10 @@ class StandIn:
 
     async def aclose(self) -> None:
         return None
+
+
+def is_summary_request(request: ChatRequest) -> bool:
+    """One of the summariser's requests (its first message holds the summary so far), not the
+    chat's."""
+    first = request.messages[0].text if request.messages else ""
+    return first.startswith("<summary-so-far>")

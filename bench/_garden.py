@@ -65,3 +65,16 @@ QUESTIONS = (
 def sentence(rng: random.Random) -> str:
     """One ordinary sentence about the garden."""
     return f"{rng.choice(SUBJECTS).capitalize()} {rng.choice(VERBS)} {rng.choice(CLAUSES)}."
+
+
+def prose(rng: random.Random, tokens: int) -> str:
+    """Plain English of about ``tokens`` estimated tokens (four characters a token)."""
+    parts = [rng.choice(OPENERS)]
+    size = len(parts[0])
+    target = max(40, tokens * 4 - 40)
+    while size < target:
+        line = sentence(rng)
+        parts.append(line)
+        size += len(line) + 1
+    parts.append(rng.choice(QUESTIONS))
+    return " ".join(parts)

@@ -20,22 +20,15 @@ import asyncio
 import json
 import math
 import random
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from bench import _policies
+from bench._scripted import Answer, ScriptedAdapter
 from engines.base import Compacted, Message, ModelInfo, TurnInput
 from engines.context.session import ApiSession
 from engines.providers.base import ChatRequest
 from engines.window import budget, estimate_message, estimate_tokens
-
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from tests.engines.scripted_adapter import Answer, ScriptedAdapter  # noqa: E402
 
 TURNS = 1_000
 WINDOWS = (8_192, 16_384, 32_768, 128_000)

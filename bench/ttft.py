@@ -61,6 +61,7 @@ if str(ROOT) not in sys.path:
 
 from bench import _policies  # noqa: E402
 from bench._bundled import Probe, UnavailableError, running  # noqa: E402
+from bench._garden import prose  # noqa: E402
 from engines.base import (  # noqa: E402
     Compacted,
     Done,
@@ -77,7 +78,6 @@ from engines.local.gate import gated  # noqa: E402
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError  # noqa: E402
 from engines.resources import read_prompt  # noqa: E402
 from engines.window import answer_reserve, budget, estimate_message, estimate_tokens  # noqa: E402
-from tests.integration.conftest import prose  # noqa: E402
 
 TURNS = 60
 WINDOWS = (2_048, 4_096)

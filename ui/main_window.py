@@ -34,6 +34,7 @@ from app.background import Background
 from app.export import SUFFIXES, ExportError, export_chat, suggested_name
 from app.export import Kind as ExportKind
 from app.importers import SOURCE_NAMES, ImportFailedError, Parsed, read_file, save
+from app.services import ServicesError
 from app.settings import SettingsError
 from app.store import StoredMessage
 from engines.base import Approval, ModelInfo, NextStep, PermissionAsk, Shortened, ToolAsk
@@ -319,6 +320,8 @@ class MainWindow(QMainWindow):
                 chat_id, approve=approve, approve_tool=approve_tool
             )
         except Exception as exc:  # ServicesError: no model ready, or the chat is gone
+            if not isinstance(exc, ServicesError):  # anything else is a bug: keep its trace
+                log.warning("opening the chat's conversation failed", exc_info=True)
             if not quiet:
                 self.show_status(str(exc))
             return None

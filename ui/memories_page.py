@@ -9,6 +9,7 @@ the book does not have.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 
@@ -34,6 +35,8 @@ from ui._widgets import hint_label, page_layout
 from ui.icons import MUTED, ON_ACCENT, icon
 from ui.row_list import RowList
 from ui.settings_sync import listen_to_settings, save_remember, set_checked_quietly
+
+log = logging.getLogger("conch.ui.memories")
 
 ChatTitle = Callable[[str], str | None]
 
@@ -378,6 +381,7 @@ class MemoriesPage(QWidget):
         try:
             title = self._chat_title(chat_id)
         except Exception:  # a chat log problem must not hide the memories
+            log.warning("the title of a memory's chat could not be read", exc_info=True)
             title = None
         return title or "a deleted chat"
 
@@ -439,6 +443,8 @@ class MemoriesPage(QWidget):
 
 
 def _failure(exc: BaseException) -> str:
+    # Not a sentence the book wrote for the person: a bug or a storage failure, kept in the log.
+    log.warning("changing the memories failed", exc_info=exc)
     return f"That did not work ({type(exc).__name__}). Nothing was changed."
 
 

@@ -487,6 +487,7 @@ class SettingsDialog(QDialog):
         try:
             self._secrets.set(name, key)
         except Exception as exc:  # a keyring that fails must not take the dialog down
+            log.warning("saving the key for %s failed (%s)", name, type(exc).__name__)
             row.show_result(f"The key could not be saved ({type(exc).__name__}).", "error")
             return
         row.field.clear()
@@ -496,8 +497,12 @@ class SettingsDialog(QDialog):
 
     def forget_key(self, name: str) -> None:
         row = self.rows[name]
-        with contextlib.suppress(Exception):
+        try:
             self._secrets.delete(name)
+        except Exception as exc:  # a keyring that fails must not take the dialog down
+            log.warning("removing the key for %s failed (%s)", name, type(exc).__name__)
+            row.show_result(f"The key could not be removed ({type(exc).__name__}).", "error")
+            return
         row.field.clear()
         self._show_key_state(name)
         row.show_result("Key removed.", "ok")
@@ -507,7 +512,8 @@ class SettingsDialog(QDialog):
         row = self.rows[name]
         try:
             has_key = bool(self._secrets.get(name))
-        except Exception:
+        except Exception as exc:  # shown as no key: typing one in saves it again
+            log.warning("reading the key for %s failed (%s)", name, type(exc).__name__)
             has_key = False
         if has_key:
             where = "this session" if self._secrets.warning else "your keyring"
@@ -556,7 +562,7 @@ class SettingsDialog(QDialog):
             raise
         except Exception as exc:
             if not isinstance(exc, ProviderError | TimeoutError | NotSetUpError):
-                log.info("testing %s failed", name, exc_info=exc)
+                log.warning("testing %s failed", name, exc_info=exc)
             row.show_result(describe_failure(exc, timeout=self.test_timeout, secret=key), "error")
             return
         row.show_result(describe_models(models), "ok")

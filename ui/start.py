@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.data_dir import DataDirError, prepare_data_dir
-from app.main import configure_logging
+from app.logs import configure_logging, report_unhandled
 from app.qt_libraries import check_qt_libraries, install_sentence, library_named_in
 
 if TYPE_CHECKING:
@@ -133,8 +133,10 @@ async def main(
     closing = asyncio.Event()
     window.closed.connect(closing.set)
     app.aboutToQuit.connect(closing.set)
-    window.show()
     loop = asyncio.get_running_loop()
+    # An exception in a slot or a task nobody awaits reaches the log and Health, not nowhere.
+    unreport = report_unhandled(services.health, loop)
+    window.show()
     starting = loop.create_task(window.start(), name="list-models")
     # The daily tidy-up reads what no fold has read yet; it runs while the window is open.
     tidying = loop.create_task(services.tidy_loop(window.show_learning), name="tidy-up")
@@ -165,6 +167,7 @@ async def main(
             log.warning("the services did not close within %s seconds", SHUTDOWN_SECONDS)
         theme.close()
         window.deleteLater()
+        unreport()
     return 0
 
 

@@ -85,7 +85,10 @@ def default_next_step(kind: ProblemKind, retry_after: float | None = None) -> Ne
             ProblemKind.MODEL_MISSING: "Pick another model, or download this one",
         }[kind]
         return NextStep(kind="open-settings", label=label)
-    if kind is ProblemKind.RATE_LIMITED:
+    # A busy server (503) may say when to come back, as a rate limit does.
+    if kind is ProblemKind.RATE_LIMITED or (
+        kind is ProblemKind.SERVER_ERROR and retry_after is not None
+    ):
         secs = retry_after if retry_after is not None else 30.0
         return NextStep(kind="wait", label=f"Try again in {round(secs)} seconds", seconds=secs)
     if kind in (

@@ -19,9 +19,12 @@ Both functions read untrusted text of any size and never raise.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from functools import lru_cache
 from typing import Any
+
+log = logging.getLogger("conch.providers.too_long")
 
 # Statuses whose body never means "the prompt is too long": keys, payment, missing models and
 # rate limits (OpenAI's 429 "Request too large ... tokens per min" is a rate limit, not a window).
@@ -600,6 +603,7 @@ def is_too_long(body: str, status: int | None = None) -> bool:
     try:
         return verdict(body, status)
     except Exception:  # a classifier must never take a turn down with it
+        log.warning("could not tell whether a refusal means too long", exc_info=True)
         return False
 
 
@@ -719,4 +723,5 @@ def window_in(body: str) -> int | None:
                 return found
         return None
     except Exception:  # see is_too_long
+        log.warning("could not read the window a refusal names", exc_info=True)
         return None

@@ -16,11 +16,11 @@ from app.conversation import Conversation, ConvEvent
 from app.health import HealthLog
 from app.services import history_messages
 from app.store import ChatStore
+from bench._scripted import Answer, Raise, ScriptedAdapter
 from engines.base import Done, ModelInfo, Problem, ProblemKind, Shortened
 from engines.context.session import ApiSession
 from engines.context.transcript import load_transcript
 from engines.providers.base import ProviderError
-from tests.engines.scripted_adapter import Answer, Raise, ScriptedAdapter
 
 SMALL = ModelInfo(provider="openai", id="gpt-small", label="GPT Small", context=8_192)
 WIDE = ModelInfo(provider="openai", id="gpt-wide", label="GPT Wide", context=32_768)

@@ -15,10 +15,10 @@ from app.health import HealthLog
 from app.importers import ImportedChat, ImportFailedError, parse_bytes, read_file, save
 from app.services import history_messages
 from app.store import ChatStore, StoredMessage, StoreError
+from bench._scripted import Answer, ScriptedAdapter
 from engines.base import Compacted, Done, ModelInfo
 from engines.context.session import ApiSession
 from engines.window import budget, estimate_tokens
-from tests.engines.scripted_adapter import Answer, ScriptedAdapter
 
 DATA = Path(__file__).parent.parent / "data" / "imports"
 

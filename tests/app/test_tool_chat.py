@@ -11,13 +11,13 @@ from app.services import history_messages, latest_fold, logged_history
 from app.settings import SettingsStore
 from app.store import ChatStore
 from app.tools import ChatToolHost, ToolSettings
+from bench._scripted import Answer, ScriptedAdapter
 from engines.base import Approval, ModelInfo, Note, TextDelta, ToolAsk, ToolCallData
 from engines.context.session import ApiSession
 from engines.context.tool_loop import ToolHost
 from engines.context.transcript import transcript_path
 from engines.tools.rules import tool_list_tokens
 from tests.app.test_cli import ROOT
-from tests.engines.scripted_adapter import Answer, ScriptedAdapter
 from tests.engines.tools.test_loop import Runner, notes_file
 
 MODEL = ModelInfo(provider="openai", id="gpt-wide", label="GPT Wide", context=128_000)

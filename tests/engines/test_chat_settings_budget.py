@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench._scripted import ScriptedAdapter
 from engines.base import Compacted, ModelInfo, TurnInput
 from engines.context.session import ApiSession
 from engines.window import answer_reserve, budget
-from tests.engines.scripted_adapter import ScriptedAdapter
 from tests.engines.test_session import FakeSummariser
 
 MODEL = ModelInfo(provider="openai", id="gpt-small", label="GPT Small", context=8_192)

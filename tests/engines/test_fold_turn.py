@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench._scripted import Answer, ScriptedAdapter
 from engines.base import (
     Compacted,
     Done,
@@ -27,7 +28,6 @@ from engines.context.protocols import SummaryResult
 from engines.context.session import SUMMARY_OPEN, ApiSession
 from engines.context.transcript import load_transcript
 from engines.providers.base import ChatRequest
-from tests.engines.scripted_adapter import Answer, ScriptedAdapter
 from tests.engines.test_session import (
     CHAT,
     FakeSummariser,

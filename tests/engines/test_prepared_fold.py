@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bench._scripted import Answer, ScriptedAdapter
 from engines.base import Compacted, Done, Event, ModelInfo, Note, TurnInput
 from engines.context.prepare import WARM_TOKENS
 from engines.context.session import SUMMARY_OPEN, ApiSession, summary_block
@@ -24,7 +25,6 @@ from engines.context.summarise import ModelSummariser
 from engines.local.gate import GatedAdapter, gated
 from engines.providers.base import ProviderAdapter
 from engines.providers.openai import ROWS, OpenAIAdapter
-from tests.engines.scripted_adapter import Answer, ScriptedAdapter
 from tests.engines.test_session import FakeSummariser, ending, only
 from tests.engines.test_session import run as run_scripted
 from tests.fakes.http import Recorded, Reply

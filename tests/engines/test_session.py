@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bench._scripted import Answer, Hang, NoDone, Raise, ScriptedAdapter
 from engines.base import (
     Attachment,
     Compacted,
@@ -39,7 +40,6 @@ from engines.window import (
     estimate_tokens,
     smallest_window,
 )
-from tests.engines.scripted_adapter import Answer, Hang, NoDone, Raise, ScriptedAdapter
 
 CHAT = "chat-1"
 SYSTEM = "You are Conch, a helpful assistant."

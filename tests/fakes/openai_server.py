@@ -371,6 +371,7 @@ class OpenAIStyleServer(LoopbackServer):
         self.in_stream_shape: str | None = None
         self.refusal: tuple[int, str] | None = None  # (status, body) for every chat request
         self.retry_after = "7"
+        self.busy_says_when = False  # a 5xx fault carries retry_after too, as a busy server may
         self.slow_seconds = 3600.0  # the "slow" fault: silent until the fake stops
         self.lmstudio_rest = "v1"  # "v1", "v0" or "none": which LM Studio REST list exists
         self.props = True  # llama-server answers /props
@@ -685,6 +686,7 @@ class OpenAIStyleServer(LoopbackServer):
             return Reply.json(
                 {"error": {"message": "The server had an error while processing your request."}},
                 status=int(fault),
+                headers={"retry-after": self.retry_after} if self.busy_says_when else None,
             )
         if fault == "not-found":
             return Reply.json(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from app.conversation import Conversation, ConvEvent
 from app.health import HealthLog
 from app.services import history_messages
 from app.store import ChatStore, StoredMessage
-from bench._garden import OPENERS, QUESTIONS, sentence
+from bench._common import is_summary_request
 from engines.base import Event, ModelInfo
 from engines.context.protocols import ModelDirectory
 from engines.context.session import ApiSession
@@ -104,11 +103,6 @@ def runtime_8k(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BundledRunt
 class Sent:
     request: ChatRequest
     summary: bool  # one of the summariser's requests, not the chat's
-
-
-def is_summary_request(request: ChatRequest) -> bool:
-    first = request.messages[0].text if request.messages else ""
-    return first.startswith("<summary-so-far>")
 
 
 class Recorder:
@@ -232,19 +226,3 @@ def read_log(data_dir: Path, chat_id: str) -> list[StoredMessage]:
         return store.messages(chat_id)
     finally:
         store.close()
-
-
-# --- text a person might send -------------------------------------------------------------------
-
-
-def prose(rng: random.Random, tokens: int) -> str:
-    """Plain English of about ``tokens`` estimated tokens (four characters a token)."""
-    parts = [rng.choice(OPENERS)]
-    size = len(parts[0])
-    target = max(40, tokens * 4 - 40)
-    while size < target:
-        line = sentence(rng)
-        parts.append(line)
-        size += len(line) + 1
-    parts.append(rng.choice(QUESTIONS))
-    return " ".join(parts)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.conversation import MessageSaved
+from bench._garden import prose
 from engines.base import HUMAN_TEXT, Compacted, Healed, ModelInfo, Note, Problem, ProblemKind
 from engines.context import transcript as tfile
 from engines.context.session import SUMMARY_OPEN, ApiSession
@@ -27,7 +28,6 @@ from tests.integration.conftest import (
     Recorder,
     bundled_model,
     needs_bundled,
-    prose,
     read_log,
     started_runtime,
 )

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from app.conversation import MessageSaved
+from bench._garden import prose
 from engines.base import Compacted, Done, Healed, Message, Problem, ProblemKind, TextDelta
 from engines.context import transcript as tfile
 from engines.context.session import SUMMARY_OPEN, ApiSession
@@ -26,7 +27,6 @@ from tests.integration.conftest import (
     Recorder,
     bundled_model,
     needs_bundled,
-    prose,
     read_log,
 )
 

@@ -16,9 +16,9 @@ from app.services import OWN_PROMPT_HEADING, AppServices, build_services
 from app.settings import SettingsStore
 from app.sqlite import open_database
 from app.store import _STEPS, ChatSettings, ChatStore
+from bench._scripted import ScriptedAdapter
 from engines.base import ModelInfo, TurnInput
 from engines.mock import MockEngine, Reply
-from tests.engines.scripted_adapter import ScriptedAdapter
 from tests.ui.windows import open_window
 from tests.waits import HANG_MS
 from ui.chat_settings import AUTOMATIC, SERVER_DEFAULT, ChatSettingsPanel, DefaultPromptPage

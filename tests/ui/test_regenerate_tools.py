@@ -19,10 +19,10 @@ from pytestqt.qtbot import QtBot
 from app.conversation import Conversation
 from app.services import history_messages
 from app.store import ChatStore
+from bench._scripted import Answer, ScriptedAdapter
 from engines.base import Approval, ModelInfo, ToolAsk, ToolCallData
 from engines.context.session import ApiSession
 from engines.context.tool_loop import ToolHost
-from tests.engines.scripted_adapter import Answer, ScriptedAdapter
 from tests.engines.tools.test_loop import Runner
 from tests.waits import HANG_MS
 from ui.bridge import ConversationBridge

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bench._scripted import Answer, Raise, ScriptedAdapter
 from engines.base import ModelInfo, ProblemKind, TurnInput
 from engines.context.session import ApiSession
 from engines.context.transcript import load_transcript
@@ -23,7 +24,6 @@ from engines.local.reload import (
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
 from engines.providers.ollama import OllamaAdapter
 from engines.providers.openai import ROWS, OpenAIAdapter
-from tests.engines.scripted_adapter import Answer, Raise, ScriptedAdapter
 from tests.fakes.ollama_server import FakeModel, FakeOllama, Fault, running_ollama
 from tests.fakes.openai_server import FakeModel as LmModel
 from tests.fakes.openai_server import OpenAIStyleServer

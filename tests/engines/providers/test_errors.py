@@ -74,6 +74,29 @@ def test_retry_after_is_read(headers: dict[str, str], seconds: float | None) -> 
     assert error.retry_after == seconds
 
 
+@pytest.mark.parametrize("status", [500, 502, 503, 529])
+def test_a_busy_server_that_says_when_to_come_back_is_waited_for(status: int) -> None:
+    error = error_from_response(status, "Service Unavailable", {"Retry-After": "120"})
+    assert error.kind is ProblemKind.SERVER_ERROR
+    assert error.retry_after == 120.0
+    step = error.to_problem().next_step
+    assert step is not None and (step.kind, step.seconds) == ("wait", 120.0)
+    assert step.label == "Try again in 120 seconds"
+
+
+def test_a_server_error_without_retry_after_offers_to_try_again() -> None:
+    step = error_from_response(503, "Service Unavailable").to_problem().next_step
+    assert step is not None and (step.kind, step.seconds) == ("retry", None)
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 408])
+def test_retry_after_on_a_refusal_is_not_a_wait(status: int) -> None:
+    error = error_from_response(status, '{"error":"no"}', {"Retry-After": "120"})
+    assert error.retry_after is None
+    step = error.to_problem().next_step
+    assert step is None or step.kind != "wait"
+
+
 def test_retry_after_as_a_date() -> None:
     when = email.utils.formatdate(time.time() + 60, usegmt=True)
     waited = retry_after_seconds(httpx.Headers({"Retry-After": when}))

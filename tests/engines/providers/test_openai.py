@@ -507,6 +507,20 @@ async def test_rate_limit_says_how_long_to_wait(
     assert step is not None and step.kind == "wait" and step.seconds == 12.0
 
 
+async def test_a_busy_server_says_when_to_try_again(
+    openai_server: StartServer, loopback_client: httpx.AsyncClient
+) -> None:
+    server = openai_server("groq")
+    server.fault = "503"
+    server.busy_says_when = True
+    server.retry_after = "45"
+    error, _ = await failure(openai_adapter(server, loopback_client, api_key="gsk"), ask())
+    assert error.kind is ProblemKind.SERVER_ERROR
+    assert error.retry_after == 45.0
+    step = error.to_problem().next_step
+    assert step is not None and step.kind == "wait" and step.seconds == 45.0
+
+
 async def test_an_html_error_page_is_described_not_dumped(
     openai_server: StartServer, loopback_client: httpx.AsyncClient
 ) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from bench._scripted import Answer, Raise, ScriptedAdapter
 from engines.base import (
     Approval,
     Compacted,
@@ -40,7 +41,6 @@ from engines.tools.lean import GET_TOOL_SCHEMA, LIST_TOOLS
 from engines.tools.rules import FRAME_TAG, tool_list_tokens
 from engines.tools.servers import CALL_TIMEOUT, ToolOutcome
 from engines.window import estimate_tokens
-from tests.engines.scripted_adapter import Answer, Raise, ScriptedAdapter
 
 CHAT = "chat-tools"
 MARKER_RE = re.compile(r"\[… ([\d,]+) characters left out …\]")

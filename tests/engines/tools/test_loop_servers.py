@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bench._scripted import Answer, ScriptedAdapter, Step
 from engines.base import (
     Approval,
     Done,
@@ -28,7 +29,6 @@ from engines.context.tool_loop import ToolHost
 from engines.tools.config import ServerConfig, StdioServer
 from engines.tools.rules import tool_list_tokens
 from engines.tools.servers import ToolServers
-from tests.engines.scripted_adapter import Answer, ScriptedAdapter, Step
 from tests.engines.tools.test_servers import ROOT, fake, garbage, wait_for_file
 from tests.waits import HANG_SECONDS
 
