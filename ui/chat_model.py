@@ -28,6 +28,7 @@ from app.answer_stats import AnswerStats, stats_book
 from app.store import ChatStore, Compaction, StoredMessage, Versions
 from app.tool_calls import tool_call_book
 from engines.base import HandedOff, ProblemKind, ToolResult
+from ui.markdown import pieces_of
 from ui.tool_rows import stored_entry
 
 PAGE = 40  # messages read per page; a screen shows far fewer
@@ -83,6 +84,10 @@ class Row:
     editing: bool = False  # the person's message is open for editing under it
     tools: tuple[Any, ...] = ()  # the TOOLS row: its calls (ui.tool_rows.ToolEntry)
     continuable: bool = False  # the last answer, stopped by the person: "Continue" goes on
+    # A long message shown whole is one row per piece (``ui.markdown.split_long``): a row
+    # has a height limit, and each piece is laid out on its own, a few per turn.
+    part: int = 0
+    parts: int = 1
 
     @property
     def cache_key(self) -> tuple[Any, ...]:
@@ -96,6 +101,21 @@ class Row:
             self.editing,
             self.continuable,
         )
+
+    @property
+    def first_part(self) -> bool:
+        return self.part == 0
+
+    @property
+    def last_part(self) -> bool:
+        return self.part == self.parts - 1
+
+    @property
+    def body(self) -> str:
+        """The Markdown this row shows whole (a piece of a long message, or all of it)."""
+        m = self.message
+        text = m.text if m is not None else self.text
+        return pieces_of(text)[self.part].text if self.parts > 1 else text
 
     @property
     def collapsible(self) -> bool:
@@ -245,7 +265,7 @@ class ChatModel(QAbstractListModel):
         the person's, regenerate on the last answer, delete on each; none while answering."""
         row = self._rows[i]
         m = row.message
-        if row.kind is not RowKind.MESSAGE or m is None or row.editing:
+        if row.kind is not RowKind.MESSAGE or m is None or row.editing or not row.first_part:
             return ()
         if self._streaming:
             return ("copy",)
@@ -576,19 +596,25 @@ class ChatModel(QAbstractListModel):
             if not tool and not ((card or retried) and not m.text and not m.thinking):
                 open_ = m.seq in self._open_thinking
                 whole = m.seq in self._expanded
-                rows.append(
-                    Row(
-                        RowKind.MESSAGE,
-                        ("m", m.seq, m),
-                        message=m,
-                        thinking_open=open_,
-                        expanded=whole,
-                        stats=self._stats.get(m.seq),
-                        versions=self._versions.get(m.seq),
-                        editing=m.seq == self._editing,
-                        continuable=self.continues_answers and n == last and stopped(m),
+                editing = m.seq == self._editing
+                long = whole and not editing and len(m.text) > COLLAPSE_CHARS
+                parts = len(pieces_of(m.text)) if long else 1
+                for part in range(parts):
+                    rows.append(
+                        Row(
+                            RowKind.MESSAGE,
+                            ("m", m.seq, m, part) if part else ("m", m.seq, m),
+                            message=m,
+                            thinking_open=open_,
+                            expanded=whole,
+                            stats=self._stats.get(m.seq),
+                            versions=self._versions.get(m.seq),
+                            editing=editing,
+                            continuable=self.continues_answers and n == last and stopped(m),
+                            part=part,
+                            parts=parts,
+                        )
                     )
-                )
             if card:
                 rows.append(Row(RowKind.PROBLEM, ("p", m.seq, m.problem), message=m))
             nxt = msgs[n + 1].created if n < last else float("inf")

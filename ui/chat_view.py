@@ -221,7 +221,7 @@ class ChatView(QListView):
         bar.valueChanged.connect(self._scrolled)
         bar.rangeChanged.connect(self._range_changed)
         self.delegate.thinking_toggled.connect(self.chat_model.toggle_thinking)
-        self.delegate.expand_toggled.connect(self.chat_model.toggle_expanded)
+        self.delegate.expand_toggled.connect(self._toggle_expanded)
         self.delegate.copied.connect(self.status)
         self.delegate.action_requested.connect(self.act)
         self.delegate.version_step.connect(self.step_version)
@@ -366,6 +366,12 @@ class ChatView(QListView):
     def refresh_memories(self) -> None:
         """Redraw the memory cards from the book (it changed somewhere else)."""
         self.chat_model.reload_runs()
+
+    def _toggle_expanded(self, i: int) -> None:
+        # A long message grows for a while after "Show all": the person reads on from where
+        # its start ended, so the view no longer follows the bottom while it does.
+        self._stick = False
+        self.chat_model.toggle_expanded(i)
 
     def _data_changed(self, first: QModelIndex, last: QModelIndex, *_roles: Any) -> None:
         # A row that looks different (thinking or a long message opened) may be taller now.

@@ -2,14 +2,20 @@
 
 HTML is rendered once per message version (Markdown parsing is the slow part) and a row's
 height once per width; both are cached, so scrolling and a streaming answer only lay out the
-rows that changed. Links inside a message are hit-tested on click: a code block's "Copy",
-the "Thinking" toggle, "Show all" under a long message, and ordinary web links. Messages are
-set in a centred column no wider than ``READING_CHARS`` characters, however wide the window.
+rows that changed. A long message shown whole is one row per piece (``ui.markdown.split_long``):
+the view asks every row's height at once, so a piece is laid out only while this turn of the
+event loop has time (``GROW_BUDGET_S``); the rest get an estimate and are laid out on later
+turns, so "Show all" on a megabyte never stops the window answering.
+
+Links inside a message are hit-tested on click: a code block's "Copy", the "Thinking" toggle,
+"Show all" under a long message, and ordinary web links. Messages are set in a centred column
+no wider than ``READING_CHARS`` characters, however wide the window.
 """
 
 from __future__ import annotations
 
 import html
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, cast
@@ -23,6 +29,7 @@ from PySide6.QtCore import (
     QRectF,
     QSize,
     Qt,
+    QTimer,
     QUrl,
     Signal,
 )
@@ -30,6 +37,8 @@ from PySide6.QtGui import (
     QAbstractTextDocumentLayout,
     QColor,
     QDesktopServices,
+    QFont,
+    QFontDatabase,
     QFontMetrics,
     QGuiApplication,
     QMouseEvent,
@@ -53,7 +62,9 @@ from ui.markdown import (
     LIGHT,
     THINKING_HREF,
     MarkdownRenderer,
+    MessageDocument,
     Rendered,
+    code_block,
     code_blocks,
     plain_to_html,
 )
@@ -62,9 +73,13 @@ PAD_X = 14
 PAD_Y = 8
 GAP = 6  # space between rows
 STREAM_MARKDOWN_LIMIT = 20_000  # longer answers stream as plain text, Markdown once at the end
+STREAM_SHOWN_CHARS = 20_000  # a longer answer shows only its end while it streams
 READING_CHARS = 90  # the widest line of a message, in average characters: easy to read
 _DOC_CACHE = 160  # laid-out documents kept (a few screens' worth)
 _HTML_CACHE = 2_000
+GROW_BUDGET_S = 0.02  # time per turn of the event loop for laying out pieces of long messages
+# Colour emoji fonts, tried in order after the window's own font when the system has one.
+EMOJI_FAMILIES = ("Noto Color Emoji", "Apple Color Emoji", "Segoe UI Emoji", "Twemoji")
 
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -74,6 +89,23 @@ VERSION_SCHEME = "conch-version"  # "‹" and "›" beside an answer's "2/3": -1
 
 def _is_dark(palette: QPalette) -> bool:
     return palette.color(QPalette.ColorRole.Base).lightness() < 128
+
+
+def emoji_family() -> str:
+    """The first colour emoji font the system has, or ""."""
+    have = set(QFontDatabase.families())
+    return next((family for family in EMOJI_FAMILIES if family in have), "")
+
+
+def with_emoji(font: QFont) -> QFont:
+    """``font`` with a colour emoji font after it, when there is one (else emoji fall back to
+    whatever font has the glyph, often none: an empty box)."""
+    family = emoji_family()
+    families = font.families() or [font.family()]
+    if family and family not in families:
+        font = QFont(font)
+        font.setFamilies([*families, family])
+    return font
 
 
 class MessageDelegate(QStyledItemDelegate):
@@ -104,6 +136,14 @@ class MessageDelegate(QStyledItemDelegate):
         self._html: OrderedDict[tuple[Any, ...], str] = OrderedDict()
         self._docs: OrderedDict[tuple[Any, ...], QTextDocument] = OrderedDict()
         self._heights: dict[tuple[Any, ...], int] = {}
+        # Pieces of long messages only estimated so far, in the order the view asked for them.
+        self._pending: dict[tuple[Any, ...], QPersistentModelIndex] = {}
+        self._turn_end: float | None = None
+        self._grow_timer = QTimer(self)
+        self._grow_timer.setSingleShot(True)
+        self._grow_timer.setInterval(0)
+        self._grow_timer.timeout.connect(self._grow)
+        self._font: QFont | None = None
 
     # --- geometry -------------------------------------------------------------------------
 
@@ -139,8 +179,13 @@ class MessageDelegate(QStyledItemDelegate):
                 self._heights.clear()
             # Measured with its code uncoloured (the same lines): a row only gets Pygments'
             # colours when it is painted, so opening a long chat colours just what shows.
-            doc = self._docs.get((*key, True)) or self.document(row, cw, lit=False)
-            h = int(doc.size().height()) + 2 * PAD_Y + GAP
+            doc = self._docs.get((*key, True)) or self._docs.get((*key, False))
+            if doc is None and row.parts > 1 and not self._may_lay_out():
+                self._later(key, index)
+                return QSize(width, self._estimate(row, cw))
+            doc = doc or self.document(row, cw, lit=False)
+            top, bottom = self._pads(row)
+            h = int(doc.size().height()) + top + bottom
             self._heights[key] = h
         return QSize(width, h)
 
@@ -151,10 +196,13 @@ class MessageDelegate(QStyledItemDelegate):
         if row is None or row.kind in WIDGET_KINDS or row.editing:
             return
         rect = self.column(QRect(option.rect))
-        rect.setHeight(rect.height() - GAP)
+        top, bottom = self._pads(row)
+        # The pieces of a long message join into one bubble: edges inside it are not drawn.
+        body = rect.adjusted(0, 0 if row.first_part else -20, 0, -GAP if row.last_part else 20)
         palette: QPalette = option.palette
         state = option.state
         painter.save()
+        painter.setClipRect(rect)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         mine = row.message is not None and row.message.role == "user"
         if mine:
@@ -166,20 +214,22 @@ class MessageDelegate(QStyledItemDelegate):
                 bubble.setAlpha(40)
                 painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(bubble)
-            painter.drawRoundedRect(QRectF(rect.adjusted(4, 0, -4, 0)), 8, 8)
+            painter.drawRoundedRect(QRectF(body.adjusted(4, 0, -4, 0)), 8, 8)
         if state & QStyle.StateFlag.State_HasFocus or state & QStyle.StateFlag.State_Selected:
             pen = palette.color(QPalette.ColorRole.Highlight)
             painter.setPen(pen)
             painter.setBrush(Qt.BrushStyle.NoBrush)
-            painter.drawRoundedRect(QRectF(rect.adjusted(2, 0, -2, 0)), 8, 8)
-        doc = self.document(row, self.content_width())
-        painter.translate(rect.left() + PAD_X, rect.top() + PAD_Y)
-        clip = QRectF(0, 0, rect.width() - 2 * PAD_X, rect.height() - 2 * PAD_Y)
+            painter.drawRoundedRect(QRectF(body.adjusted(2, 0, -2, 0)), 8, 8)
+        painter.translate(rect.left() + PAD_X, rect.top() + top)
+        clip = QRectF(0, 0, rect.width() - 2 * PAD_X, rect.height() - top - bottom)
         painter.setClipRect(clip)
         ctx = QAbstractTextDocumentLayout.PaintContext()
         ctx.palette = palette
         ctx.clip = clip
-        doc.documentLayout().draw(painter, ctx)
+        cw = self.content_width()
+        self.document(row, cw).documentLayout().draw(painter, ctx)
+        if (*row.cache_key, cw) not in self._heights:
+            self._later((*row.cache_key, cw), index)  # painted before it was measured
         painter.restore()
         hovered = getattr(self._view, "hovered", None)
         shown = state & (QStyle.StateFlag.State_HasFocus | QStyle.StateFlag.State_Selected)
@@ -233,15 +283,81 @@ class MessageDelegate(QStyledItemDelegate):
         if doc is not None:
             self._docs.move_to_end(key)
             return doc
-        doc = QTextDocument()
-        doc.setDocumentMargin(0)
-        doc.setDefaultFont(self._view.font())
-        doc.setHtml(self.html_for(row, lit=lit))
-        doc.setTextWidth(width)
+        doc = self._new_document(self.html_for(row, lit=lit), width)
         self._docs[key] = doc
         while len(self._docs) > _DOC_CACHE:
             self._docs.popitem(last=False)
         return doc
+
+    def _new_document(self, html_text: str, width: int) -> QTextDocument:
+        doc = MessageDocument()  # loads nothing a message names
+        doc.setDocumentMargin(0)
+        if self._font is None:
+            self._font = with_emoji(self._view.font())
+        doc.setDefaultFont(self._font)
+        doc.setHtml(html_text)
+        doc.setTextWidth(width)
+        return doc
+
+    # --- long messages ----------------------------------------------------------------------
+
+    def _pads(self, row: Row) -> tuple[int, int]:
+        """Space above a row's text and below it (gap included): the pieces of a long message
+        follow each other with none between them."""
+        return (PAD_Y if row.first_part else 0), (PAD_Y + GAP if row.last_part else 0)
+
+    def _may_lay_out(self) -> bool:
+        """Whether this turn of the event loop has time left to lay out a piece of a long
+        message (else it is estimated now and laid out on a later turn)."""
+        now = time.perf_counter()
+        if self._turn_end is None:
+            self._turn_end = now + GROW_BUDGET_S
+            QTimer.singleShot(0, self, self._end_turn)
+        return now < self._turn_end
+
+    def _end_turn(self) -> None:
+        self._turn_end = None
+
+    def _estimate(self, row: Row, width: int) -> int:
+        metrics = QFontMetrics(self._view.font())
+        per_line = max(1, width // max(1, metrics.averageCharWidth()))
+        lines = sum(max(1, -(-len(line) // per_line)) for line in row.body.splitlines())
+        top, bottom = self._pads(row)
+        return lines * metrics.lineSpacing() + top + bottom
+
+    def _later(self, key: tuple[Any, ...], index: _Index) -> None:
+        self._pending[key] = QPersistentModelIndex(index)
+        if not self._grow_timer.isActive():
+            self._grow_timer.start()
+
+    def _grow(self) -> None:
+        """Lay out pieces of long messages that were only estimated, for one turn's budget,
+        and let the view know their real heights."""
+        until = time.perf_counter() + GROW_BUDGET_S
+        model = self._view.model()
+        width = self.content_width()
+        while self._pending and time.perf_counter() < until:
+            key, index = next(iter(self._pending.items()))
+            del self._pending[key]
+            row: Row | None = index.data(ROW_ROLE) if index.isValid() else None
+            if row is None or (*row.cache_key, width) != key:
+                continue  # the row shows something else now, or the width changed
+            if key not in self._heights:
+                doc = self.document(row, width, lit=False)
+                top, bottom = self._pads(row)
+                self._heights[key] = int(doc.size().height()) + top + bottom
+            self.sizeHintChanged.emit(model.index(index.row(), 0))
+        if self._pending:
+            self._grow_timer.start()
+
+    @property
+    def laying_out(self) -> bool:
+        """Whether pieces of long messages are still waiting to be laid out."""
+        return bool(self._pending)
+
+    def shown_text(self, row: Row) -> str:
+        """The text row ``row`` shows, as laid out."""
+        return self.document(row, self.content_width()).toPlainText()
 
     def html_for(self, row: Row, *, lit: bool = True) -> str:
         dark = _is_dark(self._view.palette())
@@ -261,18 +377,39 @@ class MessageDelegate(QStyledItemDelegate):
 
     def _build_html(self, row: Row, dark: bool, lit: bool = True) -> str:
         renderer = self._dark if dark else self._light
+        head, body, plain, tail = self._sections(row, dark)
+        if plain:
+            middle = plain_to_html(body)
+        else:
+            middle = renderer.render(body, highlight=lit).html if body else ""
+        return head + middle + tail
 
-        def render(text: str) -> str:
-            return renderer.render(text, highlight=lit).html
-
-        quiet = renderer.style.quiet
-        parts: list[str] = []
+    def _sections(self, row: Row, dark: bool) -> tuple[str, str, bool, str]:
+        """Row ``row`` as HTML before its text, its text (Markdown, or plain when the flag
+        says so) and HTML after it."""
+        quiet = (self._dark if dark else self._light).style.quiet
+        head: list[str] = []
+        tail: list[str] = []
+        plain = False
         if row.kind is RowKind.STREAMING:
             who = row.who or "Answering…"
             text, thinking = row.text, row.thinking
-            body = render(text) if len(text) <= STREAM_MARKDOWN_LIMIT else plain_to_html(text)
+            body = text
+            plain = len(text) > STREAM_MARKDOWN_LIMIT
             mark = ""
             extra = ""
+            fixed = ""
+            if len(text) > STREAM_SHOWN_CHARS:
+                # Laid out again at every flush: only its end, the whole once it is saved.
+                start = len(text) - STREAM_SHOWN_CHARS
+                line_end = text.find("\n", start, start + STREAM_SHOWN_CHARS // 2)
+                start = line_end + 1 if line_end >= 0 else start
+                body = text[start:]
+                fixed = (
+                    f'<p style="color:{quiet}; margin:0 0 4px 0;"><i>'
+                    f"… {start:,} characters above; all of it shows when the answer is done"
+                    "</i></p>"
+                )
         else:
             m = row.message
             assert m is not None
@@ -285,14 +422,15 @@ class MessageDelegate(QStyledItemDelegate):
                 who = "Assistant"
             text, thinking = m.text, m.thinking
             body = ""
+            fixed = ""
             if row.collapsible and not row.expanded:
-                body = render(preview(text)) + _expand_link(
-                    f"Show all ({len(text):,} characters)", quiet
-                )
+                body = preview(text)
+                tail.append(_expand_link(f"Show all ({len(text):,} characters)", quiet))
             elif row.collapsible:
-                body = render(text) + _expand_link("Show less", quiet)
+                body = row.body  # a long message is one row per piece
+                tail.append(_expand_link("Show less", quiet))
             elif text:
-                body = render(text)
+                body = text
             mark = mark_for(m)
             extra = ""
             if m.attachments:
@@ -302,24 +440,24 @@ class MessageDelegate(QStyledItemDelegate):
                 names = ", ".join(html.escape(p.name) for p in m.pictures)
                 extra += f'<p style="color:{quiet}; margin:0;">Pictures: {names}</p>'
             if not text and m.problem is not None and not mark:
-                body = f'<p style="color:{quiet};"><i>{html.escape(m.problem.message)}</i></p>'
-        parts.append(f'<p style="margin:0 0 4px 0;"><b>{html.escape(who)}</b></p>')
+                fixed = f'<p style="color:{quiet};"><i>{html.escape(m.problem.message)}</i></p>'
+        head.append(f'<p style="margin:0 0 4px 0;"><b>{html.escape(who)}</b></p>')
         if thinking:
             arrow = "▾" if row.thinking_open else "▸"
             label = "Thinking" if row.kind is not RowKind.STREAMING or text else "Thinking…"
-            parts.append(
+            head.append(
                 f'<p style="margin:0 0 4px 0;"><a href="{THINKING_HREF}" '
                 f'style="color:{quiet}; text-decoration:none;">{arrow} {label}</a></p>'
             )
             if row.thinking_open:
-                parts.append(
+                head.append(
                     f'<table width="100%" cellpadding="6" cellspacing="0"><tr><td '
                     f'style="color:{quiet};">{plain_to_html(thinking)}</td></tr></table>'
                 )
-        parts.append(extra)
-        parts.append(body)
+        head.append(extra)
+        head.append(fixed)
         if row.kind is RowKind.STREAMING and not text and not thinking:
-            parts.append(f'<p style="color:{quiet};">…</p>')
+            tail.append(f'<p style="color:{quiet};">…</p>')
         if mark:
             # A stopped last answer offers to go on, in plain sight (also a hover button).
             more = (
@@ -327,18 +465,22 @@ class MessageDelegate(QStyledItemDelegate):
                 if row.continuable
                 else ""
             )
-            parts.append(
+            tail.append(
                 f'<p style="color:{quiet}; margin:4px 0 0 0;"><i>{html.escape(mark)}</i>{more}</p>'
             )
         if row.versions is not None and len(row.versions.seqs) > 1:
-            parts.append(_versions_line(row.versions.label, quiet))
+            tail.append(_versions_line(row.versions.label, quiet))
         line = row.stats.line() if row.stats is not None else ""
         if line:
-            parts.append(
+            tail.append(
                 f'<p style="color:{quiet}; font-size:small; margin:6px 0 0 0;">'
                 f"{html.escape(line)}</p>"
             )
-        return "".join(parts)
+        if not row.first_part:
+            head = []
+        if not row.last_part:
+            tail = []
+        return "".join(head), body, plain, "".join(tail)
 
     # --- clicks ---------------------------------------------------------------------------
 
@@ -350,10 +492,10 @@ class MessageDelegate(QStyledItemDelegate):
         for action, where in self.buttons(index, rect):
             if where.contains(pos.toPoint()):
                 return f"{ACTION_SCHEME}:{action}"
-        doc = self.document(row, self.content_width())
         left = self.column(rect).left()
-        local = QPointF(pos.x() - left - PAD_X, pos.y() - rect.top() - PAD_Y)
-        return doc.documentLayout().anchorAt(local)
+        top, _bottom = self._pads(row)
+        local = QPointF(pos.x() - left - PAD_X, pos.y() - rect.top() - top)
+        return self.document(row, self.content_width()).documentLayout().anchorAt(local)
 
     def editorEvent(
         self,
@@ -387,11 +529,16 @@ class MessageDelegate(QStyledItemDelegate):
             return True
         if href.startswith(COPY_SCHEME + ":"):
             text = row.message.text if row.message is not None else row.text
-            blocks = code_blocks(text)
             try:
                 n = int(href.split(":", 1)[1])
+            except ValueError:
+                return False
+            # Each piece of a long message numbers its own blocks.
+            blocks = code_blocks(text)
+            code = code_block(text, row.part, n) if row.parts > 1 else None
+            if code is None and row.parts == 1 and 0 <= n < len(blocks):
                 code = blocks[n]
-            except (ValueError, IndexError):
+            if code is None:
                 return False
             copy_to_clipboard(code)
             self.copied.emit("Code copied")
@@ -407,6 +554,8 @@ class MessageDelegate(QStyledItemDelegate):
         self._html.clear()
         self._docs.clear()
         self._heights.clear()
+        self._pending.clear()
+        self._font = None
 
 
 def _expand_link(words: str, color: str) -> str:
