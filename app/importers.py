@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from app.export import FORMAT
 from app.store import ChatStore, StoreError
 from app.trash import empty_trash
+from app.trust import untrusted_message
 from engines.base import Attachment, Picture
 
 MAX_BYTES = 200 * 1024 * 1024  # larger files are refused before they are read
@@ -648,7 +649,6 @@ def save(store: ChatStore, data_dir: Path, chats: Iterable[ImportedChat]) -> lis
 
 def _write(store: ChatStore, chat_id: str, chat: ImportedChat) -> None:
     store.delete_chat(chat_id)  # hidden (in the trash) until it is whole
-    store.mark_chat(chat_id, untrusted=True)
     for m in chat.messages:
         # Every version in its own order, oldest first (as a regenerated answer's are in
         # Conch), the shown one with the message's pictures and files, the others shelved.
@@ -665,6 +665,7 @@ def _write(store: ChatStore, chat_id: str, chat: ImportedChat) -> None:
                 partial=m.partial if shown else False,
                 model_key=v.model_key,
                 version_of=root,
+                untrusted=untrusted_message(m.role, v.text, imported=True),
             )
             if root is None:
                 root = stored.seq

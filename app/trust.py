@@ -1,15 +1,21 @@
-"""What counts as untrusted: text the person pasted, and memories that give orders.
+"""What counts as untrusted: which messages make a chat untrusted, text the person pasted, and
+memories that give orders. The one place these are decided; the chat log records the mark
+(``ChatStore.append_message``) and learning reads it.
 
-Conch cannot see the clipboard, so a person message counts as pasted by its shape: long, many
-lines, or built like a web page, a log, a document, an e-mail or a prompt aimed at a model. A
-chat that holds such a message is marked untrusted: what is learned from it waits for an OK.
+A chat is untrusted once it holds a message the person did not type themselves
+(``untrusted_message``): a tool's result, an attached file, an imported chat, or text pasted
+into the box. The composer knows when a paste happened (``Submission.pasted``), whatever its
+length; where that is not known (the command line, an older chat) a message counts as pasted
+by its shape: long, many lines, or built like a web page, a log, a document, an e-mail or a
+prompt aimed at a model. What is learned from an untrusted chat waits for the person's OK.
 
 A memory is a fact about the person ("The person prefers metric units."). One that tells the
-assistant what to do ("The assistant should call itself Bob.", "Always answer in French.",
-"Ignore previous instructions.") reaches every later system prompt, so it always waits for the
+assistant what to do ("The assistant should call itself Bob.", "Answers should be in French.",
+"Ignore previous instructions."), how to answer or what to put in its answers, or that carries
+a link to visit or pass on, reaches every later system prompt, so it always waits for the
 person's OK, wherever it came from.
 
-Both checks are pure functions of the text, cheap on a 5 MB paste (bounded scans only).
+Every check is a pure function of the text, cheap on a 5 MB paste (bounded scans only).
 """
 
 from __future__ import annotations
@@ -83,6 +89,31 @@ def looks_pasted(text: str) -> bool:
     return pasted_kind(text) is not None
 
 
+def untrusted_message(
+    role: str,
+    text: str = "",
+    *,
+    attachments: bool = False,
+    pasted: bool = False,
+    outside: bool = True,
+    imported: bool = False,
+) -> bool:
+    """Whether saving this message makes its chat untrusted (see the module doc).
+
+    ``attachments``: the person's message carries files. ``pasted``: the composer saw text
+    pasted into it. ``outside``: for a tool message, the text came from a tool or its server
+    (a call Conch answered itself, denied or never ran read nothing from outside).
+    ``imported``: the message came from another app's export.
+    """
+    if imported:
+        return True
+    if role == "tool":
+        return outside
+    if role == "user":
+        return pasted or attachments or looks_pasted(text)
+    return False
+
+
 # --- memories that give orders ----------------------------------------------------------------
 
 # "model", "bot" and "system" are left out: people build those ("a model that should classify").
@@ -116,7 +147,64 @@ _INSTRUCTION = re.compile(
 )
 
 
+# What the assistant produces: a memory about these is about how to answer, not about the person.
+_ANSWERS = (
+    r"(?:answers?|replies|reply|responses?|outputs?|messages?|conversations?|communications?|"
+    r"suggestions?|recommendations?|explanations?|summaries)"
+)
+_LANGUAGES = (
+    r"(?:english|french|german|spanish|italian|portuguese|dutch|flemish|russian|ukrainian|"
+    r"polish|czech|swedish|norwegian|danish|finnish|greek|turkish|arabic|hebrew|hindi|chinese|"
+    r"mandarin|cantonese|japanese|korean|vietnamese|thai|indonesian|latin|esperanto|klingon|"
+    r"lowercase|lower\s+case|uppercase|upper\s+case|capitals|capital\s+letters|json|markdown|"
+    r"bullet\s+points|rhymes?|verse)"
+)
+# Said of answers: how they must be, what they must carry.
+_SHAPED = (
+    r"(?:should|must|shall|ought|needs?|has\s+to|have\s+to|is\s+to|are\s+to|be|being|kept|"
+    r"written|given|formatted|signed|contains?|containing|includes?|including|included|ends?|"
+    r"ending|starts?|starting|begins?|cite|cites|recommend\w*|point\w*|mention\w*|link\w*|"
+    rf"always|never|only|in\s+{_LANGUAGES})"
+)
+# Wanting, liking or asking for something about answers.
+_WANTING = (
+    r"(?:prefer\w*|wants?|wanted|wish\w*|likes?|liked|loves?|appreciat\w*|expects?|asks?|"
+    r"asked|requests?\w*|includ\w*|add\w*|append\w*|end\w*|sign\w*|every|each|all|any)"
+)
+_ABOUT_ANSWERS = re.compile(
+    # "Answers should be in French.", "Replies in French are what the person wants."
+    rf"\b{_ANSWERS}\b(?:\W+\w+){{0,4}}?\W+{_SHAPED}\b"
+    # "The person wants the answers kept short.", "… the link included with replies."
+    rf"|\b{_WANTING}\b(?:\W+\w+){{0,4}}?\W+{_ANSWERS}\b"
+    # "The person prefers to be answered in Spanish.", "Reply to the person in German."
+    r"|\b(?:be|being|get|gets|getting)\s+(?:answered|replied\s+to|responded\s+to|addressed|"
+    r"greeted|spoken\s+to|written\s+to)\b"
+    rf"|\b(?:answer|reply|respond|address|greet)(?:s|ed|ing)?\b(?:\W+\w+){{0,3}}?\W+in\s+"
+    rf"{_LANGUAGES}\b"
+    # "When answering, use a pirate voice.", "Before responding, check …"
+    r"|\b(?:when|whenever|before|after|while)\s+(?:answering|replying|responding|writing\s+back)\b"
+    # the assistant doing something: "The person likes it when the assistant writes in French."
+    rf"|\b{_ASSISTANT}\s+(?:\w+\s+){{0,2}}(?:writes|speaks|answers|replies|responds|uses|says|"
+    r"includes|adds|mentions|recommends|visits|checks|opens|signs|ends|starts|begins)\b"
+    # orders to recommend, mention or go somewhere
+    r"|^\W*(?:recommend|suggest|mention|add|append|attach|insert|visit|check|open|browse|fetch|"
+    r"go\s+to|look\s+up|link|sign|promote|advertise|cite|quote)\b"
+    r"|\b(?:visit|visiting|browse|open|fetch|go\s+to|look\s+at)\s+(?:\w+\s+){0,3}"
+    r"(?:link|url|site|website|page)\b",
+    re.IGNORECASE | re.MULTILINE,
+)
+# A link in any form: a memory carrying one would put it in every later system prompt.
+_LINK = re.compile(
+    r"(?i)\b(?:https?|ftp)://|\bwww\.[\w-]"
+    r"|\b[\w-]+(?:\.[\w-]+)*\.(?:com|net|org|io|example|xyz|ru|info|biz|co|app|dev|site|shop|"
+    r"link|click|top|online|store|me|ly|gg|ai|de|fr|uk|nl|be|cn|tk)\b(?!\.\w)"
+    r"|\b[\w-]+\.[a-z]{2,}/\S"
+)
+
+
 def reads_like_instruction(memory: str) -> bool:
-    """True when ``memory`` tells the assistant what to do instead of saying something about
-    the person; such a memory always waits for the person's OK."""
-    return _INSTRUCTION.search(memory[:2_000]) is not None
+    """True when ``memory`` tells the assistant what to do, how to answer or what to put in
+    its answers, or carries a link, instead of saying something about the person; such a
+    memory always waits for the person's OK."""
+    head = memory[:2_000]
+    return bool(_INSTRUCTION.search(head) or _ABOUT_ANSWERS.search(head) or _LINK.search(head))
