@@ -20,11 +20,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from app.catalogue import ModelCatalogue, provider_is_local
+from app.catalogue import ModelCatalogue, key_is_local, provider_is_local
 from app.conversation import Conversation
 from app.health import HealthLog
 from app.learning import ModelCaller, QuietLearning
-from app.memories import LearningRun, MemoryBook
+from app.memories import LearningRun, MemoryBook, Reach, ReachOf
 from app.providers_config import BUNDLED, build_adapters, try_provider
 from app.secrets import SecretStore, SessionSecrets, open_secrets
 from app.settings import SettingsStore
@@ -88,12 +88,14 @@ OWN_PROMPT_HEADING = "The person's own instructions for this chat:"
 
 
 def build_system_prompt(model: ModelInfo, memories: MemoryBook, own: str = "") -> str:
-    """Conch's prompt, then the person's own (``own``), then the memories."""
+    """Conch's prompt, then the person's own (``own``), then the memories ``model`` may read."""
     lean = model.context <= LEAN_WINDOW
     parts = [read_prompt("system_lean.txt" if lean else "system.txt").strip()]
     if own.strip():
         parts.append(f"{OWN_PROMPT_HEADING}\n{own.strip()}")
-    kept = memories.kept_for_prompt(memory_chars(model.context))
+    # A memory learned in a chat on this computer stays on it unless the person marked it
+    # for everywhere (app/memories.py).
+    kept = memories.kept_for_prompt(memory_chars(model.context), local=model.local)
     if kept:
         parts.append(kept)
     return "\n\n".join(parts)
@@ -145,6 +147,29 @@ def latest_fold(store: ChatStore, chat_id: str) -> tuple[int, str] | None:
     """The chat log's latest fold as (first kept seq, summary), for the engine's check."""
     fold = store.latest_compaction(chat_id)
     return (fold.first_kept_seq, fold.summary) if fold is not None else None
+
+
+def learned_reach(store: ChatStore) -> ReachOf:
+    """Where a memory learned in a chat between two seqs may be used: only chats on this
+    computer when the chat's model, or the model of any message it was learned from, runs on
+    this computer (or when the chat log cannot say: a deleted chat, a damaged file); else
+    every chat."""
+
+    def reach(chat_id: str, seq_from: int, seq_to: int) -> Reach:
+        try:
+            chat = store.get_chat(chat_id)
+            if chat is None:
+                return "local"
+            keys = {chat.model_key}  # "" (a chat without a model) counts as local
+            if seq_from >= 0:
+                limit = None if seq_to < seq_from else seq_to - seq_from + 1
+                messages = store.messages(chat_id, seq_from, limit)
+                keys |= {m.model_key for m in messages if m.model_key}
+        except sqlite3.Error:
+            return "local"
+        return "local" if any(key_is_local(k) for k in keys) else "everywhere"
+
+    return reach
 
 
 # --- the services -----------------------------------------------------------------------------
@@ -632,7 +657,7 @@ def build_services(
     data_dir.mkdir(parents=True, exist_ok=True)
     settings = SettingsStore.in_dir(data_dir)
     store = ChatStore.in_dir(data_dir)
-    memories = MemoryBook.in_dir(data_dir)
+    memories = MemoryBook.in_dir(data_dir, reach_of=learned_reach(store))
     health = HealthLog.in_dir(data_dir)
     # Damaged files were set aside and fresh ones started: the person is told, once, here.
     problems = [p for p in (settings.problem, store.problem, memories.problem, health.problem) if p]
