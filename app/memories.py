@@ -22,7 +22,9 @@ it). Whether a chat is local is the chat log's to say, not this file's: the book
 from __future__ import annotations
 
 import builtins
+import logging
 import re
+import sqlite3
 import threading
 import time
 import unicodedata
@@ -31,9 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from app.sqlite import open_database
+from app.sqlite import StorageError, open_database
 from app.trust import reads_like_instruction
 from engines.scrub import MARKER, scrub
+
+log = logging.getLogger("conch.memories")
 
 Status = Literal["kept", "waiting", "undone", "discarded"]
 Source = Literal["fold", "tidy"]
@@ -219,9 +223,30 @@ class MemoryBook:
             rows = self._db.execute(
                 "SELECT id, chat_id, seq_from, seq_to FROM memories WHERE reach = ''"
             ).fetchall()
-            for mid, chat_id, seq_from, seq_to in rows:
-                reach = self._reach(str(chat_id), int(seq_from), int(seq_to))
-                self._db.execute("UPDATE memories SET reach = ? WHERE id = ?", (reach, mid))
+            # A run's memories share their chat and seqs: the chat log is asked once for them.
+            known: dict[tuple[str, int, int], Reach] = {}
+            for _, chat_id, seq_from, seq_to in rows:
+                where = (str(chat_id), int(seq_from), int(seq_to))
+                if where not in known:
+                    known[where] = self._reach(*where)
+            if not rows:
+                return
+            try:
+                self._db.execute("BEGIN IMMEDIATE")  # one write for them all
+                try:
+                    self._db.executemany(
+                        "UPDATE memories SET reach = ? WHERE id = ? AND reach = ''",
+                        [(known[(str(c), int(f), int(t))], mid) for mid, c, f, t in rows],
+                    )
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    if self._db.in_transaction:
+                        self._db.execute("ROLLBACK")
+                    raise
+            except (sqlite3.Error, StorageError) as exc:
+                # Unmarked memories count as local, and are marked at the next start: a busy or
+                # full disk must not keep Conch from starting.
+                log.warning("memories were not marked this time: %s", exc)
 
     def close(self) -> None:
         with self._lock:
