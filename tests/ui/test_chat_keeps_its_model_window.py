@@ -1,4 +1,5 @@
-"""In the window: opening a chat whose model is not ready changes nothing and sends nothing."""
+"""In the window: opening a chat whose model is not ready changes nothing and sends nothing;
+sending in it says so on a card, and still sends nothing anywhere else."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from app.secrets import SessionSecrets
@@ -14,6 +16,8 @@ from app.store import ChatStore
 from engines.local.bundled import MODEL_ID
 from tests.fakes.openai_server import FakeModel, OpenAIStyleServer
 from tests.ui.windows import close_window, open_window, route_to
+from ui.chat_model import RowKind
+from ui.problem_card import ProblemCard
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
@@ -57,6 +61,21 @@ def test_opening_a_bundled_chat_with_a_cloud_model_ready_repoints_nothing(
         assert after is not None and after.model_key == BUNDLED_KEY
         bridge = win.bridge(chat.id)
         assert bridge is not None and bridge.conversation.model.key == BUNDLED_KEY
+        assert cloud.chat_requests == []
+
+        # Sending says so on a card (the bundled model is off here) and sends nothing.
+        qtbot.keyClicks(win.composer.edit, "Which vegetables grow well in clay?")
+        qtbot.keyClick(win.composer.edit, Qt.Key.Key_Return)
+        qtbot.waitUntil(lambda: win.chat_view.widget_at(RowKind.PROBLEM) is not None)
+        card = win.chat_view.widget_at(RowKind.PROBLEM)
+        assert isinstance(card, ProblemCard)
+        assert card.sentence.text() == (
+            "SmolLM2 135M is not running, so this chat sent nothing; start it, or pick another "
+            "model for this chat."
+        )
+        assert card.button is not None and card.button.text() == "Set up a model in Settings"
+        after = services.store.get_chat(chat.id)
+        assert after is not None and after.model_key == BUNDLED_KEY
     finally:
         close_window(qtbot, win, services)
         services.store.close()
