@@ -406,8 +406,13 @@ class AppServices:
             ProblemKind.MODEL_MISSING,
             self._not_ready_detail(model),
             self._other_model_step(model),
-            message=f"{model.name} is not running, so this chat sent nothing; start it, or "
-            "pick another model for this chat.",
+            message=(
+                f"{model.name} is not running, so this chat sent nothing; start it, or pick "
+                "another model for this chat."
+                if model.provider == BUNDLED
+                else f"{model.name} is not set up in Conch now, so this chat sent nothing; set "
+                "it up in Settings, or pick another model for this chat."
+            ),
         )
 
     def _not_ready_detail(self, model: ModelInfo) -> str:

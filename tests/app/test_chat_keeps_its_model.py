@@ -192,3 +192,29 @@ def test_conch_ask_on_a_bundled_chat_says_it_cannot_start_and_sends_nothing(
     finally:
         store.close()
     assert after is not None and after.model_key == BUNDLED_KEY
+
+
+async def test_a_chat_whose_company_is_no_longer_set_up_is_not_moved_to_another(
+    data_dir: Path, cloud: OpenAIStyleServer
+) -> None:
+    set_up(data_dir, cloud, bundled_model=False)
+    keys = SessionSecrets()
+    keys.set("groq", CLOUD_KEY)  # OpenAI's key was removed; another company is ready
+    services = build_services(data_dir, mock=False, secrets=keys)
+    try:
+        await services.refresh_models()
+        chat = services.store.create_chat(title="Taxes", model_key="openai/gpt-4.1")
+        services.store.append_message(chat.id, "user", EARLIER[0][1], model_key="openai/gpt-4.1")
+        events = [e async for e in services.conversation(chat.id).turn(ASKED)]
+        after = services.store.get_chat(chat.id)
+    finally:
+        await services.aclose()
+
+    assert_cloud_got_nothing_of_the_chat(cloud)
+    assert after is not None and after.model_key == "openai/gpt-4.1"
+    (problem,) = [e.problem for e in events if isinstance(e, Problem)]
+    assert problem.message == (
+        "gpt-4.1 is not set up in Conch now, so this chat sent nothing; set it up in Settings, "
+        "or pick another model for this chat."
+    )
+    assert problem.detail == "OpenAI is not set up in Settings"
