@@ -28,7 +28,9 @@ from urllib.parse import urlsplit
 from engines.base import ModelInfo
 from engines.listeners import Listeners
 from engines.local.gate import GatedAdapter, gated
+from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.providers.base import ProviderAdapter, ProviderError
+from engines.providers.registry import PROVIDERS
 from engines.window import unknown_window
 
 log = logging.getLogger("conch.catalogue")
@@ -65,6 +67,21 @@ def split_key(key: str) -> tuple[str, str]:
     """("provider", "model-id") from "provider/model-id" (ids may hold slashes themselves)."""
     provider, _, model_id = key.partition("/")
     return provider, model_id
+
+
+def provider_is_local(provider: str) -> bool:
+    """Whether a provider Conch knows by name runs on this computer; one it does not know (a
+    provider no longer offered, a damaged key) counts as local, so nothing of its chats goes
+    anywhere else on a guess. The programs (Claude Code, Codex) send to their company."""
+    if provider == PROGRAMS:
+        return False
+    known = PROVIDERS.get(provider)
+    return known.local if known is not None else True
+
+
+def key_is_local(model_key: str) -> bool:
+    """``provider_is_local`` for a "provider/model-id" key (a chat's model, a message's)."""
+    return provider_is_local(split_key(model_key)[0])
 
 
 def status_of(adapter: ProviderAdapter) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -63,6 +63,9 @@ class MessageSaved:
 
 ConvEvent = Event | MessageSaved
 
+# The chat's own model made ready to answer (the bundled one started), or why it cannot.
+ReadyCheck = Callable[[ModelInfo], Awaitable[ModelInfo | TurnProblem]]
+
 
 def title_from(text: str, limit: int = 48) -> str:
     """A chat title from the first thing the person said."""
@@ -87,6 +90,7 @@ class Conversation:
         health: Health | None = None,
         system_prompt: Callable[[ModelInfo], str] | None = None,
         on_learning: Callable[[Any], None] | None = None,
+        ready: ReadyCheck | None = None,
     ) -> None:
         self.chat_id = chat_id
         self.store = store
@@ -96,6 +100,7 @@ class Conversation:
         self.health = health
         self.system_prompt = system_prompt
         self.on_learning = on_learning
+        self.ready = ready
         self._learning: set[asyncio.Task[None]] = set()
 
     @property
@@ -110,6 +115,18 @@ class Conversation:
     def switch_model(self, model: ModelInfo) -> None:
         self._model = model
         self.store.set_model(self.chat_id, model.key)
+
+    async def _own_model(self) -> ModelInfo | TurnProblem:
+        """The chat's model, ready to answer, or why it is not: a model that is not ready is
+        never swapped for another here (the person picks one; ``switch_model``)."""
+        if self._model.ready or self.ready is None:
+            return self._model
+        found = await self.ready(self._model)
+        if isinstance(found, ModelInfo):
+            if found.key != self._model.key:  # a check that offers another model is a bug
+                raise ValueError(f"the ready check answered {found.key} for {self._model.key}")
+            self._model = found
+        return found
 
     def _system(self) -> str:
         return self.system_prompt(self._model) if self.system_prompt else ""
@@ -162,6 +179,17 @@ class Conversation:
             asked = again
         yield MessageSaved(asked, "user")
 
+        own = await self._own_model()
+        if isinstance(own, TurnProblem):
+            # Nothing was sent: the card says so, and the message waits for the person's
+            # choice. An answer being continued or answered again stays as it was.
+            fresh = continues is None and version_of is None
+            seq = self._save_answer(model, [], [], own) if fresh else None
+            yield Problem(problem=own)
+            if seq is not None:
+                yield MessageSaved(seq, "assistant")
+            return
+        model = own
         settings = self.store.chat_settings(self.chat_id)
         turn = TurnInput(
             chat_id=self.chat_id,
@@ -381,6 +409,10 @@ class Conversation:
         if not isinstance(self.engine, ContextEngine):
             yield Note(topic="other", text="This model keeps its own memory; nothing to fold.")
             yield Done()
+            return
+        own = await self._own_model()
+        if isinstance(own, TurnProblem):
+            yield Problem(problem=own)
             return
         async for event in self.engine.compact(focus, model=self._model):
             self._observe(event, self._model)

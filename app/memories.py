@@ -10,26 +10,41 @@ Two rules hold here, whoever adds a memory: every text is scrubbed of secrets be
 saved (and again on its way into a system prompt, for files written before that rule), and a
 learned memory that reads like an order to the assistant waits for the person's OK even when
 its run would keep the others.
+
+Each memory also carries where it may be used (``reach``). One learned in a chat whose model
+runs on this computer is ``local``: it goes only into the prompts of chats on this computer,
+until the person marks it ``everywhere`` on the Memories page. One the person typed there
+themselves is their own choice to share and is ``everywhere`` from the start (they can narrow
+it). Whether a chat is local is the chat log's to say, not this file's: the book asks a
+``ReachOf`` the services hand in, and without one a learned memory stays local.
 """
 
 from __future__ import annotations
 
 import builtins
+import logging
 import re
+import sqlite3
 import threading
 import time
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from app.sqlite import open_database
+from app.sqlite import StorageError, open_database
 from app.trust import reads_like_instruction
 from engines.scrub import MARKER, scrub
 
+log = logging.getLogger("conch.memories")
+
 Status = Literal["kept", "waiting", "undone", "discarded"]
 Source = Literal["fold", "tidy"]
+Reach = Literal["local", "everywhere"]
+REACHES: tuple[Reach, ...] = ("local", "everywhere")
+# Where a memory learned in a chat between two seqs may be used (module doc).
+ReachOf = Callable[[str, int, int], Reach]
 STATUSES: tuple[Status, ...] = ("kept", "waiting", "undone", "discarded")
 MAX_MEMORY_CHARS = 400  # a memory is a sentence; anything longer is not one
 
@@ -62,9 +77,15 @@ CREATE INDEX IF NOT EXISTS memories_run ON memories(run_id);
 CREATE INDEX IF NOT EXISTS memories_norm ON memories(norm);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """,
+    # Where each memory may be used (module doc). '' is "not marked yet": a memory from before
+    # this step, or one an older Conch added. It counts as local until the book marks it from
+    # the chat it came from when the file is opened (``_mark_unmarked``).
+    """
+ALTER TABLE memories ADD COLUMN reach TEXT NOT NULL DEFAULT '';
+""",
 )
 
-_MEM_COLS = "id, text, chat_id, seq_from, seq_to, status, created, updated, run_id"
+_MEM_COLS = "id, text, chat_id, seq_from, seq_to, status, created, updated, run_id, reach"
 
 
 class MemoryBookError(Exception):
@@ -82,6 +103,12 @@ class Memory:
     created: float
     updated: float
     run_id: int | None
+    reach: Reach = "local"
+
+    @property
+    def everywhere(self) -> bool:
+        """Whether chats with a model API get it too, not only chats on this computer."""
+        return self.reach == "everywhere"
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +178,7 @@ def _memory(row: Sequence[Any]) -> Memory:
         created=float(row[6]),
         updated=float(row[7]),
         run_id=None if row[8] is None else int(row[8]),
+        reach="everywhere" if row[9] == "everywhere" else "local",
     )
 
 
@@ -159,17 +187,66 @@ class MemoryBook:
 
     FILE_NAME = "memories.sqlite3"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, reach_of: ReachOf | None = None) -> None:
         self.path = path
         opened = open_database(path, _STEPS, what="memories")
         self._db = opened.db
         self.problem = opened.problem
         self._lock = threading.RLock()
+        self.reach_of = reach_of
         self._hold_old_rows()
+        self._mark_unmarked()
 
     @classmethod
-    def in_dir(cls, data_dir: Path) -> MemoryBook:
-        return cls(data_dir / cls.FILE_NAME)
+    def in_dir(cls, data_dir: Path, *, reach_of: ReachOf | None = None) -> MemoryBook:
+        return cls(data_dir / cls.FILE_NAME, reach_of=reach_of)
+
+    def _reach(self, chat_id: str, seq_from: int, seq_to: int) -> Reach:
+        """Where a memory from ``chat_id`` may be used: everywhere when the person typed it,
+        else as ``reach_of`` says, and local when nothing can say (module doc)."""
+        if not chat_id:
+            return "everywhere"
+        if self.reach_of is None:
+            return "local"
+        try:
+            said = self.reach_of(chat_id, seq_from, seq_to)
+        except Exception:  # the chat log could not say: the safe side
+            return "local"
+        return said if said in REACHES else "local"
+
+    def _mark_unmarked(self) -> None:
+        """Give every memory not marked yet (from before marks, or an older Conch's) the mark
+        of the chat it came from. A file a newer Conch wrote is only read, never marked."""
+        if self.reach_of is None or self._db.read_only:
+            return
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, chat_id, seq_from, seq_to FROM memories WHERE reach = ''"
+            ).fetchall()
+            # A run's memories share their chat and seqs: the chat log is asked once for them.
+            known: dict[tuple[str, int, int], Reach] = {}
+            for _, chat_id, seq_from, seq_to in rows:
+                where = (str(chat_id), int(seq_from), int(seq_to))
+                if where not in known:
+                    known[where] = self._reach(*where)
+            if not rows:
+                return
+            try:
+                self._db.execute("BEGIN IMMEDIATE")  # one write for them all
+                try:
+                    self._db.executemany(
+                        "UPDATE memories SET reach = ? WHERE id = ? AND reach = ''",
+                        [(known[(str(c), int(f), int(t))], mid) for mid, c, f, t in rows],
+                    )
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    if self._db.in_transaction:
+                        self._db.execute("ROLLBACK")
+                    raise
+            except (sqlite3.Error, StorageError) as exc:
+                # Unmarked memories count as local, and are marked at the next start: a busy or
+                # full disk must not keep Conch from starting.
+                log.warning("memories were not marked this time: %s", exc)
 
     def close(self) -> None:
         with self._lock:
@@ -213,17 +290,24 @@ class MemoryBook:
         seq_to: int = -1,
         status: Status = "kept",
         run_id: int | None = None,
+        reach: Reach | None = None,
     ) -> Memory:
-        """Add one memory (the person typed it, or a run found it)."""
+        """Add one memory (the person typed it, or a run found it). ``reach``: where it may be
+        used; by default everywhere for one the person typed (no ``chat_id``), else as its
+        chat says (module doc)."""
         line = _usable(text)
         if status not in STATUSES:
             raise MemoryBookError(f"Unknown memory status: {status}")
+        if reach is None:
+            reach = self._reach(chat_id, seq_from, seq_to)
+        elif reach not in REACHES:
+            raise MemoryBookError(f"Unknown memory reach: {reach}")
         now = time.time()
         with self._lock:
             cur = self._db.execute(
                 "INSERT INTO memories (text, norm, chat_id, seq_from, seq_to, status, created, "
-                "updated, run_id) VALUES (?,?,?,?,?,?,?,?,?)",
-                (line, normalise(line), chat_id, seq_from, seq_to, status, now, now, run_id),
+                "updated, run_id, reach) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (line, normalise(line), chat_id, seq_from, seq_to, status, now, now, run_id, reach),
             )
             mid = cur.lastrowid
         memory = self.get(int(mid or 0))
@@ -262,6 +346,7 @@ class MemoryBook:
             if not fresh:
                 return None
             run_waits = any(status == "waiting" for _, _, status in fresh)
+            reach = self._reach(chat_id, seq_from, seq_to)
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 cur = self._db.execute(
@@ -272,9 +357,9 @@ class MemoryBook:
                 run_id = int(cur.lastrowid or 0)
                 self._db.executemany(
                     "INSERT INTO memories (text, norm, chat_id, seq_from, seq_to, status, "
-                    "created, updated, run_id) VALUES (?,?,?,?,?,?,?,?,?)",
+                    "created, updated, run_id, reach) VALUES (?,?,?,?,?,?,?,?,?,?)",
                     [
-                        (line, norm, chat_id, seq_from, seq_to, status, now, now, run_id)
+                        (line, norm, chat_id, seq_from, seq_to, status, now, now, run_id, reach)
                         for line, norm, status in fresh
                     ],
                 )
@@ -349,6 +434,22 @@ class MemoryBook:
         assert memory is not None
         return memory
 
+    def set_reach(self, memory_id: int, reach: Reach) -> Memory:
+        """The person's mark: ``everywhere`` (every chat's prompt) or ``local`` (only chats
+        whose model runs on this computer)."""
+        if reach not in REACHES:
+            raise MemoryBookError(f"Unknown memory reach: {reach}")
+        with self._lock:
+            cur = self._db.execute(
+                "UPDATE memories SET reach = ?, updated = ? WHERE id = ?",
+                (reach, time.time(), memory_id),
+            )
+            if cur.rowcount == 0:
+                raise MemoryBookError(f"There is no memory {memory_id}.")
+        memory = self.get(memory_id)
+        assert memory is not None
+        return memory
+
     def delete(self, memory_id: int) -> None:
         """Forget a memory entirely (the person asked to)."""
         with self._lock:
@@ -409,11 +510,13 @@ class MemoryBook:
         found = (self.run(int(r[0])) for r in ids)
         return [r for r in found if r is not None]
 
-    def kept_for_prompt(self, limit_chars: int) -> str:
+    def kept_for_prompt(self, limit_chars: int, *, local: bool = True) -> str:
         """Kept memories as a block for the system prompt, at most ``limit_chars`` long.
 
-        When they do not all fit, the most recently confirmed ones win (they are likelier to
-        be current); the block lists them oldest first either way. Empty when none fit.
+        ``local``: the prompt is for a model on this computer, which gets every kept memory;
+        any other gets only those marked for everywhere. When they do not all fit, the most
+        recently confirmed ones win (they are likelier to be current); the block lists them
+        oldest first either way. Empty when none fit.
         """
         if limit_chars <= 0:
             return ""
@@ -422,7 +525,9 @@ class MemoryBook:
             return ""
         with self._lock:
             rows = self._db.execute(
-                "SELECT id, text FROM memories WHERE status = 'kept' ORDER BY updated DESC, id DESC"
+                "SELECT id, text FROM memories WHERE status = 'kept' "
+                + ("" if local else "AND reach = 'everywhere' ")
+                + "ORDER BY updated DESC, id DESC"
             ).fetchall()
         used = len(head)
         chosen: list[tuple[int, str]] = []

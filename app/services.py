@@ -20,11 +20,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from app.catalogue import ModelCatalogue
+from app.catalogue import ModelCatalogue, key_is_local, provider_is_local
 from app.conversation import Conversation
 from app.health import HealthLog
 from app.learning import ModelCaller, QuietLearning
-from app.memories import LearningRun, MemoryBook
+from app.memories import LearningRun, MemoryBook, Reach, ReachOf
 from app.providers_config import BUNDLED, build_adapters, try_provider
 from app.secrets import SecretStore, SessionSecrets, open_secrets
 from app.settings import SettingsStore
@@ -38,8 +38,11 @@ from engines.base import (
     Engine,
     Message,
     ModelInfo,
+    NextStep,
+    ProblemKind,
     TextDelta,
     ToolApprover,
+    TurnProblem,
 )
 from engines.context.session import ApiSession, chat_window, render_attachments
 from engines.context.summarise import ModelSummariser
@@ -51,6 +54,7 @@ from engines.programs.catalogue import PROGRAMS as PROGRAM_LIST
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program_engine, program_models
 from engines.providers.base import ChatRequest, ProviderError, closing_stream
+from engines.providers.registry import PROVIDERS
 from engines.providers.structured import LIST_OF_STRINGS, constrained_output
 from engines.resources import read_prompt
 from engines.scrub import scrub
@@ -85,12 +89,14 @@ OWN_PROMPT_HEADING = "The person's own instructions for this chat:"
 
 
 def build_system_prompt(model: ModelInfo, memories: MemoryBook, own: str = "") -> str:
-    """Conch's prompt, then the person's own (``own``), then the memories."""
+    """Conch's prompt, then the person's own (``own``), then the memories ``model`` may read."""
     lean = use_lean(model.context)
     parts = [read_prompt("system_lean.txt" if lean else "system.txt").strip()]
     if own.strip():
         parts.append(f"{OWN_PROMPT_HEADING}\n{own.strip()}")
-    kept = memories.kept_for_prompt(memory_chars(model.context))
+    # A memory learned in a chat on this computer stays on it unless the person marked it
+    # for everywhere (app/memories.py).
+    kept = memories.kept_for_prompt(memory_chars(model.context), local=model.local)
     if kept:
         parts.append(kept)
     return "\n\n".join(parts)
@@ -142,6 +148,29 @@ def latest_fold(store: ChatStore, chat_id: str) -> tuple[int, str] | None:
     """The chat log's latest fold as (first kept seq, summary), for the engine's check."""
     fold = store.latest_compaction(chat_id)
     return (fold.first_kept_seq, fold.summary) if fold is not None else None
+
+
+def learned_reach(store: ChatStore) -> ReachOf:
+    """Where a memory learned in a chat between two seqs may be used: only chats on this
+    computer when the chat's model, or the model of any message it was learned from, runs on
+    this computer (or when the chat log cannot say: a deleted chat, a damaged file); else
+    every chat."""
+
+    def reach(chat_id: str, seq_from: int, seq_to: int) -> Reach:
+        try:
+            chat = store.get_chat(chat_id)
+            if chat is None:
+                return "local"
+            keys = {chat.model_key}  # "" (a chat without a model) counts as local
+            if seq_from >= 0:
+                limit = None if seq_to < seq_from else seq_to - seq_from + 1
+                messages = store.messages(chat_id, seq_from, limit)
+                keys |= {m.model_key for m in messages if m.model_key}
+        except sqlite3.Error:
+            return "local"
+        return "local" if any(key_is_local(k) for k in keys) else "everywhere"
+
+    return reach
 
 
 # --- the services -----------------------------------------------------------------------------
@@ -272,7 +301,8 @@ class AppServices:
         running = self.runtime is not None and self.runtime.state.phase == "ready"
         if running and self.catalogue.adapter(BUNDLED) is not None:
             return True
-        if not bundled.available():
+        # A runtime handed in knows where its server and model are; the usual one asks.
+        if self.runtime.missing() if self.runtime is not None else bundled.missing():
             return False
         if self.runtime is None:
             self.runtime = bundled.BundledRuntime(
@@ -334,23 +364,79 @@ class AppServices:
         return ready[0] if ready else None
 
     def model_for(self, chat: Chat) -> ModelInfo | None:
-        """The chat's model: as listed, or (its server down) a stand-in with default window."""
-        if chat.model_key:
-            found = self.catalogue.find(chat.model_key) or self._program(chat.model_key)
-            if found is not None:
-                return found
-            provider, _, model_id = chat.model_key.partition("/")
-            adapter = self.catalogue.adapter(provider)
-            if model_id and (adapter is not None or provider == "mock"):
-                local = adapter.local if adapter is not None else True
-                return ModelInfo(
-                    provider=provider,
-                    id=model_id,
-                    context=unknown_window(local),
-                    local=local,
-                    ready=False,
-                )
-        return self.default_model()
+        """The chat's model: as listed, or (not listed now: its server down, the bundled model
+        not started, its provider no longer set up) a stand-in that is not ready, with the
+        default window. Never another model: a chat changes model only when the person picks
+        one. Only a chat without a model gets the default one."""
+        if not chat.model_key:
+            return self.default_model()
+        found = self.catalogue.find(chat.model_key) or self._program(chat.model_key)
+        if found is not None:
+            return found
+        provider, _, model_id = chat.model_key.partition("/")
+        adapter = self.catalogue.adapter(provider)
+        local = adapter.local if adapter is not None else provider_is_local(provider)
+        label = bundled.MODEL_LABEL if provider == BUNDLED and model_id == bundled.MODEL_ID else ""
+        return ModelInfo(
+            provider=provider,
+            id=model_id or chat.model_key,
+            label=label,
+            context=unknown_window(local),
+            local=local,
+            ready=False,
+        )
+
+    async def ready_for_turn(self, model: ModelInfo) -> ModelInfo | TurnProblem:
+        """The chat's own ``model`` as it can answer now, or why it cannot (nothing is sent).
+
+        Never another model. The bundled model is started when a chat of its own needs it,
+        whatever other providers are set up. A provider that is set up is left to say itself
+        what is wrong (its server may be back); one that is not set up any more sends nothing.
+        """
+        listed = self.catalogue.find(model.key) or self._program(model.key)
+        if listed is not None and listed.ready:
+            return listed
+        if self.mock or model.provider == PROGRAMS or self.catalogue.adapter(model.provider):
+            return listed or model
+        if model.provider == BUNDLED:
+            await self.start_bundled()
+            started = self.catalogue.find(model.key)
+            if started is not None and started.ready:
+                return started
+        return TurnProblem.of(
+            ProblemKind.MODEL_MISSING,
+            self._not_ready_detail(model),
+            self._other_model_step(model),
+            message=(
+                f"{model.name} is not running, so this chat sent nothing; start it, or pick "
+                "another model for this chat."
+                if model.provider == BUNDLED
+                else f"{model.name} is not set up in Conch now, so this chat sent nothing; set "
+                "it up in Settings, or pick another model for this chat."
+            ),
+        )
+
+    def _not_ready_detail(self, model: ModelInfo) -> str:
+        """Why ``model`` (not set up, or the bundled one that did not start) cannot answer."""
+        if model.provider != BUNDLED:
+            label = PROVIDERS[model.provider].label if model.provider in PROVIDERS else ""
+            return f"{label or model.provider} is not set up in Settings"
+        if not self.settings.settings.bundled_model:
+            return "the bundled model is turned off in Settings"
+        why = self.runtime.missing() if self.runtime is not None else bundled.missing()
+        if why:
+            return why
+        return self.runtime.state.text if self.runtime is not None else ""
+
+    def _other_model_step(self, model: ModelInfo) -> NextStep:
+        """The person's choice of another model: one on this computer when one is ready (a
+        chat on this computer stays here unless they pick a cloud model themselves)."""
+        nearby = [m for m in self.catalogue.ready_models() if m.local and m.key != model.key]
+        if nearby:
+            return NextStep(
+                kind="switch-model", label=f"Use {nearby[0].name} for this chat", model=nearby[0]
+            )
+        return NextStep(kind="open-settings", label="Set up a model in Settings", text="providers")
 
     # -- conversations --
 
@@ -387,8 +473,10 @@ class AppServices:
             health=self.health,
             system_prompt=lambda m: self.system_prompt(m, chat_id),
             on_learning=on_learning,
+            ready=self.ready_for_turn,
         )
-        if chosen.key != chat.model_key:
+        if chosen.key != chat.model_key and (model is not None or not chat.model_key):
+            # The person picked ``model``, or the chat had none: never a model by itself.
             self.store.set_model(chat_id, chosen.key)
         return conv
 
@@ -575,7 +663,7 @@ def build_services(
     data_dir.mkdir(parents=True, exist_ok=True)
     settings = SettingsStore.in_dir(data_dir)
     store = ChatStore.in_dir(data_dir)
-    memories = MemoryBook.in_dir(data_dir)
+    memories = MemoryBook.in_dir(data_dir, reach_of=learned_reach(store))
     health = HealthLog.in_dir(data_dir)
     # Damaged files were set aside and fresh ones started: the person is told, once, here.
     problems = [p for p in (settings.problem, store.problem, memories.problem, health.problem) if p]

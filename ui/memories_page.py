@@ -1,10 +1,12 @@
 """The Memories page: everything Conch learned about the person, and where it came from.
 
 Each memory is a row with its text, its source chat, its status and what can be done with it:
-keep or discard one that waits for an OK, edit any in place, delete any. The page also holds the
-"Remember things automatically" switch (the same setting as Settings → Memory). Every change
-goes straight to the ``MemoryBook``; the page redraws from the book, so it never shows a state
-the book does not have.
+keep or discard one that waits for an OK, edit any in place, delete any, and "Use everywhere":
+whether chats with a model API get it too, or only chats whose model runs on this computer
+(app/memories.py: learned in a chat on this computer, it starts local; added here, everywhere).
+The page also holds the "Remember things automatically" switch (the same setting as Settings →
+Memory). Every change goes straight to the ``MemoryBook``; the page redraws from the book, so it
+never shows a state the book does not have.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.memories import Memory, MemoryBook, MemoryBookError
+from app.memories import Memory, MemoryBook, MemoryBookError, Reach
 from app.settings import Settings, SettingsStore
 from ui._widgets import hint_label, page_layout
 from ui.icons import MUTED, ON_ACCENT, icon
@@ -39,6 +41,12 @@ from ui.settings_sync import listen_to_settings, save_remember, set_checked_quie
 log = logging.getLogger("conch.ui.memories")
 
 ChatTitle = Callable[[str], str | None]
+
+EVERYWHERE = "Use everywhere"
+EVERYWHERE_TIP = (
+    "On: every chat gets this memory, chats with a model API too. Off: only chats whose model "
+    "runs on this computer get it."
+)
 
 STATUS_WORDS: dict[str, str] = {
     "waiting": "Waiting for your OK",
@@ -97,8 +105,11 @@ class MemoryRow(QFrame):
     Signals:
         keep_requested(int), discard_requested(int), delete_requested(int): the memory's id.
         edit_submitted(int, str): the memory's id and its new text.
+        reach_requested(int, str): the memory's id and where it may be used now
+            ("everywhere" or "local").
     """
 
+    reach_requested = Signal(int, str)
     keep_requested = Signal(int)
     discard_requested = Signal(int)
     delete_requested = Signal(int)
@@ -139,6 +150,12 @@ class MemoryRow(QFrame):
             "Learned from what you said in that chat" if memory.chat_id else "You added this"
         )
 
+        self.everywhere = QCheckBox(EVERYWHERE)
+        self.everywhere.setObjectName("MemoryEverywhere")
+        self.everywhere.setChecked(memory.everywhere)
+        self.everywhere.setToolTip(EVERYWHERE_TIP)
+        self.everywhere.setAccessibleDescription(EVERYWHERE_TIP)
+
         waiting = memory.status == "waiting"
         aside = memory.status in ("undone", "discarded")
         self.keep_button = _button("Keep after all" if aside else "Keep", "ghost", "check")
@@ -173,6 +190,7 @@ class MemoryRow(QFrame):
         bottom.setSpacing(8)
         bottom.addWidget(self.status, 0, Qt.AlignmentFlag.AlignVCenter)
         bottom.addWidget(self.meta, 1)
+        bottom.addWidget(self.everywhere)
         for button in (self.discard_button, self.keep_button, self.cancel_button, self.save_button):
             bottom.addWidget(button)
 
@@ -186,6 +204,9 @@ class MemoryRow(QFrame):
         self.keep_button.clicked.connect(lambda: self.keep_requested.emit(mid))
         self.discard_button.clicked.connect(lambda: self.discard_requested.emit(mid))
         self.delete_button.clicked.connect(lambda: self.delete_requested.emit(mid))
+        self.everywhere.toggled.connect(
+            lambda on: self.reach_requested.emit(mid, "everywhere" if on else "local")
+        )
         self.edit_button.clicked.connect(self.start_editing)
         self.save_button.clicked.connect(self.submit_edit)
         self.cancel_button.clicked.connect(self.cancel_editing)
@@ -301,8 +322,10 @@ class MemoriesPage(QWidget):
         layout = page_layout(
             self,
             "Memories",
-            "What Conch learned from what you said. Kept memories are part of every chat's "
-            "instructions; the rest are not used.",
+            "What Conch learned from what you said. Kept memories are part of your chats' "
+            "instructions; the rest are not used. One learned in a chat on this computer goes "
+            "only to chats on this computer unless you tick “Use everywhere”; one you add here "
+            "goes everywhere.",
             bottom=16,
         )
         layout.addWidget(self.remember)
@@ -351,6 +374,7 @@ class MemoriesPage(QWidget):
             row.discard_requested.connect(self.discard)
             row.delete_requested.connect(self.delete)
             row.edit_submitted.connect(self.edit)
+            row.reach_requested.connect(self.set_reach)
             self._rows.append(row)
         self.empty.setText(self._empty_text(memories))
         self.row_list.fill(self._rows)
@@ -395,6 +419,11 @@ class MemoriesPage(QWidget):
 
     def delete(self, memory_id: int) -> None:
         self._change(lambda: self._book.delete(memory_id), memory_id)
+
+    def set_reach(self, memory_id: int, reach: str) -> None:
+        """The person's "Use everywhere" mark: ``everywhere`` or ``local``."""
+        where: Reach = "everywhere" if reach == "everywhere" else "local"
+        self._change(lambda: self._book.set_reach(memory_id, where), memory_id)
 
     def edit(self, memory_id: int, text: str) -> None:
         if not text.strip():

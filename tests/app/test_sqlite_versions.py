@@ -136,13 +136,15 @@ def test_each_earlier_versions_files_open_unchanged_and_read_as_written(
 ) -> None:
     expected = copy_version(version, data_dir)
     before = {name: snapshot(data_dir / name) for name in FILES}
+    # Each file's own version: the files of one folder move on at their own pace.
+    was = {name: max(1, user_version(data_dir / name)) for name in FILES}
 
     assert describe(data_dir) == expected
 
     for name, (steps, _) in FILES.items():
         path = data_dir / name
         assert user_version(path) == len(steps)
-        if int(version[1:]) >= len(steps):
+        if was[name] >= len(steps):
             assert snapshot(path) == before[name]  # recognised, not changed
             assert copies_beside(path) == []
         else:  # a file of an older schema: brought up to date, every row kept, a copy beside
