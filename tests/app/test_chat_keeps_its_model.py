@@ -106,7 +106,7 @@ async def test_a_bundled_chat_that_cannot_start_says_so_and_sends_nothing_to_the
         "SmolLM2 135M is not running, so this chat sent nothing; start it, or pick another "
         "model for this chat."
     )
-    assert "turned off in Settings" in problem.detail
+    assert "turned off in Conch's settings" in problem.detail
     # The message is kept, with the card after it, for when the person has chosen.
     assert [(m.role, m.text) for m in messages[-2:]] == [("user", ASKED), ("assistant", "")]
     assert messages[-1].problem == problem and messages[-1].model_key == BUNDLED_KEY
