@@ -422,7 +422,7 @@ class AppServices:
             label = PROVIDERS[model.provider].label if model.provider in PROVIDERS else ""
             return f"{label or model.provider} is not set up in Settings"
         if not self.settings.settings.bundled_model:
-            return "the bundled model is turned off in Settings"
+            return "the bundled model is turned off in Conch's settings (bundled_model)"
         why = self.runtime.missing() if self.runtime is not None else bundled.missing()
         if why:
             return why

@@ -24,6 +24,7 @@ from app.services import AppServices, build_services
 from app.settings import SettingsStore
 from app.store import ChatStore
 from engines.base import Problem, ProblemKind, TextDelta
+from engines.local import bundled
 from engines.local.bundled import MODEL_ID
 from tests.engines.local.test_runtime_crashes import fake_runtime, starts
 from tests.fakes.http import free_port
@@ -105,7 +106,7 @@ async def test_a_bundled_chat_that_cannot_start_says_so_and_sends_nothing_to_the
         "SmolLM2 135M is not running, so this chat sent nothing; start it, or pick another "
         "model for this chat."
     )
-    assert "turned off in Settings" in problem.detail
+    assert "turned off in Conch's settings" in problem.detail
     # The message is kept, with the card after it, for when the person has chosen.
     assert [(m.role, m.text) for m in messages[-2:]] == [("user", ASKED), ("assistant", "")]
     assert messages[-1].problem == problem and messages[-1].model_key == BUNDLED_KEY
@@ -135,10 +136,7 @@ async def test_a_bundled_chat_starts_its_own_model_though_a_cloud_model_is_ready
     assert chat is not None and chat.model_key == BUNDLED_KEY
 
 
-def test_conch_ask_on_a_bundled_chat_says_it_cannot_start_and_sends_nothing(
-    data_dir: Path, cloud: OpenAIStyleServer, tmp_path: Path
-) -> None:
-    set_up(data_dir, cloud, bundled_model=False)
+def bundled_chat_in(data_dir: Path) -> str:
     store = ChatStore.in_dir(data_dir)
     try:
         chat = store.create_chat(title="Allotment", model_key=BUNDLED_KEY)
@@ -146,8 +144,12 @@ def test_conch_ask_on_a_bundled_chat_says_it_cannot_start_and_sends_nothing(
             store.append_message(chat.id, role, text, model_key=BUNDLED_KEY)
     finally:
         store.close()
-    home = tmp_path / "home"
-    home.mkdir()
+    return chat.id
+
+
+def conch_ask(data_dir: Path, home: Path, chat_id: str) -> subprocess.CompletedProcess[str]:
+    """The real ``conch ask`` on the chat, with the cloud's key in the company's own variable."""
+    home.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OLLAMA_", "XDG_"))}
     env.update(
         HOME=str(home),
@@ -156,27 +158,38 @@ def test_conch_ask_on_a_bundled_chat_says_it_cannot_start_and_sends_nothing(
         XDG_CACHE_HOME=str(home / ".cache"),
         PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring",
         OLLAMA_HOST=f"127.0.0.1:{free_port()}",
-        GROQ_API_KEY=CLOUD_KEY,  # the company's own variable: `conch ask` reads it
+        GROQ_API_KEY=CLOUD_KEY,
     )
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "app.cli",
-            "ask",
-            "--data-dir",
-            str(data_dir),
-            "--chat",
-            chat.id,
-            ASKED,
-        ],
+    env[bundled.IDLE_ENV] = "0"  # a runtime this starts stops with the command
+    command = ["ask", "--data-dir", str(data_dir), "--chat", chat_id, ASKED]
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *command],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
         check=False,
     )
+
+
+def chat_model(data_dir: Path, chat_id: str) -> str:
+    store = ChatStore.in_dir(data_dir)
+    try:
+        chat = store.get_chat(chat_id)
+    finally:
+        store.close()
+    assert chat is not None
+    return chat.model_key
+
+
+def test_conch_ask_on_a_bundled_chat_says_it_cannot_start_and_sends_nothing(
+    data_dir: Path, cloud: OpenAIStyleServer, tmp_path: Path
+) -> None:
+    set_up(data_dir, cloud, bundled_model=False)
+    chat_id = bundled_chat_in(data_dir)
+
+    result = conch_ask(data_dir, tmp_path / "home", chat_id)
 
     assert result.returncode == FAILED, result.stderr
     assert result.stdout == ""
@@ -186,12 +199,25 @@ def test_conch_ask_on_a_bundled_chat_says_it_cannot_start_and_sends_nothing(
     assert_cloud_got_nothing_of_the_chat(cloud)
     # The cloud was set up: its models were listed, so the key was there to fall back on.
     assert cloud.requests_to("/models")
-    store = ChatStore.in_dir(data_dir)
-    try:
-        after = store.get_chat(chat.id)
-    finally:
-        store.close()
-    assert after is not None and after.model_key == BUNDLED_KEY
+    assert chat_model(data_dir, chat_id) == BUNDLED_KEY
+
+
+@pytest.mark.bundled
+@pytest.mark.skipif(not bundled.available(), reason="the bundled model is not installed here")
+def test_conch_ask_on_a_bundled_chat_starts_the_bundled_model_though_a_cloud_key_is_set(
+    data_dir: Path, cloud: OpenAIStyleServer, tmp_path: Path
+) -> None:
+    set_up(data_dir, cloud, bundled_model=True)
+    chat_id = bundled_chat_in(data_dir)
+
+    result = conch_ask(data_dir, tmp_path / "home", chat_id)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip()  # the bundled model's answer
+    assert_cloud_got_nothing_of_the_chat(cloud)
+    assert cloud.requests_to("/models")
+    assert chat_model(data_dir, chat_id) == BUNDLED_KEY
+    assert not (data_dir / bundled.PID_NAME).exists()  # it stopped with the command
 
 
 async def test_a_chat_whose_company_is_no_longer_set_up_is_not_moved_to_another(
