@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, QStandardPaths, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QSize, QStandardPaths, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -61,6 +61,19 @@ if TYPE_CHECKING:
 log = logging.getLogger("conch.ui.window")
 
 STATUS_MS = 5000
+
+
+FIRST_SIZE = QSize(1100, 760)  # the first window on a screen with room for it
+SCREEN_SHARE = 0.9  # of the screen's free area, at most, on a smaller screen
+
+
+def first_size(room: QSize) -> QSize:
+    """The first window's size: ``FIRST_SIZE``, or a share of the screen's free area when that
+    is smaller, so Send, the cards' buttons and the gear are never off-screen."""
+    return QSize(
+        min(FIRST_SIZE.width(), int(room.width() * SCREEN_SHARE)),
+        min(FIRST_SIZE.height(), int(room.height() * SCREEN_SHARE)),
+    )
 
 
 class MainWindow(QMainWindow):
@@ -171,7 +184,7 @@ class MainWindow(QMainWindow):
         self.splitter.setSizes([240, 760])
         self.setCentralWidget(self.splitter)
         self.setStatusBar(QStatusBar(self))
-        self.resize(1100, 760)
+        self.resize(first_size(self.screen().availableGeometry().size()))
 
         # The keys live in ui/shortcuts.py (the sheet lists them from there); the actions here.
         actions: dict[str, Callable[[], Any]] = {
@@ -258,6 +271,12 @@ class MainWindow(QMainWindow):
         saved = self.services.settings.settings.window_geometry
         if saved:
             self.restoreGeometry(QByteArray.fromBase64(saved.encode("ascii")))
+        # A size saved on a bigger screen (or a second monitor since unplugged) still fits.
+        room = self.screen().availableGeometry()
+        if self.width() > room.width() or self.height() > room.height():
+            self.resize(first_size(room.size()))
+        # Typing goes to the message box from the first key, never to "New chat".
+        self.composer.edit.setFocus()
 
     def _save_state(self) -> None:
         geometry = bytes(self.saveGeometry().toBase64().data()).decode("ascii")
