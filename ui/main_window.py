@@ -98,7 +98,6 @@ class MainWindow(QMainWindow):
     ) -> None:
         super().__init__(parent)
         self.setObjectName("MainWindow")
-        self.setWindowTitle("Conch")
         self.services = services
         self.theme = theme
         self._palette_factory = palette_factory
@@ -115,6 +114,7 @@ class MainWindow(QMainWindow):
         self._closing = False
 
         self._build()
+        self._show_title("")
         self._connect_signals()
         self._restore_geometry()
         self.sidebar.refresh()
@@ -364,8 +364,7 @@ class MainWindow(QMainWindow):
         self.chat_view.set_chat(chat_id, bridge)
         self.sidebar.set_current(chat_id)
         self.tools_button.show_chat(chat_id)
-        self.title_label.setText(chat.title)
-        self.setWindowTitle(f"{chat.title} — Conch")
+        self._show_title(chat.title)
         model = bridge.conversation.model if bridge is not None else None
         self.picker.select(model.key if model is not None else chat.model_key)
         self.composer.set_busy(bridge is not None and bridge.busy)
@@ -395,8 +394,7 @@ class MainWindow(QMainWindow):
         self.tools_button.show_chat("")
         self.approval_card.show_ask(None)
         self.chat_view.set_chat("", None)
-        self.title_label.setText("")
-        self.setWindowTitle("Conch")
+        self._show_title("")
         self.composer.set_busy(False)
         self.composer.set_usage(None)
 
@@ -435,10 +433,16 @@ class MainWindow(QMainWindow):
         if not self._current:
             self.open_chat(chat_id)
 
+    def _show_title(self, title: str) -> None:
+        """The chat's title above it and in the window's title bar; ``--mock`` says it is a
+        demo there, so nobody takes the scripted answers for a model's."""
+        self.title_label.setText(title)
+        app = "Conch demo (scripted answers)" if self.services.mock else "Conch"
+        self.setWindowTitle(f"{title} — {app}" if title else app)
+
     def _chat_renamed(self, chat_id: str, title: str) -> None:
         if chat_id == self._current:
-            self.title_label.setText(title)
-            self.setWindowTitle(f"{title} — Conch")
+            self._show_title(title)
 
     # --- sending --------------------------------------------------------------------------
 
@@ -499,8 +503,7 @@ class MainWindow(QMainWindow):
             if bridge.chat_id == self._current:
                 chat = self.services.store.get_chat(bridge.chat_id)
                 if chat is not None:
-                    self.title_label.setText(chat.title)
-                    self.setWindowTitle(f"{chat.title} — Conch")
+                    self._show_title(chat.title)
 
     # --- models ---------------------------------------------------------------------------
 

@@ -67,3 +67,11 @@ def test_a_size_saved_on_a_bigger_screen_is_brought_back_within_this_one(
     with shown(qtbot, services, start=True) as again:
         room = again.screen().availableGeometry()
         assert again.width() <= room.width() and again.height() <= room.height()
+
+
+def test_the_demo_says_it_is_a_demo_in_the_title_bar(qtbot: QtBot, services: AppServices) -> None:
+    with shown(qtbot, services, start=True) as win:
+        assert "demo" in win.windowTitle() and "scripted" in win.windowTitle()
+        if win.current_chat_id:
+            chat = services.store.get_chat(win.current_chat_id)
+            assert chat is not None and win.windowTitle().startswith(chat.title)
