@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, QStandardPaths, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QSize, QStandardPaths, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -63,6 +63,19 @@ log = logging.getLogger("conch.ui.window")
 STATUS_MS = 5000
 
 
+FIRST_SIZE = QSize(1100, 760)  # the first window on a screen with room for it
+SCREEN_SHARE = 0.9  # of the screen's free area, at most, on a smaller screen
+
+
+def first_size(room: QSize) -> QSize:
+    """The first window's size: ``FIRST_SIZE``, or a share of the screen's free area when that
+    is smaller, so Send, the cards' buttons and the gear are never off-screen."""
+    return QSize(
+        min(FIRST_SIZE.width(), int(room.width() * SCREEN_SHARE)),
+        min(FIRST_SIZE.height(), int(room.height() * SCREEN_SHARE)),
+    )
+
+
 class MainWindow(QMainWindow):
     """Conch's window for ``services``.
 
@@ -85,7 +98,6 @@ class MainWindow(QMainWindow):
     ) -> None:
         super().__init__(parent)
         self.setObjectName("MainWindow")
-        self.setWindowTitle("Conch")
         self.services = services
         self.theme = theme
         self._palette_factory = palette_factory
@@ -102,6 +114,7 @@ class MainWindow(QMainWindow):
         self._closing = False
 
         self._build()
+        self._show_title("")
         self._connect_signals()
         self._restore_geometry()
         self.sidebar.refresh()
@@ -171,7 +184,7 @@ class MainWindow(QMainWindow):
         self.splitter.setSizes([240, 760])
         self.setCentralWidget(self.splitter)
         self.setStatusBar(QStatusBar(self))
-        self.resize(1100, 760)
+        self.resize(first_size(self.screen().availableGeometry().size()))
 
         # The keys live in ui/shortcuts.py (the sheet lists them from there); the actions here.
         actions: dict[str, Callable[[], Any]] = {
@@ -258,6 +271,12 @@ class MainWindow(QMainWindow):
         saved = self.services.settings.settings.window_geometry
         if saved:
             self.restoreGeometry(QByteArray.fromBase64(saved.encode("ascii")))
+        # A size saved on a bigger screen (or a second monitor since unplugged) still fits.
+        room = self.screen().availableGeometry()
+        if self.width() > room.width() or self.height() > room.height():
+            self.resize(first_size(room.size()))
+        # Typing goes to the message box from the first key, never to "New chat".
+        self.composer.edit.setFocus()
 
     def _save_state(self) -> None:
         geometry = bytes(self.saveGeometry().toBase64().data()).decode("ascii")
@@ -345,8 +364,7 @@ class MainWindow(QMainWindow):
         self.chat_view.set_chat(chat_id, bridge)
         self.sidebar.set_current(chat_id)
         self.tools_button.show_chat(chat_id)
-        self.title_label.setText(chat.title)
-        self.setWindowTitle(f"{chat.title} — Conch")
+        self._show_title(chat.title)
         model = bridge.conversation.model if bridge is not None else None
         self.picker.select(model.key if model is not None else chat.model_key)
         self.composer.set_busy(bridge is not None and bridge.busy)
@@ -376,8 +394,7 @@ class MainWindow(QMainWindow):
         self.tools_button.show_chat("")
         self.approval_card.show_ask(None)
         self.chat_view.set_chat("", None)
-        self.title_label.setText("")
-        self.setWindowTitle("Conch")
+        self._show_title("")
         self.composer.set_busy(False)
         self.composer.set_usage(None)
 
@@ -416,10 +433,16 @@ class MainWindow(QMainWindow):
         if not self._current:
             self.open_chat(chat_id)
 
+    def _show_title(self, title: str) -> None:
+        """The chat's title above it and in the window's title bar; ``--mock`` says it is a
+        demo there, so nobody takes the scripted answers for a model's."""
+        self.title_label.setText(title)
+        app = "Conch demo (scripted answers)" if self.services.mock else "Conch"
+        self.setWindowTitle(f"{title} — {app}" if title else app)
+
     def _chat_renamed(self, chat_id: str, title: str) -> None:
         if chat_id == self._current:
-            self.title_label.setText(title)
-            self.setWindowTitle(f"{title} — Conch")
+            self._show_title(title)
 
     # --- sending --------------------------------------------------------------------------
 
@@ -480,8 +503,7 @@ class MainWindow(QMainWindow):
             if bridge.chat_id == self._current:
                 chat = self.services.store.get_chat(bridge.chat_id)
                 if chat is not None:
-                    self.title_label.setText(chat.title)
-                    self.setWindowTitle(f"{chat.title} — Conch")
+                    self._show_title(chat.title)
 
     # --- models ---------------------------------------------------------------------------
 

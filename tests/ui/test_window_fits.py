@@ -1,0 +1,77 @@
+"""The first window fits the screen it opens on, and typing goes to the message box."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QPoint, QRect, QSize
+from PySide6.QtWidgets import QApplication, QWidget
+from pytestqt.qtbot import QtBot
+
+from app.services import AppServices, build_services
+from tests.ui.windows import closed_after, shown
+from tests.waits import HANG_MS
+from ui.main_window import FIRST_SIZE, MainWindow, first_size
+
+# The offscreen platform cannot resize windows to their hints; it says so at WARNING.
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
+
+
+@pytest.fixture
+def services(data_dir: Path) -> Iterator[AppServices]:
+    built = build_services(data_dir, mock=True, seed_demo_chat=True)
+    yield from closed_after(built)
+
+
+def on_screen(widget: QWidget, win: MainWindow) -> bool:
+    """Whether all of ``widget`` lies inside the window, which lies inside the screen."""
+    top_left = widget.mapTo(win, QPoint(0, 0))
+    inside = QRect(QPoint(0, 0), win.size()).contains(QRect(top_left, widget.size()))
+    return inside and win.screen().availableGeometry().contains(win.frameGeometry().topLeft())
+
+
+@pytest.mark.parametrize(
+    ("screen", "expected"),
+    [
+        (QSize(800, 600), QSize(720, 540)),
+        (QSize(1024, 700), QSize(921, 630)),
+        (QSize(1920, 1080), FIRST_SIZE),
+        (QSize(2560, 1440), FIRST_SIZE),
+    ],
+)
+def test_the_first_size_is_a_share_of_a_small_screen_and_never_larger(
+    screen: QSize, expected: QSize
+) -> None:
+    assert first_size(screen) == expected
+
+
+def test_the_first_window_fits_the_screen_with_send_in_view(
+    qtbot: QtBot, services: AppServices
+) -> None:
+    with shown(qtbot, services, start=True) as win:
+        room = win.screen().availableGeometry()
+        assert win.width() <= room.width() and win.height() <= room.height()
+        assert on_screen(win.composer.send_button, win)
+        # Focus is in the message box from the start: the first key typed lands there.
+        qtbot.waitUntil(lambda: QApplication.focusWidget() is win.composer.edit, timeout=HANG_MS)
+
+
+def test_a_size_saved_on_a_bigger_screen_is_brought_back_within_this_one(
+    qtbot: QtBot, services: AppServices
+) -> None:
+    with shown(qtbot, services, start=True) as win:
+        win.resize(4000, 3000)
+        win.close()
+    with shown(qtbot, services, start=True) as again:
+        room = again.screen().availableGeometry()
+        assert again.width() <= room.width() and again.height() <= room.height()
+
+
+def test_the_demo_says_it_is_a_demo_in_the_title_bar(qtbot: QtBot, services: AppServices) -> None:
+    with shown(qtbot, services, start=True) as win:
+        assert "demo" in win.windowTitle() and "scripted" in win.windowTitle()
+        if win.current_chat_id:
+            chat = services.store.get_chat(win.current_chat_id)
+            assert chat is not None and win.windowTitle().startswith(chat.title)
