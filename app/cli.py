@@ -138,7 +138,8 @@ async def run_models(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     _keep_runtime_warm(services, err)
     try:
         # The same rule as the window: with nothing else ready, the bundled model starts.
-        models = await services.refresh_models()
+        # Programs that keep their own chat (Claude Code, Codex, ACP agents) are models too.
+        models = [*await services.refresh_models(), *services.programs()]
         shown = models if args.all else [m for m in models if m.ready]
         if args.json:
             rows = [_model_row(m, _key_source(services, m.provider)) for m in shown]
@@ -368,7 +369,7 @@ async def _ask(
     await services.refresh_models()
     model: ModelInfo | None = None
     if args.model:
-        model = services.catalogue.resolve(args.model)
+        model = services.catalogue.resolve(args.model) or services.find_program(args.model)
         if model is None or not model.ready:
             err.write(
                 f"conch ask: no ready model called {args.model!r}; "

@@ -504,6 +504,12 @@ class AppServices:
         """The programs for the picker: found ones ready, missing ones saying how to install."""
         return [] if self.mock else program_models(self.program_commands)
 
+    def find_program(self, text: str) -> ModelInfo | None:
+        """A program named by key ("programs/codex"), id or label, as ``conch ask --model``
+        takes it; None when no program has that name."""
+        listed = self.programs()
+        return next((m for m in listed if text in (m.key, m.id, m.label)), None)
+
     def _program(self, key: str) -> ModelInfo | None:
         if self.mock or not key.startswith(f"{PROGRAMS}/"):
             return None

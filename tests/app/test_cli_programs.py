@@ -1,0 +1,79 @@
+"""``conch ask --model programs/<name>`` and ``conch models --all`` with programs: the real CLI
+in a subprocess, the ACP program a real fake agent process set as Gemini CLI's path."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from tests.app.test_cli import ROOT, conch, isolated
+
+
+def agent_script(tmp_path: Path, record: Path) -> Path:
+    script = tmp_path / "fake-agent"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import runpy, sys\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        f"sys.argv = ['acp_agent', '--record', {str(record)!r}]\n"
+        "runpy.run_module('tests.fakes.acp_agent', run_name='__main__')\n",
+        "utf-8",
+    )
+    script.chmod(0o755)
+    return script
+
+
+def with_agent(tmp_path: Path, data_dir: Path) -> Path:
+    record = tmp_path / "agent.jsonl"
+    isolated(data_dir)
+    settings = json.loads((data_dir / "settings.json").read_text("utf-8"))
+    settings["program_paths"] = {"gemini": str(agent_script(tmp_path, record))}
+    (data_dir / "settings.json").write_text(json.dumps(settings), "utf-8")
+    return record
+
+
+def test_ask_answers_on_a_program_named_with_model(tmp_path: Path, data_dir: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    record = with_agent(tmp_path, data_dir)
+
+    result = conch(
+        "ask", "--model", "programs/gemini", "--data-dir", str(data_dir), "Hello agent", home=home
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "Heard 11 characters."
+    prompts = [json.loads(line) for line in record.read_text("utf-8").splitlines()]
+    assert [p["texts"] for p in prompts if "texts" in p] == [["Hello agent"]]
+
+
+def test_models_lists_programs_and_all_lists_missing_ones(tmp_path: Path, data_dir: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    with_agent(tmp_path, data_dir)
+
+    ready = conch("models", "--json", "--data-dir", str(data_dir), home=home)
+    every = conch("models", "--json", "--all", "--data-dir", str(data_dir), home=home)
+
+    assert ready.returncode == 0 and every.returncode == 0, every.stderr
+    ready_keys = {f"{r['provider']}/{r['id']}" for r in json.loads(ready.stdout)}
+    every_keys = {f"{r['provider']}/{r['id']}" for r in json.loads(every.stdout)}
+    assert "programs/gemini" in ready_keys
+    assert "programs/copilot" in every_keys - ready_keys  # listed with --all, not ready here
+
+
+def test_a_program_that_is_not_installed_is_refused_in_a_sentence(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    with_agent(tmp_path, data_dir)
+
+    result = conch(
+        "ask", "--model", "programs/copilot", "--data-dir", str(data_dir), "Hi", home=home
+    )
+
+    assert result.returncode == 1
+    assert "no ready model called 'programs/copilot'" in result.stderr
+    assert "Traceback" not in result.stderr
