@@ -58,6 +58,7 @@ from engines.context.session import ApiSession
 from engines.context.tool_loop import ToolHost
 from engines.context.transcript import TranscriptError, check_chat_id
 from engines.local import bundled
+from engines.tools import approvals
 
 log = logging.getLogger("conch.cli")
 OK, FAILED, USAGE = 0, 1, 2
@@ -195,7 +196,7 @@ def _headless_tools(
         return None
     host = engine.tools or ToolHost(services.tools)
     host.approve = None
-    host.always = set(allowed)
+    host.always = {approvals.by_name(name) for name in allowed}
     engine.tools = host
     return host
 

@@ -3,7 +3,8 @@
 Two kinds of request show here. A program's permission request (``PermissionAsk``: "Gemini CLI
 asks to: Run rm -rf build") and a model's tool call (``ToolAsk``: the tool, its server, what
 it does and the arguments it would run with). "Allow once" lets this one request through;
-"Always for this tool" lets it through and every later request for the same tool in this chat;
+"Always for this tool" lets it through and every later request for the same tool of the same
+server, as it is set up now, in this chat;
 "Deny" declines (the program or the model is told, and the chat goes on). The card only
 reports the choice (``answered``); the chat's bridge resolves the waiting request, so nothing
 here blocks the event loop.
@@ -62,10 +63,11 @@ def argument_lines(arguments: dict[str, Any]) -> str:
 
 
 def covers(ask: Ask) -> str:
-    """What "Always for this tool" covers: the tool (a model's call, Claude Code) or the
-    kind of action (an ACP program)."""
+    """What "Always for this tool" covers: the tool of its server (a model's call; a server
+    whose command or address changes asks again), the tool (Claude Code) or the kind of
+    action (an ACP program)."""
     if isinstance(ask, ToolAsk):
-        return ask.tool
+        return f"{ask.tool} on {ask.server}" if ask.server else ask.tool
     return ask.kind or ask.title
 
 

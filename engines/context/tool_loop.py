@@ -31,7 +31,7 @@ from engines.base import (
     ToolStarted,
     ToolStatus,
 )
-from engines.tools import lean
+from engines.tools import approvals, lean
 from engines.tools.catalogue import Catalogue
 from engines.tools.rules import shorten_tool_result, unknown_tool
 from engines.tools.servers import CALL_TIMEOUT, ToolOutcome
@@ -109,7 +109,8 @@ class ToolHost:
     ``allowed``: the ids of the servers this chat may use (None: every enabled one); the app
     may change it between turns (the per-chat toggles). ``approve`` None denies every call that
     would need an OK (and says so). ``always`` holds the tools the person allowed for the rest
-    of the chat (or ``--allow-tools``); ``loaded`` the lean-mode tools whose schemas the model
+    of the chat, each with its server (keys from ``engines.tools.approvals``; ``--allow-tools``
+    names them with ``approvals.by_name``); ``loaded`` the lean-mode tools whose schemas the model
     fetched, sent in full from then on.
     """
 
@@ -265,7 +266,7 @@ async def run_call(
         out.append(_finish(call, server, "invalid", wrong, cap))
         return
 
-    if call.name not in host.always:
+    if not approvals.allowed(host.always, host.runner, tool):
         if host.approve is None:
             text = NO_APPROVER.format(tool=call.name)
             out.append(_finish(call, server, "denied", text, cap))
@@ -279,7 +280,7 @@ async def run_call(
         )
         answer = await host.approve(ask)
         if answer is Approval.ALWAYS:
-            host.always.add(call.name)
+            host.always.add(approvals.key_for(host.runner, tool))
         elif answer is not Approval.ONCE:
             out.append(_finish(call, server, "denied", DENIED, cap))
             return

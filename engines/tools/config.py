@@ -13,6 +13,7 @@ keyring. Which values count as secrets is decided here; the keyring is the app's
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Collection, Mapping
@@ -87,6 +88,16 @@ def resolve(value: Value, lookup: SecretLookup, what: str) -> str:
     if found is None:
         raise MissingSecretError(value, what)
     return found
+
+
+def server_identity(config: StdioServer | HttpServer) -> str:
+    """What a server is, for the person's approvals: a short hash of what it runs (command,
+    arguments, environment, folder) or reaches (address, headers). Its id, name and on/off
+    switch are left out, so renaming a server keeps its approvals and changing what it runs
+    does not. A secret counts by its keyring entry's name; its value is never read here."""
+    what = config.model_dump(mode="json", exclude={"id", "name", "enabled"})
+    text = json.dumps(what, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 # --- which values are secrets ------------------------------------------------------------------
