@@ -40,7 +40,7 @@ from engines.base import (
 )
 from engines.context.continuation import join_answer
 from engines.providers.base import default_next_step
-from engines.window import LEAN_WINDOW
+from engines.tools.lean import use_lean
 
 log = logging.getLogger("conch.conversation")
 
@@ -171,7 +171,7 @@ class Conversation:
             system=self._system(),
             max_answer_tokens=settings.max_answer_tokens,
             temperature=settings.temperature,
-            lean=model.context <= LEAN_WINDOW,
+            lean=use_lean(model.context),
             continue_from=continues.text if continues is not None else "",
         )
         # A continued answer starts with the words it already has (they are saved with it).

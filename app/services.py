@@ -54,7 +54,8 @@ from engines.providers.base import ChatRequest, ProviderError, closing_stream
 from engines.providers.structured import LIST_OF_STRINGS, constrained_output
 from engines.resources import read_prompt
 from engines.scrub import scrub
-from engines.window import LEAN_WINDOW, UNKNOWN_WINDOW_LOCAL, answer_reserve, unknown_window
+from engines.tools.lean import use_lean
+from engines.window import UNKNOWN_WINDOW_LOCAL, answer_reserve, unknown_window
 
 log = logging.getLogger("conch.services")
 
@@ -75,7 +76,7 @@ def memory_chars(window: int) -> int:
     About 5% of the window (2.5% in lean mode, where memories are trimmed first), at most
     4,000 characters: every character is sent, and counted in the budget, on every turn.
     """
-    share = 40 if window <= LEAN_WINDOW else 20  # chars = window × 4 / share
+    share = 40 if use_lean(window) else 20  # chars = window × 4 / share
     return max(0, min(MEMORY_CHARS_MAX, window * 4 // share))
 
 
@@ -85,7 +86,7 @@ OWN_PROMPT_HEADING = "The person's own instructions for this chat:"
 
 def build_system_prompt(model: ModelInfo, memories: MemoryBook, own: str = "") -> str:
     """Conch's prompt, then the person's own (``own``), then the memories."""
-    lean = model.context <= LEAN_WINDOW
+    lean = use_lean(model.context)
     parts = [read_prompt("system_lean.txt" if lean else "system.txt").strip()]
     if own.strip():
         parts.append(f"{OWN_PROMPT_HEADING}\n{own.strip()}")

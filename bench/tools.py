@@ -16,8 +16,10 @@ transcript's budget before any tools):
   is sent stays capped); ``lean_bound`` is the most lean mode can ever send with these tools
   (the two small tools, plus ``LOADED_TOKENS`` of fetched schemas or the largest one alone);
 - ``list_tools_answer``: what ``list_tools``' answer adds to the chat when the model calls it;
-- ``sent_by_a_turn_at_8k`` / ``_at_32k``: the tool list a real chat turn (``ApiSession`` with
-  these servers) sent, read from the request: lean at 8K, every schema on a larger window.
+- ``sent_by_a_turn_at_8k`` / ``_at_32k`` / ``_at_128k``: the tool list a real chat turn
+  (``ApiSession`` with these servers) sent, read from the request: lean at 8K, and wherever
+  every schema would take more than ``TOOLS_SHARE`` percent of the budget (``use_lean``:
+  these 41 tools at 32K), every schema where they fit in that share (128K).
 
 Goal: lean <= 10% of the budget, full >= 60%. Run: ``python -m bench.tools``; prints one JSON
 object on its last line.
@@ -36,7 +38,7 @@ from engines.context.session import ApiSession
 from engines.context.tool_loop import ToolHost
 from engines.providers.base import ChatRequest
 from engines.tools.catalogue import Catalogue, ServerTool, build_catalogue, tool_spec
-from engines.tools.lean import LOADED_TOKENS, answer, lean_specs, sent_loaded
+from engines.tools.lean import LOADED_TOKENS, answer, lean_for, lean_specs, sent_loaded
 from engines.tools.rules import tool_list_tokens
 from engines.tools.servers import ToolOutcome
 from engines.window import budget, estimate_tokens
@@ -823,16 +825,21 @@ def main() -> None:
     main_set = measure(build_catalogue([("filesystem", fs), ("fetch", fetch), ("github", github)]))
     git_set = measure(build_catalogue([("filesystem", fs), ("fetch", fetch), ("git", git)]))
     catalogue = build_catalogue([("filesystem", fs), ("fetch", fetch), ("github", github)])
-    # What a chat turn really sends: lean mode at 8K, every schema on a larger window.
+    # What a chat turn really sends: lean mode at 8K and wherever every schema would take too
+    # much of the budget, every schema where they fit.
     sent_lean = asyncio.run(_as_sent(catalogue, WINDOW))
-    sent_full = asyncio.run(_as_sent(catalogue, 4 * WINDOW))
+    sent_32k = asyncio.run(_as_sent(catalogue, 4 * WINDOW))
+    sent_full = asyncio.run(_as_sent(catalogue, 16 * WINDOW))
+    lean_at_32k = lean_for(4 * WINDOW, catalogue)
     assert sent_lean == main_set["lean_tokens"] and sent_full == main_set["full_tokens"]
+    assert sent_32k == main_set["lean_tokens" if lean_at_32k else "full_tokens"]
     result = {
         "window": WINDOW,
         "servers": "filesystem+fetch+github",
         **main_set,
         "sent_by_a_turn_at_8k": sent_lean,
-        "sent_by_a_turn_at_32k": sent_full,
+        "sent_by_a_turn_at_32k": sent_32k,
+        "sent_by_a_turn_at_128k": sent_full,
         "with_git_instead": {
             k: git_set[k] for k in ("tools", "full_share", "lean_share", "lean_bound_share")
         },

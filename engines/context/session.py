@@ -93,6 +93,7 @@ from engines.context.tool_loop import (
 from engines.local.gate import GaveWayError, background
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
 from engines.tools.catalogue import Catalogue
+from engines.tools.lean import lean_for
 from engines.tools.rules import (
     FRAME_TAG,
     RESULT_MIN_TOKENS,
@@ -103,7 +104,6 @@ from engines.tools.rules import (
 )
 from engines.tools.rules import tool_list_tokens as _tools_tokens
 from engines.window import (
-    LEAN_WINDOW,
     TURN_ROOM,
     FoldPlan,
     Ledger,
@@ -689,7 +689,7 @@ class ApiSession:
         if tools is None:
             tools = ()
             if self.tools is not None:
-                lean_mode = self.window_for(model) <= LEAN_WINDOW
+                lean_mode = lean_for(self.window_for(model), self.tools.ready_catalogue())
                 ready = self.tools.ready_catalogue()
                 tools = specs_for(ready, self.tools.loaded, lean_mode=lean_mode)
         window = self._window(model, estimate_tokens(system), _tools_tokens(tools))
@@ -1667,7 +1667,7 @@ class ApiSession:
                 notes.append(Note(topic="tools", text=NO_TOOLS_MODEL.format(model=model.name)))
             catalogue = Catalogue()
         self._catalogue = catalogue
-        self._lean_tools = turn.lean or self.window_for(model) <= LEAN_WINDOW
+        self._lean_tools = turn.lean or lean_for(self.window_for(model), catalogue)
         specs = specs_for(catalogue, host.loaded, lean_mode=self._lean_tools)
         self._sent_tools = specs
         return turn.model_copy(update={"tools": specs}), notes

@@ -1,6 +1,8 @@
-"""Tools on demand for small windows (lean mode, 8K and below).
+"""Tools on demand for small windows (lean mode, 8K and below) and for tool lists too big to send.
 
-Forty tools' schemas take most of an 8K model's budget, so a lean chat is not sent them. It gets
+Forty tools' schemas take most of an 8K model's budget, and a server with 500 tools would take
+more than a 32K model's whole window, so a lean chat is not sent them (``use_lean`` decides,
+for the engine, the system prompt, the meter and the conversation alike). It gets
 two small tools instead: ``list_tools`` (each tool's name and what it does, in a line) and
 ``get_tool_schema`` (one tool's full spec). A tool whose schema the model fetched is sent in
 full from then on, so the model calls it like any other; the most recently fetched are, up to
@@ -20,6 +22,7 @@ from typing import Any
 
 from engines.tools.catalogue import Catalogue, tool_spec
 from engines.tools.rules import tool_list_tokens, unknown_tool
+from engines.window import LEAN_WINDOW, budget
 
 LIST_TOOLS = "list_tools"
 GET_TOOL_SCHEMA = "get_tool_schema"
@@ -42,6 +45,22 @@ GET_TOOL_SCHEMA_SPEC: dict[str, Any] = {
     },
 }
 META = (LIST_TOOLS, GET_TOOL_SCHEMA)
+TOOLS_SHARE = 10  # percent of the budget the full tool list may take before it goes on demand
+
+
+def use_lean(window: int, full_schema_tokens: int = 0) -> bool:
+    """Whether a chat on a model with ``window`` tokens is lean: the short prompts, and tools
+    on demand. It is when the window is small (``LEAN_WINDOW`` or less), or when the full
+    tool list (``full_schema_tokens``, every schema as it would be sent) would take more than
+    ``TOOLS_SHARE`` percent of the budget, whatever the window. The one place this is decided."""
+    if window <= LEAN_WINDOW:
+        return True
+    return full_schema_tokens * 100 > TOOLS_SHARE * budget(window)
+
+
+def lean_for(window: int, catalogue: Catalogue) -> bool:
+    """``use_lean`` for a chat whose tools are ``catalogue`` (each schema weighed as sent)."""
+    return use_lean(window, tool_list_tokens(catalogue.specs()) if len(catalogue) else 0)
 
 
 def is_meta(name: str) -> bool:

@@ -4,6 +4,9 @@ Run it as a script, over stdio (the default) or Streamable HTTP::
 
     python tests/fakes/mcp_server.py --control DIR            # stdio
     python tests/fakes/mcp_server.py --control DIR --http     # HTTP; prints "port N" first
+    python tests/fakes/mcp_server.py --control DIR --many 500 # and 500 more tools
+    python tests/fakes/mcp_server.py --control DIR --huge-mb 40  # ``huge`` returns 40 MB
+
 
 Its tools return what real servers return at their worst: ``echo`` (a small result),
 ``huge`` (5 MB of text), ``slow`` (waits until the test says so), ``failing`` (an error result),
@@ -45,11 +48,11 @@ HOSTILE = (
 POLL = 0.01  # how often ``slow`` looks for its release file (inside the server only)
 
 
-def huge_text() -> str:
+def huge_text(size_bytes: int = HUGE_BYTES) -> str:
     lines: list[str] = []
     size = 0
     n = 0
-    while size < HUGE_BYTES:
+    while size < size_bytes:
         line = HUGE_LINE.format(n=n)
         lines.append(line)
         size += len(line)
@@ -57,8 +60,30 @@ def huge_text() -> str:
     return "".join(lines)
 
 
-def build(control: Path) -> MCPServer:
+MANY_DESCRIPTION = (
+    "Look up records of kind {n} in the company's catalogue by a free-text query. Returns up to "
+    "limit rows as JSON lines, newest first, filtered by region; an empty result means nothing "
+    "matched. Use it when the person asks about kind {n} records."
+)
+
+
+def add_many(server: MCPServer, count: int) -> None:
+    """``count`` more tools, ``lookup_0000`` …, each with a real schema and a long description:
+    a server like the big ones people connect, whose full tool list fills a window."""
+
+    def make(n: int) -> None:
+        def lookup(query: str, limit: int = 10, region: str = "eu") -> str:
+            return f"lookup_{n:04d}: nothing matched “{query}” in {region} (limit {limit})"
+
+        server.tool(name=f"lookup_{n:04d}", description=MANY_DESCRIPTION.format(n=n))(lookup)
+
+    for n in range(count):
+        make(n)
+
+
+def build(control: Path, many: int = 0, huge_bytes: int = HUGE_BYTES) -> MCPServer:
     server = MCPServer("conch-fake", instructions="A fake server for Conch's tests.")
+    add_many(server, many)
 
     @server.tool()
     def echo(text: str) -> str:
@@ -86,8 +111,8 @@ def build(control: Path) -> MCPServer:
 
     @server.tool()
     def huge() -> str:
-        """Return five megabytes of text."""
-        return huge_text()
+        """Return five megabytes of text (or as many as --huge-mb says)."""
+        return huge_text(huge_bytes)
 
     @server.tool()
     async def slow() -> str:
@@ -137,12 +162,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--control", type=Path, required=True)
     parser.add_argument("--http", action="store_true")
+    parser.add_argument("--many", type=int, default=0)
+    parser.add_argument("--huge-mb", type=int, default=HUGE_BYTES // (1024 * 1024))
     args = parser.parse_args()
     control: Path = args.control
     control.mkdir(parents=True, exist_ok=True)
     with (control / "starts").open("a") as f:
         f.write(f"{os.getpid()} {'http' if args.http else 'stdio'}\n")
-    server = build(control)
+    server = build(control, args.many, args.huge_mb * 1024 * 1024)
     if not args.http:
         server.run("stdio")
         return
