@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from app.store import UNTITLED_TITLE, ChatStore, StoredMessage
 from app.tool_calls import keep_tool_call
-from app.trust import looks_pasted
+from app.trust import untrusted_message
 from engines.base import (
     Attachment,
     Compacted,
@@ -130,20 +130,18 @@ class Conversation:
         again: int | None = None,
         version_of: int | None = None,
         continues: StoredMessage | None = None,
+        pasted: bool = False,
     ) -> AsyncIterator[ConvEvent]:
         """Send one person message and stream the answer (see module docstring).
 
         ``again``: the seq of the person's message this sends once more (``retry``); the chat
         log gets no second copy of it. ``version_of``: the answer is a new version of that
         answer (``regenerate``). ``continues``: the stopped answer this one goes on with
-        (``continue_answer``); what comes is added to it.
+        (``continue_answer``); what comes is added to it. ``pasted``: the composer saw
+        text pasted into the message (it makes the chat untrusted, however short).
         """
         model = self._model
         if again is None:
-            if attachments or looks_pasted(text):
-                # What the chat read from a file or a paste (a page, a log, a document) is
-                # untrusted: memories from it wait for an OK.
-                self.store.mark_chat(self.chat_id, untrusted=True)
             chat = self.store.get_chat(self.chat_id)
             if chat is not None and chat.untitled and text.strip():
                 self.store.rename_chat(self.chat_id, title_from(text))
@@ -154,6 +152,9 @@ class Conversation:
                 pictures=pictures,
                 attachments=attachments,
                 model_key=model.key,
+                untrusted=untrusted_message(
+                    "user", text, attachments=bool(attachments), pasted=pasted
+                ),
             )
             asked = saved.seq
         else:
@@ -199,11 +200,9 @@ class Conversation:
                 elif isinstance(event, ToolCall):
                     called = True
                 elif isinstance(event, ToolResult):
-                    # Kept in the chat log (the tool rows read it back); a chat that read what
-                    # a tool returned is untrusted: memories from it wait for an OK.
+                    # Kept in the chat log (the tool rows read it back, and it marks the chat
+                    # untrusted when the result came from outside).
                     keep_tool_call(self.store, self.chat_id, event, model.key)
-                    if event.untrusted:
-                        self.store.mark_chat(self.chat_id, untrusted=True)
                 self._observe(event, model)
                 yield event
         except asyncio.CancelledError:

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from app.export import FORMAT
 from app.store import ChatStore, StoreError
 from app.trash import empty_trash
+from app.trust import untrusted_message
 from engines.base import Attachment, Picture
 
 MAX_BYTES = 200 * 1024 * 1024  # larger files are refused before they are read
@@ -431,7 +432,6 @@ def save(store: ChatStore, data_dir: Path, chats: Iterable[ImportedChat]) -> lis
 
 def _write(store: ChatStore, chat_id: str, chat: ImportedChat) -> None:
     store.delete_chat(chat_id)  # hidden (in the trash) until it is whole
-    store.mark_chat(chat_id, untrusted=True)
     for m in chat.messages:
         stored = store.append_message(
             chat_id,
@@ -442,6 +442,7 @@ def _write(store: ChatStore, chat_id: str, chat: ImportedChat) -> None:
             attachments=m.attachments,
             partial=m.partial,
             model_key=m.model_key,
+            untrusted=untrusted_message(m.role, m.text, imported=True),
         )
         for v in m.other_versions:
             other = store.append_message(

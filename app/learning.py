@@ -5,7 +5,7 @@ Rules, each enforced here whoever asks:
 - only the person's own words are read (never the answers, attachments or tool results, nor
   a message that counts as pasted: a page, a log, a document, a long text; see app.trust);
 - never a routine's run, never a chat with other people in it;
-- a chat that read something untrusted (a pasted message found here marks it so), or
+- a chat that read something untrusted (app.trust decides, the chat log keeps the mark), or
   "Remember things automatically" off: the new memories wait for the person's OK; a memory
   that gives the assistant orders always waits (app.memories);
 - only the chat's own model reads the chat (a local chat never goes to a cloud model): when
@@ -330,12 +330,11 @@ class QuietLearning:
                 return None
             last_seq = unread[-1].seq
             said = [m for m in unread if m.role == "user" and m.text.strip()]
-            # A pasted page, log or document is not the person's word: it is left out, and
-            # the chat now counts as having read something untrusted.
-            pasted = any(looks_pasted(m.text) for m in said)
+            # A pasted page, log or document is not the person's word: it is left out. (Its
+            # chat was marked untrusted when it was saved; one kept before that was recorded
+            # waits all the same.)
             person = [m for m in said if not looks_pasted(m.text)]
-            if pasted and not chat.untrusted:
-                self.store.mark_chat(chat_id, untrusted=True)
+            pasted = len(person) < len(said)
             if not person:
                 # Nothing of theirs to read here: mark it so no one looks again.
                 self.store.set_read_until(chat_id, last_seq, self.clock())

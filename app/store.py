@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from app.sqlite import StorageError, open_database
+from app.trust import untrusted_message
 from engines.base import Attachment, Picture, TurnProblem
 
 Role = Literal["user", "assistant", "tool"]
@@ -478,7 +479,14 @@ class ChatStore:
         problem: TurnProblem | None = None,
         model_key: str = "",
         version_of: int | None = None,
+        untrusted: bool | None = None,
     ) -> StoredMessage:
+        """Add a message at the end of the chat. ``untrusted``: whether it makes the chat
+        untrusted, as ``app.trust.untrusted_message`` decided with what the caller knows (a
+        paste, a tool's origin); None lets it decide from the message alone. The mark is
+        recorded with the message, so a chat is never left holding one without the other."""
+        if untrusted is None:
+            untrusted = untrusted_message(role, text, attachments=bool(attachments))
         now = time.time()
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
@@ -505,9 +513,8 @@ class ChatStore:
                     ),
                 )
                 self._db.execute("UPDATE chats SET updated = ? WHERE id = ?", (now, chat_id))
-                if role == "tool":
-                    # What a tool returned is not the person's word: learning from this chat
-                    # now waits for an OK.
+                if untrusted:
+                    # Not the person's own word: learning from this chat now waits for an OK.
                     self._db.execute("UPDATE chats SET untrusted = 1 WHERE id = ?", (chat_id,))
                 self._db.execute("COMMIT")
             except BaseException:

@@ -1,11 +1,11 @@
 """How each tool call of a chat went, kept beside its result in the chat log.
 
-The conversation saves a tool call's whole result as a "tool" message (the chat log is the
-source of truth, and a "tool" message marks the chat untrusted); ``ToolCallBook`` keeps the
-rest of the call beside it, keyed like ``messages`` by chat and seq, in a table of the chat
-log's own file (``tool_calls``, made by the chat log's schema step 5, app/store.py): the tool
-and its server, the arguments, how it ended, how long it took and whether the model was sent
-all of it. The window's tool rows read it back. Nothing here is ever sent anywhere.
+The conversation saves a tool call's result as a "tool" message (the chat log is the source of
+truth; a result from outside marks the chat untrusted, as ``app.trust`` decides);
+``ToolCallBook`` keeps the rest of the call beside it, keyed like ``messages`` by chat and seq,
+in a table of the chat log's own file (``tool_calls``, made by the chat log's schema step 5,
+app/store.py): the tool and its server, the arguments, how it ended, how long it took and whether
+the model was sent all of it. The window's tool rows read it back. Nothing here is ever sent anywhere.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from app.chat_log_tables import BookPerStore, ChatLogFile, ChatLogTable
+from app.trust import untrusted_message
 from engines.base import ToolResult
 
 if TYPE_CHECKING:
@@ -68,16 +69,16 @@ def tool_call_book(store: ChatLogFile) -> ToolCallBook | None:
 
 
 def keep_tool_call(store: ChatStore, chat_id: str, call: ToolResult, model_key: str = "") -> int:
-    """Save a finished tool call in the chat log: its whole result (or, for a call that never
-    ran, the note the model was given) as a "tool" message, and the call beside it. Returns
-    the message's seq.
+    """Save a finished tool call in the chat log: its result (or, for a call that never ran,
+    the note the model was given) as a "tool" message, and the call beside it. Returns the
+    message's seq.
 
-    A "tool" message marks the chat untrusted; a call that read nothing from outside (denied,
-    unknown, not run) leaves the chat as trusted as it was."""
-    before = store.get_chat(chat_id)
-    saved = store.append_message(chat_id, "tool", call.text, model_key=model_key)
-    if not call.untrusted and before is not None and not before.untrusted:
-        store.mark_chat(chat_id, untrusted=False)
+    A result from outside marks the chat untrusted; a call that read nothing from outside
+    (denied, unknown, not run) leaves the chat as trusted as it was."""
+    untrusted = untrusted_message("tool", call.text, outside=call.untrusted)
+    saved = store.append_message(
+        chat_id, "tool", call.text, model_key=model_key, untrusted=untrusted
+    )
     book = tool_call_book(store)
     if book is not None:
         try:

@@ -1,15 +1,20 @@
-"""What counts as untrusted: text the person pasted, and memories that give orders.
+"""What counts as untrusted: which messages make a chat untrusted, text the person pasted, and
+memories that give orders. The one place these are decided; the chat log records the mark
+(``ChatStore.append_message``) and learning reads it.
 
-Conch cannot see the clipboard, so a person message counts as pasted by its shape: long, many
-lines, or built like a web page, a log, a document, an e-mail or a prompt aimed at a model. A
-chat that holds such a message is marked untrusted: what is learned from it waits for an OK.
+A chat is untrusted once it holds a message the person did not type themselves
+(``untrusted_message``): a tool's result, an attached file, an imported chat, or text pasted
+into the box. The composer knows when a paste happened (``Submission.pasted``), whatever its
+length; where that is not known (the command line, an older chat) a message counts as pasted
+by its shape: long, many lines, or built like a web page, a log, a document, an e-mail or a
+prompt aimed at a model. What is learned from an untrusted chat waits for the person's OK.
 
 A memory is a fact about the person ("The person prefers metric units."). One that tells the
 assistant what to do ("The assistant should call itself Bob.", "Always answer in French.",
 "Ignore previous instructions.") reaches every later system prompt, so it always waits for the
 person's OK, wherever it came from.
 
-Both checks are pure functions of the text, cheap on a 5 MB paste (bounded scans only).
+Every check is a pure function of the text, cheap on a 5 MB paste (bounded scans only).
 """
 
 from __future__ import annotations
@@ -81,6 +86,31 @@ def pasted_kind(text: str) -> str | None:
 def looks_pasted(text: str) -> bool:
     """True when a person message counts as pasted, so as untrusted (see the module doc)."""
     return pasted_kind(text) is not None
+
+
+def untrusted_message(
+    role: str,
+    text: str = "",
+    *,
+    attachments: bool = False,
+    pasted: bool = False,
+    outside: bool = True,
+    imported: bool = False,
+) -> bool:
+    """Whether saving this message makes its chat untrusted (see the module doc).
+
+    ``attachments``: the person's message carries files. ``pasted``: the composer saw text
+    pasted into it. ``outside``: for a tool message, the text came from a tool or its server
+    (a call Conch answered itself, denied or never ran read nothing from outside).
+    ``imported``: the message came from another app's export.
+    """
+    if imported:
+        return True
+    if role == "tool":
+        return outside
+    if role == "user":
+        return pasted or attachments or looks_pasted(text)
+    return False
 
 
 # --- memories that give orders ----------------------------------------------------------------

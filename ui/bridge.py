@@ -222,12 +222,14 @@ class ConversationBridge(QObject):
         text: str,
         pictures: Sequence[Picture] = (),
         attachments: Sequence[Attachment] = (),
+        pasted: bool = False,
     ) -> bool:
-        """Start a turn. False (and nothing happens) while another turn or fold runs."""
+        """Start a turn. False (and nothing happens) while another turn or fold runs.
+        ``pasted``: the text was pasted into the box (it counts as untrusted)."""
         if self.busy or self._closed:
             return False
         stream = self._conversation.turn(
-            text, pictures=tuple(pictures), attachments=tuple(attachments)
+            text, pictures=tuple(pictures), attachments=tuple(attachments), pasted=pasted
         )
         self._start(stream, "turn")
         return True

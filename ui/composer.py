@@ -3,8 +3,10 @@
 Pastes are plain text only. A very long paste (a log, a whole file) is not put in the editor,
 where laying out megabytes of text would freeze the window, but attached as "Pasted text", like
 a text file. Attachments are pictures or text files; the conversation marks a chat that read
-one as untrusted for learning. ``/compact [what to keep]`` is recognised while typing (a hint
-shows) and goes to the conversation's fold instead of the model.
+one as untrusted for learning, and so a message with text pasted (or dropped) into the box,
+however short (``Submission.pasted``: only the box knows a paste happened).
+``/compact [what to keep]`` is recognised while typing (a hint shows) and goes to the
+conversation's fold instead of the model.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class Submission:
     pictures: tuple[Picture, ...] = ()
     attachments: tuple[Attachment, ...] = ()
     compact_focus: str | None = None  # not None: this is ``/compact`` with this focus
+    pasted: bool = False  # text was pasted or dropped into the box, not (only) typed
 
     @property
     def is_compact(self) -> bool:
@@ -124,6 +127,7 @@ class ComposerEdit(QPlainTextEdit):
         self.setMinimumHeight(EDIT_MIN_HEIGHT)
         self.setMaximumHeight(EDIT_MAX_HEIGHT)
         self._lines = 1
+        self.pasted = False  # text came in by a paste or a drop since the box was last empty
         self.document().contentsChanged.connect(self._grow)
         # The box has no border of its own: the composer's rounded frame shows the focus ring.
         self.setProperty("focus_ring_on", "Composer")
@@ -153,6 +157,8 @@ class ComposerEdit(QPlainTextEdit):
         return QSize(super().sizeHint().width(), max(EDIT_MIN_HEIGHT, min(EDIT_MAX_HEIGHT, wanted)))
 
     def _grow(self) -> None:
+        if self.document().isEmpty():
+            self.pasted = False  # a new draft starts
         lines = max(1, int(self.document().size().height()))
         if lines != self._lines:
             self._lines = lines
@@ -193,6 +199,7 @@ class ComposerEdit(QPlainTextEdit):
             self.long_paste.emit(text)
             return
         self.insertPlainText(text)
+        self.pasted = self.pasted or bool(text.strip())
 
 
 class AttachmentChip(QFrame):
@@ -331,6 +338,7 @@ class Composer(QWidget):
 
     def set_text(self, text: str) -> None:
         self.edit.setPlainText(text)
+        self.edit.pasted = False
         self.edit.moveCursor(self.edit.textCursor().MoveOperation.End)
 
     def pictures(self) -> tuple[Picture, ...]:
@@ -354,6 +362,7 @@ class Composer(QWidget):
             self.set_text(("/compact " + focus).strip())
         else:
             self.set_text(submission.text)
+            self.edit.pasted = submission.pasted
         self._pictures = list(submission.pictures)
         self._attachments = list(submission.attachments)
         self._redraw_chips()
@@ -396,6 +405,7 @@ class Composer(QWidget):
                 text=text.strip(),
                 pictures=tuple(self._pictures),
                 attachments=tuple(self._attachments),
+                pasted=self.edit.pasted,
             )
         else:
             return

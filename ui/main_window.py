@@ -434,7 +434,9 @@ class MainWindow(QMainWindow):
             if accepted:
                 self.show_status("Summarising the start of this chat…")
         else:
-            accepted = bridge.send(submission.text, submission.pictures, submission.attachments)
+            accepted = bridge.send(
+                submission.text, submission.pictures, submission.attachments, submission.pasted
+            )
         if not accepted:
             self.composer.restore(submission)
 

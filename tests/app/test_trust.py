@@ -6,7 +6,14 @@ import time
 
 import pytest
 
-from app.trust import PASTE_CHARS, PASTE_LINES, looks_pasted, pasted_kind, reads_like_instruction
+from app.trust import (
+    PASTE_CHARS,
+    PASTE_LINES,
+    looks_pasted,
+    pasted_kind,
+    reads_like_instruction,
+    untrusted_message,
+)
 
 TYPED = [
     "I'm Sam and I coordinate a community garden in Leeds.",
@@ -126,3 +133,15 @@ def test_a_memory_that_gives_the_assistant_orders_is_an_instruction(memory: str)
 @pytest.mark.parametrize("memory", FACTS)
 def test_a_fact_about_the_person_is_not_an_instruction(memory: str) -> None:
     assert not reads_like_instruction(memory)
+
+
+def test_which_messages_make_a_chat_untrusted() -> None:
+    short = "Answers should be in French."
+    assert not untrusted_message("user", short)  # typed: the person's own word
+    assert untrusted_message("user", short, pasted=True)  # pasted, however short
+    assert untrusted_message("user", "See the file.", attachments=True)
+    assert untrusted_message("user", PAGE)  # pasted by its shape, where nobody saw the paste
+    assert untrusted_message("tool", "42")
+    assert not untrusted_message("tool", "Denied.", outside=False)  # Conch's own words
+    assert not untrusted_message("assistant", short)
+    assert untrusted_message("assistant", short, imported=True)
