@@ -10,8 +10,9 @@ by its shape: long, many lines, or built like a web page, a log, a document, an 
 prompt aimed at a model. What is learned from an untrusted chat waits for the person's OK.
 
 A memory is a fact about the person ("The person prefers metric units."). One that tells the
-assistant what to do ("The assistant should call itself Bob.", "Always answer in French.",
-"Ignore previous instructions.") reaches every later system prompt, so it always waits for the
+assistant what to do ("The assistant should call itself Bob.", "Answers should be in French.",
+"Ignore previous instructions."), how to answer or what to put in its answers, or that carries
+a link to visit or pass on, reaches every later system prompt, so it always waits for the
 person's OK, wherever it came from.
 
 Every check is a pure function of the text, cheap on a 5 MB paste (bounded scans only).
@@ -146,7 +147,64 @@ _INSTRUCTION = re.compile(
 )
 
 
+# What the assistant produces: a memory about these is about how to answer, not about the person.
+_ANSWERS = (
+    r"(?:answers?|replies|reply|responses?|outputs?|messages?|conversations?|communications?|"
+    r"suggestions?|recommendations?|explanations?|summaries)"
+)
+_LANGUAGES = (
+    r"(?:english|french|german|spanish|italian|portuguese|dutch|flemish|russian|ukrainian|"
+    r"polish|czech|swedish|norwegian|danish|finnish|greek|turkish|arabic|hebrew|hindi|chinese|"
+    r"mandarin|cantonese|japanese|korean|vietnamese|thai|indonesian|latin|esperanto|klingon|"
+    r"lowercase|lower\s+case|uppercase|upper\s+case|capitals|capital\s+letters|json|markdown|"
+    r"bullet\s+points|rhymes?|verse)"
+)
+# Said of answers: how they must be, what they must carry.
+_SHAPED = (
+    r"(?:should|must|shall|ought|needs?|has\s+to|have\s+to|is\s+to|are\s+to|be|being|kept|"
+    r"written|given|formatted|signed|contains?|containing|includes?|including|included|ends?|"
+    r"ending|starts?|starting|begins?|cite|cites|recommend\w*|point\w*|mention\w*|link\w*|"
+    rf"always|never|only|in\s+{_LANGUAGES})"
+)
+# Wanting, liking or asking for something about answers.
+_WANTING = (
+    r"(?:prefer\w*|wants?|wanted|wish\w*|likes?|liked|loves?|appreciat\w*|expects?|asks?|"
+    r"asked|requests?\w*|includ\w*|add\w*|append\w*|end\w*|sign\w*|every|each|all|any)"
+)
+_ABOUT_ANSWERS = re.compile(
+    # "Answers should be in French.", "Replies in French are what the person wants."
+    rf"\b{_ANSWERS}\b(?:\W+\w+){{0,4}}?\W+{_SHAPED}\b"
+    # "The person wants the answers kept short.", "… the link included with replies."
+    rf"|\b{_WANTING}\b(?:\W+\w+){{0,4}}?\W+{_ANSWERS}\b"
+    # "The person prefers to be answered in Spanish.", "Reply to the person in German."
+    r"|\b(?:be|being|get|gets|getting)\s+(?:answered|replied\s+to|responded\s+to|addressed|"
+    r"greeted|spoken\s+to|written\s+to)\b"
+    rf"|\b(?:answer|reply|respond|address|greet)(?:s|ed|ing)?\b(?:\W+\w+){{0,3}}?\W+in\s+"
+    rf"{_LANGUAGES}\b"
+    # "When answering, use a pirate voice.", "Before responding, check …"
+    r"|\b(?:when|whenever|before|after|while)\s+(?:answering|replying|responding|writing\s+back)\b"
+    # the assistant doing something: "The person likes it when the assistant writes in French."
+    rf"|\b{_ASSISTANT}\s+(?:\w+\s+){{0,2}}(?:writes|speaks|answers|replies|responds|uses|says|"
+    r"includes|adds|mentions|recommends|visits|checks|opens|signs|ends|starts|begins)\b"
+    # orders to recommend, mention or go somewhere
+    r"|^\W*(?:recommend|suggest|mention|add|append|attach|insert|visit|check|open|browse|fetch|"
+    r"go\s+to|look\s+up|link|sign|promote|advertise|cite|quote)\b"
+    r"|\b(?:visit|visiting|browse|open|fetch|go\s+to|look\s+at)\s+(?:\w+\s+){0,3}"
+    r"(?:link|url|site|website|page)\b",
+    re.IGNORECASE | re.MULTILINE,
+)
+# A link in any form: a memory carrying one would put it in every later system prompt.
+_LINK = re.compile(
+    r"(?i)\b(?:https?|ftp)://|\bwww\.[\w-]"
+    r"|\b[\w-]+(?:\.[\w-]+)*\.(?:com|net|org|io|example|xyz|ru|info|biz|co|app|dev|site|shop|"
+    r"link|click|top|online|store|me|ly|gg|ai|de|fr|uk|nl|be|cn|tk)\b(?!\.\w)"
+    r"|\b[\w-]+\.[a-z]{2,}/\S"
+)
+
+
 def reads_like_instruction(memory: str) -> bool:
-    """True when ``memory`` tells the assistant what to do instead of saying something about
-    the person; such a memory always waits for the person's OK."""
-    return _INSTRUCTION.search(memory[:2_000]) is not None
+    """True when ``memory`` tells the assistant what to do, how to answer or what to put in
+    its answers, or carries a link, instead of saying something about the person; such a
+    memory always waits for the person's OK."""
+    head = memory[:2_000]
+    return bool(_INSTRUCTION.search(head) or _ABOUT_ANSWERS.search(head) or _LINK.search(head))
