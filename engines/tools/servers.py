@@ -43,7 +43,7 @@ from engines.tools.config import (
     StdioServer,
     resolve,
 )
-from engines.tools.stdio import StdioProcess
+from engines.tools.stdio import MAX_MESSAGE_BYTES, StdioProcess
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -352,6 +352,9 @@ class ToolServer:
                 started.set_result(None)
         if self._stopping:
             self._set(ServerState("idle" if self.config.enabled else "off"))
+        elif became_ready and self._too_big():
+            # Its answer was too big to read, which says nothing about the server's health.
+            self._set(ServerState("idle", reason=reason or "it sent too much at once"))
         elif became_ready:
             self._crashes += 1
             why = reason or "it stopped by itself"
@@ -515,7 +518,7 @@ class ToolServer:
                 )
             if exc.code == CONNECTION_CLOSED:
                 why = "the connection closed before the answer came"
-                return outcome(await self._lost(runner, why), error=True)
+                return outcome(await self._lost(runner, why, tool), error=True)
             return outcome(
                 self._words(f"The tool server “{self.name}” refused the call: {exc.message}"),
                 error=True,
@@ -531,19 +534,31 @@ class ToolServer:
             # MCPError): end it, so the next use starts afresh.
             leaf = _leaf(exc)
             log.warning("tool call %s/%s failed: %s", self.id, tool, self._words(repr(leaf)))
-            return outcome(await self._lost(runner, _error_words(leaf)), error=True)
+            return outcome(await self._lost(runner, _error_words(leaf), tool), error=True)
         self._crashes = 0
         text, pictures = _outcome_parts(result, tool)
         return outcome(text, error=bool(result.is_error), pictures=pictures)
 
-    async def _lost(self, runner: asyncio.Task[None] | None, why: str) -> str:
-        """End a connection that failed under a call, and say what happened in words."""
+    def _too_big(self) -> bool:
+        """The connection ended because the server sent more than Conch reads in one message."""
+        return self._process is not None and self._process.too_big
+
+    async def _lost(self, runner: asyncio.Task[None] | None, why: str, tool: str) -> str:
+        """End a connection that failed under a call of ``tool``, and say what happened in
+        words: a result too big to read is called that, not a server that stopped."""
         if runner is not None and not runner.done():
             self._lost_reason = why
             if self._wake is not None:
                 self._wake.set()
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(runner), LOST_WAIT)
+        if self._too_big():
+            return (
+                f"“{tool}” returned more than {MAX_MESSAGE_BYTES // (1024 * 1024)} MB, more than "
+                "Conch reads from one tool call, so its result was left out. Ask it for less at "
+                "a time (a smaller range, a filter). Its server starts again the next time a "
+                "tool is needed."
+            )
         reason = self._state.reason or self._words(why) or "the connection was lost"
         again = (
             "Conch will not start it again until you do, in Settings → Tools."

@@ -1,0 +1,32 @@
+"""A tool result too big to read is called that, not a server that "stopped during the call";
+the server is not counted as crashing, and the next call works."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engines.tools.servers import ToolServers
+from engines.tools.stdio import MAX_MESSAGE_BYTES
+from tests.engines.tools.test_servers import fake
+from tests.waits import HANG_SECONDS
+
+
+async def test_a_result_past_the_message_limit_is_said_to_be_too_big(tmp_path: Path) -> None:
+    # 40 MB of text is sent twice in one message (as text and as structured content): past
+    # the 64 MB Conch reads of one message.
+    server = fake(tmp_path / "control")
+    server = server.model_copy(update={"args": (*server.args, "--huge-mb", "40")})
+    servers = ToolServers([server], start_timeout=HANG_SECONDS)
+    try:
+        catalogue = await servers.catalogue()
+        outcome = await servers.call(catalogue, "huge", {}, time_limit=HANG_SECONDS)
+        assert outcome is not None and outcome.error
+        limit = MAX_MESSAGE_BYTES // (1024 * 1024)
+        assert outcome.text.startswith(f"“huge” returned more than {limit} MB")
+        assert "stopped during the call" not in outcome.text
+        assert servers["fake"].state.phase == "idle"  # not failed, not held
+
+        again = await servers.call(catalogue, "echo", {"text": "still here"})
+        assert again is not None and again.text == "echo: still here" and not again.error
+    finally:
+        await servers.stop()
