@@ -4,8 +4,9 @@ The conversation saves a tool call's result as a "tool" message (the chat log is
 truth; a result from outside marks the chat untrusted, as ``app.trust`` decides);
 ``ToolCallBook`` keeps the rest of the call beside it, keyed like ``messages`` by chat and seq,
 in a table of the chat log's own file (``tool_calls``, made by the chat log's schema step 5,
-app/store.py): the tool and its server, the arguments, how it ended, how long it took and whether
-the model was sent all of it. The window's tool rows read it back. Nothing here is ever sent anywhere.
+app/store.py): the tool and its server, the arguments, how it ended, how long it took, how big
+the whole result was and whether the model was sent all of it. The window's tool rows read it
+back. Nothing here is ever sent anywhere.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 from app.chat_log_tables import BookPerStore, ChatLogFile, ChatLogTable
 from app.trust import untrusted_message
 from engines.base import ToolResult
+from engines.tools.rules import kept_result
 
 if TYPE_CHECKING:
     from app.store import ChatStore
@@ -70,14 +72,16 @@ def tool_call_book(store: ChatLogFile) -> ToolCallBook | None:
 
 def keep_tool_call(store: ChatStore, chat_id: str, call: ToolResult, model_key: str = "") -> int:
     """Save a finished tool call in the chat log: its result (or, for a call that never ran,
-    the note the model was given) as a "tool" message, and the call beside it. Returns the
-    message's seq.
+    the note the model was given) as a "tool" message, head and tail only when it is bigger
+    than any model is sent (``kept_result``), and the call beside it. Returns the message's
+    seq.
 
     A result from outside marks the chat untrusted; a call that read nothing from outside
     (denied, unknown, not run) leaves the chat as trusted as it was."""
     untrusted = untrusted_message("tool", call.text, outside=call.untrusted)
+    # A huge result is kept shortened, as a model is sent it; the call's record keeps its size.
     saved = store.append_message(
-        chat_id, "tool", call.text, model_key=model_key, untrusted=untrusted
+        chat_id, "tool", kept_result(call.text), model_key=model_key, untrusted=untrusted
     )
     book = tool_call_book(store)
     if book is not None:

@@ -13,10 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from engines.base import Message
-from engines.window import estimate_tokens, shorten_text, shorten_turn
+from engines.window import TRANSCRIPT_CAP, estimate_tokens, shorten_text, shorten_turn
 
 RESULT_SHARE = 0.25  # of the budget still free in the turn, the most one tool result may take
 RESULT_MIN_TOKENS = 256  # however full the turn, a result keeps at least this much
+# The most any model is ever sent of one result (a share of the largest budget); the chat log
+# keeps no more than this either, so a 20 MB result does not make it 20 MB bigger.
+KEPT_RESULT_TOKENS = int(RESULT_SHARE * TRANSCRIPT_CAP)
 FOLD_RESULT_TOKENS = 2_000  # a folded result is read back to the summariser at most this long
 FRAME_TAG = "earlier-in-this-chat"  # the frame the summary of folded turns is carried in
 NAME_CHARS = 60
@@ -57,6 +60,12 @@ def shorten_tool_result(text: str, max_tokens: int) -> str:
     A result that fits comes back as it was (apart from disarmed tags).
     """
     return shorten_text(guard_frame(text), max(0, max_tokens))
+
+
+def kept_result(text: str) -> str:
+    """What the chat log keeps of a tool result: all of it when it is no bigger than any model
+    is ever sent, else its head and tail with the marker saying how much was left out."""
+    return shorten_text(text, KEPT_RESULT_TOKENS)
 
 
 def shorten_turn_tools_first(messages: Sequence[Message], max_tokens: int) -> tuple[Message, ...]:
