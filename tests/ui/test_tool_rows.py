@@ -179,7 +179,7 @@ def test_a_tool_call_is_asked_about_shown_in_the_answer_and_kept(
     assert s.card.label.text() == "The model asks to use read_text_file (Files)"
     assert s.card.about.text() == "Read a text file in the folder."
     assert s.card.arguments.text() == "path: notes.txt"
-    assert s.card.buttons["always"].toolTip().endswith("for: read_text_file")
+    assert s.card.buttons["always"].toolTip().endswith("for: read_text_file on Files")
     # Meanwhile the call shows in the answer, waiting.
     rows = tool_rows(s.view)
     assert len(rows) == 1
