@@ -110,7 +110,11 @@ _SECRET_NAME = (
     r"|passwort|kennwort|contrase[ñn]a|senha|wachtwoord|has[łl]o|mdp)"
 )
 # A name starts after a non-letter, or inside a camelCase identifier (openaiApiKey).
-_NAME_START = r"(?:(?<![A-Za-z0-9])|(?-i:(?<=[a-z0-9])(?=[A-Z])))"
+# Only where an identifier followed by ":" or "=" starts: a cheap look ahead before the names.
+_NAME_START = (
+    r"(?:(?<![A-Za-z0-9])|(?-i:(?<=[a-z0-9])(?=[A-Z])))"
+    r"(?=[A-Za-z0-9_\-.ñńłŁ]{2,90}[\"']?[ \t]{0,8}[:=])"
+)
 _ASSIGN = re.compile(
     r"(?i)" + _NAME_START + r"((?:[A-Za-z0-9]{1,40}[_\-.])?" + _SECRET_NAME + r")(?![A-Za-z0-9])"
     r"([\"']?[ \t]{0,8}(?::=|=>|[:=])[ \t]{0,8})"
@@ -120,7 +124,7 @@ _ASSIGN = re.compile(
 # German and Dutch also glue it to what it is for (WLAN-Passwort, Routerpasswort).
 _PW_NAMES = (
     r"passwords?|passwd|passphrase|passcode|pin|pw|pwd|mdp"
-    r"|[a-zäöüß]{0,20}(?:passw[oö]rt(?:er)?|kennw[oö]rt(?:er)?|wachtwoord(?:en)?)"
+    r"|passw[oö]rt(?:er)?|kennw[oö]rt(?:er)?|wachtwoord(?:en)?"
     r"|mots?[ \t]+de[ \t]+passe|contrase[ñn]as?|senhas?|palavras?-passe"
     r"|parola[ \t]+d['’]ordine|has[łl]o|l[öo]senord|adgangskode|passord|salasana|heslo"
     r"|[şs]ifre(?:m|si)?|jelsz[óo]"
@@ -147,7 +151,8 @@ _PW_VALUE = r"(\"[^\"\r\n]{1,200}\"|'[^'\r\n]{1,200}'|[^\s\"'`,;()\[\]{}<>]{1,20
 # netrc's "machine … login … password …". Prose ("the password is required") is told apart in
 # _sub_password_said.
 _PASSWORD_SAID = re.compile(
-    r"(?i)(?<![A-Za-z0-9_])(" + _PW_NAMES + r")"
+    r"(?i)(?:(?<![A-Za-z0-9_])(" + _PW_NAMES + r")"
+    r"|(?<=[a-zäöüß])(passw[oö]rt|kennw[oö]rt|wachtwoord))"
     r"((?:[ \t]+" + _PW_FOR + r"(?:[ \t]+" + _PW_ARTICLE + r")?"
     r"(?:[ \t]+[^\s\"'`,;()\[\]{}<>]{1,60}){1,2}"
     + _PW_VERB
@@ -476,7 +481,7 @@ def _said(name: str, sep: str) -> bool:
 
 
 def _sub_password_said(m: re.Match[str]) -> str:
-    name, sep, value = m.group(1), m.group(2), m.group(3)
+    name, sep, value = m.group(1) or m.group(2), m.group(3), m.group(4)
     if value.startswith(("[secret", MARKER)):
         return m.group(0)
     quoted = value[0] in "\"'"
@@ -693,7 +698,9 @@ def _sub_b64(m: re.Match[str]) -> str:
 
 # A long value named as a key, token, secret or password in prose ("my azure key is 3f9a…",
 # "twilio auth token 0c4e…"): judged by its shape, more leniently than a value on its own.
-_NAMED_VALUE = re.compile(r"(?<![A-Za-z0-9_\-+/=.~])[A-Za-z0-9][A-Za-z0-9_\-+/=.~]{11,299}")
+_NAMED_VALUE = re.compile(
+    r"(?<![A-Za-z0-9_\-+/=.~])(?=[A-Za-z_\-+/=.~]{0,298}\d)[A-Za-z0-9][A-Za-z0-9_\-+/=.~]{11,299}"
+)
 _KEY_WORDS = (
     r"api[ _-]?keys?|access[ _-]?keys?|secret[ _-]?keys?|keys?|tokens?|secrets?"
     r"|client[ _-]?secret|auth[ _-]?token|pw|pwd|passwords?|passwort|credentials?|twilio|azure"
@@ -706,7 +713,7 @@ _KEY_BEFORE = re.compile(
     r"[ \t]*[\"'`(]?$"
 )
 _KEY_NEEDS = (
-    "key", "token", "secret", "pw", "pass", "cred", "twilio", "azure", "schl", "cl",
+    "key", "token", "secret", "pw", "pass", "cred", "twilio", "azure", "schl", "clé", "clave",
     "chiave", "chave", "sleutel", "klucz",
 )  # fmt: skip
 
@@ -754,8 +761,8 @@ def _sub_named(m: re.Match[str]) -> str:
 
 # Text without any of these holds no password word in any language above
 _PW_NEEDS = (
-    "pass", "pin", "pw", "mdp", "wort", "wachtwoord", "contrase", "senha", "has", "parola",
-    "senord", "adgangskode", "passord", "salasana", "heslo", "ifre", "jelsz",
+    "pass", "pin", "pw", "mdp", "wort", "wachtwoord", "contrase", "senha", "hasło", "haslo",
+    "parola", "senord", "adgangskode", "passord", "salasana", "heslo", "ifre", "jelsz",
 )  # fmt: skip
 
 # Each pass with the words its pattern cannot match without (lower case: looked for in the
