@@ -26,14 +26,10 @@ restart only as a hint for healing the next refusal: a bogus refusal never locks
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import logging
-import math
 import re
-import threading
-import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,29 +56,25 @@ from engines.base import (
     TurnProblem,
     Usage,
 )
-from engines.context import transcript as tfile
+from engines.context.ahead import FoldsAhead
 from engines.context.calibrate import Calibrated, count_request, needs_calibration
 from engines.context.continuation import continuing, join_answer, prefills
-from engines.context.prepare import (
-    PREPARE_AT,
-    PREPARE_TRIES,
-    RECENT_TURNS,
-    Job,
-    Mark,
-    Prepared,
-    fingerprint,
-    marks,
-    warm,
-    warm_request,
+from engines.context.protocols import SummaryResult
+from engines.context.state import (
+    SUMMARY_CLOSE,
+    SUMMARY_OPEN,
+    Fold,
+    FoldLoader,
+    HistoryLoader,
+    SummaryWait,
+    summary_block,
 )
-from engines.context.protocols import ModelDirectory, Summariser, SummaryResult
-from engines.context.summarise import facts_kept, fit, fold_wait, summary_cap
+from engines.context.summarise import facts_kept, fit, summary_cap
 from engines.context.tool_loop import (
     MAX_ROUNDS,
     NO_TOOLS_MODEL,
     ROUNDS_TEXT,
     CallOutcome,
-    ToolHost,
     not_run,
     run_call,
     server_names,
@@ -90,59 +82,42 @@ from engines.context.tool_loop import (
     stopped,
     unavailable,
 )
-from engines.local.gate import GaveWayError, background
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
 from engines.tools.catalogue import Catalogue
 from engines.tools.lean import lean_for
-from engines.tools.rules import (
-    FRAME_TAG,
-    RESULT_MIN_TOKENS,
-    guard_frame,
-    result_cap,
-    shorten_tool_result,
-    shorten_turn_tools_first,
-)
+from engines.tools.rules import result_cap, shorten_turn_tools_first
 from engines.tools.rules import tool_list_tokens as _tools_tokens
 from engines.window import (
     TURN_ROOM,
-    FoldPlan,
-    Ledger,
     answer_reserve,
     budget,
     estimate_message,
     estimate_tokens,
-    smallest_window,
-    unknown_window,
     update_factor,
 )
 
+__all__ = [
+    "SUMMARY_CLOSE",
+    "SUMMARY_OPEN",
+    "ApiSession",
+    "Fold",
+    "FoldLoader",
+    "HistoryLoader",
+    "SummaryWait",
+    "chat_window",
+    "render_attachments",
+    "summary_block",
+]
+
 log = logging.getLogger("conch.context.session")
 
-SUMMARY_OPEN = f"<{FRAME_TAG}>\n"
-SUMMARY_CLOSE = f"\n</{FRAME_TAG}>\n\n"
+
 HEALED_TEXT = "Folded the chat and shortened the message after a too-long refusal."
 
-WINDOW_HINT_MAX_AGE = 30 * 24 * 3600.0  # seconds a learned window is remembered as a hint
-HEAD = 64  # characters of a logged message the transcript must hold to count as having it
+
 CUT_SHARE = 0.5  # sending less than this share of the person's message is said in the turn
 SILENT_OVERFLOW = 0.95  # an empty answer to a prompt this full of the window was an overflow
 _MARKER = re.compile(r"\n\n\[… [\d,]+ characters left out …\]\n\n")
-
-SummaryWait = Callable[[int, bool], float]  # (tokens to read, local?) -> seconds
-
-HistoryLoader = Callable[[], Sequence[tuple[int, Message]]]
-Fold = tuple[int, str]  # the chat log's latest fold: (first kept seq, summary)
-FoldLoader = Callable[[], Fold | None]
-
-
-def _same_start(kept: str, logged: str) -> bool:
-    """Whether a kept person message is the logged one (maybe shortened, maybe with later
-    messages joined on)."""
-    head = logged[:HEAD]
-    if kept.startswith(head):
-        return True
-    cut = kept.find("\n\n[… ")
-    return cut >= 0 and logged.startswith(kept[:cut])
 
 
 def chat_window(data_dir: Path | None, chat_id: str, model: ModelInfo) -> int:
@@ -150,15 +125,6 @@ def chat_window(data_dir: Path | None, chat_id: str, model: ModelInfo) -> int:
     a title) should plan against: the model's listed one, or a smaller one a refusal named for
     it in this chat (``ApiSession.reading_window``), read from the chat's transcript file."""
     return ApiSession(chat_id=chat_id, data_dir=data_dir, adapters={}).reading_window(model)
-
-
-def summary_block(summary: str) -> str:
-    """The framed summary put in front of the first kept person message ("" for none)."""
-    if not summary.strip():
-        return ""
-    # The summary may quote what tools returned; it must not be able to close its own frame.
-    body = guard_frame(summary.strip())
-    return f"{SUMMARY_OPEN}{body}{SUMMARY_CLOSE}"
 
 
 def render_attachments(text: str, attachments: Sequence[Attachment]) -> str:
@@ -238,7 +204,7 @@ class _Attempt:
     error: ProviderError | None = None
 
 
-class ApiSession:
+class ApiSession(FoldsAhead):
     """The transcript-keeping engine for one chat (implements ``ContextEngine``).
 
     ``data_dir`` None keeps the transcript in memory only (benchmarks). ``history`` gives the
@@ -250,452 +216,6 @@ class ApiSession:
     """
 
     continues_answers = True  # "Continue" goes on with a stopped answer (``continuation``)
-
-    def __init__(
-        self,
-        *,
-        chat_id: str,
-        data_dir: Path | None,
-        adapters: Mapping[str, ProviderAdapter],
-        summariser: Summariser | None = None,
-        directory: ModelDirectory | None = None,
-        history: HistoryLoader | None = None,
-        latest_fold: FoldLoader | None = None,
-        summary_wait: SummaryWait = fold_wait,
-        tools: ToolHost | None = None,
-    ) -> None:
-        self.chat_id = tfile.check_chat_id(chat_id)
-        self.data_dir = data_dir
-        self.adapters = adapters
-        self.summariser = summariser
-        self.directory = directory
-        self.history = history
-        self.latest_fold = latest_fold
-        self._messages: list[Message] = []
-        self._ledger = Ledger()
-        self._seqs: list[int] = []
-        self._joined: list[int] = []  # seqs of person messages joined onto the one before
-        self._summary = ""
-        self._summary_tokens = 0
-        self._factor = 1.0
-        self._windows: dict[str, int] = {}  # learned from a refusal in this session: applied
-        self._hints: dict[str, int] = {}  # learned in an earlier session: used only to heal
-        self._learned_at: dict[str, float] = {}
-        self._loaded = False
-        self._writable = data_dir is not None
-        self._disk: tfile.Signature | None = None  # the file version this session last saw
-        self._notes: list[Note] = []
-        self._last_model: ModelInfo | None = None
-        self._lock = asyncio.Lock()
-        self._io_lock = threading.Lock()  # saves run in worker threads
-        self._save_generation = 0
-        self._saved_generation = 0
-        self._pending_summary_tokens = 0  # summarising spent this turn, not yet reported
-        self._unanswered: list[int] = []  # seqs held in the current turn, still unanswered
-        self._no_prefill: set[str] = set()  # models that refused to continue a stopped answer
-        self._summary_wait = summary_wait
-        self._calibrated: Calibrated | None = None  # the last count of a request (this fold)
-        # Folded while their summary was late: summarised in the background, used at the next
-        # fold. In memory only (after a restart the summary keeps just their facts).
-        self._late: list[Message] = []
-        self._prepared: Prepared | None = None  # the next fold's summary, written ahead
-        self._prep_job: Job | None = None
-        self._prep_task: asyncio.Task[None] | None = None
-        self._prep_failed: int | None = None  # the fold in which preparing failed: not retried
-        # A local server evaluates the request a prepared fold will send ahead (bench.ttft
-        # turns it off to measure the difference).
-        self.warm_folds = True
-        # The deeper fold read ahead for the prepared summary (a message as big as the biggest
-        # recent one brings it): (that summary, where the fold cuts).
-        self._deeper: tuple[Prepared, int] | None = None
-        self._closed = False
-        # The chat's tools (None: no tool is offered; a call the model makes anyway is told so).
-        self.tools = tools
-        self._catalogue = Catalogue()  # this turn's tools, as the model sees them
-        self._lean_tools = False  # this turn sends lean mode's small tools, not every schema
-        # The tool list the last request sent (None: no request yet).
-        self._sent_tools: tuple[dict[str, Any], ...] | None = None
-        self._round = 0  # tool rounds this turn has taken
-        self._whole = ""  # the person's whole message this turn (for the cut notice)
-        self._no_tools_told: set[str] = set()  # models already said to be unable to use tools
-        self._servers_told: dict[str, str] = {}  # the failure last said for each tool server
-        self._tools_refused: set[str] = set()  # models whose server refused a tool list
-
-    # -- state --------------------------------------------------------------------------------
-
-    @property
-    def summary(self) -> str:
-        return self._summary
-
-    @property
-    def factor(self) -> float:
-        return self._factor
-
-    @property
-    def messages(self) -> tuple[Message, ...]:
-        return tuple(self._messages)
-
-    @property
-    def seqs(self) -> tuple[int, ...]:
-        return tuple(self._seqs)
-
-    @property
-    def preparing(self) -> bool:
-        """Whether the next fold's summary is being written in the background now."""
-        return self._prep_task is not None and not self._prep_task.done()
-
-    @property
-    def prepared(self) -> str | None:
-        """The next fold's summary, written ahead and not sent yet (None: none ready)."""
-        return self._prepared.text if self._prepared is not None else None
-
-    async def wait_prepared(self) -> None:
-        """Until the summary being written ahead (if any) is finished or has given up: what
-        the time a person takes to read and type gives it (tests, benchmarks)."""
-        task = self._prep_task
-        if task is not None and not task.done():
-            await asyncio.wait({task})
-
-    def learned_window(self, model: ModelInfo) -> int | None:
-        """The window a refusal named for ``model`` (this session's, else a remembered hint)."""
-        self._ensure_loaded()
-        return self._windows.get(model.key, self._hints.get(model.key))
-
-    def forget_window(self, model_key: str) -> None:
-        """``model_key`` was loaded again with another window (the person asked): a window a
-        refusal named before is stale, here and in the file from the next save on."""
-        self._ensure_loaded()
-        self._windows.pop(model_key, None)
-        self._hints.pop(model_key, None)
-        self._learned_at.pop(model_key, None)
-
-    def window_for(self, model: ModelInfo) -> int:
-        """The window to budget against: the model's, or a smaller one a refusal named."""
-        return self._window(model, 0, 0)
-
-    def reading_window(self, model: ModelInfo) -> int:
-        """The window other requests about this chat (learning, a title) should plan against:
-        the one turns use, or a smaller one a refusal named in an earlier session. Such a
-        request is not healed when refused, and taking the hint costs it nothing."""
-        window = self.window_for(model)
-        hint = self._hints.get(model.key)
-        if hint:
-            window = min(window, max(hint, smallest_window()))
-        return window
-
-    def _window(self, model: ModelInfo, system_tokens: int, tools_tokens: int) -> int:
-        self._ensure_loaded()
-        window = model.context
-        if window <= 0:
-            window = unknown_window(model.local)
-        learned = self._windows.get(model.key)
-        if not learned:
-            return window
-        # A learned window is a hint, never a wall: never below what the system prompt, the
-        # tools and one turn need.
-        return min(window, max(learned, smallest_window(system_tokens, tools_tokens)))
-
-    def _ensure_loaded(self) -> None:
-        if self._loaded:
-            return
-        self._loaded = True
-        self._read_file()
-
-    def _read_file(self) -> None:
-        """Read the transcript file into memory (at the start, or after another process
-        changed it)."""
-        if self.data_dir is None or not self._writable:
-            return
-        try:
-            loaded = tfile.load_transcript(self.data_dir, self.chat_id)
-        except tfile.TranscriptError as exc:
-            # The broken file could not be moved aside: never overwrite it.
-            self._writable = False
-            self._notes.append(
-                Note(
-                    topic="transcript-recovered",
-                    text=f"{exc} Conch keeps this chat's transcript in memory for now; "
-                    "the chat log still has every message.",
-                )
-            )
-            return
-        t = loaded.transcript
-        if loaded.recovered:
-            self._notes.append(Note(topic="transcript-recovered", text=loaded.note))
-        self._disk = loaded.signature
-        self._summary = t.summary
-        self._factor = max(self._factor, t.factor)
-        # Windows learned in an earlier session are hints only: the server may have been
-        # fixed, or the refusal was bogus. One refusal in this session makes them count again.
-        now = time.time()
-        for key, tokens in t.windows.items():
-            learned_at = t.windows_learned.get(key, now)
-            if key in self._windows or now - learned_at > WINDOW_HINT_MAX_AGE:
-                continue
-            self._hints[key] = tokens
-            self._learned_at[key] = learned_at
-        self._set_messages(t.messages, t.seqs, t.joined)
-
-    def _set_messages(
-        self, messages: Sequence[Message], seqs: Sequence[int], joined: Sequence[int] = ()
-    ) -> None:
-        self._messages = list(messages)
-        self._ledger = Ledger(self._messages)
-        users = self._ledger.turns
-        known = [int(s) for s in seqs][-users:] if users else []
-        # An older file has no seqs: its turns get -1 (unknown), which a retry never matches
-        # and a Compacted never names.
-        self._seqs = [-1] * (users - len(known)) + known
-        first = next((s for s in self._seqs if s >= 0), None)
-        self._joined = [j for j in joined if first is not None and j > first]
-        unanswered = self._messages and self._messages[-1].role == "user" and self._seqs
-        last = self._seqs[-1] if self._seqs else -1
-        self._unanswered = [last, *(j for j in self._joined if j > last)] if unanswered else []
-        self._summary_tokens = estimate_tokens(summary_block(self._summary))
-        # Another transcript: nothing counted or prepared for the old one applies to it.
-        self._calibrated = None
-        self._late = []
-        self._prepared = None
-
-    # -- agreeing with the chat log -----------------------------------------------------------
-
-    async def _catch_up(self, cutoff: int | None) -> None:
-        """Make the transcript agree with the chat log before a turn (before ``cutoff``) or a
-        fold: take another process's newer file, then rebuild from the log what disagrees."""
-        self._sync_with_disk()
-        history = self.history
-        if history is None:
-            return
-        limit = cutoff if cutoff is not None else math.inf
-
-        def check() -> tuple[list[tuple[int, Message]], Fold | None, str | None]:
-            rows = sorted(history(), key=lambda r: r[0])
-            fold = self.latest_fold() if self.latest_fold is not None else None
-            return rows, fold, self._disagreement(rows, fold, limit)
-
-        try:
-            # A long chat log takes a while to read: off the event loop (the window's).
-            rows, fold, why = await asyncio.to_thread(check)
-        except Exception as exc:  # the chat log is the app's; its failure must not end the turn
-            self._notes.append(Note(topic="other", text=f"Could not read the chat log: {exc}"))
-            return
-        if why is None:
-            return
-        had = bool(self._messages or self._summary)
-        self._rebuild_from(rows, fold, limit)
-        if had:
-            self._notes.append(
-                Note(
-                    topic="transcript-recovered",
-                    text=f"The model's copy of this chat did not match the chat log ({why}), "
-                    "so Conch rebuilt it from the log. Nothing was lost.",
-                )
-            )
-
-    def _sync_with_disk(self) -> None:
-        if self.data_dir is None or not self._writable or not self._loaded:
-            return
-        if tfile.file_signature(self.data_dir, self.chat_id) != self._disk:
-            # Another process saved (or removed) the file since this session last saw it.
-            self._read_file()
-
-    def _disagreement(
-        self, rows: Sequence[tuple[int, Message]], fold: Fold | None, limit: float
-    ) -> str | None:
-        """Why the transcript disagrees with the chat log before ``limit`` (None: it agrees)."""
-        if self._messages and self._messages[0].role != "user":
-            return "it starts with the model's words"
-        if any(s < 0 for s in self._seqs):
-            return "it does not say where its turns are in the log"
-        folds_known = self.latest_fold is not None
-        if folds_known and self._summary != (fold[1] if fold else ""):
-            return "its summary is not the log's" if fold else "the log has no summary for it"
-        users = {s: m for s, m in rows if m.role == "user" and s < limit}
-        mine = sorted(s for s in (*self._seqs, *self._joined) if s < limit)
-        # Where the model's word-for-word memory must start: the log's latest fold, or, with
-        # no record of folds, wherever the transcript starts.
-        start = mine[0] if mine else -1
-        if folds_known:
-            start = fold[0] if fold else -1
-        expected = [s for s in users if s >= start]
-        if mine != expected:
-            if set(mine) - set(users):
-                return "it holds messages the log does not have"
-            return "it misses messages the log has"
-        # Each kept turn: the person's words as logged, and every logged answer.
-        answers = [(s, m.text[:HEAD]) for s, m in rows if m.role == "assistant" and s < limit]
-        answer_seqs = [s for s, _ in answers]
-        starts = self._ledger.turn_starts
-        for k, seq in enumerate(self._seqs):
-            if seq >= limit:
-                break
-            end = starts[k + 1] if k + 1 < len(starts) else len(self._messages)
-            turn = self._messages[starts[k] : end]
-            if not _same_start(turn[0].text, users[seq].text):
-                return "a message differs from the log"
-            until = self._seqs[k + 1] if k + 1 < len(self._seqs) else math.inf
-            # An answer that used tools is logged as one text, its rounds' words run together.
-            words = [m.text for m in turn if m.role == "assistant"]
-            said = "\n".join(words) + "\n" + "".join(words)
-            i = bisect.bisect_right(answer_seqs, seq)
-            logged = 0
-            while i < len(answers) and answers[i][0] < until:
-                if answers[i][1] not in said:
-                    return "it misses an answer the log has"
-                logged += 1
-                i += 1
-            if not logged and any(w.strip() for w in words):
-                # The person deleted the answer (or it was never kept): the model must not
-                # go on reading words the chat no longer shows.
-                return "it holds an answer the log no longer has"
-        return None
-
-    def _rebuild_from(
-        self, rows: Sequence[tuple[int, Message]], fold: Fold | None, limit: float
-    ) -> None:
-        """The transcript the chat log implies: from the latest fold on, with its summary."""
-        start = fold[0] if fold else -1
-        messages: list[Message] = []
-        seqs: list[int] = []
-        joined: list[int] = []
-        for seq, m in rows:
-            if not start <= seq < limit or (not messages and m.role != "user"):
-                continue
-            if m.role == "tool":
-                # Every provider wants a result paired with the call it answers: the log keeps
-                # the result (and, beside it, the tool's name), so the call is written again,
-                # without its arguments. A long result comes back as head and tail.
-                call_id = m.tool_call_id or f"conch-log-{seq}"
-                name = m.tool_name or "tool"
-                messages.append(
-                    Message(
-                        role="assistant",
-                        tool_calls=(ToolCallData(id=call_id, name=name),),
-                    )
-                )
-                messages.append(
-                    m.model_copy(
-                        update={
-                            "tool_call_id": call_id,
-                            "tool_name": name,
-                            "text": shorten_tool_result(m.text, 4 * RESULT_MIN_TOKENS),
-                            "untrusted": True,
-                        }
-                    )
-                )
-                continue
-            last = messages[-1] if messages else None
-            if last is not None and m.role == last.role == "user":
-                # As in a live turn: a message after an unanswered one joins it.
-                messages[-1] = last.model_copy(
-                    update={
-                        "text": f"{last.text}\n\n{m.text}" if last.text else m.text,
-                        "pictures": last.pictures + m.pictures,
-                    }
-                )
-                joined.append(seq)
-            elif last is not None and m.role == last.role == "assistant":
-                # Two answers in a row (two processes) would break strict chat templates.
-                messages[-1] = last.model_copy(
-                    update={
-                        "text": "\n\n".join(t for t in (last.text, m.text) if t),
-                        "thinking": "\n\n".join(t for t in (last.thinking, m.thinking) if t),
-                    }
-                )
-            else:
-                messages.append(m)
-                if m.role == "user":
-                    seqs.append(seq)
-        self._summary = fold[1] if fold else ""
-        self._set_messages(messages, seqs, joined)
-
-    def _snapshot(self) -> tfile.TranscriptFile:
-        windows = {**self._hints, **self._windows}
-        return tfile.TranscriptFile(
-            messages=list(self._messages),
-            summary=self._summary,
-            seqs=list(self._seqs),
-            joined=list(self._joined),
-            factor=self._factor,
-            windows=windows,
-            windows_learned={k: self._learned_at[k] for k in windows if k in self._learned_at},
-        )
-
-    async def _persist(self) -> Note | None:
-        """Save the transcript; a Note when it could not be saved (the chat goes on)."""
-        if not self._writable or self.data_dir is None:
-            return None
-        data = tfile.encode(self._snapshot())
-        self._save_generation += 1
-        generation = self._save_generation
-        data_dir = self.data_dir
-
-        def write() -> tfile.Saved | None:
-            with self._io_lock:
-                # A save that finished after a newer one must not win.
-                if generation < self._saved_generation:
-                    return None
-                saved = tfile.save_if_unchanged(data_dir, self.chat_id, data, self._disk)
-                self._saved_generation = generation
-                if saved.written or saved.problem:
-                    # Not written and no problem: another process saved first. The file is
-                    # left as it is; the next turn reads it and rebuilds what it misses.
-                    self._disk = saved.signature
-                return saved
-
-        saved = await asyncio.to_thread(write)
-        if saved is not None and saved.problem:
-            return Note(topic="other", text=saved.problem)
-        return None
-
-    # -- budgeting ----------------------------------------------------------------------------
-
-    def _budget(
-        self, window: int, system: str, tools: Sequence[dict[str, Any]], answer: int | None = None
-    ) -> int:
-        return budget(window, estimate_tokens(system), _tools_tokens(tools), answer)
-
-    def _reserved(self) -> int:
-        return int(self._summary_tokens * self._factor)
-
-    def _current_turn_start(self) -> int:
-        return self._ledger.last_turn_start()
-
-    def _replace_current_turn(self, target: int) -> bool:
-        """Shorten the current turn to ``target`` tokens; True if anything changed."""
-        start = self._current_turn_start()
-        turn = self._messages[start:]
-        shorter = shorten_turn_tools_first(turn, max(0, target))
-        if shorter == tuple(turn):
-            return False
-        self._messages[start:] = shorter
-        self._ledger.pop_back(len(turn))
-        for m in shorter:
-            self._ledger.append(m)
-        return True
-
-    def _fold_target(self, b: int) -> int:
-        """Tokens the current turn may keep when it must fit half the budget (healing)."""
-        return max(0, int((b / 2 - self._reserved()) / self._factor))
-
-    def context_usage(
-        self, model: ModelInfo, system: str = "", answer_tokens: int | None = None
-    ) -> tuple[int, int]:
-        self._ensure_loaded()
-        used = int(self._ledger.tokens * self._factor) + self._summary_tokens
-        # The tool list the chat last sent is counted: the next request sends it again. Before
-        # the first, the tools of the chat's servers that are running already.
-        tools = self._sent_tools
-        if tools is None:
-            tools = ()
-            if self.tools is not None:
-                lean_mode = lean_for(self.window_for(model), self.tools.ready_catalogue())
-                ready = self.tools.ready_catalogue()
-                tools = specs_for(ready, self.tools.loaded, lean_mode=lean_mode)
-        window = self._window(model, estimate_tokens(system), _tools_tokens(tools))
-        return used, self._budget(window, system, tools, answer_tokens)
-
-    # -- folding ------------------------------------------------------------------------------
 
     async def _fold(
         self,
@@ -838,250 +358,6 @@ class ApiSession:
         while kept and kept[0].role != "user":
             kept.pop(0)
         return kept
-
-    # -- prepared folds -----------------------------------------------------------------------
-
-    def _marks(self, turns: int) -> list[Mark]:
-        """The marks of the first ``turns`` kept turns."""
-        starts = self._ledger.turn_starts
-        n = max(0, min(turns, len(starts)))
-        end = starts[n] if n < len(starts) else len(self._messages)
-        return marks(self._messages[:end], starts[:n], self._seqs[:n])
-
-    def _valid(self, p: Prepared) -> bool:
-        return p.valid(self._summary, fingerprint(self._late), self._marks(len(p.covers)))
-
-    def _discard_prepared(self) -> None:
-        self._prepared = None
-        self._notes.append(
-            Note(
-                topic="summary-failed",
-                text="A summary Conch had written ahead of the next fold no longer matched the "
-                "chat (a message was edited, sent again or taken from the chat log), so it was "
-                "thrown away; the fold summarises then.",
-            )
-        )
-
-    def _prepared_for(self, dropped_turns: int) -> Prepared | None:
-        """The prepared summary, taken, when it covers the start of the turns a fold drops."""
-        p = self._prepared
-        self._prepared = None
-        if p is None:
-            return None
-        if len(p.covers) > dropped_turns or not self._valid(p):
-            self._discard_prepared()
-            return None
-        return p
-
-    def _drop_for(self, drop: int) -> int:
-        """The fold's drop, widened to the whole turns a prepared summary covers (never the
-        current one), so the summary is used as it was written, or to the deeper fold whose
-        request was read ahead."""
-        p = self._prepared
-        if p is None or not p.covers:
-            return drop
-        starts = self._ledger.turn_starts
-        n = len(p.covers)
-        if n >= len(starts) or not self._valid(p):
-            return drop
-        if starts[n] > drop:
-            return starts[n]
-        if self._deeper is not None and self._deeper[0] is p:
-            # Deeper than the summary goes, but not as deep as the fold read ahead for a big
-            # message: widened to that one, whose request the server has read already.
-            deeper = self._deeper[1]
-            if drop < deeper < self._current_turn_start():
-                return deeper
-        return drop
-
-    async def _stop_preparing(self) -> None:
-        """Cancel the summary being written ahead, and wait until its request has hung up."""
-        task = self._prep_task
-        if task is None or task.done():
-            return
-        task.cancel()
-        await asyncio.wait({task})
-
-    async def _settle_preparation(self, adapter: ProviderAdapter) -> float:
-        """Before a fold: a summary being written ahead by a model API is given the time an
-        in-turn summary would have (a local one was stopped when the turn began); returns
-        the seconds waited."""
-        task, job = self._prep_task, self._prep_job
-        if task is None or task.done() or job is None:
-            return 0.0
-        began = time.monotonic()
-        if not adapter.local:
-            reading = sum(estimate_message(m) for m in job.messages)
-            seconds = self._summary_wait(reading + estimate_tokens(job.previous), False)
-            await asyncio.wait({task}, timeout=seconds)
-        await self._stop_preparing()
-        return time.monotonic() - began
-
-    def _prepare_next_fold(
-        self, model: ModelInfo, window: int, b: int, template: ChatRequest | None = None
-    ) -> None:
-        """After a turn: when the next fold is near, start writing its summary (a task this
-        session owns; on this computer it runs only while no turn needs the server), and
-        have a local server evaluate the request that fold will send (``template``: this
-        turn's request)."""
-        if self.summariser is None or self._closed or b <= 0:
-            return
-        task = self._prep_task
-        if task is not None and not task.done():
-            return
-        job = self._next_job(b)
-        self._prep_job = job
-        if job is not None:
-            work = self._run_job(job, model, window, template, b)
-        elif self._prepared is not None and template is not None and self.warm_folds:
-            work = self._warm_fold(model, template, b)  # the turn just added is read ahead too
-        else:
-            return
-        self._prep_task = asyncio.get_running_loop().create_task(
-            work, name=f"prepare-fold:{self.chat_id}"
-        )
-
-    def _next_job(self, b: int) -> Job | None:
-        """What to summarise ahead now: the turns the next fold will drop (the B/2 rule with
-        room for one more message of the usual size) and any turns folded while their summary
-        was late; None when that is written already, or the fold is not near."""
-        p = self._prepared
-        if p is not None and not self._valid(p):
-            self._discard_prepared()
-            p = None
-        fold = self._first_kept_seq()
-        if self._prep_failed == fold:
-            return None
-        f, r = self._factor, self._reserved()
-        ahead = self._ledger.recent_person_tokens(RECENT_TURNS)
-        # The next message may be as big as the biggest recent one (a pasted page).
-        big = self._ledger.recent_person_tokens(RECENT_TURNS, largest=True)
-        room = max(0, b - int(big * f))  # what the transcript may hold before such a message
-        near = self._ledger.near(b, f, r, PREPARE_AT) or self._ledger.near(room, f, r)
-        if not near and not self._late:
-            return None
-        cut = 0
-        if near:
-            cut = self._ledger.cut_ahead(b, f, r, ahead)
-        starts = self._ledger.turn_starts
-        wanted = bisect.bisect_left(starts, cut) if cut > 0 else 0
-        late = fingerprint(self._late)
-        if p is not None:
-            have = len(p.covers)
-            if have >= wanted:
-                return None  # written already
-            # Extended once more when the next message may bring the fold, not after every
-            # turn (each extension is a request, and rewrites the summary).
-            if not self._ledger.near(room, f, r):
-                return None
-            messages: list[Message] = self._messages[starts[have] : cut]
-            previous, spent = p.text, p.tokens
-        else:
-            messages = [*self._late, *self._messages[:cut]]
-            previous, spent = self._summary, 0
-        if not messages:
-            return None
-        return Job(
-            base=self._summary,
-            pending=late,
-            covers=tuple(self._marks(wanted)),
-            messages=tuple(messages),
-            previous=previous,
-            fold=fold,
-            spent=spent,
-        )
-
-    async def _run_job(
-        self,
-        job: Job,
-        model: ModelInfo,
-        window: int,
-        template: ChatRequest | None = None,
-        b: int = 0,
-    ) -> None:
-        summariser = self.summariser
-        if summariser is None:
-            return
-        sized = model if model.context == window else model.model_copy(update={"context": window})
-        # A small model's summary is often turned down (a copy of the chat, another topic)
-        # and the next try is often fine: tried again once, else the fold turn would write
-        # it while the person waits.
-        for _ in range(PREPARE_TRIES):
-            try:
-                with background():
-                    result = await summariser.summarise(
-                        list(job.messages), job.previous, model=sized
-                    )
-            except GaveWayError:
-                return  # the person's turn needed the server; after it, preparing starts again
-            except Exception:  # a summary written ahead is a help: the fold summarises then
-                log.warning("writing the next fold's summary ahead failed", exc_info=True)
-                self._prep_failed = job.fold
-                return
-            text = (result.text or "").strip()
-            if text and not result.problem:
-                break
-            log.info("a summary written ahead was turned down: %s", result.problem or "empty")
-        else:
-            # Not a whole summary (a refusal, facts only): the fold summarises then, and this
-            # fold's turns are not tried again in the background.
-            self._prep_failed = job.fold
-            return
-        if job.base != self._summary or job.pending != fingerprint(self._late):
-            return  # a fold came first
-        self._prepared = Prepared(
-            base=job.base,
-            pending=job.pending,
-            covers=job.covers,
-            text=fit(text, *summary_cap(window)),
-            tokens=job.spent + result.tokens,
-            model=result.model,
-        )
-        if template is not None:
-            await self._warm_fold(model, template, b)
-
-    async def _warm_fold(self, model: ModelInfo, template: ChatRequest, b: int) -> None:
-        """Have a local server evaluate the request the prepared fold will send, so the fold
-        turn finds it in the server's prompt cache."""
-        p = self._prepared
-        adapter = self.adapters.get(model.provider)
-        if not self.warm_folds or p is None or adapter is None or not adapter.local:
-            return
-        if not self._valid(p):
-            return
-        starts = self._ledger.turn_starts
-        if len(p.covers) >= len(starts):
-            return
-        covered = starts[len(p.covers)]
-        # The folds likely next: the one keeping the turns after the summary; the one a
-        # message as big as the biggest recent one brings (deeper: what the summary lacks
-        # keeps its facts; a fold between the two is widened to it); and the one dropping
-        # every turn but the next (a small window, a pasted page).
-        big = self._ledger.recent_person_tokens(RECENT_TURNS, largest=True)
-        deeper = self._ledger.cut_ahead(b, self._factor, self._reserved(), big)
-        cuts = [deeper] if covered < deeper < len(self._messages) else []
-        self._deeper = (p, deeper) if cuts else None
-        requests = [warm_request(template, summary_block(p.text), self._messages[covered:])]
-        for cut in [*cuts, len(self._messages)]:
-            window = template.window
-            text = facts_kept(p.text, p.text, self._messages[covered:cut], window)
-            kept = self._messages[cut:] or [Message(role="user", text="")]
-            requests.append(
-                warm_request(template, summary_block(fit(text, *summary_cap(window))), kept)
-            )
-        # Last, the chat as it is: the next turn, if it does not fold, then finds its prefix
-        # in the server's context (restoring it from the cache would cost that turn time).
-        requests.append(warm_request(template, summary_block(self._summary), self._messages))
-        with background():
-            for request in requests:
-                if request is not None and not await warm(adapter, request):
-                    return
-
-    def _first_kept_seq(self) -> int:
-        """Where the model's word-for-word memory starts in the chat log."""
-        return next((s for s in self._seqs if s >= 0), self._seqs[-1] if self._seqs else 0)
-
-    # -- requests -----------------------------------------------------------------------------
 
     def _request(self, turn: TurnInput, window: int) -> ChatRequest:
         messages = self._messages
@@ -1264,8 +540,6 @@ class ApiSession:
         async for ev in self._finish(turn, out, window, turn_tokens, adapter):
             yield ev
 
-    # -- the turn -----------------------------------------------------------------------------
-
     async def turn(self, turn: TurnInput) -> AsyncIterator[Event]:
         async with self._lock, contextlib.aclosing(self._turn(turn)) as events:
             async for ev in events:
@@ -1356,9 +630,6 @@ class ApiSession:
         async with contextlib.aclosing(answer) as events:
             async for ev in events:
                 yield ev
-
-    def _plan(self, b: int) -> FoldPlan:
-        return self._ledger.plan(b, self._factor, self._reserved())
 
     async def _calibrate(
         self, turn: TurnInput, adapter: ProviderAdapter, window: int, b: int, *, force: bool = False
@@ -1483,30 +754,6 @@ class ApiSession:
         async for ev in self._finish(turn, out, window, turn_tokens, adapter):
             yield ev
 
-    def _learn_window(self, turn: TurnInput, named: int | None) -> Note | None:
-        """Remember the window a refusal named (or, naming none, the one an earlier session
-        learned), never below what the system prompt, tools and one turn need."""
-        model = turn.model
-        learned = named if named is not None and named > 0 else self._hints.get(model.key)
-        if learned is None:
-            return None
-        floor = smallest_window(estimate_tokens(turn.system), _tools_tokens(turn.tools))
-        plausible = max(learned, floor)
-        old = self._windows.get(model.key)
-        if old is not None and plausible >= old:
-            return None
-        self._windows[model.key] = plausible
-        self._hints.pop(model.key, None)
-        self._learned_at[model.key] = time.time()
-        if plausible > learned:
-            text = (
-                f"{model.name} said it reads at most {learned:,} tokens at once, too few to be "
-                f"right; Conch assumes {plausible:,} for now."
-            )
-        else:
-            text = f"{model.name} reads at most {plausible:,} tokens at once."
-        return Note(topic="window-learned", text=text)
-
     async def _heal(
         self,
         turn: TurnInput,
@@ -1617,19 +864,6 @@ class ApiSession:
         self._prepare_next_fold(turn.model, window, b, self._request(turn, window))
         yield done
 
-    async def _answered(self) -> AsyncGenerator[Event, None]:
-        """The turn is answered: what summarising it cost is reported and the transcript is
-        saved (a note says so when saving failed)."""
-        self._unanswered = []
-        if self._pending_summary_tokens:
-            extra, self._pending_summary_tokens = self._pending_summary_tokens, 0
-            yield Usage(summary_tokens=extra)
-        note = await self._persist()
-        if note is not None:
-            yield note
-
-    # -- tools --------------------------------------------------------------------------------
-
     async def _with_tools(
         self, turn: TurnInput, adapter: ProviderAdapter
     ) -> tuple[TurnInput, list[Note]]:
@@ -1678,10 +912,6 @@ class ApiSession:
         self._catalogue = Catalogue()
         self._sent_tools = ()
         return turn.model_copy(update={"tools": ()})
-
-    def _append(self, message: Message) -> None:
-        self._messages.append(message)
-        self._ledger.append(message)
 
     def _result_cap(self, b: int) -> int:
         """Tokens one tool result may take as sent now: a share of what the budget has free."""
@@ -1809,8 +1039,6 @@ class ApiSession:
             return None
         best = min(fits, key=lambda m: (not m.local, m.context, m.key))
         return NextStep(kind="switch-model", label=f"Switch to {best.name}", model=best)
-
-    # -- compact ------------------------------------------------------------------------------
 
     async def compact(
         self, focus: str = "", *, model: ModelInfo | None = None

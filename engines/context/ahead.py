@@ -1,0 +1,293 @@
+"""The next fold's summary, written ahead in the background once the fold is near.
+
+On this computer it runs only while no turn needs the server and stops when the person sends;
+a local server also evaluates the request the prepared fold will send, so the fold turn finds
+it in the server's prompt cache. A prepared summary is used only while it still matches the
+chat (``engines.context.prepare``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import time
+
+from engines.base import Message, ModelInfo, Note
+from engines.context.prepare import (
+    PREPARE_AT,
+    PREPARE_TRIES,
+    RECENT_TURNS,
+    Job,
+    Mark,
+    Prepared,
+    fingerprint,
+    marks,
+    warm,
+    warm_request,
+)
+from engines.context.state import summary_block
+from engines.context.summarise import facts_kept, fit, summary_cap
+from engines.context.windows import LearnedWindows
+from engines.local.gate import GaveWayError, background
+from engines.providers.base import ChatRequest, ProviderAdapter
+from engines.window import estimate_message, estimate_tokens
+
+log = logging.getLogger("conch.context.session")
+
+
+class FoldsAhead(LearnedWindows):
+    """Writing the next fold's summary ahead, and warming a local server's cache for it."""
+
+    @property
+    def preparing(self) -> bool:
+        """Whether the next fold's summary is being written in the background now."""
+        return self._prep_task is not None and not self._prep_task.done()
+
+    @property
+    def prepared(self) -> str | None:
+        """The next fold's summary, written ahead and not sent yet (None: none ready)."""
+        return self._prepared.text if self._prepared is not None else None
+
+    async def wait_prepared(self) -> None:
+        """Until the summary being written ahead (if any) is finished or has given up: what
+        the time a person takes to read and type gives it (tests, benchmarks)."""
+        task = self._prep_task
+        if task is not None and not task.done():
+            await asyncio.wait({task})
+
+    def _marks(self, turns: int) -> list[Mark]:
+        """The marks of the first ``turns`` kept turns."""
+        starts = self._ledger.turn_starts
+        n = max(0, min(turns, len(starts)))
+        end = starts[n] if n < len(starts) else len(self._messages)
+        return marks(self._messages[:end], starts[:n], self._seqs[:n])
+
+    def _valid(self, p: Prepared) -> bool:
+        return p.valid(self._summary, fingerprint(self._late), self._marks(len(p.covers)))
+
+    def _discard_prepared(self) -> None:
+        self._prepared = None
+        self._notes.append(
+            Note(
+                topic="summary-failed",
+                text="A summary Conch had written ahead of the next fold no longer matched the "
+                "chat (a message was edited, sent again or taken from the chat log), so it was "
+                "thrown away; the fold summarises then.",
+            )
+        )
+
+    def _prepared_for(self, dropped_turns: int) -> Prepared | None:
+        """The prepared summary, taken, when it covers the start of the turns a fold drops."""
+        p = self._prepared
+        self._prepared = None
+        if p is None:
+            return None
+        if len(p.covers) > dropped_turns or not self._valid(p):
+            self._discard_prepared()
+            return None
+        return p
+
+    def _drop_for(self, drop: int) -> int:
+        """The fold's drop, widened to the whole turns a prepared summary covers (never the
+        current one), so the summary is used as it was written, or to the deeper fold whose
+        request was read ahead."""
+        p = self._prepared
+        if p is None or not p.covers:
+            return drop
+        starts = self._ledger.turn_starts
+        n = len(p.covers)
+        if n >= len(starts) or not self._valid(p):
+            return drop
+        if starts[n] > drop:
+            return starts[n]
+        if self._deeper is not None and self._deeper[0] is p:
+            # Deeper than the summary goes, but not as deep as the fold read ahead for a big
+            # message: widened to that one, whose request the server has read already.
+            deeper = self._deeper[1]
+            if drop < deeper < self._current_turn_start():
+                return deeper
+        return drop
+
+    async def _stop_preparing(self) -> None:
+        """Cancel the summary being written ahead, and wait until its request has hung up."""
+        task = self._prep_task
+        if task is None or task.done():
+            return
+        task.cancel()
+        await asyncio.wait({task})
+
+    async def _settle_preparation(self, adapter: ProviderAdapter) -> float:
+        """Before a fold: a summary being written ahead by a model API is given the time an
+        in-turn summary would have (a local one was stopped when the turn began); returns
+        the seconds waited."""
+        task, job = self._prep_task, self._prep_job
+        if task is None or task.done() or job is None:
+            return 0.0
+        began = time.monotonic()
+        if not adapter.local:
+            reading = sum(estimate_message(m) for m in job.messages)
+            seconds = self._summary_wait(reading + estimate_tokens(job.previous), False)
+            await asyncio.wait({task}, timeout=seconds)
+        await self._stop_preparing()
+        return time.monotonic() - began
+
+    def _prepare_next_fold(
+        self, model: ModelInfo, window: int, b: int, template: ChatRequest | None = None
+    ) -> None:
+        """After a turn: when the next fold is near, start writing its summary (a task this
+        session owns; on this computer it runs only while no turn needs the server), and
+        have a local server evaluate the request that fold will send (``template``: this
+        turn's request)."""
+        if self.summariser is None or self._closed or b <= 0:
+            return
+        task = self._prep_task
+        if task is not None and not task.done():
+            return
+        job = self._next_job(b)
+        self._prep_job = job
+        if job is not None:
+            work = self._run_job(job, model, window, template, b)
+        elif self._prepared is not None and template is not None and self.warm_folds:
+            work = self._warm_fold(model, template, b)  # the turn just added is read ahead too
+        else:
+            return
+        self._prep_task = asyncio.get_running_loop().create_task(
+            work, name=f"prepare-fold:{self.chat_id}"
+        )
+
+    def _next_job(self, b: int) -> Job | None:
+        """What to summarise ahead now: the turns the next fold will drop (the B/2 rule with
+        room for one more message of the usual size) and any turns folded while their summary
+        was late; None when that is written already, or the fold is not near."""
+        p = self._prepared
+        if p is not None and not self._valid(p):
+            self._discard_prepared()
+            p = None
+        fold = self._first_kept_seq()
+        if self._prep_failed == fold:
+            return None
+        f, r = self._factor, self._reserved()
+        ahead = self._ledger.recent_person_tokens(RECENT_TURNS)
+        # The next message may be as big as the biggest recent one (a pasted page).
+        big = self._ledger.recent_person_tokens(RECENT_TURNS, largest=True)
+        room = max(0, b - int(big * f))  # what the transcript may hold before such a message
+        near = self._ledger.near(b, f, r, PREPARE_AT) or self._ledger.near(room, f, r)
+        if not near and not self._late:
+            return None
+        cut = 0
+        if near:
+            cut = self._ledger.cut_ahead(b, f, r, ahead)
+        starts = self._ledger.turn_starts
+        wanted = bisect.bisect_left(starts, cut) if cut > 0 else 0
+        late = fingerprint(self._late)
+        if p is not None:
+            have = len(p.covers)
+            if have >= wanted:
+                return None  # written already
+            # Extended once more when the next message may bring the fold, not after every
+            # turn (each extension is a request, and rewrites the summary).
+            if not self._ledger.near(room, f, r):
+                return None
+            messages: list[Message] = self._messages[starts[have] : cut]
+            previous, spent = p.text, p.tokens
+        else:
+            messages = [*self._late, *self._messages[:cut]]
+            previous, spent = self._summary, 0
+        if not messages:
+            return None
+        return Job(
+            base=self._summary,
+            pending=late,
+            covers=tuple(self._marks(wanted)),
+            messages=tuple(messages),
+            previous=previous,
+            fold=fold,
+            spent=spent,
+        )
+
+    async def _run_job(
+        self,
+        job: Job,
+        model: ModelInfo,
+        window: int,
+        template: ChatRequest | None = None,
+        b: int = 0,
+    ) -> None:
+        summariser = self.summariser
+        if summariser is None:
+            return
+        sized = model if model.context == window else model.model_copy(update={"context": window})
+        # A small model's summary is often turned down (a copy of the chat, another topic)
+        # and the next try is often fine: tried again once, else the fold turn would write
+        # it while the person waits.
+        for _ in range(PREPARE_TRIES):
+            try:
+                with background():
+                    result = await summariser.summarise(
+                        list(job.messages), job.previous, model=sized
+                    )
+            except GaveWayError:
+                return  # the person's turn needed the server; after it, preparing starts again
+            except Exception:  # a summary written ahead is a help: the fold summarises then
+                log.warning("writing the next fold's summary ahead failed", exc_info=True)
+                self._prep_failed = job.fold
+                return
+            text = (result.text or "").strip()
+            if text and not result.problem:
+                break
+            log.info("a summary written ahead was turned down: %s", result.problem or "empty")
+        else:
+            # Not a whole summary (a refusal, facts only): the fold summarises then, and this
+            # fold's turns are not tried again in the background.
+            self._prep_failed = job.fold
+            return
+        if job.base != self._summary or job.pending != fingerprint(self._late):
+            return  # a fold came first
+        self._prepared = Prepared(
+            base=job.base,
+            pending=job.pending,
+            covers=job.covers,
+            text=fit(text, *summary_cap(window)),
+            tokens=job.spent + result.tokens,
+            model=result.model,
+        )
+        if template is not None:
+            await self._warm_fold(model, template, b)
+
+    async def _warm_fold(self, model: ModelInfo, template: ChatRequest, b: int) -> None:
+        """Have a local server evaluate the request the prepared fold will send, so the fold
+        turn finds it in the server's prompt cache."""
+        p = self._prepared
+        adapter = self.adapters.get(model.provider)
+        if not self.warm_folds or p is None or adapter is None or not adapter.local:
+            return
+        if not self._valid(p):
+            return
+        starts = self._ledger.turn_starts
+        if len(p.covers) >= len(starts):
+            return
+        covered = starts[len(p.covers)]
+        # The folds likely next: the one keeping the turns after the summary; the one a
+        # message as big as the biggest recent one brings (deeper: what the summary lacks
+        # keeps its facts; a fold between the two is widened to it); and the one dropping
+        # every turn but the next (a small window, a pasted page).
+        big = self._ledger.recent_person_tokens(RECENT_TURNS, largest=True)
+        deeper = self._ledger.cut_ahead(b, self._factor, self._reserved(), big)
+        cuts = [deeper] if covered < deeper < len(self._messages) else []
+        self._deeper = (p, deeper) if cuts else None
+        requests = [warm_request(template, summary_block(p.text), self._messages[covered:])]
+        for cut in [*cuts, len(self._messages)]:
+            window = template.window
+            text = facts_kept(p.text, p.text, self._messages[covered:cut], window)
+            kept = self._messages[cut:] or [Message(role="user", text="")]
+            requests.append(
+                warm_request(template, summary_block(fit(text, *summary_cap(window))), kept)
+            )
+        # Last, the chat as it is: the next turn, if it does not fold, then finds its prefix
+        # in the server's context (restoring it from the cache would cost that turn time).
+        requests.append(warm_request(template, summary_block(self._summary), self._messages))
+        with background():
+            for request in requests:
+                if request is not None and not await warm(adapter, request):
+                    return

@@ -1,0 +1,97 @@
+"""Windows a too-long refusal named: believed down to a plausible floor, and after a restart
+only as a hint for healing the next refusal, so a bogus refusal never locks a chat."""
+
+from __future__ import annotations
+
+import time
+
+from engines.base import ModelInfo, Note, TurnInput
+from engines.context.sync import LogSync
+from engines.context.tool_loop import specs_for
+from engines.tools.lean import lean_for
+from engines.tools.rules import tool_list_tokens as _tools_tokens
+from engines.window import estimate_tokens, smallest_window, unknown_window
+
+
+class LearnedWindows(LogSync):
+    """The window each request plans against, and what fits in it."""
+
+    def learned_window(self, model: ModelInfo) -> int | None:
+        """The window a refusal named for ``model`` (this session's, else a remembered hint)."""
+        self._ensure_loaded()
+        return self._windows.get(model.key, self._hints.get(model.key))
+
+    def forget_window(self, model_key: str) -> None:
+        """``model_key`` was loaded again with another window (the person asked): a window a
+        refusal named before is stale, here and in the file from the next save on."""
+        self._ensure_loaded()
+        self._windows.pop(model_key, None)
+        self._hints.pop(model_key, None)
+        self._learned_at.pop(model_key, None)
+
+    def window_for(self, model: ModelInfo) -> int:
+        """The window to budget against: the model's, or a smaller one a refusal named."""
+        return self._window(model, 0, 0)
+
+    def reading_window(self, model: ModelInfo) -> int:
+        """The window other requests about this chat (learning, a title) should plan against:
+        the one turns use, or a smaller one a refusal named in an earlier session. Such a
+        request is not healed when refused, and taking the hint costs it nothing."""
+        window = self.window_for(model)
+        hint = self._hints.get(model.key)
+        if hint:
+            window = min(window, max(hint, smallest_window()))
+        return window
+
+    def _window(self, model: ModelInfo, system_tokens: int, tools_tokens: int) -> int:
+        self._ensure_loaded()
+        window = model.context
+        if window <= 0:
+            window = unknown_window(model.local)
+        learned = self._windows.get(model.key)
+        if not learned:
+            return window
+        # A learned window is a hint, never a wall: never below what the system prompt, the
+        # tools and one turn need.
+        return min(window, max(learned, smallest_window(system_tokens, tools_tokens)))
+
+    def _learn_window(self, turn: TurnInput, named: int | None) -> Note | None:
+        """Remember the window a refusal named (or, naming none, the one an earlier session
+        learned), never below what the system prompt, tools and one turn need."""
+        model = turn.model
+        learned = named if named is not None and named > 0 else self._hints.get(model.key)
+        if learned is None:
+            return None
+        floor = smallest_window(estimate_tokens(turn.system), _tools_tokens(turn.tools))
+        plausible = max(learned, floor)
+        old = self._windows.get(model.key)
+        if old is not None and plausible >= old:
+            return None
+        self._windows[model.key] = plausible
+        self._hints.pop(model.key, None)
+        self._learned_at[model.key] = time.time()
+        if plausible > learned:
+            text = (
+                f"{model.name} said it reads at most {learned:,} tokens at once, too few to be "
+                f"right; Conch assumes {plausible:,} for now."
+            )
+        else:
+            text = f"{model.name} reads at most {plausible:,} tokens at once."
+        return Note(topic="window-learned", text=text)
+
+    def context_usage(
+        self, model: ModelInfo, system: str = "", answer_tokens: int | None = None
+    ) -> tuple[int, int]:
+        self._ensure_loaded()
+        used = int(self._ledger.tokens * self._factor) + self._summary_tokens
+        # The tool list the chat last sent is counted: the next request sends it again. Before
+        # the first, the tools of the chat's servers that are running already.
+        tools = self._sent_tools
+        if tools is None:
+            tools = ()
+            if self.tools is not None:
+                lean_mode = lean_for(self.window_for(model), self.tools.ready_catalogue())
+                ready = self.tools.ready_catalogue()
+                tools = specs_for(ready, self.tools.loaded, lean_mode=lean_mode)
+        window = self._window(model, estimate_tokens(system), _tools_tokens(tools))
+        return used, self._budget(window, system, tools, answer_tokens)
