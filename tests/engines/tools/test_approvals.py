@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench._scripted import Answer, ScriptedAdapter
 from engines.base import Approval, Done, Event, ModelInfo, ToolAsk, ToolResult, TurnInput
 from engines.context.session import ApiSession
 from engines.context.tool_loop import ToolHost
@@ -13,7 +14,6 @@ from engines.tools import approvals
 from engines.tools.catalogue import ServerTool
 from engines.tools.config import server_identity
 from engines.tools.servers import ToolServers
-from tests.engines.scripted_adapter import Answer, ScriptedAdapter
 from tests.engines.tools.test_loop_servers import calls
 from tests.engines.tools.test_servers import fake
 from tests.waits import HANG_SECONDS
