@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from engines.base import ModelInfo
 from engines.listeners import Listeners
-from engines.local.gate import GatedAdapter, gated
+from engines.local.gate import GatedAdapter, ServerGate, gated
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.providers.base import ProviderAdapter, ProviderError
 from engines.providers.registry import PROVIDERS
@@ -227,6 +227,15 @@ class ModelCatalogue:
 
     def _failed(self, adapter: ProviderAdapter, exc: Exception) -> None:
         name = adapter.name
+        slow = isinstance(exc, TimeoutError) or (
+            isinstance(exc, ProviderError) and exc.kind.value == "timeout"
+        )
+        gate = getattr(adapter, "gate", None)
+        if slow and isinstance(gate, ServerGate) and gate.working:
+            # A server on this computer reading or answering for Conch is busy, not gone: its
+            # models stay listed and Health gets no note (it used to flap "unreachable").
+            log.info("%s is busy; its models stay listed", adapter.label)
+            return
         self._models.pop(name, None)
         unreachable = isinstance(exc, TimeoutError) or (
             isinstance(exc, ProviderError) and exc.kind.value in ("unreachable", "timeout")

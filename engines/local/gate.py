@@ -66,6 +66,12 @@ class ServerGate:
         """Whether a turn is using the server."""
         return self._foreground > 0
 
+    @property
+    def working(self) -> bool:
+        """Whether the server is reading or answering anything for Conch, a turn or background
+        work: a slow answer to anything else then means busy, not gone."""
+        return self._foreground > 0 or bool(self._running_background)
+
     @contextlib.asynccontextmanager
     async def foreground(self) -> AsyncIterator[None]:
         self._foreground += 1

@@ -258,3 +258,46 @@ async def test_the_bundled_model_is_not_started_when_a_server_answers(
         assert services.catalogue.adapter("local") is None
     finally:
         await services.aclose()
+
+
+async def test_a_local_server_busy_with_a_turn_is_busy_not_unreachable(
+    health: HealthLog,
+) -> None:
+    from engines.base import Message, TextDelta
+    from engines.local.gate import GatedAdapter
+    from tests.waits import HANG_SECONDS
+
+    with running_ollama([FakeModel("llama3.2", 131_072)]) as fake:
+        adapter = GatedAdapter(OllamaAdapter(fake.url))
+        catalogue = ModelCatalogue([adapter], health=health)
+        try:
+            await catalogue.refresh()
+            assert [m.key for m in catalogue.models()] == ["ollama/llama3.2:latest"]
+            # A turn is streaming on the server, and the server is too busy to list its models.
+            fake.chat_hold_after = 1
+            request = ChatRequest(
+                model="llama3.2", messages=(Message(role="user", text="hi"),), max_output_tokens=32
+            )
+
+            async def answer() -> list[str]:
+                return [e.text async for e in adapter.stream(request) if isinstance(e, TextDelta)]
+
+            turn = asyncio.ensure_future(answer())
+            await asyncio.to_thread(fake.chat_held.wait, HANG_SECONDS)
+            fake.tags_held = True
+            catalogue.timeout = 0.05  # the listing is held: it times out whatever the machine
+            await catalogue.refresh()
+
+            assert [m.key for m in catalogue.models()] == ["ollama/llama3.2:latest"]
+            assert catalogue.unreachable == {}
+            assert health.notes() == []
+
+            fake.chat_release.set()
+            assert await asyncio.wait_for(turn, HANG_SECONDS)
+            # Idle and still silent: now that is unreachable, noted once.
+            await catalogue.refresh()
+            assert "ollama" in catalogue.unreachable
+            assert [n.topic for n in health.notes()] == ["unreachable"]
+        finally:
+            fake.tags_release.set()
+            await catalogue.aclose()

@@ -177,6 +177,8 @@ class FakeOllama:
         self.pulls_closed = 0
         # A chat answer held after this many streamed lines until `chat_release` is set (an
         # answer still coming, for a Stop); `chat_held` is set when it waits. Once per setting.
+        self.tags_held = False  # /api/tags waits for `tags_release` (a busy server)
+        self.tags_release = threading.Event()
         self.chat_hold_after: int | None = None
         self.chat_release = threading.Event()
         self.chat_held = threading.Event()
@@ -402,6 +404,10 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/api/version":
             self._send_json(200, {"version": self.fake.version})
         elif self.path == "/api/tags":
+            # A server too busy to list its models answers only once ``tags_release`` is set.
+            while self.fake.tags_held and not self.fake.tags_release.wait(0.01):
+                if self.fake._stopping.is_set():
+                    return
             self._send_json(200, {"models": [self._tag(m) for m in self.fake.models.values()]})
         elif self.path == "/api/ps":
             self._send_json(200, {"models": self._ps()})
