@@ -221,7 +221,13 @@ def test_a_failed_upgrade_leaves_the_file_as_it_was_and_says_so(chat_log: Path) 
     assert snapshot(chat_log) == before
     assert copies_beside(chat_log) == []
     # This Conch still opens it as before.
-    assert describe_chat_log(chat_log.parent) == expected_chat_log()
+    expected = expected_chat_log()
+    if was == len(CHAT_LOG_STEPS):
+        # Written by this Conch, which marks a chat holding an attached file untrusted as the
+        # file arrives (app/trust.py); the first Conch did not, and its files keep their mark.
+        for chat in expected["chats"]:
+            chat["untrusted"] = chat["untrusted"] or chat["id"] == "garden000001"
+    assert describe_chat_log(chat_log.parent) == expected
 
 
 # --- a file from a newer Conch --------------------------------------------------------------------
