@@ -438,12 +438,90 @@ def _whole_rows(
 
 def _copy_readable(aside: Path, fresh: sqlite3.Connection, after: str) -> dict[str, int]:
     """Copy what can be read from ``aside`` into ``fresh``; rows copied per table."""
-    counts: dict[str, int] = {}
     old = _open_old(aside)
-    if old is None:
-        return counts
-    with _filled_copy(aside) as other:
-        return _copy_rows(old, other, fresh, after, aside.name)
+    if old is not None:
+        with _filled_copy(aside) as other:
+            return _copy_rows(old, other, fresh, after, aside.name)
+    # SQLite reads nothing of a file whose first 100 bytes (its header) are damaged, though
+    # every page after them may be whole: read it again under a header written anew.
+    with _reheaded_copy(aside) as old:
+        if old is None:
+            return {}
+        return _copy_rows(old, None, fresh, after, aside.name)
+
+
+_MAGIC = b"SQLite format 3\x00"
+_PAGE_SIZES = (4096, 1024, 2048, 8192, 16384, 32768, 65536, 512)
+_TABLE_PAGES = (0x05, 0x0D)  # the first byte of an interior or a leaf page of a table b-tree
+
+
+def _header(page_size: int, pages: int, wal: bool) -> bytes:
+    """A plain database header (SQLite's file format, section 1.3) for ``pages`` pages."""
+    h = bytearray(100)
+    h[0:16] = _MAGIC
+    h[16:18] = (1 if page_size == 65_536 else page_size).to_bytes(2, "big")
+    h[18] = h[19] = 2 if wal else 1  # file format versions: WAL or rollback journal
+    h[21:24] = bytes((64, 32, 32))  # payload fractions, fixed by the format
+    h[24:28] = (1).to_bytes(4, "big")  # change counter
+    h[28:32] = pages.to_bytes(4, "big")  # size in pages, valid while [92:96] matches [24:28]
+    h[40:44] = (1).to_bytes(4, "big")  # schema cookie
+    h[44:48] = (4).to_bytes(4, "big")  # schema format
+    h[56:60] = (1).to_bytes(4, "big")  # text encoding: UTF-8, all Conch writes
+    h[92:96] = (1).to_bytes(4, "big")
+    h[96:100] = (3_045_000).to_bytes(4, "big")
+    return bytes(h)
+
+
+@contextlib.contextmanager
+def _reheaded_copy(aside: Path) -> Iterator[sqlite3.Connection | None]:
+    """A copy of ``aside`` with its header written anew, for each page size the file can
+    have, open on the first whose schema reads; None when none does (or no room for a copy)."""
+    try:
+        length = aside.stat().st_size
+        with aside.open("rb") as f:
+            start = f.read(101)
+    except OSError:
+        yield None
+        return
+    if len(start) < 101 or start[100] not in _TABLE_PAGES:
+        yield None  # page 1 itself is gone: nothing to read the schema from
+        return
+    wal = aside.with_name(aside.name + "-wal")
+    try:
+        temporary = tempfile.TemporaryDirectory(prefix="conch-recovery-")
+    except OSError:
+        log.warning("no room to read %s under a new header", aside.name, exc_info=True)
+        yield None
+        return
+    with temporary as folder:
+        copy = Path(folder) / aside.name
+        for size in _PAGE_SIZES:
+            if length < size or length % size:
+                continue
+            try:
+                shutil.copyfile(aside, copy)
+                with copy.open("r+b") as f:
+                    f.write(_header(size, length // size, wal.exists()))
+                if wal.exists():
+                    shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+            except OSError:
+                log.warning("could not copy %s to read it", aside.name, exc_info=True)
+                break
+            old = _open_old(copy)
+            if old is None:
+                continue
+            try:
+                tables = old.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            except sqlite3.DatabaseError:
+                tables = 0
+            if tables:
+                try:
+                    yield old
+                finally:
+                    old.close()
+                return
+            old.close()
+        yield None
 
 
 def _copy_rows(

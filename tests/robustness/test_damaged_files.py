@@ -199,15 +199,30 @@ def test_a_message_the_cut_goes_through_is_left_out_and_those_before_it_kept(
     assert before and all(key in recovered for key in before)
 
 
-def test_a_scribbled_header_is_set_aside_and_a_new_chat_log_started(data_dir: Path) -> None:
-    write_chat_log(data_dir, messages=30)
+def test_a_scribbled_header_keeps_every_message_behind_it(data_dir: Path) -> None:
+    written = write_chat_log(data_dir, messages=30)
     path = data_dir / ChatStore.FILE_NAME
     with path.open("r+b") as f:
-        f.write(b"\x00garbage" * 12)
+        f.write(b"\x00garbage" * 12)  # the first 96 bytes: SQLite's header, nothing else
     scribbled = path.read_bytes()
 
     store = ChatStore.in_dir(data_dir)
-    assert aside_of(path).read_bytes() == scribbled
+    assert aside_of(path).read_bytes() == scribbled  # kept exactly as it was
+    assert store.problem.startswith("Your chat log file was damaged")
+    assert f"with the {len(written)} messages it could still read" in store.problem
+    assert read_all(store) == written  # the rows behind the header were all whole
+    chat = store.list_chats()[0]
+    assert store.append_message(chat.id, "user", "hello").seq > 0
+
+
+def test_a_file_that_is_all_junk_is_set_aside_and_a_new_chat_log_started(data_dir: Path) -> None:
+    write_chat_log(data_dir, messages=30)
+    path = data_dir / ChatStore.FILE_NAME
+    path.write_bytes(random.Random(7).randbytes(path.stat().st_size))
+    junk = path.read_bytes()
+
+    store = ChatStore.in_dir(data_dir)
+    assert aside_of(path).read_bytes() == junk
     assert "Your chat log file could not be read" in store.problem
     assert "nothing was deleted" in store.problem
     assert store.list_chats() == []
