@@ -196,7 +196,7 @@ _ABOUT_ANSWERS = re.compile(
 # A link in any form: a memory carrying one would put it in every later system prompt.
 _LINK = re.compile(
     r"(?i)\b(?:https?|ftp)://|\bwww\.[\w-]"
-    r"|\b[\w-]+(?:\.[\w-]+)*\.(?:com|net|org|io|example|xyz|ru|info|biz|co|app|dev|site|shop|"
+    r"|\b[\w-]+\.(?:com|net|org|io|example|xyz|ru|info|biz|co|app|dev|site|shop|"
     r"link|click|top|online|store|me|ly|gg|ai|de|fr|uk|nl|be|cn|tk)\b(?!\.\w)"
     r"|\b[\w-]+\.[a-z]{2,}/\S"
 )

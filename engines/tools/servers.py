@@ -516,6 +516,9 @@ class ToolServer:
                     "and asked the server to cancel it.",
                     error=True,
                 )
+            if exc.code == CONNECTION_CLOSED and f"{MAX_HTTP_MESSAGE} byte" in exc.message:
+                # Over HTTP the SDK drops just that answer (the connection stays up).
+                return outcome(_too_big_words(tool, MAX_HTTP_MESSAGE), error=True)
             if exc.code == CONNECTION_CLOSED:
                 why = "the connection closed before the answer came"
                 return outcome(await self._lost(runner, why, tool), error=True)
@@ -553,11 +556,8 @@ class ToolServer:
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(runner), LOST_WAIT)
         if self._too_big():
-            return (
-                f"“{tool}” returned more than {MAX_MESSAGE_BYTES // (1024 * 1024)} MB, more than "
-                "Conch reads from one tool call, so its result was left out. Ask it for less at "
-                "a time (a smaller range, a filter). Its server starts again the next time a "
-                "tool is needed."
+            return _too_big_words(tool, MAX_MESSAGE_BYTES) + (
+                " Its server starts again the next time a tool is needed."
             )
         reason = self._state.reason or self._words(why) or "the connection was lost"
         again = (
@@ -580,6 +580,15 @@ class ToolServer:
         if runner is not None and not runner.done():
             # The transport's shutdown is shielded and bounded, so this wait is too.
             await asyncio.shield(runner)
+
+
+def _too_big_words(tool: str, limit: int) -> str:
+    """What the model (and the person) is told of a result larger than Conch reads."""
+    return (
+        f"“{tool}” returned more than {limit // (1024 * 1024)} MB, more than Conch reads from "
+        "one tool call, so its result was left out. Ask it for less at a time (a smaller "
+        "range, a filter)."
+    )
 
 
 def _modern_only(error: BaseException) -> bool:

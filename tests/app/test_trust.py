@@ -169,3 +169,10 @@ def test_which_messages_make_a_chat_untrusted() -> None:
     assert not untrusted_message("tool", "Denied.", outside=False)  # Conch's own words
     assert not untrusted_message("assistant", short)
     assert untrusted_message("assistant", short, imported=True)
+
+
+def test_a_hostile_memory_is_judged_at_once() -> None:
+    started = time.process_time()  # CPU work, which a busy machine does not inflate
+    for text in ("a." * 5_000, "a-" * 5_000 + ".", "answers " * 2_000, "www." * 3_000):
+        reads_like_instruction(text)
+    assert time.process_time() - started < 2  # far above need: the scans are bounded
