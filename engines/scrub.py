@@ -284,7 +284,7 @@ _TOTP_WORDS = re.compile(
 # social security numbers: 3-2-4 digits (bare 9 digits only when named).
 _CARD = re.compile(
     # not the digits after an IBAN's country and check digits ("de89 3704 0044 …")
-    r"(?<![\w.,/+\-])(?<![A-Za-z]{2}\d{2}[ \u00a0.\-])"
+    r"(?<![\w.,/+\-])(?<!(?<![A-Za-z0-9])[A-Za-z]{2}\d{2}[ \u00a0.\-])"
     r"(?:\d{4}(?:[ \u00a0.\-]\d{4}){2,3}(?:[ \u00a0.\-]\d{1,3})?"
     r"|\d{4}[ \u00a0.\-]\d{6}[ \u00a0.\-]\d{4,5}|\d{13,19})"
     r"(?![\w/\-]|[.,]\d)"
@@ -434,6 +434,12 @@ _NOT_A_PASSWORD = frozenset(
 )
 
 
+# A name in code: self.kv_per_token, settings.api_key, CLOUD_KEY
+_CODE_VALUE = re.compile(
+    r"[A-Za-z_]\w{0,60}(?:\.[A-Za-z_]\w{0,60}){1,5}|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+"
+)
+
+
 def _sub_assign(m: re.Match[str]) -> str:
     name, sep = m.group(1), m.group(2)
     value = m.group(3) or m.group(4) or m.group(5) or ""
@@ -448,6 +454,8 @@ def _sub_assign(m: re.Match[str]) -> str:
             return m.group(0)
     elif len(value) < 8 or value.replace(" ", "").isalpha():
         return m.group(0)  # keys have digits; "secret: keep it simple" is prose
+    elif m.group(5) is not None and _CODE_VALUE.fullmatch(value):
+        return m.group(0)  # api_key=server.api_key, api_key=CLOUD_KEY: code, not the key
     quote = '"' if m.group(3) is not None else "'" if m.group(4) is not None else ""
     return f"{name}{sep}{quote}{MARKER}{quote}"
 
@@ -474,9 +482,19 @@ def _prose(word: str) -> bool:
     return low in _PROSE_AFTER_PASSWORD or low.endswith(("ed", "ing", "ly", "able", "ible"))
 
 
+_NOT_STRONG = re.compile(
+    r"[\d\-./:,]*[\-./:,][\d\-./:,]*(?:\.[A-Za-z]{1,4})?"  # 2026-11-30, 12.50, v1.2 file.md
+    r"|[\w\-.]{1,80}\.(?:md|txt|pdf|docx?|xlsx?|csv|json|ya?ml|py|js|html?|png|jpe?g|zip)"
+    r"|[\w.+\-]{1,64}@[\w\-]{1,63}(?:\.[\w\-]{1,63})+\.?"  # an email address
+)
+
+
 def _strong(value: str) -> bool:
     """A word that reads like a password even with nothing saying so: a digit, a symbol in a
-    long word, or a capital inside it ("hunter22", "Qz!kLp#m", "CorrectHorse")."""
+    long word, or a capital inside it ("hunter22", "Qz!kLp#m", "CorrectHorse"); not a date, an
+    amount, a file name or an address ("passwd 2026-11-30.md", "password to bob@example.com")."""
+    if _NOT_STRONG.fullmatch(value):
+        return False
     if any(c.isdigit() for c in value):
         return True
     if len(value) >= 6 and any(c in "!@#$%^&*?~+=_|" for c in value):
@@ -507,6 +525,11 @@ def _password_said(m: re.Match[str]) -> str | None:
         return None
     if not (name.lower() in ("password", "passwd") and _in_netrc(m)):
         said = _said(name, sep)
+        words = sep.lower().split()
+        if name.lower() in ("hasło", "haslo") and len(words) > 1 and words[0] == "to":
+            return None  # Polish "to" is "is": the shorter reading is tried next
+        if not said and sep.strip().lower() == "to":
+            return None  # "send the password to bob", "the password to the shed"
         # Judged without a sentence's "!" or "?", which are hidden with it all the same.
         word = core if quoted else core.rstrip("!?")
         if len(word) < 3 or (not said and name.lower() == "pin"):
