@@ -128,6 +128,12 @@ def test_secrets_and_near_misses_side_by_side_scrub_once_for_good(
         "a@",
         "4111.",
         "hasło to ",
+        "hasło to do to ",
+        "password password ",
+        "password for the a b ",
+        "4111 ",
+        "5555 5555 5555 4444 ",
+        "aa89 ",
     ],
 )
 def test_the_new_rules_stay_linear_on_a_huge_paste(unit: str) -> None:
