@@ -109,8 +109,8 @@ _SECRET_NAME = (
     r"|master[_-]?key|signing[_-]?key|encryption[_-]?key|app[_-]?secret|consumer[_-]?secret"
     r"|passwort|kennwort|contrase[ñn]a|senha|wachtwoord|has[łl]o|mdp)"
 )
-# A name starts after a non-letter, or inside a camelCase identifier (openaiApiKey).
-# Only where an identifier followed by ":" or "=" starts: a cheap look ahead before the names.
+# A name starts after a non-letter or inside a camelCase identifier (openaiApiKey), and only
+# where an identifier followed by ":" or "=" starts: a cheap look ahead before the names.
 _NAME_START = (
     r"(?:(?<![A-Za-z0-9])|(?-i:(?<=[a-z0-9])(?=[A-Z])))"
     r"(?=[A-Za-z0-9_\-.ñńłŁ]{2,90}[\"']?[ \t]{0,8}[:=])"
