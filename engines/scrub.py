@@ -109,8 +109,8 @@ _SECRET_NAME = (
     r"|master[_-]?key|signing[_-]?key|encryption[_-]?key|app[_-]?secret|consumer[_-]?secret"
     r"|passwort|kennwort|contrase[ñn]a|senha|wachtwoord|has[łl]o|mdp)"
 )
-# A name starts after a non-letter, or inside a camelCase identifier (openaiApiKey).
-# Only where an identifier followed by ":" or "=" starts: a cheap look ahead before the names.
+# A name starts after a non-letter or inside a camelCase identifier (openaiApiKey), and only
+# where an identifier followed by ":" or "=" starts: a cheap look ahead before the names.
 _NAME_START = (
     r"(?:(?<![A-Za-z0-9])|(?-i:(?<=[a-z0-9])(?=[A-Z])))"
     r"(?=[A-Za-z0-9_\-.ñńłŁ]{2,90}[\"']?[ \t]{0,8}[:=])"
@@ -150,10 +150,12 @@ _PW_VALUE = r"(\"[^\"\r\n]{1,200}\"|'[^'\r\n]{1,200}'|[^\s\"'`,;()\[\]{}<>]{1,20
 # admin123", "password hunter2", "mein Passwort ist …", "le mot de passe du wifi est …", and
 # netrc's "machine … login … password …". Prose ("the password is required") is told apart in
 # _sub_password_said.
-_PASSWORD_SAID = re.compile(
+_PW_HEAD = (
     r"(?i)(?:(?<![A-Za-z0-9_])(" + _PW_NAMES + r")"
     r"|(?<=[a-zäöüß])(passw[oö]rt|kennw[oö]rt|wachtwoord))"
-    r"((?:[ \t]+" + _PW_FOR + r"(?:[ \t]+" + _PW_ARTICLE + r")?"
+)
+_PASSWORD_SAID = re.compile(
+    _PW_HEAD + r"((?:[ \t]+" + _PW_FOR + r"(?:[ \t]+" + _PW_ARTICLE + r")?"
     r"(?:[ \t]+[^\s\"'`,;()\[\]{}<>]{1,60}){1,2}"
     + _PW_VERB
     + r"|"
@@ -161,17 +163,25 @@ _PASSWORD_SAID = re.compile(
     + r")?[ \t]+)"
     + _PW_VALUE
 )
+# The same without the "for the router" part, tried where that part read a word too many
+# ("hasło to Roma1944" is Polish "is", not "to").
+_PASSWORD_SAID_SHORT = re.compile(_PW_HEAD + r"(" + _PW_VERB + r"?[ \t]+)" + _PW_VALUE)
 # The other way round: "hunter2 is my password", "I use X as my password", "X ist mein
-# Passwort", "X comme mot de passe", "X como contraseña", "X jako hasło" - up to the end of the
-# clause, so "Bitwarden is my password manager" stays.
+# Passwort", "X comme mot de passe", "X como contraseña", "X jako hasło" - unless the name is
+# part of a longer one, so "Bitwarden is my password manager" stays.
+_PW_COMPOUND = (
+    r"managers?|fields?|box|hints?|reset|resets|policy|policies|prompt|generator|vault|apps?"
+    r"|strength|rules?|change|hash|hashes|files?|protection|protected|requirements?|length"
+    r"|entry|dialog|form|input|list|store|safe|keeper|page|screen|recovery|expiry|expiration"
+    r"|history|complexity|section|settings?|options?|check|checker|cracker|login|sharing|spray"
+    r"|storage|database|leak|breach|dump|salt|questions?|game|less|word"
+)
 _PASSWORD_BEFORE = re.compile(
-    r"(?i)(?<![^\s\"'(\[,])" + _PW_VALUE + r"([ \t]+(?:as|is|was|als|ist|war|comme|est|como|es"
+    r"(?i)(?<![\w\-/@+=])" + _PW_VALUE + r"([ \t]+(?:as|is|was|als|ist|war|comme|est|como|es"
     r"|come|è|é|jako|to|for|für|pour|para|per|voor)"
     r"(?:[ \t]+(?:" + _PW_ARTICLES + r"|new|neues|neue|nouveau|nuevo|nueva|nuovo|nuova"
-    r"|novo|nova|nieuw|nieuwe|nowe|nowym|new)){0,3}[ \t]+(?:" + _PW_NAMES + r"))"
-    r"(?=[ \t]*(?:$|[\r\n.,;:!?)\]\"'’])|[ \t]+(?:and|but|for|on|at|since|now|too|so|because"
-    r"|from|until|und|aber|für|seit|et|mais|pour|depuis|y|pero|para|desde|e|ma|per|da|en|maar"
-    r"|voor|sinds|i|ale|dla|od)(?![A-Za-z]))"
+    r"|novo|nova|nieuw|nieuwe|nowe|nowym)){0,3}[ \t]+(?:" + _PW_NAMES + r"))"
+    r"(?![\w\-])(?![ \t]+(?:" + _PW_COMPOUND + r")(?![\w]))"
 )
 _PASSWORD_WORDS = {
     "password",
@@ -226,7 +236,9 @@ _PROSE_WORDS = """
     nie jest moje nieprawidłowe prawidłowe wymagane błędne puste za zbyt krótkie długie
     nowe tajne
     """
-_PROSE_AFTER_PASSWORD = frozenset(_PROSE_WORDS.split())
+_PROSE_AFTER_PASSWORD = frozenset(_PROSE_WORDS.split()) | {
+    w for w in _PW_ARTICLES.split("|") if w.isalpha()
+}
 
 # Command lines that carry a password: mysql -pSECRET, sshpass -p SECRET, curl -u user:SECRET
 _VALUE = r"(\"[^\"\r\n]{1,200}\"|'[^'\r\n]{1,200}'|[^\s\"'\[][^\s\"']{0,199})"
@@ -271,10 +283,11 @@ _TOTP_WORDS = re.compile(
 # fours (Amex 4-6-5); IBANs: a country, two check digits and up to 30 letters and digits; US
 # social security numbers: 3-2-4 digits (bare 9 digits only when named).
 _CARD = re.compile(
-    r"(?<![\w.,/+\-])(?<!\d[ \u00a0.\-])(?:\d{4}(?:[ \u00a0.\-]\d{4}){2,3}(?:[ \u00a0.\-]\d{3})?"
+    # not the digits after an IBAN's country and check digits ("de89 3704 0044 …")
+    r"(?<![\w.,/+\-])(?<!(?<![A-Za-z0-9])[A-Za-z]{2}\d{2}[ \u00a0.\-])"
+    r"(?:\d{4}(?:[ \u00a0.\-]\d{4}){2,3}(?:[ \u00a0.\-]\d{1,3})?"
     r"|\d{4}[ \u00a0.\-]\d{6}[ \u00a0.\-]\d{4,5}|\d{13,19})"
-    # not a part of a longer run of grouped digits (an account number, an IBAN's tail)
-    r"(?![\w/\-]|[.,]\d|[ \u00a0.\-]\d)"
+    r"(?![\w/\-]|[.,]\d)"
 )
 # Any case, grouped by spaces, dashes or dots; the country and its IBAN length are checked too.
 _IBAN = re.compile(
@@ -421,6 +434,12 @@ _NOT_A_PASSWORD = frozenset(
 )
 
 
+# A name in code: self.kv_per_token, settings.api_key, CLOUD_KEY
+_CODE_VALUE = re.compile(
+    r"[A-Za-z_]\w{0,60}(?:\.[A-Za-z_]\w{0,60}){1,5}|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+"
+)
+
+
 def _sub_assign(m: re.Match[str]) -> str:
     name, sep = m.group(1), m.group(2)
     value = m.group(3) or m.group(4) or m.group(5) or ""
@@ -435,6 +454,8 @@ def _sub_assign(m: re.Match[str]) -> str:
             return m.group(0)
     elif len(value) < 8 or value.replace(" ", "").isalpha():
         return m.group(0)  # keys have digits; "secret: keep it simple" is prose
+    elif m.group(5) is not None and _CODE_VALUE.fullmatch(value):
+        return m.group(0)  # api_key=server.api_key, api_key=CLOUD_KEY: code, not the key
     quote = '"' if m.group(3) is not None else "'" if m.group(4) is not None else ""
     return f"{name}{sep}{quote}{MARKER}{quote}"
 
@@ -461,9 +482,19 @@ def _prose(word: str) -> bool:
     return low in _PROSE_AFTER_PASSWORD or low.endswith(("ed", "ing", "ly", "able", "ible"))
 
 
+_NOT_STRONG = re.compile(
+    r"[\d\-./:,]*[\-./:,][\d\-./:,]*(?:\.[A-Za-z]{1,4})?"  # 2026-11-30, 12.50, v1.2 file.md
+    r"|[\w\-.]{1,80}\.(?:md|txt|pdf|docx?|xlsx?|csv|json|ya?ml|py|js|html?|png|jpe?g|zip)"
+    r"|[\w.+\-]{1,64}@[\w\-]{1,63}(?:\.[\w\-]{1,63})+\.?"  # an email address
+)
+
+
 def _strong(value: str) -> bool:
     """A word that reads like a password even with nothing saying so: a digit, a symbol in a
-    long word, or a capital inside it ("hunter22", "Qz!kLp#m", "CorrectHorse")."""
+    long word, or a capital inside it ("hunter22", "Qz!kLp#m", "CorrectHorse"); not a date, an
+    amount, a file name or an address ("passwd 2026-11-30.md", "password to bob@example.com")."""
+    if _NOT_STRONG.fullmatch(value):
+        return False
     if any(c.isdigit() for c in value):
         return True
     if len(value) >= 6 and any(c in "!@#$%^&*?~+=_|" for c in value):
@@ -480,31 +511,58 @@ def _said(name: str, sep: str) -> bool:
     return bool(verbs) and verbs != ["'s"]
 
 
-def _sub_password_said(m: re.Match[str]) -> str:
+def _password_said(m: re.Match[str]) -> str | None:
     name, sep, value = m.group(1) or m.group(2), m.group(3), m.group(4)
     if value.startswith(("[secret", MARKER)):
-        return m.group(0)
+        return None
     quoted = value[0] in "\"'"
     core = value[1:-1] if quoted else value.rstrip(".,;:")
     trail = "" if quoted else value[len(core) :]
-    if not quoted and m.string[m.end() : m.end() + 1] in ("(", "[", "."):
-        return m.group(0)  # code: password = unquote(password), password: Optional[bytes]
+    after = m.string[m.end() : m.end() + len(MARKER)]
+    if not quoted and after[:1] in ("(", "[", ".") and after != MARKER:
+        return None  # code: password = unquote(password), password: Optional[bytes]
     if not any(c.isalnum() for c in core):
-        return m.group(0)
+        return None
     if not (name.lower() in ("password", "passwd") and _in_netrc(m)):
         said = _said(name, sep)
+        words = sep.lower().split()
+        if name.lower() in ("hasło", "haslo") and len(words) > 1 and words[0] == "to":
+            return None  # Polish "to" is "is": the shorter reading is tried next
+        if not said and sep.strip().lower() == "to":
+            return None  # "send the password to bob", "the password to the shed"
         # Judged without a sentence's "!" or "?", which are hidden with it all the same.
         word = core if quoted else core.rstrip("!?")
         if len(word) < 3 or (not said and name.lower() == "pin"):
-            return m.group(0)
+            return None
         if quoted:
             pass
         elif said and _prose(word):
-            return m.group(0)  # "the password is required"
+            return None  # "the password is required"
         elif not said and not _strong(word):
-            return m.group(0)  # "password manager", "password and/or user name"
+            return None  # "password manager", "password and/or user name"
     hidden = f"{value[0]}{MARKER}{value[-1]}" if quoted else MARKER + trail
     return f"{name}{sep}{hidden}"
+
+
+def _sub_password_said(text: str) -> str:
+    """``text`` with every password said in a sentence left out. A candidate found to be prose
+    is tried again without its "for the …" part, then the search goes on from its next
+    character, so it cannot swallow the start of the next one ("password password: X")."""
+    out: list[str] = []
+    done = pos = 0
+    while (m := _PASSWORD_SAID.search(text, pos)) is not None:
+        hidden = _password_said(m)
+        if hidden is None:
+            short = _PASSWORD_SAID_SHORT.match(text, m.start())
+            if short is not None and short.end() != m.end():
+                m, hidden = short, _password_said(short)
+        if hidden is None:
+            pos = m.start() + 1
+            continue
+        out += [text[done : m.start()], hidden]
+        done = pos = m.end()
+    out.append(text[done:])
+    return "".join(out)
 
 
 def _sub_password_before(m: re.Match[str]) -> str:
@@ -546,12 +604,20 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
-def _sub_card(m: re.Match[str]) -> str:
-    digits = re.sub(r"\D", "", m.group(0))
+def _card_checks(digits: str) -> bool:
     # Issuers' numbers start with 2-6 (Mastercard, Amex, Diners, JCB, Visa, Discover, UnionPay).
-    if 13 <= len(digits) <= 19 and digits[0] in "23456" and _luhn(digits):
+    return 13 <= len(digits) <= 19 and digits[0] in "23456" and _luhn(digits)
+
+
+def _sub_card(m: re.Match[str]) -> str | None:
+    found = m.group(0)
+    if _card_checks(re.sub(r"\D", "", found)):
         return MARKER
-    return m.group(0)
+    # A short last group may be the security code or the expiry after the number.
+    groups = re.split(r"([ \u00a0.\-])", found)
+    if len(groups) > 2 and len(groups[-1]) <= 3 and _card_checks("".join(groups[:-2:2])):
+        return MARKER + groups[-2] + groups[-1]
+    return None
 
 
 def iban_checks(compact: str) -> bool:
@@ -566,14 +632,24 @@ def iban_checks(compact: str) -> bool:
     return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
 
 
-def _sub_iban(m: re.Match[str]) -> str:
-    found = m.group(0)
-    chunks = re.split(r"([ \u00a0.\-])", found)  # chunks at even places, separators between
-    # The pattern may run on into a following word: try shorter until it checks.
-    for n in range(len(chunks), 0, -2):
-        if iban_checks("".join(chunks[:n:2])):
-            return MARKER + "".join(chunks[n:])
-    return found
+def _sub_iban(text: str) -> str:
+    """``text`` with every IBAN left out. A candidate that fails its check may have run on
+    over the start of a real one ("…41038a Konto pl62 3304 …"), so the search goes on from the
+    candidate's next character, not from its end."""
+    out: list[str] = []
+    done = pos = 0
+    while (m := _IBAN.search(text, pos)) is not None:
+        chunks = re.split(r"([ \u00a0.\-])", m.group(0))  # chunks at even places
+        # The pattern may run on into a following word: try shorter until it checks.
+        for n in range(len(chunks), 0, -2):
+            if iban_checks("".join(chunks[:n:2])):
+                out += [text[done : m.start()], MARKER]
+                done = pos = m.start() + len("".join(chunks[:n]))
+                break
+        else:
+            pos = m.start() + 1
+    out.append(text[done:])
+    return "".join(out)
 
 
 def _ssn_valid(area: str, group: str, serial: str) -> bool:
@@ -767,34 +843,65 @@ _PW_NEEDS = (
 
 # Each pass with the words its pattern cannot match without (lower case: looked for in the
 # text in lower case); a text without any of them skips the pass at the cost of a substring scan.
-_Pass = tuple[re.Pattern[str], Callable[[re.Match[str]], str], tuple[str, ...]]
+_Pass = tuple[Callable[[str], str], tuple[str, ...]]
+
+
+def _regex(pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str]) -> Callable[[str], str]:
+    return functools.partial(pattern.sub, repl)
+
+
+def _retrying(
+    pattern: re.Pattern[str], judge: Callable[[re.Match[str]], str | None]
+) -> Callable[[str], str]:
+    """A pass whose candidate, when ``judge`` turns it down (None), does not swallow the start
+    of the next one: the search goes on from the candidate's next character."""
+
+    def run(text: str) -> str:
+        out: list[str] = []
+        done = pos = 0
+        while (m := pattern.search(text, pos)) is not None:
+            hidden = judge(m)
+            if hidden is None:
+                pos = m.start() + 1
+                continue
+            out += [text[done : m.start()], hidden]
+            done = pos = m.end()
+        out.append(text[done:])
+        return "".join(out)
+
+    return run
+
+
 _PASSES: tuple[_Pass, ...] = (
     (
-        _URL_CREDENTIALS,
-        lambda m: m.group(0) if m.group(2) == MARKER else f"{m[1]}{MARKER}{m[3]}",
+        _regex(
+            _URL_CREDENTIALS,
+            lambda m: m.group(0) if m.group(2) == MARKER else f"{m[1]}{MARKER}{m[3]}",
+        ),
         ("://",),
     ),
-    (_WEBHOOK, lambda m: f"{m.group(1)}{MARKER}", ("https://",)),
-    (_OTPAUTH, _sub_otpauth, ("otpauth",)),
-    (_KEYS, lambda m: MARKER, ()),
-    (_CRYPT, lambda m: MARKER, ("$", "{s")),
-    (_AUTH_HEADER, _sub_auth, ()),
-    (_BEARER, _sub_bearer, ("bearer", "token")),
-    (_ASSIGN, _sub_assign, ()),
-    (_PASSWORD_SAID, _sub_password_said, _PW_NEEDS),
-    (_PASSWORD_BEFORE, _sub_password_before, _PW_NEEDS),
-    (_MYSQL_P, _sub_command, ("mysql", "mariadb")),
-    (_SSHPASS, _sub_command, ("sshpass",)),
-    (_CURL_USER, _sub_command, ("-u", "--user")),
-    (_BASE32, _sub_totp, ()),
-    (_IBAN, _sub_iban, ()),
-    (_CARD, _sub_card, ()),
-    (_SSN, _sub_ssn, ("-",)),
-    (_SSN_NAMED, _sub_ssn_named, ("ssn", "social security")),
-    (_WORD_RUN, _sub_seed, ()),
-    (_NAMED_VALUE, _sub_named, _KEY_NEEDS),
-    (_B64, _sub_b64, ()),
-    (_RUN, _sub_random, ()),
+    (_regex(_WEBHOOK, lambda m: f"{m.group(1)}{MARKER}"), ("https://",)),
+    (_regex(_OTPAUTH, _sub_otpauth), ("otpauth",)),
+    (_regex(_KEYS, lambda m: MARKER), ()),
+    # Numbers with check digits first: a password rule must not take an IBAN's first group.
+    (_sub_iban, ()),
+    (_retrying(_CARD, _sub_card), ()),
+    (_regex(_CRYPT, lambda m: MARKER), ("$", "{s")),
+    (_regex(_AUTH_HEADER, _sub_auth), ()),
+    (_regex(_BEARER, _sub_bearer), ("bearer", "token")),
+    (_regex(_ASSIGN, _sub_assign), ()),
+    (_sub_password_said, _PW_NEEDS),
+    (_regex(_PASSWORD_BEFORE, _sub_password_before), _PW_NEEDS),
+    (_regex(_NAMED_VALUE, _sub_named), _KEY_NEEDS),
+    (_regex(_MYSQL_P, _sub_command), ("mysql", "mariadb")),
+    (_regex(_SSHPASS, _sub_command), ("sshpass",)),
+    (_regex(_CURL_USER, _sub_command), ("-u", "--user")),
+    (_regex(_BASE32, _sub_totp), ()),
+    (_regex(_SSN, _sub_ssn), ("-",)),
+    (_regex(_SSN_NAMED, _sub_ssn_named), ("ssn", "social security")),
+    (_regex(_WORD_RUN, _sub_seed), ()),
+    (_regex(_B64, _sub_b64), ()),
+    (_regex(_RUN, _sub_random), ()),
 )
 
 
@@ -803,10 +910,10 @@ def _one_pass(text: str) -> str:
     # Lowered once: a pass only ever takes text out (the marker holds none of the words), so
     # a word missing here is missing after every pass too.
     lower = text.lower()
-    for pattern, repl, needs in _PASSES:
+    for run, needs in _PASSES:
         if needs and not any(word in lower for word in needs):
             continue
-        text = pattern.sub(repl, text)
+        text = run(text)
     return text
 
 

@@ -10,6 +10,8 @@ from functools import cache
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench.scrub import load, survivors
 from engines.scrub import MARKER, contains_secret, scrub
@@ -89,6 +91,26 @@ def test_a_sentence_keeps_its_words_around_a_password_said_backwards() -> None:
     assert scrub("Bitwarden is my password manager.") == "Bitwarden is my password manager."
 
 
+def _texts() -> list[str]:
+    return [e["text"] for e in corpus()["secrets"]] + [e["text"] for e in corpus()["near_misses"]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(_texts()), min_size=1, max_size=6),
+    st.sampled_from([" ", "\n", ", ", "; ", ". ", "\n\n"]),
+)
+def test_secrets_and_near_misses_side_by_side_scrub_once_for_good(
+    texts: list[str], joint: str
+) -> None:
+    text = joint.join(texts)
+    once = scrub(text)
+    assert scrub(once) == once
+    for entry in corpus()["secrets"]:
+        if entry["text"] in texts:
+            assert survivors(text, entry["secret"], once) == [], (entry["text"], once)
+
+
 @pytest.mark.parametrize(
     "unit",
     [
@@ -106,6 +128,12 @@ def test_a_sentence_keeps_its_words_around_a_password_said_backwards() -> None:
         "a@",
         "4111.",
         "hasło to ",
+        "hasło to do to ",
+        "password password ",
+        "password for the a b ",
+        "4111 ",
+        "5555 5555 5555 4444 ",
+        "aa89 ",
     ],
 )
 def test_the_new_rules_stay_linear_on_a_huge_paste(unit: str) -> None:
