@@ -63,7 +63,7 @@ from engines.base import (
 )
 from engines.context.session import FoldLoader, HistoryLoader, render_attachments
 from engines.programs import problems
-from engines.programs.handoff import HANDOFF_CHARS, ChatHandoff
+from engines.programs.handoff import HANDOFF_CHARS, KEEPS_ITS_OWN, ChatHandoff
 from engines.programs.process import SessionFile, last_words
 from engines.providers.base import default_next_step
 
@@ -72,7 +72,6 @@ INSTALL = "npm install -g @anthropic-ai/claude-code"
 LOGIN = "claude /login"
 IDLE_TIMEOUT = 600.0  # seconds without a message from Claude Code before a turn is stopped
 FINISH_SECONDS = 30.0  # the CLI's own shutdown is bounded at about 20 seconds
-KEEPS_ITS_OWN = "Claude Code keeps this summary itself; it did not show it to Conch."
 
 # Claude Code's own words around the summary it carries after a compaction.
 _SUMMARY_LEAD = "The summary below covers the earlier portion of the conversation."

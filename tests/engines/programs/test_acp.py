@@ -146,13 +146,13 @@ async def test_each_turn_is_a_fresh_session_handed_the_chat_so_far(
     assert handed.endswith("What is my name?")
 
 
-async def test_a_chat_longer_than_the_handoff_sends_the_newest_60000_characters_and_the_summary(
+async def test_a_chat_longer_than_the_handoff_sends_the_summary_and_every_message_after_it(
     tmp_path: Path, chat: Chat
 ) -> None:
     for i in range(80):
         chat.add("user", f"question {i}: " + "q" * 1_000)
         chat.add("assistant", f"answer {i}: " + "a" * 1_000)
-    chat.fold = (100, SUMMARY)
+    chat.fold = (110, SUMMARY)
     engine = make_engine(tmp_path, chat)
     try:
         events = await run_turn(engine, chat, "So what did we decide?")
@@ -164,16 +164,17 @@ async def test_a_chat_longer_than_the_handoff_sends_the_newest_60000_characters_
     block = f"<earlier-in-this-chat>\n{SUMMARY}\n</earlier-in-this-chat>\n\n"
     assert handed.startswith(block)
     assert len(handed) - len(block) <= HANDOFF_CHARS
-    assert "answer 79: " in handed and "question 0: " not in handed
+    # Every message from the fold point to the newest, word for word and in order; none the
+    # summary covers.
+    after = [m.text for seq, m in chat.log[:-1] if seq >= 110]
+    assert [handed.index(text) for text in after] == sorted(handed.index(t) for t in after)
+    assert not any(m.text[:20] in handed for seq, m in chat.log if seq < 110)
     assert handed.endswith("So what did we decide?")
-    # The divider sits at the first message the program was handed word for word.
+    # The divider sits at the fold point, and says what went.
     (handed_off,) = [e for e in events if isinstance(e, HandedOff)]
-    first = chat.log[handed_off.first_seq][1].text
-    before = chat.log[handed_off.first_seq - 1][1].text
-    assert first in handed and before.split(":")[0] + ":" not in handed
-    assert handed_off.summary == SUMMARY
+    assert handed_off.first_seq == 110 and handed_off.summary == SUMMARY
     assert handed_off.text.startswith("Fake agent starts from here, with a handoff of ")
-    assert handed_off.text.endswith("and a summary")
+    assert handed_off.text.endswith("characters: a summary and the 50 messages after it")
 
 
 async def test_a_missing_program_says_so_with_where_to_set_it(tmp_path: Path, chat: Chat) -> None:
