@@ -1,10 +1,14 @@
 """An ACP program (Gemini CLI, GitHub Copilot CLI, any Agent Client Protocol agent) as an engine.
 
 Conch is the ACP client (the ``agent-client-protocol`` SDK). The program runs as a child
-process started from its command line and stays up between turns; every turn is a fresh ACP
-session handed a bounded handoff of the chat (``handoff.py``), so the program never needs a
-memory of Conch's. It keeps its own context inside a turn, which is why this engine does not
-declare the context capability: ``/compact`` on such a chat says the program manages it.
+process started from its command line and stays up between turns. A chat is one ACP session:
+opened with the handoff of the chat so far (``handoff.py``), then prompted with each new
+message only. Its id is kept in the chat's session file, so when the agent advertises
+``loadSession`` a Conch started again resumes it with ``session/load``; a session the agent no
+longer has (or cannot load), or one that missed messages of the chat (the person spoke to
+another model, or asked again) is replaced by a new one handed the chat. The program keeps its
+own context, which is why this engine does not declare the context capability: ``/compact``
+on such a chat says the program manages it.
 
 Trouble is read from the process itself: a command that is not there, a line on stdout that
 is not JSON (a program started without its ACP flag prints a banner), a process that ends
@@ -67,7 +71,7 @@ from engines.base import (
 from engines.context.session import FoldLoader, HistoryLoader, render_attachments
 from engines.programs import problems
 from engines.programs.handoff import HANDOFF_CHARS, ChatHandoff
-from engines.programs.process import keep_stderr, last_words, reap, start
+from engines.programs.process import SessionFile, keep_stderr, last_words, reap, start
 
 log = logging.getLogger("conch.programs.acp")
 
@@ -96,6 +100,32 @@ def option_for(choice: Approval, options: Sequence[PermissionOption]) -> Permiss
             if option.kind == kind:
                 return option
     return None
+
+
+def error_text(error: RequestError) -> str:
+    """An ACP error in the agent's own words: its message, and what its ``data`` says (agents
+    put the real cause there; the message alone is often just "Internal error")."""
+    said = str(error).strip()
+    data = error.data
+    found: list[str] = []
+    if isinstance(data, str):
+        found.append(data)
+    elif isinstance(data, Mapping):
+        for key in ("message", "details", "detail", "error", "reason"):
+            value = data.get(key)
+            if isinstance(value, str) and value.strip():
+                found.append(value)
+            elif isinstance(value, Mapping) and isinstance(value.get("message"), str):
+                found.append(value["message"])
+        if not found and data:
+            with contextlib.suppress(TypeError, ValueError):
+                found.append(json.dumps(data, ensure_ascii=False))
+    own = " ".join(" ".join(x.split()) for x in found if x.strip())
+    if not own or own in said:
+        return said
+    if not said or said.lower() in {"internal error", "unknown error"}:
+        return own
+    return f"{said}: {own}"
 
 
 @dataclass(frozen=True)
@@ -140,6 +170,7 @@ class _Process:
             cast(Client, client), proc.stdin, self.reader
         )
         self.info: InitializeResponse | None = None
+        self.sessions: set[str] = set()  # the ACP sessions open in this process
         self._pumps = [
             asyncio.get_running_loop().create_task(self._pump_stdout()),
             asyncio.get_running_loop().create_task(keep_stderr(proc.stderr, self.stderr)),
@@ -174,6 +205,12 @@ class _Process:
     def running(self) -> bool:
         return self.proc.returncode is None
 
+    @property
+    def loads(self) -> bool:
+        """Whether the agent resumes a session of an earlier process (``session/load``)."""
+        caps = self.info.agent_capabilities if self.info is not None else None
+        return bool(caps is not None and caps.load_session)
+
     async def stop(self) -> None:
         """Close the connection, then stop the program and wait until it is reaped."""
         with contextlib.suppress(Exception):
@@ -194,12 +231,15 @@ class _Client:
         self.asking = 0  # permission questions waiting for the person (no idle deadline then)
         self.declined: list[str] = []
         self.unoffered: set[str] = set()  # allowed by the person, but in no way it offered
+        self.replaying = False  # a loaded session's conversation, replayed: not this turn's
 
     def put(self, item: _Item) -> None:
         if self.queue is not None:
             self.queue.put_nowait(item)
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        if self.replaying:
+            return
         if isinstance(update, AgentMessageChunk) and isinstance(update.content, TextContentBlock):
             self.put(TextDelta(text=update.content.text))
         elif isinstance(update, AgentThoughtChunk) and isinstance(update.content, TextContentBlock):
@@ -277,6 +317,8 @@ class AcpEngine:
         history: HistoryLoader,
         latest_fold: FoldLoader,
         approve: Approver | None = None,
+        chat_id: str = "",
+        state_dir: Path | None = None,
         env: Mapping[str, str] | None = None,
         login: str = "",
         install: str = "",
@@ -300,6 +342,8 @@ class AcpEngine:
         self.idle_timeout = idle_timeout
         self.start_timeout = start_timeout
         self.handing = ChatHandoff(history, latest_fold, program, handoff_chars)
+        # The chat's ACP session (in memory only without a ``state_dir``).
+        self.session = SessionFile(state_dir, chat_id)
         self._process: _Process | None = None
         self._lock = asyncio.Lock()  # one turn at a time on one process
 
@@ -400,11 +444,14 @@ class AcpEngine:
         return process
 
     def _prompt_blocks(
-        self, process: _Process, turn: TurnInput
+        self, process: _Process, turn: TurnInput, *, fresh: bool
     ) -> tuple[list[_Block], HandedOff | None]:
+        """The prompt: a new session's is the handoff of the chat so far, a kept one's only
+        the new message."""
         new_message = render_attachments(turn.text, turn.attachments)
-        handoff, handed = self.handing(turn.seq, new_message)
-        blocks: list[_Block] = [TextContentBlock(type="text", text=handoff.text)]
+        handoff, handed = self.handing(turn.seq, new_message) if fresh else (None, None)
+        text = handoff.text if handoff is not None else new_message
+        blocks: list[_Block] = [TextContentBlock(type="text", text=text)]
         caps = process.info.agent_capabilities if process.info is not None else None
         prompt_caps = caps.prompt_capabilities if caps is not None else None
         if prompt_caps is not None and prompt_caps.image:
@@ -413,6 +460,59 @@ class AcpEngine:
                 for p in turn.pictures
             )
         return blocks, handed
+
+    def _kept_session(self, seq: int) -> str:
+        """The chat's session, when it has every message of the chat before ``seq``: the last
+        it was given was before ``seq`` (not a message asked again), and the person said
+        nothing since that it did not hear (to another model, before coming back)."""
+        sid = self.session.session_id
+        last = self.session.seq
+        if not sid or self.session.program != self.program or last < 0 or seq <= last:
+            return ""
+        missed = any(m.role == "user" for s, m in self._history() if last < s < seq)
+        return "" if missed else sid
+
+    async def _open(self, process: _Process, seq: int) -> tuple[str, bool] | TurnProblem:
+        """The session for the message at ``seq`` and whether it is new (to be handed the
+        chat): the one this process has open, or the chat's loaded into a new process, else a
+        new one."""
+        sid = self._kept_session(seq)
+        try:
+            if sid and sid in process.sessions:
+                return sid, False
+            if sid and process.loads and await self._load(process, sid):
+                process.sessions.add(sid)
+                return sid, False
+            opened = await asyncio.wait_for(
+                process.conn.new_session(cwd=str(self.cwd), mcp_servers=[]), self.start_timeout
+            )
+        except (TimeoutError, RequestError, ConnectionError) as exc:
+            await self.aclose()
+            return self._session_problem(exc, process)
+        process.sessions.add(opened.session_id)
+        self.session.remember(opened.session_id, self.program)
+        return opened.session_id, True
+
+    async def _load(self, process: _Process, sid: str) -> bool:
+        """Resume the chat's session with ``session/load``; False when the agent no longer has
+        it (a new session is handed the chat then). Being logged out is raised."""
+        client = process.client
+        client.replaying = True  # the agent replays the session's conversation first
+        try:
+            await asyncio.wait_for(
+                process.conn.load_session(cwd=str(self.cwd), session_id=sid, mcp_servers=[]),
+                self.start_timeout,
+            )
+        except RequestError as exc:
+            if exc.code == AUTH_REQUIRED:
+                raise
+            log.info("%s could not load its session: %s", self.program, error_text(exc))
+            return False
+        finally:
+            # The replay's updates arrived before the answer; let any still queued pass.
+            await asyncio.sleep(0)
+            client.replaying = False
+        return True
 
     async def _turn(self, turn: TurnInput) -> AsyncIterator[Event]:
         started = await self._start()
@@ -425,20 +525,16 @@ class AcpEngine:
         client.queue = queue
         client.declined = []
         client.unoffered = set()
-        try:
-            session = await asyncio.wait_for(
-                process.conn.new_session(cwd=str(self.cwd), mcp_servers=[]), self.start_timeout
-            )
-        except (TimeoutError, RequestError, ConnectionError) as exc:
-            await self.aclose()
-            yield Problem(problem=self._session_problem(exc, process))
+        opened = await self._open(process, turn.seq)
+        if isinstance(opened, TurnProblem):
+            yield Problem(problem=opened)
             return
-        blocks, handed = self._prompt_blocks(process, turn)
+        session_id, fresh = opened
+        blocks, handed = self._prompt_blocks(process, turn, fresh=fresh)
         if handed is not None:
-            yield handed  # where the program's memory of the chat starts this turn
-        prompt = asyncio.ensure_future(
-            process.conn.prompt(session_id=session.session_id, prompt=blocks)
-        )
+            yield handed  # where the program's memory of the chat starts
+        self.session.given(turn.seq)
+        prompt = asyncio.ensure_future(process.conn.prompt(session_id=session_id, prompt=blocks))
         prompt.add_done_callback(functools.partial(_report_end, client))
         wrote = False
         finished = False
@@ -452,7 +548,7 @@ class AcpEngine:
                     yield Problem(
                         problem=problems.silent(self.program, self.idle_timeout, partial=wrote)
                     )
-                    await self._abandon(session.session_id)
+                    await self._abandon(session_id)
                     return
                 if item is _Activity:
                     continue
@@ -462,7 +558,7 @@ class AcpEngine:
                             self.program, item.line, partial=wrote, mode=MODE
                         )
                     )
-                    await self._abandon(session.session_id)
+                    await self._abandon(session_id)
                     return
                 if isinstance(item, _End):
                     finished = True
@@ -478,7 +574,7 @@ class AcpEngine:
                 prompt.cancel()
                 # Stopped by the person (or the window closed): tell the program to stop too.
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(process.conn.cancel(session_id=session.session_id), 2.0)
+                    await asyncio.wait_for(process.conn.cancel(session_id=session_id), 2.0)
 
     async def _abandon(self, session_id: str) -> None:
         """A program that hangs or talks nonsense is stopped; the next turn starts it anew."""
@@ -493,9 +589,8 @@ class AcpEngine:
             if isinstance(end.error, RequestError):
                 if end.error.code == AUTH_REQUIRED:
                     return [Problem(problem=problems.not_logged_in(self.program, self._login))]
-                return [
-                    Problem(problem=problems.reported(self.program, str(end.error), partial=wrote))
-                ]
+                said = error_text(end.error)
+                return [Problem(problem=problems.reported(self.program, said, partial=wrote))]
             if not isinstance(end.error, ConnectionError) and process.running:
                 return [
                     Problem(problem=problems.reported(self.program, repr(end.error), partial=wrote))
@@ -550,5 +645,5 @@ class AcpEngine:
         if isinstance(exc, asyncio.TimeoutError):
             return problems.silent(self.program, self.start_timeout, partial=False)
         if isinstance(exc, RequestError):
-            return problems.reported(self.program, str(exc), partial=False)
+            return problems.reported(self.program, error_text(exc), partial=False)
         return problems.exited(self.program, process.proc.returncode, process.stderr, partial=False)

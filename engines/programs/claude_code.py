@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
+import shlex
+import shutil
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,16 +66,16 @@ from engines.base import (
 )
 from engines.context.session import FoldLoader, HistoryLoader, render_attachments
 from engines.programs import problems
-from engines.programs.handoff import HANDOFF_CHARS, ChatHandoff
+from engines.programs.handoff import HANDOFF_CHARS, KEEPS_ITS_OWN, ChatHandoff
 from engines.programs.process import SessionFile, last_words
 from engines.providers.base import default_next_step
 
 PROGRAM = "Claude Code"
 INSTALL = "npm install -g @anthropic-ai/claude-code"
 LOGIN = "claude /login"
+KEY_VARIABLE = "ANTHROPIC_API_KEY"  # a key here is used before a login
 IDLE_TIMEOUT = 600.0  # seconds without a message from Claude Code before a turn is stopped
 FINISH_SECONDS = 30.0  # the CLI's own shutdown is bounded at about 20 seconds
-KEEPS_ITS_OWN = "Claude Code keeps this summary itself; it did not show it to Conch."
 
 # Claude Code's own words around the summary it carries after a compaction.
 _SUMMARY_LEAD = "The summary below covers the earlier portion of the conversation."
@@ -155,6 +158,27 @@ class _Run:
             self.task.cancel()
         with contextlib.suppress(BaseException):
             await self.task
+
+
+def bundled_cli() -> Path | None:
+    """The ``claude`` CLI the Claude Agent SDK's wheel carries (what the SDK runs first)."""
+    import claude_agent_sdk
+
+    name = "claude.exe" if os.name == "nt" else "claude"
+    path = Path(claude_agent_sdk.__file__).parent / "_bundled" / name
+    return path if path.is_file() else None
+
+
+def login_command(cli_path: str | None) -> str:
+    """How to log in to the CLI the engine runs: ``claude /login`` when that is what a terminal
+    would run; the CLI's own path when it came from the SDK's wheel and no ``claude`` is on
+    the PATH (or it was set in Settings)."""
+    if cli_path:
+        return LOGIN if cli_path == "claude" else f"{shlex.quote(cli_path)} /login"
+    bundled = bundled_cli()
+    if bundled is not None and shutil.which("claude") is None:
+        return f"{shlex.quote(str(bundled))} /login"
+    return LOGIN
 
 
 class ClaudeCodeEngine:
@@ -297,6 +321,7 @@ class ClaudeCodeEngine:
         run = _Run(self._options(), prompt)
         wrote = False
         streamed: set[str] = set()  # assistant messages whose text arrived as deltas
+        gap = False  # a new assistant message began after text: it starts a paragraph
         boundary = False
         try:
             while True:
@@ -332,7 +357,7 @@ class ClaudeCodeEngine:
                         boundary = True
                     elif item.subtype == "api_retry" and _refused_key(item.data):
                         # Claude Code would retry a refused key for minutes; say it now.
-                        yield Problem(problem=problems.not_logged_in(PROGRAM, LOGIN))
+                        yield Problem(problem=self._not_logged_in())
                         return
                     continue
                 if isinstance(item, UserMessage):
@@ -344,7 +369,12 @@ class ClaudeCodeEngine:
                 if isinstance(item, StreamEvent):
                     if item.parent_tool_use_id is not None:
                         continue  # a sub-agent's words are its own
+                    gap = gap or (wrote and item.event.get("type") == "message_start")
                     for event in self._delta(item.event, streamed):
+                        if isinstance(event, TextDelta) and gap:
+                            # Claude Code's messages of one turn read as paragraphs, not
+                            # run together ("Let me run it.Understood;").
+                            event, gap = TextDelta(text="\n\n" + event.text), False
                         wrote = wrote or isinstance(event, TextDelta)
                         yield event
                     continue
@@ -353,8 +383,9 @@ class ClaudeCodeEngine:
                         continue
                     for block in item.content:
                         if isinstance(block, TextBlock) and item.message_id not in streamed:
+                            if block.text:
+                                yield TextDelta(text=("\n\n" if wrote else "") + block.text)
                             wrote = wrote or bool(block.text)
-                            yield TextDelta(text=block.text)
                         elif isinstance(block, ToolUseBlock):
                             call = ToolCallData(id=block.id, name=block.name, arguments=block.input)
                             yield ToolCall(call=call)
@@ -429,7 +460,7 @@ class ClaudeCodeEngine:
         said = " ".join([*(result.errors or []), result.result or ""]).strip() or result.subtype
         status = result.api_error_status
         if status in (401, 403) or "login" in said.lower() or "api key" in said.lower():
-            return problems.not_logged_in(PROGRAM, LOGIN)
+            return self._not_logged_in()
         if status == 429:
             return TurnProblem.of(
                 ProblemKind.RATE_LIMITED,
@@ -450,11 +481,15 @@ class ClaudeCodeEngine:
             lines = [*self._stderr, *(error.stderr or "").splitlines()]
             said = "\n".join(lines).lower()
             if "login" in said or "api key" in said or "authentication" in said:
-                return problems.not_logged_in(PROGRAM, LOGIN)
+                return self._not_logged_in()
             return problems.exited(PROGRAM, error.exit_code, lines, partial=partial)
         if isinstance(error, CLIConnectionError):
             return problems.did_not_start(PROGRAM, f"{error}.", self._stderr)
         return problems.reported(PROGRAM, f"{type(error).__name__}: {error}", partial=partial)
+
+    def _not_logged_in(self) -> TurnProblem:
+        key = KEY_VARIABLE if {**os.environ, **self._env}.get(KEY_VARIABLE) else ""
+        return problems.not_logged_in(PROGRAM, login_command(self._cli_path), key=key)
 
     def _lost_session(self, error: str) -> bool:
         said = "\n".join([error, *self._stderr])

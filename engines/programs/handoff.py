@@ -1,11 +1,14 @@
-"""What a program that keeps no chat of Conch's is handed each turn: the chat, bounded.
+"""What a program that has no memory of a chat is handed: the whole chat, bounded.
 
-An ACP program starts every turn fresh, so it is handed the newest ``HANDOFF_CHARS``
-characters of the chat as plain lines ("Person: …", "Assistant: …", and each tool result as a
-fold reads it, ``engines.tools.rules.fold_line``) with the person's new message last. When
-older lines are left out and the chat has a summary, the summary goes in front, framed as
-``<earlier-in-this-chat>`` like everywhere else: context, not instructions. Conch does not
-summarise for these programs on its own. Pure functions, no I/O.
+A program starting a session with a chat (an ACP program, Claude Code or Codex on a chat moved
+to them, or whose session is lost) is handed the chat as plain lines ("Person: …",
+"Assistant: …", and each tool result as a fold reads it, ``engines.tools.rules.fold_line``)
+with the person's new message last. When the whole chat passes ``HANDOFF_CHARS``, the chat's
+latest summary goes in front, framed as ``<earlier-in-this-chat>`` like everywhere else
+(context, not instructions), followed by every message after what it covers: nothing falls
+between the two. Only when that too is larger is it cut in the middle, visibly: the oldest
+long messages shortened head and tail, and as a last resort the oldest left out behind a
+marked gap. The divider's line says exactly what was given. Pure functions, no I/O.
 """
 
 from __future__ import annotations
@@ -18,7 +21,13 @@ from engines.base import HandedOff, Message
 from engines.context.session import FoldLoader, HistoryLoader, summary_block
 from engines.tools.rules import fold_line
 
-HANDOFF_CHARS = 60_000  # the newest characters of the chat a program is handed each turn
+HANDOFF_CHARS = 60_000  # the characters of the chat a program is handed at most
+SHORT_FLOOR = 1_000  # a long message is never shortened below this many characters
+LONG = 2 * SHORT_FLOOR  # only messages longer than this are shortened (a cut must gain much)
+GAP_ROOM = 200  # room the new message leaves for the gap line beside it
+# The summary a fold records when the program kept its own and did not show it (Claude Code):
+# a placeholder, so a handoff does not stand on it.
+KEEPS_ITS_OWN = "Claude Code keeps this summary itself; it did not show it to Conch."
 
 CHAT_OPEN = (
     "<this-chat-so-far>\n"
@@ -45,12 +54,17 @@ class Handoff:
     """The text a program is sent for one turn.
 
     ``summary`` is the framed summary block at its start ("" when none went with it);
-    ``left_out`` counts the chat's earlier messages not in it.
+    ``messages`` counts the chat's messages in it (whole or shortened), ``shortened`` those
+    cut head and tail, and ``left_out`` those replaced by the marked gap (``left_out_chars``
+    characters of them).
     """
 
     text: str
     summary: str = ""
+    messages: int = 0
+    shortened: int = 0
     left_out: int = 0
+    left_out_chars: int = 0
 
     @property
     def chat_chars(self) -> int:
@@ -86,6 +100,54 @@ def _shorten(text: str, limit: int) -> str:
     return body[:limit]
 
 
+def gap_line(messages: int, chars: int) -> str:
+    """The marked gap where earlier messages were left out (the last resort)."""
+    what = "1 earlier message" if messages == 1 else f"{messages:,} earlier messages"
+    return f"[… {what}, {chars:,} characters, left out …]"
+
+
+def _squeeze(lines: Sequence[str], room: int) -> list[str]:
+    """``lines`` with the oldest long ones shortened head and tail, each only as far as needed
+    and never below ``SHORT_FLOOR``, until they fit ``room`` (or can be cut no further)."""
+    out = list(lines)
+    excess = _size(out) - room
+    for i, line in enumerate(out):
+        if excess <= 0:
+            break
+        if len(line) > LONG:
+            out[i] = _shorten(line, max(SHORT_FLOOR, len(line) - excess))
+            excess -= len(line) - len(out[i])
+    return out
+
+
+def _size(lines: Sequence[str]) -> int:
+    return sum(len(x) for x in lines) + len(SEPARATOR) * max(0, len(lines) - 1)
+
+
+def _fit(lines: list[str], room: int) -> tuple[list[str], int, int, int]:
+    """``lines`` (oldest first) within ``room`` characters joined by ``SEPARATOR``: the oldest
+    long ones shortened first, and only when that cannot be enough, the fewest oldest left out
+    behind one marked gap. Returns the lines, how many of them were shortened, and how many
+    were left out with their characters."""
+    dropped = 0
+    if _size(_squeeze(lines, 0)) > room:
+        # Even cut to the floor they pass the room: find the fewest oldest to leave out.
+        least = [min(len(x), SHORT_FLOOR) if len(x) > LONG else len(x) for x in lines]
+        sep = len(SEPARATOR)
+        after = 0  # the smallest the lines from ``dropped`` on can be, with separators
+        for dropped in range(len(lines), 0, -1):
+            shown = gap_line(dropped, sum(len(x) for x in lines[:dropped]))
+            if len(shown) + after + (sep if after else 0) > room:
+                dropped += 1  # one more than what fitted (fewer would pass the room)
+                break
+            after += least[dropped - 1] + (sep if after else 0)
+        dropped = min(dropped, len(lines))
+    gap = [gap_line(dropped, sum(len(x) for x in lines[:dropped]))] if dropped else []
+    kept = _squeeze(lines[dropped:], room - _size(gap) - (len(SEPARATOR) if gap else 0))
+    shortened = sum(1 for short, line in zip(kept, lines[dropped:], strict=True) if short != line)
+    return gap + kept, shortened, dropped, sum(len(x) for x in lines[:dropped])
+
+
 def build_handoff(
     history: Sequence[Message],
     new_message: str,
@@ -93,41 +155,58 @@ def build_handoff(
     summary: str = "",
     limit: int = HANDOFF_CHARS,
 ) -> Handoff:
-    """The handoff for a turn: ``history`` (oldest first, the new message not in it) cut to
-    the newest lines that fit ``limit`` with ``new_message``, whole lines only; the summary
-    goes in front only when lines were left out.
+    """The handoff for a turn: ``summary`` (what the chat's latest fold says of everything
+    before ``history``), then every message of ``history`` (oldest first, the new message not
+    in it), then ``new_message``.
 
-    The new message is always in it, shortened (head and tail kept) when it alone is larger.
+    Only when the whole passes ``limit`` is it cut, in the middle: the oldest long messages
+    shortened head and tail, and as a last resort the oldest left out behind a marked gap;
+    never silently. The new message is always in it, shortened (head and tail kept) when it
+    alone is too large.
     """
+    block = summary_block(summary) if summary else ""
     lines = [guard_chat_frame(line) for line in (line_for(m) for m in history) if line]
     if not lines:
-        return Handoff(text=_shorten(new_message, limit))
+        return Handoff(text=block + _shorten(new_message, limit), summary=block)
     frame = len(CHAT_OPEN) + len(CHAT_CLOSE)
-    room = limit - frame - len(new_message)
-    kept: list[str] = []
-    for line in reversed(lines):
-        cost = len(line) + (len(SEPARATOR) if kept else 0)
-        if cost > room:
-            break
-        kept.append(line)
-        room -= cost
-    kept.reverse()
-    left_out = len(lines) - len(kept)
-    if not kept:
-        # Nothing earlier fits beside the new message: hand over the message alone.
-        block = summary_block(summary) if summary else ""
-        return Handoff(text=block + _shorten(new_message, limit), summary=block, left_out=left_out)
-    block = summary_block(summary) if left_out and summary else ""
+    # The new message keeps at least room for a gap line beside it.
+    message = _shorten(new_message, max(0, limit - frame - GAP_ROOM))
+    kept, shortened, left_out, chars = _fit(lines, limit - frame - len(message))
     chat = CHAT_OPEN + SEPARATOR.join(kept) + CHAT_CLOSE
-    return Handoff(text=block + chat + new_message, summary=block, left_out=left_out)
+    return Handoff(
+        text=block + chat + message,
+        summary=block,
+        messages=len(lines) - left_out,
+        shortened=shortened,
+        left_out=left_out,
+        left_out_chars=chars,
+    )
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
 
 
 def handed_text(program: str, handoff: Handoff) -> str:
-    """The divider's line where the program's memory of the chat starts."""
-    what = f"a handoff of {handoff.chat_chars:,} characters"
-    if handoff.summary:
-        what += " and a summary"
-    return f"{program} starts from here, with {what}"
+    """The divider's line: where the program's memory of the chat starts, and exactly what it
+    was given."""
+    given = handoff.messages + handoff.left_out
+    messages = _count(given, "message", "messages")
+    if handoff.summary and given:
+        what = f"a summary and the {'message' if given == 1 else messages} after it"
+    elif handoff.summary:
+        what = "a summary"
+    else:
+        what = f"the chat's {messages}"
+    notes = []
+    if handoff.shortened:
+        notes.append(f"{handoff.shortened:,} shortened")
+    if handoff.left_out:
+        notes.append(f"{handoff.left_out:,} left out ({handoff.left_out_chars:,} characters)")
+    said = (
+        f"{program} starts from here, with a handoff of {handoff.chat_chars:,} characters: {what}"
+    )
+    return said + (", " + " and ".join(notes) if notes else "")
 
 
 @dataclass(frozen=True)
@@ -155,13 +234,22 @@ def handoff_for(
     limit: int = HANDOFF_CHARS,
 ) -> tuple[Handoff, HandedOff | None]:
     """The handoff for the person's message at ``seq``, read from the chat log, and where the
-    program's memory of the chat starts (None when there was nothing before the message)."""
+    program's memory of the chat starts (None when there was nothing before the message).
+
+    The whole chat when it fits; else the latest fold's summary and every message from the
+    fold's first kept one on; without a summary to stand on, the whole chat cut to fit."""
     logged = [(s, m) for s, m in history() if s < seq]
     fold = latest_fold()
-    summary = fold[1] if fold is not None else ""
-    handoff = build_handoff([m for _, m in logged], new_message, summary=summary, limit=limit)
-    lined = [s for s, m in logged if line_for(m)]  # the messages that make a line
-    if not lined:
+    handed = logged
+    handoff = build_handoff([m for _, m in logged], new_message, limit=limit)
+    summary = ""
+    cut = handoff.shortened or handoff.left_out
+    if cut and fold is not None and fold[1].strip() and fold[1] != KEEPS_ITS_OWN:
+        first_kept, summary = fold
+        handed = [(s, m) for s, m in logged if s >= first_kept]
+        handoff = build_handoff([m for _, m in handed], new_message, summary=summary, limit=limit)
+    lined = [s for s, m in handed if line_for(m)]  # the messages that make a line
+    if not lined and not handoff.summary:
         return handoff, None
     first = lined[handoff.left_out] if handoff.left_out < len(lined) else seq
     event = HandedOff(

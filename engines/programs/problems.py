@@ -146,11 +146,20 @@ def reported(program: str, error: str, *, partial: bool) -> TurnProblem:
     )
 
 
-def not_logged_in(program: str, login: str) -> TurnProblem:
+def not_logged_in(program: str, login: str, *, key: str = "") -> TurnProblem:
+    """``key``: the environment variable whose key the program used (a refused key is fixed
+    there, not by logging in)."""
     how = f" Run “{login}” in a terminal, then try again." if login else " Log in, then try again."
+    said = f"{program} is not logged in.{how}"
+    if key:
+        log_in = f" run “{login}” in a terminal" if login else " log in"
+        said = (
+            f"{program} was refused with the key in {key}. Check that key, or remove it and"
+            f"{log_in}, then try again."
+        )
     return TurnProblem.of(
         ProblemKind.AUTH,
         detail="authentication required",
         next_step=NextStep(kind="retry", label="Try again after logging in"),
-        message=f"{program} is not logged in.{how}",
+        message=said,
     )

@@ -5,7 +5,9 @@ A program runs as a child of Conch, started from its command line in the chat's 
 when Conch is done with it, it is stopped and reaped before the engine returns (``reap``).
 
 The session file ``<state_dir>/<chat-id>.json`` (``"version": 1``, written atomically) keeps
-the program's session id (Claude Code's session, Codex's thread) and how full its context was.
+the program's session id (Claude Code's session, Codex's thread, an ACP agent's session), how
+full its context was, and for an ACP agent which program it is and the chat log's seq of the
+last message the session was given.
 A missing or damaged file means a new session, started with the handoff of the chat so far:
 nothing is lost.
 """
@@ -113,6 +115,8 @@ async def keep_stderr(stream: asyncio.StreamReader, lines: collections.deque[str
 class SessionState:
     session_id: str = ""
     used: int = 0  # input tokens of the latest request (the context meter)
+    program: str = ""  # the program whose session it is ("" when not said)
+    seq: int = -1  # the chat log's seq of the last message the session was given (-1: unknown)
 
 
 def load_state(path: Path) -> SessionState:
@@ -124,25 +128,42 @@ def load_state(path: Path) -> SessionState:
         return SessionState()
     sid = data.get("session_id")
     used = data.get("used")
+    program = data.get("program")
+    seq = data.get("seq")
     return SessionState(
         session_id=sid if isinstance(sid, str) else "",
         used=used if isinstance(used, int) else 0,
+        program=program if isinstance(program, str) else "",
+        seq=seq if isinstance(seq, int) and not isinstance(seq, bool) else -1,
     )
 
 
 def save_state(path: Path, state: SessionState) -> None:
     """Write atomically; a failed write keeps the old file (the next turn tries again)."""
-    data = {"version": STATE_VERSION, "session_id": state.session_id, "used": state.used}
+    data: dict[str, object] = {
+        "version": STATE_VERSION,
+        "session_id": state.session_id,
+        "used": state.used,
+    }
+    if state.program:
+        data["program"] = state.program
+    if state.seq >= 0:
+        data["seq"] = state.seq
     with contextlib.suppress(OSError):
         write_atomically(path, json.dumps(data).encode("utf-8"))
 
 
 class SessionFile:
-    """One chat's session file, read once and written on every change."""
+    """One chat's session file, read once and written on every change (kept in memory only
+    when there is no ``state_dir``)."""
 
-    def __init__(self, state_dir: Path, chat_id: str) -> None:
-        self.path = state_dir / f"{chat_id}.json"
-        self._state = load_state(self.path)
+    def __init__(self, state_dir: Path | None, chat_id: str) -> None:
+        self.path = state_dir / f"{chat_id}.json" if state_dir is not None else None
+        self._state = load_state(self.path) if self.path is not None else SessionState()
+
+    def _save(self) -> None:
+        if self.path is not None:
+            save_state(self.path, self._state)
 
     @property
     def session_id(self) -> str:
@@ -152,22 +173,36 @@ class SessionFile:
     def used(self) -> int:
         return self._state.used
 
-    def remember(self, session_id: object) -> bool:
+    @property
+    def program(self) -> str:
+        return self._state.program
+
+    @property
+    def seq(self) -> int:
+        return self._state.seq
+
+    def remember(self, session_id: object, program: str = "") -> bool:
         """Keep the program's session id; True when it is a new one."""
         if not isinstance(session_id, str) or not session_id:
             return False
-        if session_id == self._state.session_id:
+        if session_id == self._state.session_id and program == self._state.program:
             return False
-        self._state.session_id = session_id
-        save_state(self.path, self._state)
+        self._state = SessionState(session_id, self._state.used, program)
+        self._save()
         return True
+
+    def given(self, seq: int) -> None:
+        """The session was given the chat log's message ``seq``."""
+        if seq != self._state.seq:
+            self._state.seq = seq
+            self._save()
 
     def forget(self) -> None:
         """The program no longer has the session: the next turn starts a new one."""
         self._state = SessionState()
-        save_state(self.path, self._state)
+        self._save()
 
     def set_used(self, used: int) -> None:
         if used and used != self._state.used:
             self._state.used = used
-            save_state(self.path, self._state)
+            self._save()

@@ -16,6 +16,15 @@ line of the prompt changes what it does, so one process can show every kind of t
   (``{"permission": "allowed"}`` or ``"denied"``) and says whether it was allowed
 - ``[[refuse]]``: ends the turn with the ``refusal`` stop reason
 
+- ``[[fail]]``: fails the prompt with an error of the agent's own (``RequestError`` with its
+  own message in ``data``), as agents report a bad key or a broken model
+
+``--load`` advertises ``loadSession``: every session's prompts and answers are kept in
+``<record>.sessions/<id>.jsonl``, so a restarted agent loads them (``session/load`` replays them
+as ``user_message_chunk`` / ``agent_message_chunk`` updates first, as agents do) and a session
+it never had is refused. With it, each ``session/new`` is recorded as ``{"new": id}`` and each
+``session/load`` as ``{"load": id, "found": bool}``.
+
 ``--banner`` prints a line that is not JSON before anything else, as a program started
 without its ACP flag would. ``--grandchild`` starts a process of its own that holds the
 agent's stdout and stderr and never ends by itself (as a program's helper may); both pids are
@@ -38,13 +47,16 @@ from acp import (
     PROTOCOL_VERSION,
     Agent,
     InitializeResponse,
+    LoadSessionResponse,
     NewSessionResponse,
     PromptResponse,
+    RequestError,
     run_agent,
     start_tool_call,
     text_block,
     update_agent_message_text,
     update_agent_thought_text,
+    update_user_message_text,
 )
 from acp.interfaces import Client
 from acp.schema import (
@@ -58,10 +70,30 @@ from acp.schema import (
 
 
 class FakeAgent(Agent):
-    def __init__(self, record: Path | None) -> None:
+    def __init__(self, record: Path | None, *, load: bool = False) -> None:
         self._record = record
+        self._load = load
         self._client: Client | None = None
         self._cancelled: dict[str, asyncio.Event] = {}
+
+    def _note(self, item: dict[str, Any]) -> None:
+        if self._record is not None:
+            with self._record.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(item) + "\n")
+                f.flush()
+
+    def _kept(self, session_id: str) -> Path | None:
+        """Where a session's prompts and answers are kept (only with ``--load``)."""
+        if not self._load or self._record is None:
+            return None
+        return self._record.with_name(self._record.name + ".sessions") / f"{session_id}.jsonl"
+
+    def _keep(self, session_id: str, role: str, text: str) -> None:
+        path = self._kept(session_id)
+        if path is not None:
+            path.parent.mkdir(exist_ok=True)
+            with path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps({"role": role, "text": text}) + "\n")
 
     def on_connect(self, conn: Client) -> None:
         self._client = conn
@@ -76,7 +108,7 @@ class FakeAgent(Agent):
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
-                prompt_capabilities=PromptCapabilities(image=True)
+                load_session=self._load, prompt_capabilities=PromptCapabilities(image=True)
             ),
             agent_info=Implementation(name="fake-acp-agent", version="1.0"),
         )
@@ -84,7 +116,33 @@ class FakeAgent(Agent):
     async def new_session(
         self, cwd: str, mcp_servers: Any = None, **kwargs: Any
     ) -> NewSessionResponse:
-        return NewSessionResponse(session_id=uuid.uuid4().hex)
+        session_id = uuid.uuid4().hex
+        path = self._kept(session_id)
+        if path is not None:
+            self._note({"new": session_id})
+            path.parent.mkdir(exist_ok=True)
+            path.touch()
+        return NewSessionResponse(session_id=session_id)
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
+    ) -> LoadSessionResponse:
+        path = self._kept(session_id)
+        found = path is not None and path.exists()
+        self._note({"load": session_id, "found": found})
+        if path is None or not found:
+            raise RequestError.resource_not_found(session_id)
+        assert self._client is not None
+        # The session's conversation is replayed to the client before the answer.
+        for line in path.read_text("utf-8").splitlines():
+            kept = json.loads(line)
+            update = (
+                update_user_message_text(kept["text"])
+                if kept["role"] == "user"
+                else update_agent_message_text(kept["text"])
+            )
+            await self._client.session_update(session_id, update)
+        return LoadSessionResponse()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         if self._record is not None:
@@ -104,6 +162,11 @@ class FakeAgent(Agent):
         whole = "\n".join(texts)
         newest = whole.rstrip().rsplit("\n", 1)[-1]
         cancelled = self._cancelled.setdefault(session_id, asyncio.Event())
+        if self._kept(session_id) is not None:
+            self._keep(session_id, "user", whole)
+            self._keep(session_id, "assistant", f"Heard {len(whole)} characters.")
+        if "[[fail]]" in newest:
+            raise RequestError.internal_error({"details": "model “gpt-9” does not exist"})
 
         if "[[garbage]]" in newest:
             sys.stdout.write("Oops: this is not JSON\n")
@@ -163,8 +226,8 @@ class FakeAgent(Agent):
         return PromptResponse(stop_reason="end_turn")
 
 
-async def _main(record: Path | None) -> None:
-    await run_agent(FakeAgent(record))
+async def _main(record: Path | None, load: bool) -> None:
+    await run_agent(FakeAgent(record, load=load))
 
 
 def main() -> None:
@@ -172,6 +235,7 @@ def main() -> None:
     parser.add_argument("--record", type=Path, default=None)
     parser.add_argument("--banner", action="store_true")
     parser.add_argument("--grandchild", action="store_true")
+    parser.add_argument("--load", action="store_true")
     args = parser.parse_args()
     if args.grandchild:
         # It inherits stdout and stderr, so the agent's pipes stay open while it lives.
@@ -182,7 +246,7 @@ def main() -> None:
     if args.banner:
         sys.stdout.write("Welcome to the fake agent! Type your question.\n")
         sys.stdout.flush()
-    asyncio.run(_main(args.record))
+    asyncio.run(_main(args.record, args.load))
 
 
 if __name__ == "__main__":

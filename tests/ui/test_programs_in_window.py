@@ -388,17 +388,18 @@ def test_a_chat_moved_to_an_acp_program_and_back_keeps_every_message_and_its_div
         assert handed.startswith(f"<earlier-in-this-chat>\n{SUMMARY}")
         assert len(handed) - handed.index("</earlier-in-this-chat>") <= HANDOFF_CHARS + 30
 
-        # The line sits above the first message the program was handed word for word.
+        # The summary, then every message after its fold point (the oldest shortened head
+        # and tail to fit): none falls between the two.
+        for m in services.store.messages(chat.id)[50:-2]:
+            assert m.text[:200] in handed and m.text[-100:] in handed
+        before = services.store.message(chat.id, 49)
+        assert before is not None and before.text.split(":")[0] + ":" not in handed
+        # The line sits at the fold point and says what the program was given.
         widget, below = divider_and_below(win)
-        assert isinstance(widget, HandoffDivider)
-        assert below is not None
-        first = services.store.message(chat.id, below)
-        before = services.store.message(chat.id, below - 1)
-        assert first is not None and before is not None
-        assert first.text in handed and before.text.split(":")[0] + ":" not in handed
+        assert isinstance(widget, HandoffDivider) and below == 50
         title = widget.button.text()
         assert title.startswith("▸ Gemini CLI starts from here, with a handoff of ")
-        assert title.endswith("characters and a summary")
+        assert title.endswith("characters: a summary and the 30 messages after it, 1 shortened")
         qtbot.mouseClick(widget.button, Qt.MouseButton.LeftButton)
         assert widget.summary.isVisible() and widget.summary.text() == SUMMARY
 

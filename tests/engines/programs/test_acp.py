@@ -128,31 +128,163 @@ async def test_the_engine_does_not_declare_the_context_capability(
     assert not isinstance(make_engine(tmp_path, chat), ContextEngine)
 
 
-async def test_each_turn_is_a_fresh_session_handed_the_chat_so_far(
+def prompts(tmp_path: Path) -> list[dict[str, object]]:
+    return [r for r in received(tmp_path) if "texts" in r]
+
+
+def moved_here(chat: Chat) -> None:
+    """Two messages from the model the chat was on before it moved to the program."""
+    chat.add("user", "My name is Ada.")
+    chat.add("assistant", "Hello Ada.")
+
+
+async def test_a_chat_keeps_one_session_and_later_prompts_carry_only_the_new_message(
     tmp_path: Path, chat: Chat
 ) -> None:
+    moved_here(chat)
     engine = make_engine(tmp_path, chat)
     try:
+        first = await run_turn(engine, chat, "I like larch.")
+        second = await run_turn(engine, chat, "What is my name?")
+    finally:
+        await engine.aclose()
+    assert isinstance(second[-1], Done)
+    one, two = prompts(tmp_path)
+    assert one["session"] == two["session"]  # one ACP session for the chat
+    handed = "\n".join(one["texts"])  # type: ignore[arg-type]
+    assert "Person: My name is Ada." in handed and "Assistant: Hello Ada." in handed
+    assert handed.endswith("I like larch.")
+    assert two["texts"] == ["What is my name?"]  # the session has the rest already
+    assert [e.first_seq for e in first if isinstance(e, HandedOff)] == [0]
+    assert not any(isinstance(e, HandedOff) for e in second)
+
+
+async def test_after_a_restart_the_session_is_loaded_and_not_handed_the_chat_again(
+    tmp_path: Path, chat: Chat
+) -> None:
+    moved_here(chat)
+    sessions = tmp_path / "sessions"
+    engine = make_engine(tmp_path, chat, "--load", chat_id="c1", state_dir=sessions)
+    try:
+        await run_turn(engine, chat, "I like larch.")
+    finally:
+        await engine.aclose()  # Conch quits: the program ends with it
+    # Conch starts again: a new engine, a new process of the program.
+    again = make_engine(tmp_path, chat, "--load", chat_id="c1", state_dir=sessions)
+    try:
+        events = await run_turn(again, chat, "What is my name?")
+        more = await run_turn(again, chat, "And what do I like?")
+    finally:
+        await again.aclose()
+    assert isinstance(events[-1], Done) and isinstance(more[-1], Done)
+    lines = received(tmp_path)
+    (new,) = [r["new"] for r in lines if "new" in r]
+    assert [r for r in lines if "load" in r] == [{"load": new, "found": True}]  # loaded once
+    one, two, three = prompts(tmp_path)
+    assert one["session"] == two["session"] == three["session"] == new
+    assert two["texts"] == ["What is my name?"] and three["texts"] == ["And what do I like?"]
+    assert not any(isinstance(e, HandedOff) for e in events + more)
+    # What the agent replayed while loading is not taken for this turn's answer.
+    answer = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert answer == "Heard 16 characters."
+
+
+async def test_a_session_the_agent_no_longer_has_is_replaced_and_handed_the_chat(
+    tmp_path: Path, chat: Chat
+) -> None:
+    moved_here(chat)
+    sessions = tmp_path / "sessions"
+    engine = make_engine(tmp_path, chat, "--load", chat_id="c1", state_dir=sessions)
+    try:
+        await run_turn(engine, chat, "I like larch.")
+    finally:
+        await engine.aclose()
+    for kept in (tmp_path / "received.jsonl.sessions").iterdir():
+        kept.unlink()  # the agent's own store of its sessions was cleared
+    again = make_engine(tmp_path, chat, "--load", chat_id="c1", state_dir=sessions)
+    try:
+        events = await run_turn(again, chat, "What is my name?")
+    finally:
+        await again.aclose()
+    assert isinstance(events[-1], Done)
+    lines = received(tmp_path)
+    old, fresh = [r["new"] for r in lines if "new" in r]
+    assert {"load": old, "found": False} in lines
+    last = prompts(tmp_path)[-1]
+    assert last["session"] == fresh
+    handed = "\n".join(last["texts"])  # type: ignore[arg-type]
+    assert "Person: My name is Ada." in handed and "Person: I like larch." in handed
+    assert handed.endswith("What is my name?")
+    assert any(isinstance(e, HandedOff) for e in events)
+
+
+async def test_an_agent_that_cannot_load_is_handed_the_chat_after_a_restart(
+    tmp_path: Path, chat: Chat
+) -> None:
+    sessions = tmp_path / "sessions"
+    engine = make_engine(tmp_path, chat, chat_id="c1", state_dir=sessions)
+    try:
         await run_turn(engine, chat, "My name is Ada.")
-        events = await run_turn(engine, chat, "What is my name?")
+    finally:
+        await engine.aclose()
+    again = make_engine(tmp_path, chat, chat_id="c1", state_dir=sessions)
+    try:
+        await run_turn(again, chat, "What is my name?")
+    finally:
+        await again.aclose()
+    one, two = prompts(tmp_path)
+    assert one["session"] != two["session"]
+    handed = "\n".join(two["texts"])  # type: ignore[arg-type]
+    assert "Person: My name is Ada." in handed and handed.endswith("What is my name?")
+
+
+async def test_a_session_that_missed_part_of_the_chat_is_replaced_and_handed_it(
+    tmp_path: Path, chat: Chat
+) -> None:
+    engine = make_engine(tmp_path, chat, "--load", chat_id="c1", state_dir=tmp_path / "s")
+    try:
+        await run_turn(engine, chat, "My name is Ada.")
+        # The person went to another model for a turn, then came back to the program.
+        chat.add("user", "I like larch.")
+        chat.add("assistant", "Larch lasts.")
+        events = await run_turn(engine, chat, "What do I like?")
+    finally:
+        await engine.aclose()
+    one, two = prompts(tmp_path)
+    assert one["session"] != two["session"]
+    handed = "\n".join(two["texts"])  # type: ignore[arg-type]
+    assert "Person: I like larch." in handed and handed.endswith("What do I like?")
+    assert any(isinstance(e, HandedOff) for e in events)
+
+
+async def test_asking_again_starts_a_session_without_the_answer_it_replaces(
+    tmp_path: Path, chat: Chat
+) -> None:
+    engine = make_engine(tmp_path, chat, chat_id="c1", state_dir=tmp_path / "s")
+    try:
+        await run_turn(engine, chat, "My name is Ada.")
+        await run_turn(engine, chat, "Pick a wood.")
+        # The person asks for another answer to the same message.
+        chat.log.pop()
+        seq = chat.log[-1][0]
+        turn = TurnInput(chat_id="c1", seq=seq, text="Pick a wood.", model=MODEL)
+        events = [e async for e in engine.turn(turn)]
     finally:
         await engine.aclose()
     assert isinstance(events[-1], Done)
-    first, second = received(tmp_path)
-    assert first["session"] != second["session"]
-    handed = "\n".join(second["texts"])  # type: ignore[arg-type]
-    assert "Person: My name is Ada." in handed
-    assert "Assistant: Heard 15 characters." in handed
-    assert handed.endswith("What is my name?")
+    sessions = [r["session"] for r in prompts(tmp_path)]
+    assert sessions[0] == sessions[1] != sessions[2]
+    handed = "\n".join(prompts(tmp_path)[-1]["texts"])  # type: ignore[arg-type]
+    assert "Person: My name is Ada." in handed and "Heard 12" not in handed
 
 
-async def test_a_chat_longer_than_the_handoff_sends_the_newest_60000_characters_and_the_summary(
+async def test_a_chat_longer_than_the_handoff_sends_the_summary_and_every_message_after_it(
     tmp_path: Path, chat: Chat
 ) -> None:
     for i in range(80):
         chat.add("user", f"question {i}: " + "q" * 1_000)
         chat.add("assistant", f"answer {i}: " + "a" * 1_000)
-    chat.fold = (100, SUMMARY)
+    chat.fold = (110, SUMMARY)
     engine = make_engine(tmp_path, chat)
     try:
         events = await run_turn(engine, chat, "So what did we decide?")
@@ -164,16 +296,17 @@ async def test_a_chat_longer_than_the_handoff_sends_the_newest_60000_characters_
     block = f"<earlier-in-this-chat>\n{SUMMARY}\n</earlier-in-this-chat>\n\n"
     assert handed.startswith(block)
     assert len(handed) - len(block) <= HANDOFF_CHARS
-    assert "answer 79: " in handed and "question 0: " not in handed
+    # Every message from the fold point to the newest, word for word and in order; none the
+    # summary covers.
+    after = [m.text for seq, m in chat.log[:-1] if seq >= 110]
+    assert [handed.index(text) for text in after] == sorted(handed.index(t) for t in after)
+    assert not any(m.text[:20] in handed for seq, m in chat.log if seq < 110)
     assert handed.endswith("So what did we decide?")
-    # The divider sits at the first message the program was handed word for word.
+    # The divider sits at the fold point, and says what went.
     (handed_off,) = [e for e in events if isinstance(e, HandedOff)]
-    first = chat.log[handed_off.first_seq][1].text
-    before = chat.log[handed_off.first_seq - 1][1].text
-    assert first in handed and before.split(":")[0] + ":" not in handed
-    assert handed_off.summary == SUMMARY
+    assert handed_off.first_seq == 110 and handed_off.summary == SUMMARY
     assert handed_off.text.startswith("Fake agent starts from here, with a handoff of ")
-    assert handed_off.text.endswith("and a summary")
+    assert handed_off.text.endswith("characters: a summary and the 50 messages after it")
 
 
 async def test_a_missing_program_says_so_with_where_to_set_it(tmp_path: Path, chat: Chat) -> None:
@@ -372,6 +505,17 @@ async def test_a_program_that_hangs_is_stopped_after_its_silence(
     assert p.kind is ProblemKind.TIMEOUT
     assert "sent nothing for 1 seconds" in p.message
     assert isinstance(again[-1], Done)
+
+
+async def test_an_error_of_the_agent_shows_its_own_words(tmp_path: Path, chat: Chat) -> None:
+    engine = make_engine(tmp_path, chat)
+    try:
+        events = await run_turn(engine, chat, "Hello [[fail]]")
+    finally:
+        await engine.aclose()
+    problem = problem_of(events).problem
+    assert problem.kind is ProblemKind.SERVER_ERROR
+    assert "model “gpt-9” does not exist" in problem.message  # not just "Internal error"
 
 
 async def test_a_refusal_is_a_problem_not_an_empty_answer(tmp_path: Path, chat: Chat) -> None:

@@ -29,7 +29,12 @@ from engines.base import (
     ToolCall,
     TurnInput,
 )
-from engines.programs.claude_code import ClaudeCodeEngine, summary_from
+from engines.programs.claude_code import (
+    ClaudeCodeEngine,
+    bundled_cli,
+    login_command,
+    summary_from,
+)
 from tests.fakes.anthropic_server import ClaudeCodeServer
 
 HANG_SECONDS = 120.0  # a hang guard only: the CLI answers the loopback fake in seconds
@@ -228,6 +233,8 @@ async def test_a_tool_the_person_allows_runs(tmp_path: Path, server: ClaudeCodeS
     events = await run_turn(engine, chat, "make the file [[bash]]")
     assert isinstance(events[-1], Done)
     assert (tmp_path / "work" / "ran.txt").exists()
+    # Its two messages of the turn (before and after the tool) read as two paragraphs.
+    assert answer_of(events) == "Let me run it.\n\nUnderstood; that step is done or was declined."
 
 
 async def test_a_missing_cli_says_how_to_install_it(
@@ -250,7 +257,32 @@ async def test_a_key_the_server_refuses_says_claude_code_is_not_logged_in(
         events = await run_turn(engine, chat, "hello")
     (problem,) = [e for e in events if isinstance(e, Problem)]
     assert problem.problem.kind is ProblemKind.AUTH
-    assert "claude /login" in problem.problem.message
+    # The key in the environment is what was refused: that is where to look first.
+    message = problem.problem.message
+    assert "the key in ANTHROPIC_API_KEY" in message
+    assert message.endswith(f"run “{login_command(None)}” in a terminal, then try again.")
+
+
+async def test_without_a_claude_on_the_path_the_login_names_the_cli_that_ran(
+    tmp_path: Path, server: ClaudeCodeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundled = bundled_cli()
+    if bundled is None:
+        pytest.skip("the Claude Agent SDK here carries no CLI")
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))  # no ``claude`` to run in a terminal
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert login_command(None) == f"{bundled} /login"
+    assert login_command("/opt/my claude/claude") == "'/opt/my claude/claude' /login"
+    with ClaudeCodeServer(api_key="the-right-key") as srv:
+        chat = Chat()
+        engine = make_engine(tmp_path, srv, chat)
+        engine._env.pop("ANTHROPIC_API_KEY")  # neither a key nor a login
+        events = await run_turn(engine, chat, "hello")
+    (problem,) = [e for e in events if isinstance(e, Problem)]
+    assert problem.problem.kind is ProblemKind.AUTH
+    assert f"Run “{bundled} /login” in a terminal" in problem.problem.message
 
 
 def test_the_summary_is_read_out_of_claude_codes_continuation_message() -> None:

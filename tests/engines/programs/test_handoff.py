@@ -1,9 +1,19 @@
-"""The handoff an ACP program gets each turn: the newest 60,000 characters, then the summary."""
+"""The handoff a program gets when it starts a session with a chat: the whole chat, or the
+latest summary and every message after it, cut in the middle only, and visibly."""
 
 from __future__ import annotations
 
-from engines.base import Message, Picture
-from engines.programs.handoff import HANDOFF_CHARS, build_handoff, handoff_for
+import re
+
+from engines.base import HandedOff, Message, Picture
+from engines.programs.handoff import (
+    HANDOFF_CHARS,
+    KEEPS_ITS_OWN,
+    Handoff,
+    build_handoff,
+    handoff_for,
+    line_for,
+)
 
 SUMMARY = "The person is planning a garden; 24 beds of larch were decided."
 
@@ -16,40 +26,128 @@ def chat(turns: int, size: int) -> list[Message]:
     return out
 
 
+def logged(messages: list[Message]) -> list[tuple[int, Message]]:
+    return list(enumerate(messages))
+
+
+def hand(
+    log: list[tuple[int, Message]], fold: tuple[int, str] | None, new: str = "and now?"
+) -> tuple[Handoff, HandedOff]:
+    handoff, handed = handoff_for(
+        lambda: log, lambda: fold, len(log), new, program="Gemini CLI", limit=HANDOFF_CHARS
+    )
+    assert handed is not None
+    return handoff, handed
+
+
+def in_handoff(message: Message, text: str) -> bool:
+    """The message is in the handoff whole, or its head and tail around a marked cut."""
+    line = line_for(message)
+    if line in text:
+        return True
+    head, tail = line[:300], line[-200:]
+    at = text.find(head)
+    return at >= 0 and "characters left out …]" in text[at:] and tail in text[at:]
+
+
 def test_a_short_chat_is_handed_over_whole_without_the_summary() -> None:
-    h = build_handoff(chat(3, 50), "and now?", summary=SUMMARY)
-    assert "Person: question 0 " in h.text
-    assert "Assistant: answer 2 " in h.text
-    assert h.text.endswith("and now?")
-    assert h.left_out == 0
-    # Nothing was left out, so the summary would only repeat what is there.
-    assert SUMMARY not in h.text and h.summary == ""
+    # The whole chat fits: the messages themselves beat what a summary says of them.
+    handoff, handed = hand(logged(chat(3, 50)), (2, SUMMARY))
+    assert "Person: question 0 " in handoff.text
+    assert "Assistant: answer 2 " in handoff.text
+    assert handoff.text.endswith("and now?")
+    assert handoff.shortened == handoff.left_out == 0
+    assert SUMMARY not in handoff.text and handoff.summary == "" and handed.summary == ""
+    assert handed.first_seq == 0
 
 
 def test_a_first_message_is_sent_as_it_is() -> None:
-    h = build_handoff([], "Hello there", summary=SUMMARY)
+    h = build_handoff([], "Hello there")
     assert h.text == "Hello there"
+    handoff, handed = handoff_for(lambda: [], lambda: None, 0, "Hello", program="Codex")
+    assert handoff.text == "Hello" and handed is None
 
 
-def test_a_long_chat_keeps_the_newest_lines_within_the_limit_and_carries_the_summary() -> None:
-    history = chat(100, 1_000)  # about 200,000 characters
-    h = build_handoff(history, "What next?", summary=SUMMARY)
-    assert h.chat_chars <= HANDOFF_CHARS
-    assert h.chat_chars > HANDOFF_CHARS - 1_100  # whole lines: at most one line short
-    assert h.left_out > 0
-    assert h.text.startswith("<earlier-in-this-chat>\n" + SUMMARY)
-    assert "answer 99 " in h.text and "question 0 " not in h.text
-    assert h.text.endswith("What next?")
-    # Lines are whole: the oldest kept one starts at its role.
-    chat_part = h.text[len(h.summary) :]
-    first_line = chat_part.split("\n\n")[1]
-    assert first_line.startswith(("Person: question ", "Assistant: answer "))
+def test_a_summary_and_a_gap_are_handed_over_with_no_message_missing_between_them() -> None:
+    # The summary covers turns 0-12; the tail an older handoff kept would start at turn 17.
+    # Every message from the fold point to the newest must reach the program.
+    log = logged(chat(40, 1_000))  # about 81,000 characters
+    fold = (26, SUMMARY)
+    handoff, handed = hand(log, fold)
+    assert handoff.text.startswith(f"<earlier-in-this-chat>\n{SUMMARY}\n</earlier-in-this-chat>")
+    assert handoff.chat_chars <= HANDOFF_CHARS
+    after = [m for seq, m in log if seq >= fold[0]]
+    missing = [m.text[:20] for m in after if not in_handoff(m, handoff.text)]
+    assert missing == []
+    # In order, and nothing the summary covers is repeated.
+    at = [handoff.text.index(line_for(m)[:40]) for m in after]
+    assert at == sorted(at)
+    assert not any(line_for(m)[:30] in handoff.text for seq, m in log if seq < fold[0])
+    assert handed.first_seq == fold[0] and handed.summary == SUMMARY
+    assert handoff.messages == len(after) and handoff.left_out == 0
+    assert handed.text == (
+        f"Gemini CLI starts from here, with a handoff of {handoff.chat_chars:,} characters: "
+        f"a summary and the {len(after)} messages after it"
+    )
 
 
-def test_without_a_summary_lines_are_still_left_out_quietly() -> None:
-    h = build_handoff(chat(100, 1_000), "What next?")
-    assert h.left_out > 0 and h.summary == ""
-    assert len(h.text) <= HANDOFF_CHARS
+def test_when_the_messages_after_the_summary_pass_the_limit_the_oldest_are_shortened() -> None:
+    log = logged(chat(40, 3_000))
+    fold = (50, SUMMARY)  # 30 messages of about 3,012 characters after it
+    handoff, handed = hand(log, fold)
+    assert HANDOFF_CHARS - 200 < handoff.chat_chars <= HANDOFF_CHARS
+    after = [m for seq, m in log if seq >= fold[0]]
+    assert all(in_handoff(m, handoff.text) for m in after)
+    assert handoff.shortened > 0 and handoff.left_out == 0
+    # The oldest are the ones cut; the newest are word for word.
+    whole = [line_for(m) in handoff.text for m in after]
+    assert whole == [False] * handoff.shortened + [True] * (len(after) - handoff.shortened)
+    assert handoff.text.count("characters left out …]") == handoff.shortened
+    assert handed.first_seq == fold[0]
+    assert handed.text.endswith(
+        f"a summary and the {len(after)} messages after it, {handoff.shortened} shortened"
+    )
+
+
+def test_as_a_last_resort_the_oldest_are_left_out_behind_a_marked_gap() -> None:
+    log = logged(chat(100, 1_000))  # no summary at all: about 200,000 characters
+    handoff, handed = hand(log, None, "What next?")
+    assert len(handoff.text) <= HANDOFF_CHARS and handoff.summary == ""
+    gap = re.search(
+        r"\[… ([\d,]+) earlier messages, ([\d,]+) characters, left out …\]", handoff.text
+    )
+    assert gap is not None
+    left_out = int(gap.group(1).replace(",", ""))
+    assert left_out == handoff.left_out and left_out + handoff.messages == len(log)
+    gone = [line_for(m) for _, m in log[:left_out]]
+    assert int(gap.group(2).replace(",", "")) == sum(len(x) for x in gone)
+    # Everything after the gap is there (the oldest of it shortened), the gap right before it.
+    kept = [m for _, m in log[left_out:]]
+    assert all(in_handoff(m, handoff.text) for m in kept)
+    assert handoff.text.index(gap.group(0)) < handoff.text.index(line_for(kept[0])[:40])
+    assert handed.first_seq == left_out
+    assert handoff.shortened == 0  # none is long enough that a cut would gain much
+    assert handed.text.endswith(
+        f"the chat's {len(log)} messages, {left_out} left out ({gap.group(2)} characters)"
+    )
+
+
+def test_a_summary_conch_was_not_shown_is_not_stood_on() -> None:
+    # Claude Code's own compaction records a placeholder: the messages are handed instead.
+    log = logged(chat(40, 1_500))
+    handoff, handed = hand(log, (70, KEEPS_ITS_OWN))
+    assert handoff.summary == "" and KEEPS_ITS_OWN not in handoff.text
+    assert handoff.left_out > 0 and handed.first_seq == handoff.left_out
+
+
+def test_a_fold_with_nothing_after_it_hands_the_summary_and_the_new_message() -> None:
+    log = logged(chat(40, 1_500))
+    handoff, handed = hand(log, (80, SUMMARY), "Next step?")
+    assert (
+        handoff.text == f"<earlier-in-this-chat>\n{SUMMARY}\n</earlier-in-this-chat>\n\nNext step?"
+    )
+    assert handed.first_seq == 80 and handed.summary == SUMMARY
+    assert handed.text.endswith("characters: a summary")
 
 
 def test_a_message_larger_than_the_limit_keeps_its_head_and_tail() -> None:
@@ -95,35 +193,23 @@ def test_a_summary_cannot_close_its_own_frame() -> None:
     assert h.text.count("</earlier-in-this-chat>") == 1
 
 
-def logged(messages: list[Message]) -> list[tuple[int, Message]]:
-    return list(enumerate(messages))
-
-
-def test_the_program_s_memory_starts_at_the_first_message_it_was_handed_whole() -> None:
+def test_the_program_s_memory_starts_at_the_first_message_after_the_summary() -> None:
     log = logged(chat(40, 2_000))
     log.insert(61, (61, Message(role="assistant", text="")))  # makes no line: never a start
     log = [(seq, m) for seq, (_, m) in enumerate(log)]
-    handoff, handed = handoff_for(
-        lambda: log, lambda: (30, SUMMARY), len(log), "and now?", program="Gemini CLI"
-    )
-    assert handed is not None
-    first = log[handed.first_seq][1]
-    assert first.text and first.text in handoff.text
-    assert log[handed.first_seq - 1][1].text not in handoff.text
+    handoff, handed = hand(log, (61, SUMMARY))
+    assert handed.first_seq == 62  # the empty message at the fold point is not where it starts
+    assert log[handed.first_seq][1].text[:100] in handoff.text
+    assert log[handed.first_seq - 2][1].text[:30] not in handoff.text
     assert handed.summary == SUMMARY and SUMMARY in handoff.text
-    assert handed.text == (
-        f"Gemini CLI starts from here, with a handoff of {handoff.chat_chars:,} characters "
-        "and a summary"
+
+
+def test_a_chat_handed_whole_starts_at_its_first_message() -> None:
+    _, whole = handoff_for(
+        lambda: logged(chat(2, 50)), lambda: (1, SUMMARY), 4, "and now?", program="Codex"
     )
-
-
-def test_a_chat_handed_whole_starts_at_its_first_message_and_a_first_message_at_none() -> None:
-    log = logged(chat(2, 50))
-    _, whole = handoff_for(lambda: log, lambda: (1, SUMMARY), 4, "and now?", program="Codex")
     assert whole is not None and whole.first_seq == 0 and whole.summary == ""
-    assert whole.text.endswith("characters")  # no summary went with it
-    _, none = handoff_for(lambda: [], lambda: None, 0, "Hello", program="Codex")
-    assert none is None
+    assert whole.text.endswith("characters: the chat's 4 messages")  # no summary went with it
 
 
 def test_a_message_quoting_the_frame_s_tags_stays_inside_the_frame() -> None:
