@@ -539,25 +539,21 @@ class QuietLearning:
                     read_to = group_end
                     continue
                 # Nothing usable: keep the person's own clear statements, to wait for their OK.
-                said_here = self_statements(group, EXTRACT_MAX - len(kept_as_said))
-                kept_as_said.extend(said_here)
+                said_here = self_statements(group)
+                kept_as_said.extend(said_here[: max(0, EXTRACT_MAX - len(kept_as_said))])
                 if items is not None and (not said_here or self._gave_up(chat, group[0].seq)):
                     # "[]" and nothing clear said either: a capable model found nothing to
                     # keep. Or the model has missed what the person plainly said too many
                     # times: what was kept as said waits on the card, so move on.
                     read_to = group_end
                     continue
-                why = "its answer was not a list" if items is None else "it found nothing"
-                self._note(
-                    f"Learning from “{chat.title}” stopped: {why}. Those messages stay "
-                    "unread for the next tidy-up"
-                    + (
-                        ", and what you said about yourself there waits for your OK."
-                        if said_here
-                        else "."
-                    ),
-                    chat,
-                )
+                if items is None:
+                    # An empty list from a small model is its usual answer, not worth a note.
+                    self._note(
+                        f"Learning from “{chat.title}” stopped: its answer was not a list. "
+                        "Those messages stay unread for the next tidy-up.",
+                        chat,
+                    )
                 break
             if read_to is None and not kept_as_said:
                 return None
@@ -567,7 +563,10 @@ class QuietLearning:
                 chat_id,
                 [*found, *kept_as_said],
                 seq_from=person[0].seq,
-                seq_to=read_to if read_to is not None else (looked_to or person[-1].seq),
+                # Statements kept as said may come from past the read mark.
+                seq_to=max(read_to if read_to is not None else -1, looked_to or -1)
+                if kept_as_said
+                else (read_to if read_to is not None else person[-1].seq),
                 waiting=waiting,
                 source=source,
                 held=kept_as_said,

@@ -257,3 +257,43 @@ async def test_on_ollama_an_empty_or_unreadable_answer_leaves_the_words_unread(
         learning = [b for b in ollama.chat_requests() if "format" in b]
         assert len(learning) == 1 and learning[0]["format"] == LIST_OF_STRINGS
         assert "Priya" in json.dumps(learning[0]["messages"])
+
+
+class Scripted:
+    """Answers each piece with the next scripted answer."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
+        self.read: list[str] = []
+
+    async def __call__(self, prompt: str, text: str, *, model_key: str = "") -> str | None:
+        self.read.append(text)
+        await asyncio.sleep(0)
+        return self.answers.pop(0) if self.answers else "[]"
+
+
+async def test_a_model_memory_is_kept_while_the_persons_words_from_an_empty_piece_wait(
+    store: ChatStore, book: MemoryBook, settings: SettingsStore
+) -> None:
+    filler = " The beds get compost from the council every spring." * 8
+    chat_id = make_chat(
+        store,
+        [
+            ("I coordinate the Leeds community garden." + filler, "ok"),
+            ("My name is Priya and I live in Pune." + filler, "ok"),
+        ],
+    )
+    model = Scripted('["The person coordinates a community garden in Leeds."]', "[]")
+    learner = QuietLearning(store, book, settings, model, piece_chars=500)
+
+    run = await learner.review(chat_id, before_seq=4)
+
+    assert len(model.read) == 2  # two pieces
+    chat = store.get_chat(chat_id)
+    assert chat is not None and chat.read_until == 0  # the first piece is read, not the second
+    assert run is not None and run.waiting and run.learned == 3 and run.waiting_count == 2
+    assert {m.text: m.status for m in run.memories} == {
+        "The person coordinates a community garden in Leeds.": "kept",
+        "The person's name is Priya.": "waiting",
+        "The person lives in Pune.": "waiting",
+    }
