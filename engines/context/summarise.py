@@ -431,9 +431,14 @@ def _other_language(body: str, piece: str) -> bool:
     said = _latin_language(body)
     if said in ("", _PROMPT_LANGUAGE):
         return False
-    chat = _languages(piece)
-    top = max(chat.values(), default=0)
-    return top >= 4 and chat[said] * 4 < top  # the chat hardly uses that language
+    # The chat's language is the person's too, when long tool results are in another one.
+    person = "\n".join(x for x in piece.splitlines() if x.startswith("Person: "))
+    for text in (piece, person):
+        counts = _languages(text)
+        top = max(counts.values(), default=0)
+        if top < 4 or counts[said] * 4 >= top:
+            return False  # too little to say, or the chat uses that language too
+    return True
 
 
 def _latin_language(text: str) -> str:

@@ -106,6 +106,20 @@ def test_fair_summaries_of_varied_chats_pass(piece: str, summary: str) -> None:
     assert judge(summary, piece, "", 512) == (summary, "")
 
 
+def test_a_summary_in_the_persons_language_passes_beside_long_tool_results() -> None:
+    result = "The shop is open from nine to five and the staff is friendly. " * 20
+    piece = (
+        "Person: Szukam sklepu z farbami w Gdańsku, który jest otwarty w sobotę.\n"
+        f"Tool result (web_search): {result}\n"
+        "Person: Jest też ważne, że nie mam samochodu, więc to musi być blisko tramwaju."
+    )
+    summary = (
+        "Czego chce osoba: sklep z farbami w Gdańsku, otwarty w sobotę, blisko tramwaju, "
+        "bo nie ma samochodu. To jest ważne dla niej i jest to jedyna prośba."
+    )
+    assert judge(summary, piece, "", 512) == (summary, "")
+
+
 def test_a_summary_may_name_what_the_person_asked_to_keep() -> None:
     summary = (
         "What the person wants: a Lisbon trip; keep Dr Okafor and the 0800 clinic shift in "
