@@ -14,7 +14,13 @@ Rules, each enforced here whoever asks:
 - what is sent is scrubbed of secrets first, and so is every memory;
 - a per-chat read-until mark (and a ``learned`` time) means nothing is read twice, by the next
   fold or by the daily tidy-up; with no model, or an answer that cannot be read, nothing is
-  marked read, so the tidy-up still has it.
+  marked read, so the tidy-up still has it;
+- an empty list is an answer a model that cannot do the task gives too: when the person said
+  something plainly about themselves there, the words stay unread, for ``EMPTY_TRIES`` looks
+  at most; with nothing plain said, the empty list is believed and the words are read;
+- when the model gives nothing usable (empty or unreadable), the person's own clear
+  statements about themselves ("My name is…", "we decided…") are kept as they said them
+  (``self_statements``), and always wait for their OK.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from app.settings import Settings, SettingsStore
 from app.store import Chat, ChatStore, StoredMessage
 from app.trust import looks_pasted
 from engines.resources import read_prompt
-from engines.scrub import scrub
+from engines.scrub import MARKER, scrub
 
 log = logging.getLogger("conch.learning")
 
@@ -41,6 +47,11 @@ PIECE_CHARS = 12_000  # the person's words read per request (smaller for small w
 MESSAGE_CHARS = 4_000  # one message's share of a piece: head and tail beyond that
 MAX_PER_ANSWER = 12
 WAITING_KEY = "learning_waits_for_model"  # chats whose model was not ready (memories meta)
+# An answer of "[]" over words where the person plainly said something about themselves: the
+# words stay unread (a model that cannot do the task must not end the learning), but only for
+# this many looks, so that a capable model that truly finds nothing does not re-read forever.
+EMPTY_TRIES = 3
+TRIES_KEY = "learning_empty_tries"  # chat id -> [first unread seq looked at, looks so far]
 
 
 class Learner(Protocol):
@@ -162,6 +173,127 @@ def pieces(messages: Sequence[StoredMessage], piece_chars: int) -> list[list[Sto
     return groups
 
 
+# --- the extractive pass ----------------------------------------------------------------------
+# When the model gives nothing usable (the bundled 135M model answers "[]" to almost anything),
+# the person's clearest statements about themselves and what they decided are kept as they
+# said them, to wait for their OK. A statement counts only where a clause starts with it: a
+# question, a request ("write a letter saying my name is …"), a quote or a hypothetical ("if
+# I live in …") does not.
+
+EXTRACT_MAX = 8  # statements kept from one look at a chat
+_STATEMENT_CHARS = 240  # a longer sentence is not a clear statement
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+# Where a clause ends inside a sentence: a new statement may start after it.
+_CLAUSE_END = re.compile(
+    r"\s*[,;]\s*(?:and|but|so)\s+|\s*;\s*|\s+but\s+|,?\s+and\s+(?=(?:i|my|we)\b)", re.IGNORECASE
+)
+_RELATIONS = (
+    r"wife|husband|partner|fianc[eé]e?|spouse|son|daughter|kids|children|child|boyfriend|"
+    r"girlfriend|mother|mum|mom|father|dad|parents|brother|sister|boss|manager|dog|cat|"
+    r"budget|deadline|birthday|team|company|employer|landlord|doctor"
+)
+_I_AM = r"i(?:['’]m|\s+am)"
+# (a clause's start, and the fact about "the person" it makes; "" keeps the person's words)
+_STATEMENTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p, re.IGNORECASE), t)
+    for p, t in (
+        (r"my\s+name\s+is\s+(?P<x>.+)", "The person's name is {x}."),
+        (rf"(?:{_I_AM}|i\s+was)\s+called\s+(?P<x>.+)", "The person is called {x}."),
+        (r"i\s+live\s+in\s+(?P<x>.+)", "The person lives in {x}."),
+        (rf"{_I_AM}\s+(?:based|living)\s+in\s+(?P<x>.+)", "The person lives in {x}."),
+        (rf"{_I_AM}\s+from\s+(?P<x>.+)", "The person is from {x}."),
+        (rf"{_I_AM}\s+allergic\s+to\s+(?P<x>.+)", "The person is allergic to {x}."),
+        (r"i\s+work\s+(?P<how>as|at|for|in)\s+(?P<x>.+)", "The person works {how} {x}."),
+        (
+            rf"{_I_AM}\s+(?P<a>an?)\s+"
+            r"(?!(?:bit|little|lot|tad|while|moment|second|few|big\s+fan)\b)(?P<x>.+)",
+            "The person is {a} {x}.",
+        ),
+        (
+            rf"my\s+(?P<rel>{_RELATIONS})(?P<poss>['’]s)?\s+(?P<x>.+)",
+            "The person's {rel}{poss} {x}.",
+        ),
+        (r"(?:we|i)\s+(?:have\s+|['’]ve\s+)?(?:decided|agreed|settled\s+on|chose)\b.+", ""),
+        (r"i\s+(?:will|['’]ll|am\s+going\s+to|['’]m\s+going\s+to)\s+\w+(?:\s+\S+){2,}", ""),
+    )
+)
+# First-person words: an object holding one is not rewritten, it is kept as said.
+_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|we|us|our|ours)\b|\bi['’]\w+", re.IGNORECASE)
+# About the conversation, not the person ("I'm a big fan of your answers", "I'll let you know").
+_ABOUT_CHAT = re.compile(
+    r"\b(?:you|your|yours|yourself|try|think|let\s+\w+\s+know|get\s+back|be\s+right\s+back|"
+    r"look\s+into|check\s+(?:it|that|this))\b",
+    re.IGNORECASE,
+)
+# Words earlier in a sentence that make what follows something other than a fact about the
+# person ("imagine a story where…, and my name is…").
+_NOT_A_FACT = re.compile(
+    r"\b(?:if|whether|suppose|supposing|imagine|pretend|say|saying|write|draft|letter|e-?mail|"
+    r"story|example|translate|roleplay|character|unless|what\s+if)\b",
+    re.IGNORECASE,
+)
+_QUOTES = re.compile(r"[\"“”«»„]|(?:^|\s)'|'(?:\s|$)")
+_OPENER = re.compile(
+    r"^(?:(?:hi|hey|hello|well|so|ok|okay|also|and|btw|oh|yes|yeah|anyway|actually)\b[\s,!.-]*)+",
+    re.IGNORECASE,
+)
+
+
+def _quoted(text: str) -> str:
+    return f"The person said: “{text[:1].upper()}{text[1:]}.”"
+
+
+def _fact_of(clause: str) -> str | None:
+    """The memory one clause makes, or None when it is not a clear statement about the person.
+    Rewritten to a fact about "the person" only when the rest is a few plain words."""
+    text = clause.strip().rstrip(" .!")
+    for pattern, template in _STATEMENTS:
+        m = pattern.fullmatch(text)
+        if m is None:
+            continue
+        if _ABOUT_CHAT.search(text):
+            return None
+        if not template:
+            return _quoted(text)
+        x = m.group("x").strip()
+        if not x or len(x.split()) > 10 or _FIRST_PERSON.search(x):
+            return _quoted(text)
+        values = {k: (v or "").lower() for k, v in m.groupdict().items()}
+        values["x"] = x
+        return template.format(**values)
+    return None
+
+
+def self_statements(messages: Sequence[StoredMessage], limit: int = EXTRACT_MAX) -> list[str]:
+    """The person's clear statements about themselves and what they decided in ``messages``
+    (which must be their own typed words), scrubbed; a statement holding a secret is left out
+    whole, since what is left of it would not be worth keeping."""
+    found: list[str] = []
+    seen: set[str] = set()
+    for m in messages:
+        for raw in _SENTENCE_END.split(m.text[:MESSAGE_CHARS]):
+            sentence = " ".join(raw.split())
+            if not sentence or sentence.endswith("?") or len(sentence) > _STATEMENT_CHARS:
+                continue
+            if _QUOTES.search(sentence):
+                continue
+            clean = scrub(sentence)
+            if MARKER in clean or clean != sentence:
+                continue
+            before = ""
+            for clause in (c for c in _CLAUSE_END.split(sentence.rstrip(".!")) if c):
+                lead = _OPENER.sub("", clause.strip(" \t,-–—")).strip()
+                fact = None if _NOT_A_FACT.search(before) else _fact_of(lead)
+                before += " " + clause
+                if fact is None or fact.casefold() in seen:
+                    continue
+                seen.add(fact.casefold())
+                found.append(fact)
+                if len(found) >= limit:
+                    return found
+    return found
+
+
 # --- the learner ------------------------------------------------------------------------------
 
 
@@ -280,6 +412,38 @@ class QuietLearning:
         ids = ids | {chat_id} if waits else ids - {chat_id}
         self.book.set_meta(WAITING_KEY, json.dumps(sorted(ids)))
 
+    def _tries(self) -> dict[str, list[int]]:
+        raw = self.book.get_meta(TRIES_KEY)
+        try:
+            found = json.loads(raw) if raw else {}
+        except ValueError:
+            return {}
+        if not isinstance(found, dict):
+            return {}
+        return {
+            str(k): [int(v[0]), int(v[1])]
+            for k, v in found.items()
+            if isinstance(v, list) and len(v) == 2 and all(isinstance(n, int) for n in v)
+        }
+
+    def _gave_up(self, chat: Chat, seq: int) -> bool:
+        """Count one more look at the words from ``seq`` that gave nothing usable; True once
+        there have been ``EMPTY_TRIES`` of them (so the words are marked read after all)."""
+        tries = self._tries()
+        at, n = tries.get(chat.id, [seq, 0])
+        n = n + 1 if at == seq else 1
+        if n >= EMPTY_TRIES:
+            tries.pop(chat.id, None)
+        else:
+            tries[chat.id] = [seq, n]
+        self.book.set_meta(TRIES_KEY, json.dumps(tries, sort_keys=True))
+        return n >= EMPTY_TRIES
+
+    def _forget_tries(self, chat_id: str) -> None:
+        tries = self._tries()
+        if tries.pop(chat_id, None) is not None:
+            self.book.set_meta(TRIES_KEY, json.dumps(tries, sort_keys=True))
+
     @staticmethod
     def _may_learn(chat: Chat) -> bool:
         return chat.deleted_at is None and not chat.routine and not chat.others
@@ -350,34 +514,72 @@ class QuietLearning:
             waiting = pasted or chat.untrusted or not self._remember_automatically()
             prompt = self._learn_prompt()
             found: list[str] = []
+            kept_as_said: list[str] = []  # from the extractive pass: these always wait
             read_to: int | None = None
+            looked_to: int | None = None  # the last seq any memory may have come from
             size = self._piece_chars(chat)
             groups = pieces(person, size)
             for i, group in enumerate(groups):
                 text = scrub("\n\n".join(person_lines(group, per_message_chars(size))))
                 answer = await self._ask(prompt, text, chat)
-                items = parse_memories(answer)
-                if items is None:
-                    why = "no model answered" if answer is None else "its answer was not a list"
+                if answer is None:
                     self._note(
-                        f"Learning from “{chat.title}” stopped: {why}. "
+                        f"Learning from “{chat.title}” stopped: no model answered. "
                         "Those messages stay unread for the next tidy-up.",
                         chat,
                     )
                     break
-                found.extend(s for s in (scrub(item).strip() for item in items) if s)
+                items = parse_memories(answer)
+                usable = [s for s in (scrub(item).strip() for item in items or ()) if s]
+                looked_to = group[-1].seq
                 # The last piece covers the answers after it too: nothing of the person's is left.
-                read_to = last_seq if i == len(groups) - 1 else group[-1].seq
-            if read_to is None:
+                group_end = last_seq if i == len(groups) - 1 else group[-1].seq
+                if usable:
+                    found.extend(usable)
+                    read_to = group_end
+                    continue
+                # Nothing usable: keep the person's own clear statements, to wait for their OK.
+                said_here = self_statements(group)
+                kept_as_said.extend(said_here[: max(0, EXTRACT_MAX - len(kept_as_said))])
+                if items is not None and (not said_here or self._gave_up(chat, group[0].seq)):
+                    # "[]" and nothing clear said either: a capable model found nothing to
+                    # keep. Or the model has missed what the person plainly said too many
+                    # times: what was kept as said waits on the card, so move on.
+                    read_to = group_end
+                    continue
+                if items is None:
+                    # An empty list from a small model is its usual answer, not worth a note.
+                    self._note(
+                        f"Learning from “{chat.title}” stopped: its answer was not a list. "
+                        "Those messages stay unread for the next tidy-up.",
+                        chat,
+                    )
+                break
+            if read_to is None and not kept_as_said:
                 return None
+            if read_to == last_seq:
+                self._forget_tries(chat_id)
             run = self.book.add_run(
                 chat_id,
-                found,
+                [*found, *kept_as_said],
                 seq_from=person[0].seq,
-                seq_to=read_to,
+                # Statements kept as said may come from past the read mark.
+                seq_to=max(read_to if read_to is not None else -1, looked_to or -1)
+                if kept_as_said
+                else (read_to if read_to is not None else person[-1].seq),
                 waiting=waiting,
                 source=source,
+                held=kept_as_said,
             )
+            if run is not None:
+                log.info(
+                    "learned %d memories from a chat (%d of them kept as said), %d waiting",
+                    run.learned,
+                    len(kept_as_said),
+                    run.waiting_count,
+                )
+            if read_to is None:
+                return run
             self.store.set_read_until(chat_id, read_to, self.clock())
             self._set_waiting(chat_id, False)
             return run

@@ -128,6 +128,16 @@ class LearningRun:
     def undone(self) -> bool:
         return bool(self.memories) and all(m.status == "undone" for m in self.memories)
 
+    @property
+    def learned(self) -> int:
+        """How many memories this run found (kept or waiting when it was made)."""
+        return len(self.memories)
+
+    @property
+    def waiting_count(self) -> int:
+        """How many of them still wait for the person's OK."""
+        return sum(m.status == "waiting" for m in self.memories)
+
 
 _PUNCT = re.compile(r"[^\w\s]")
 _WORDS = re.compile(r"\w")
@@ -323,14 +333,17 @@ class MemoryBook:
         seq_to: int,
         waiting: bool,
         source: Source,
+        held: Iterable[str] = (),
     ) -> LearningRun | None:
         """Record one learning run and its memories in one transaction.
 
         Texts already known (in any status, this batch included) are skipped; a run that adds
         nothing new is not recorded and ``None`` comes back. With ``waiting`` every memory waits
         for the person's OK; without it, those that read like an order to the assistant still
-        do, and the run counts as waiting when any of its memories does.
+        do, and so do the texts in ``held`` (kept word for word, not by a model); the run counts
+        as waiting when any of its memories does.
         """
+        hold = {normalise(clean_text(t)) for t in held}
         now = time.time()
         with self._lock:
             known = {r[0] for r in self._db.execute("SELECT norm FROM memories")}
@@ -341,8 +354,8 @@ class MemoryBook:
                 if not norm or norm in known:
                     continue
                 known.add(norm)
-                held = waiting or reads_like_instruction(line)
-                fresh.append((line, norm, "waiting" if held else "kept"))
+                waits = waiting or norm in hold or reads_like_instruction(line)
+                fresh.append((line, norm, "waiting" if waits else "kept"))
             if not fresh:
                 return None
             run_waits = any(status == "waiting" for _, _, status in fresh)

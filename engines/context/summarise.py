@@ -7,9 +7,10 @@ second model would evict the one the person is chatting with.
 How: the folded turns are read back as plain lines ("Person: ...", "Assistant: ...", "Tool
 result (name): ..."), scrubbed of secrets, and cut into pieces small enough that no request
 ever exceeds the summarising model's window. Each piece is folded into the summary so far. A
-reply that is not a summary (a refusal, a tool call, nothing, an echo, a runaway) is thrown
-away and the next model tries. The fact keeper then appends, word for word, any name, number,
-date, amount, path or link the summary left out.
+reply that is not a summary (a refusal, a tool call, nothing, an echo, a runaway, a word or
+line over and over, code or markup, another language than the chat's, names and numbers the
+chat never had) is thrown away and the next model tries. The fact keeper then appends, word
+for word, any name, number, date, amount, path or link the summary left out.
 
 A summary is a help, never a gate: provider failures and timeouts give ``text=None`` with the
 reason in words, never an exception. The one exception is ``GaveWayError``: a summary written in
@@ -23,8 +24,10 @@ import asyncio
 import json
 import logging
 import re
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from engines.base import Event, Message, ModelInfo, TextDelta, ToolCall, Usage
 from engines.context.facts import HEADING, facts_cap, keep_facts, split_kept
@@ -32,7 +35,7 @@ from engines.context.protocols import SummaryResult
 from engines.local.gate import GaveWayError
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError, closing_stream
 from engines.resources import read_prompt
-from engines.scrub import scrub
+from engines.scrub import MARKER, scrub
 from engines.tools.rules import fold_line
 from engines.window import LEAN_WINDOW, budget, estimate_tokens, unknown_window
 
@@ -283,8 +286,225 @@ def _off_topic(summary: str, source: str) -> bool:
     return sum(w in known for w in words) / len(words) < 0.2
 
 
-def judge(reply: str, piece: str, previous: str, answer_tokens: int) -> tuple[str | None, str]:
-    """(the summary, "") or (None, why this reply is not a summary)."""
+# --- junk a small model writes --------------------------------------------------------------
+# Seen on 135M-270M models: one word 24 times, a <script> block, a reply in another language,
+# a story with names and years the chat never had. Each check errs on the side of keeping a
+# summary: it turns a reply down only when the junk is plain.
+
+_TOKEN = re.compile(r"\w+")
+_SENTENCE = re.compile(r"[^.!?\n]+")
+
+
+def _sentences(text: str) -> Counter[str]:
+    return Counter(
+        " ".join(_TOKEN.findall(x.lower())) for x in _SENTENCE.findall(text) if len(x.strip()) >= 12
+    )
+
+
+def _repeats(body: str, source: str) -> bool:
+    """True when a word, a phrase or a sentence comes back over and over: many more times than
+    the folded text and the summary so far have it."""
+    words = [w.lower() for w in _TOKEN.findall(body)]
+    said = [w.lower() for w in _TOKEN.findall(source)]
+    if len(words) >= 8:
+        counts = Counter(words)
+        word, top = counts.most_common(1)[0]
+        # One word is more than 30% of the reply.
+        if top >= 8 and top * 10 > len(words) * 3 and top - Counter(said)[word] >= 6:
+            return True
+        for w in {a for a, b in pairwise(words) if a == b and not a.isdigit()}:
+            four = re.compile(rf"\b(?:{re.escape(w)}\W+){{3}}{re.escape(w)}\b", re.IGNORECASE)
+            if four.search(body) and not four.search(source):
+                return True  # the same word four times in a row
+        grams = Counter(zip(words, words[1:], words[2:], strict=False))
+        gram, n = grams.most_common(1)[0]  # eight words or more: there is one
+        if n >= 4 and n * 3 * 10 > len(words) * 4:  # one phrase is more than 40% of it
+            known = Counter(zip(said, said[1:], said[2:], strict=False))
+            if n - known[gram] >= 3:
+                return True
+    known_sentences = _sentences(source)
+    # Copies the reply itself added (a summary folding piece after piece may add one).
+    return any(n >= 3 and n - known_sentences[x] >= 2 for x, n in _sentences(body).items())
+
+
+_TAG_NAMES = (
+    r"script|style|html|head|body|div|span|p|a|iframe|img|svg|table|tr|td|th|ul|ol|li|h[1-6]|br|"
+    r"hr|form|input|button|meta|link|code|pre|b|i|em|strong|object|embed|xml|\?php|template|"
+    r"noscript|video|audio|source|base"
+)
+_TAG = re.compile(
+    rf"(?i)<\s*/?\s*({_TAG_NAMES})\b[^<>\n]{{0,200}}>|\bjavascript:"
+    r"|\bon(?:click|error|load|mouseover|focus|submit)\s*=\s*[\"']"
+)
+_CODE_LINE = re.compile(
+    r"^\s*(?:def\s+\w+\s*\(|class\s+\w+[\s:({]|function\b|import\s+\w|from\s+\S+\s+import\b|"
+    r"#include\b|(?:public|private|static|var|let|const)\s+\w|return\b[^.]*[;)]|"
+    r"(?:if|for|while)\s*\(|console\.\w+\(|print\(|echo\s+\$)|[;{]\s*$|^\s*}\s*$",
+)
+
+
+def _markup(text: str, source: str) -> bool:
+    """True when the reply carries code or markup that was not in the folded text."""
+    low = source.lower()
+    if "```" in text and "```" not in source:
+        return True
+    for m in _TAG.finditer(text):
+        name = (m.group(1) or m.group(0)).lower()
+        if f"<{name}" not in low and m.group(0).lower() not in low:
+            return True
+    lines = [x for x in text.splitlines() if _CODE_LINE.search(x) and x.strip() not in source]
+    return len(lines) >= 2
+
+
+def _script(ch: str) -> str:
+    o = ord(ch)
+    if o < 0x250 or 0x1E00 <= o <= 0x1EFF:
+        return "latin"
+    for lo, hi, name in _SCRIPTS:
+        if lo <= o <= hi:
+            return name
+    return "other"
+
+
+_SCRIPTS = (
+    (0x370, 0x3FF, "greek"),
+    (0x400, 0x52F, "cyrillic"),
+    (0x590, 0x5FF, "hebrew"),
+    (0x600, 0x6FF, "arabic"),
+    (0x750, 0x77F, "arabic"),
+    (0x900, 0x97F, "devanagari"),
+    (0xE00, 0xE7F, "thai"),
+    (0x1100, 0x11FF, "hangul"),
+    (0x3040, 0x30FF, "cjk"),
+    (0x3400, 0x4DBF, "cjk"),
+    (0x4E00, 0x9FFF, "cjk"),
+    (0xAC00, 0xD7AF, "hangul"),
+)
+# A few words each language uses all the time and the others rarely do.
+_STOPWORDS: Mapping[str, frozenset[str]] = {
+    lang: frozenset(words.split())
+    for lang, words in {
+        "en": "the and is are of with that this for was has have wants to it not",
+        "de": "der die das und ist nicht ich mit eine auf für sie den dem auch",
+        "fr": "les et est une des pour pas avec dans sur du je il elle au",
+        "es": "el los las y es para con por del una pero muy está lo su",
+        "it": "il gli è per che con non della sono di una anche nel ma questo",
+        "pt": "os é um uma para com não do da em que mas muito está",
+        "nl": "het een en van niet met voor op dat ik zijn ook wat naar de",
+        "pl": "w nie się na jest że z do jak co ale to od przez dla",
+    }.items()
+}
+_PROMPT_LANGUAGE = "en"  # the summary prompt's own: a summary in it is always fine
+
+
+def _shares(counts: Counter[str]) -> tuple[str, float, Counter[str]]:
+    total = sum(counts.values())
+    if not total:
+        return "", 0.0, counts
+    top, n = counts.most_common(1)[0]
+    return top, n / total, counts
+
+
+def _scripts(text: str) -> tuple[str, float, Counter[str]]:
+    return _shares(Counter(_script(ch) for ch in text if ch.isalpha()))
+
+
+def _languages(text: str) -> Counter[str]:
+    words = [w.lower() for w in _TOKEN.findall(text)]
+    return Counter({lang: sum(w in stop for w in words) for lang, stop in _STOPWORDS.items()})
+
+
+def _other_language(body: str, piece: str) -> bool:
+    """True when the reply is plainly in another language than the chat (English, the
+    prompt's language, is always allowed): first by script, then by common words."""
+    script, share, _ = _scripts(body)
+    if sum(ch.isalpha() for ch in body) < 20 or share < 0.6:
+        return False
+    chat_script, _, chat_counts = _scripts(piece)
+    if script != chat_script:
+        if script == "latin":
+            return _latin_language(body) not in ("", _PROMPT_LANGUAGE)
+        # A script the chat hardly used at all.
+        return chat_counts[script] < 0.2 * sum(chat_counts.values())
+    if script != "latin":
+        return False
+    said = _latin_language(body)
+    if said in ("", _PROMPT_LANGUAGE):
+        return False
+    # The chat's language is the person's too, when long tool results are in another one.
+    person = "\n".join(x for x in piece.splitlines() if x.startswith("Person: "))
+    for text in (piece, person):
+        counts = _languages(text)
+        top = max(counts.values(), default=0)
+        if top < 4 or counts[said] * 4 >= top:
+            return False  # too little to say, or the chat uses that language too
+    return True
+
+
+def _latin_language(text: str) -> str:
+    """The language ``text`` is plainly in, or "" when that is not plain."""
+    counts = _languages(text).most_common(2)
+    (first, n1), (_, n2) = counts[0], counts[1]
+    return first if n1 >= 4 and n1 >= 2 * n2 else ""
+
+
+_NAMEISH = re.compile(r"[^\W\d_][\w'’-]*")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# Capitalised words a summary may use that need not come from the chat.
+_ALLOWED_CAPS = frozenset(
+    ["i", "i'm", "ai", "ok", "api", "url", "pdf", "json", "conch", "person", "assistant"]
+)
+INVENTED_TOLERANCE = 2  # below this many invented names or numbers, a summary passes
+
+
+def _numbers(text: str) -> set[str]:
+    out: set[str] = set()
+    for m in _NUMBER.finditer(text):
+        whole = re.sub(r"[.,]", "", m.group(0))
+        out.add(whole)
+        out.update(re.findall(r"\d+", m.group(0)))
+    return out
+
+
+def _invented(body: str, source: str) -> bool:
+    """True when the reply names people, places or numbers the folded text never had, beyond
+    a small tolerance (a model may spell a thing its own way)."""
+    known_words = {
+        w.lower().removesuffix("'s").removesuffix("’s") for w in _NAMEISH.findall(source)
+    }
+    known_numbers = _numbers(source)
+    seen: set[str] = set()
+    invented: set[str] = set()
+    for m in _NAMEISH.finditer(body):
+        word = m.group(0)
+        if not word[0].isupper():
+            continue
+        before = body[: m.start()].rstrip()
+        if not before or not (before[-1].isalnum() or before[-1] in ",'’"):
+            continue  # a sentence's, a line's or a heading's first word
+        key = word.lower().removesuffix("'s").removesuffix("’s")
+        if key in _ALLOWED_CAPS or key in _SCAFFOLD:
+            continue
+        seen.add(key)
+        if key not in known_words:
+            invented.add(key)
+    for m in _NUMBER.finditer(body):
+        whole = re.sub(r"[.,]", "", m.group(0))
+        if len(whole) < 2:
+            continue
+        seen.add(whole)
+        parts = [p for p in re.findall(r"\d+", m.group(0)) if len(p) >= 2]
+        if whole not in known_numbers and not (parts and all(p in known_numbers for p in parts)):
+            invented.add(whole)
+    n = len(invented)
+    return n >= 5 or (n >= INVENTED_TOLERANCE and n * 4 > len(seen))
+
+
+def judge(
+    reply: str, piece: str, previous: str, answer_tokens: int, focus: str = ""
+) -> tuple[str | None, str]:
+    """(the summary, "") or (None, why this reply is not a summary). ``focus``: what the
+    person asked to keep, which the summary may name too."""
     text = _tidy(reply)
     if not text:
         return None, "gave an empty reply"
@@ -302,6 +522,17 @@ def judge(reply: str, piece: str, previous: str, answer_tokens: int) -> tuple[st
         text = _tidy(_FRAME_ECHO.sub("", text))
         if len(_WORD.findall(text)) < 3:
             return None, "repeated the request's frame instead of summarising"
+    source = "\n".join((piece, previous, focus))
+    body, _kept = split_kept(text)
+    if _markup(text, source):
+        return None, "wrote code or markup the chat never had"
+    # "[secret left out]" is Conch's own and may stand many times in a fair summary.
+    if _repeats(body.replace(MARKER, ""), source.replace(MARKER, "")):
+        return None, "repeated itself instead of summarising"
+    if _other_language(body, piece):
+        return None, "wrote in another language than the chat's"
+    if _invented(body, source):
+        return None, "named people, places or numbers the chat never mentioned"
     if _off_topic(text, piece + "\n" + previous):
         return None, "wrote about something the chat never mentioned"
     return text, ""
@@ -598,7 +829,7 @@ class ModelSummariser:
             spent = sent + estimate_tokens(collected)
         if tool_call:
             return _Reply(None, spent, "called a tool instead of writing a summary")
-        text, why = judge(collected, piece, plan.previous, plan.answer)
+        text, why = judge(collected, piece, plan.previous, plan.answer, focus)
         return _Reply(text, spent, why)
 
 

@@ -191,10 +191,17 @@ async def test_nothing_is_marked_read_when_the_model_fails(
 ) -> None:
     chat_id = make_chat(store, TURNS)
     learner = QuietLearning(store, book, settings, FakeModel(answer))
-    assert await learner.review(chat_id, before_seq=8) is None
+    run = await learner.review(chat_id, before_seq=8)
     chat = store.get_chat(chat_id)
     assert chat is not None and chat.read_until == -1 and chat.learned_at is None
-    assert book.list() == []
+    if answer is None or isinstance(answer, Exception):
+        assert run is None and book.list() == []
+    else:
+        # An answer it cannot read: what the person plainly said is kept as said, to wait.
+        assert run is not None and run.waiting
+        assert [(m.text, m.status) for m in book.list()] == [
+            ("The person said: “We settled on 24 larch beds.”", "waiting")
+        ]
 
     # The tidy-up still has those words, and reads them when a model answers.
     later = QuietLearning(store, book, settings, FakeModel('["The person is Sam."]'))

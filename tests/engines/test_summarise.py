@@ -624,8 +624,19 @@ async def test_every_planted_fact_survives_a_summary_that_left_them_out(model: M
 
 
 async def test_a_summary_for_an_8k_model_stays_short_and_keeps_its_facts() -> None:
+    # Long and varied (a reply repeating one line over and over is turned down as junk).
+    things = (
+        "Lisbon flight",
+        "Priya",
+        "Tomás",
+        "The budget",
+        "The bag",
+        "The itinerary",
+        "The trip",
+    )
+    done = ("was settled", "was checked", "came up again", "was confirmed", "was noted")
     rambling = "Decided or done: " + " ".join(
-        f"Lisbon flight detail {i} was settled." for i in range(800)
+        f"{things[i % 7]} detail {i % 10} {done[i % 5]}." for i in range(800)
     )
     folded = trip_chat() + chat(20, size=1_500)
     adapter = MemoryAdapter(name="ollama", local=True, default=lambda r: Say(rambling[:3_000]))
