@@ -138,9 +138,12 @@ async def run_models(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     _keep_runtime_warm(services, err)
     try:
         # The same rule as the window: with nothing else ready, the bundled model starts.
-        # Programs that keep their own chat (Claude Code, Codex, ACP agents) are models too.
-        models = [*await services.refresh_models(), *services.programs()]
+        models = await services.refresh_models()
         shown = models if args.all else [m for m in models if m.ready]
+        if args.all:
+            # Programs that keep their own chat (Claude Code, Codex, ACP agents), ready or not;
+            # `conch ask --model programs/<name>` takes the ready ones.
+            shown = [*shown, *services.programs()]
         if args.json:
             rows = [_model_row(m, _key_source(services, m.provider)) for m in shown]
             out.write(json.dumps(rows, indent=2) + "\n")
