@@ -111,6 +111,7 @@ STOP_GRACE = 5.0
 # llama.cpp's RAM cache of prompt states (about 23 KB a token for SmolLM2): a few 8K prompts.
 # Its own default is 8 GiB, far more than a 135M model's chat ever needs.
 CACHE_MIB = 512
+BATCH = 512  # prompt tokens read between two reports of reading progress
 HOLD_AFTER = 2  # crashes in a row after which the runtime waits for the person to ask
 LOG_LINES = 20  # the server's last log lines kept with a crash
 DETAIL_CHARS = 1_500  # of those, what a problem's details carry
@@ -988,6 +989,10 @@ class BundledRuntime:
             # window) with the first; the server gate decides whose turn it is.
             "--n_parallel",
             "1",
+            # The prompt is read 512 tokens at a time either way (llama.cpp's micro-batch); a
+            # batch no bigger makes it report its reading progress after each of them.
+            "--n_batch",
+            str(BATCH),
             # llama.cpp keeps prompt states in RAM so a background request (a summary written
             # ahead, learning) does not cost the chat its prefix; see CACHE_MIB.
             "--cache_ram_mib",
@@ -1437,9 +1442,12 @@ class BundledAdapter:
         adapter = await self._adapter()
         pid = self.runtime.pid
         began = False
-        # llama.cpp then reads only what follows the longest start it already holds (its
-        # default today, said so that a change of default cannot cost a chat its prefix).
-        request = request.model_copy(update={"extra": {"cache_prompt": True, **request.extra}})
+        # cache_prompt: llama.cpp then reads only what follows the longest start it already
+        # holds (its default today, said so that a change of default cannot cost a chat its
+        # prefix). return_progress: while it reads the prompt it says how far it has got
+        # (``Reading`` events), so a long wait before the first word is not a blind one.
+        wanted = {"cache_prompt": True, "return_progress": True}
+        request = request.model_copy(update={"extra": {**wanted, **request.extra}})
         try:
             # Closing this wrapper must close the inner stream (and its HTTP response) at once.
             async with closing_stream(adapter.stream(request)) as events:

@@ -6,8 +6,8 @@ given, a small ASGI layer of Conch's passes every request through (streams inclu
 what Conch needs. It takes these options:
 
 - ``--model``, ``--model_alias``, ``--n_ctx``, ``--host``, ``--port``, ``--n_threads``,
-  ``--n_threads_batch``, ``--n_parallel``, ``--cache_ram_mib``: what llama.cpp's server is
-  started with (``llama_app``);
+  ``--n_threads_batch``, ``--n_parallel``, ``--n_batch``, ``--cache_ram_mib``: what llama.cpp's
+  server is started with (``llama_app``);
 - ``--idle-exit SECONDS``: end by itself once no request has come for that long and no Conch
   holds it (below) -- including when nobody came at all. Without it, it runs until stopped.
 - ``--exits FILE``: where to add a line saying how it ended (``{"pid", "returncode", "time"}``).
@@ -353,6 +353,7 @@ def llama_args(args: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--n_threads", type=int, default=-1)
     parser.add_argument("--n_threads_batch", type=int, default=-1)
     parser.add_argument("--n_parallel", type=int, default=1)
+    parser.add_argument("--n_batch", type=int, default=0)  # 0: llama.cpp's default
     parser.add_argument("--cache_ram_mib", type=int, default=-1)  # -1: llama.cpp's default
     return parser.parse_args(list(args))
 
@@ -369,6 +370,8 @@ def llama_app(args: Sequence[str]) -> ASGIApp:
         params.model_alias = {given.model_alias}
     params.n_ctx = given.n_ctx
     params.n_parallel = given.n_parallel
+    if given.n_batch > 0:
+        params.n_batch = given.n_batch
     params.cpuparams.n_threads = given.n_threads
     params.cpuparams_batch.n_threads = given.n_threads_batch
     if given.cache_ram_mib >= 0:

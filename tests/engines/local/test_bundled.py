@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from engines.base import Message, ProblemKind, TextDelta
+from engines.base import Message, ProblemKind, Reading, TextDelta
 from engines.local.bundled import (
     INSTALL_HINT,
     MODEL_ID,
@@ -450,3 +450,32 @@ async def test_sigterm_ends_the_runtime_at_once_even_while_it_reads_a_prompt(
         reading.cancel()
         await adapter.aclose()
     assert recorded_exit(runtime.exits_path, pid) == -signal.SIGTERM  # by the signal itself
+
+
+@pytest.mark.bundled
+@needs_bundled
+async def test_a_long_prompt_is_read_with_its_progress_shown(runtime: BundledRuntime) -> None:
+    assert (await runtime.start()).phase == "ready"
+    adapter = bundled_adapter(runtime)
+    prompt = " ".join(f"line {i} of a long pasted note about colours." for i in range(200))
+    try:
+        events = [e async for e in adapter.stream(ask(prompt, max_tokens=4))]
+    finally:
+        await adapter.aclose()
+    first_word = next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
+    reading = [e for e in events if isinstance(e, Reading)]
+    assert reading and all(events.index(e) < first_word for e in reading)
+    # Step by step, to the whole prompt: more than a start and an end for a prompt this long.
+    done = [e.done for e in reading]
+    assert done == sorted(set(done)) and len(done) >= 3
+    assert reading[-1].done == reading[-1].total > 1_500
+    assert 0 < reading[1].share < 1
+
+    # The same prompt again: read from the cache, which the progress says.
+    again = bundled_adapter(runtime)
+    try:
+        repeat = [e async for e in again.stream(ask(prompt, max_tokens=4))]
+    finally:
+        await again.aclose()
+    cached = [e for e in repeat if isinstance(e, Reading)]
+    assert cached and cached[0].cached > 1_500
