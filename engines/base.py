@@ -214,6 +214,23 @@ class Usage(_Data):
     summary_tokens: int = 0  # spent on summarising this turn (counted in the turn's usage)
 
 
+class Reading(_Data):
+    """The model is still reading the prompt, before its first word: ``done`` of ``total``
+    tokens so far, ``cached`` of them taken from the server's cache instead of read again.
+    Sent only by servers that report it (llama.cpp's, asked with ``return_progress``), a few
+    times while a long prompt is read; the answer's placeholder can show the share."""
+
+    kind: Literal["reading"] = "reading"
+    done: int
+    total: int
+    cached: int = 0
+
+    @property
+    def share(self) -> float:
+        """How much of the prompt is read, 0.0 to 1.0 (what came from the cache counts)."""
+        return min(1.0, self.done / self.total) if self.total > 0 else 1.0
+
+
 class Compacted(_Data):
     """The model's word-for-word memory now starts at ``first_kept_seq``."""
 
@@ -412,6 +429,7 @@ Event = Annotated[
     | ThinkingDelta
     | ToolCall
     | Usage
+    | Reading
     | Compacted
     | HandedOff
     | Healed

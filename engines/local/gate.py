@@ -1,9 +1,10 @@
 """One server on this computer, one piece of work at a time: the person's turn first.
 
-A local server has one model in memory and (on two cores) no room for two requests at once.
-llama-cpp-python even cuts a streaming answer short when a second request arrives (its
-``interrupt_requests`` default), and a fold turn then failed whenever learning started beside
-it. So requests to a local server go through a ``ServerGate``:
+A local server has one model in memory and (on two cores) no room for two requests at once:
+the bundled runtime has one slot, so a turn sent while learning streams would wait for all of
+it, and some servers cut a streaming answer short when a second request arrives (the bundled
+runtime's earlier server did, and a fold turn then failed whenever learning started beside it).
+So requests to a local server go through a ``ServerGate``:
 
 - *foreground* requests (the person's turn, and the summary a fold inside that turn needs)
   never wait for background work: a background request that is streaming is stopped at once,
@@ -127,8 +128,8 @@ class GatedAdapter:
         await self.inner.aclose()
 
     async def count_tokens(self, request: ChatRequest) -> int | None:
-        """Count through the gate like any request: llama-cpp-python cuts a streaming answer
-        short when another request (even a count) arrives."""
+        """Count through the gate like any request: some servers cut a streaming answer short
+        when another request (even a count) arrives."""
         count = getattr(self.inner, "count_tokens", None)
         if count is None:
             return None

@@ -1,16 +1,20 @@
-"""``python -m engines.local.serve``: llama-cpp-python's server, run so Conch can share it.
+"""``python -m engines.local.serve``: llama.cpp's own server, run so Conch can share it.
 
-It takes llama-cpp-python's own server arguments (``--model``, ``--n_ctx``, ``--port``, …) and
-builds the same app (``llama_cpp.server.app.create_app``) behind a small ASGI layer of Conch's,
-plus options of its own:
+The server is llama.cpp's C++ server from the prebuilt ``xllamacpp`` wheel, run inside this
+process and listening on a loopback port of its own. In front of it, on the port Conch was
+given, a small ASGI layer of Conch's passes every request through (streams included) and adds
+what Conch needs. It takes these options:
 
+- ``--model``, ``--model_alias``, ``--n_ctx``, ``--host``, ``--port``, ``--n_threads``,
+  ``--n_threads_batch``, ``--n_parallel``, ``--n_batch``, ``--cache_ram_mib``: what llama.cpp's
+  server is started with (``llama_app``);
 - ``--idle-exit SECONDS``: end by itself once no request has come for that long and no Conch
   holds it (below) -- including when nobody came at all. Without it, it runs until stopped.
 - ``--exits FILE``: where to add a line saying how it ended (``{"pid", "returncode", "time"}``).
 - ``--holder PID``: that process holds it from the start (below): the Conch starting it, so
   it cannot end by itself before that Conch has even connected.
 
-Two routes are answered before llama-cpp-python sees a request:
+Two routes are answered before llama.cpp sees a request:
 
 - ``POST /conch/hold`` with ``{"holder": <pid>}``: that process is using the server, which does
   not idle out while that process lives (a Conch that dies lets the idle clock run again). The
@@ -18,6 +22,9 @@ Two routes are answered before llama-cpp-python sees a request:
   a Conch can check this is the server it wants before using it. Once the server has decided
   to end for idleness, a hold is refused (503) and the asker starts a server of its own.
 - ``POST /conch/release`` with the same body: that process is done with it.
+
+SIGTERM, SIGINT and SIGHUP end the process at once, by that signal: the server in it does not
+end by itself on one, and a graceful stop would wait for an answer being read.
 
 On POSIX the launcher forks first: the parent only waits for the child (which loads the model
 and serves), adds how the child ended to the exits file, and then ends the same way (the same
@@ -36,10 +43,12 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+
+import httpx
 
 from engines.local.processes import alive, die_with
 
@@ -69,7 +78,7 @@ class Launch:
     idle_exit: float | None
     exits: Path | None
     holder: int | None
-    args: tuple[str, ...]  # llama-cpp-python's own arguments (the launcher's taken out)
+    args: tuple[str, ...]  # the server's arguments (the launcher's own taken out)
 
     def describe(self, launcher: int) -> dict[str, Any]:
         return {
@@ -82,7 +91,7 @@ class Launch:
 
 
 def parse(argv: Sequence[str]) -> Launch:
-    """The launcher's options, and what it needs to know of llama-cpp-python's (its defaults)."""
+    """The launcher's options, and what it needs to know of the server's (their defaults)."""
     ours = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     ours.add_argument("--idle-exit", type=float, default=None)
     ours.add_argument("--exits", type=Path, default=None)
@@ -92,7 +101,7 @@ def parse(argv: Sequence[str]) -> Launch:
     theirs.add_argument("--model", default="")
     theirs.add_argument("--model_alias", default=None)
     theirs.add_argument("--n_ctx", type=int, default=2048)
-    theirs.add_argument("--host", default="localhost")
+    theirs.add_argument("--host", default="127.0.0.1")
     theirs.add_argument("--port", type=int, default=8000)
     seen, _ = theirs.parse_known_args(rest)
     idle = known.idle_exit if known.idle_exit is not None and known.idle_exit > 0 else None
@@ -199,10 +208,17 @@ async def serve(app: ASGIApp, launch: Launch, launcher: int) -> int:
     """Serve ``app`` behind ``Watch`` until stopped, or idle for ``launch.idle_exit``."""
     import uvicorn
 
+    class Server(uvicorn.Server):
+        # uvicorn's own handlers stop gracefully, waiting for every answer under way (a long
+        # prompt being read); the launcher's handlers end the process at once instead.
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
     watch = Watch(app, launch.describe(launcher))
     if launch.holder is not None:
         watch.holders.add(launch.holder)
-    server = uvicorn.Server(uvicorn.Config(watch, host=launch.host, port=launch.port))
+    server = Server(uvicorn.Config(watch, host=launch.host, port=launch.port))
 
     async def watchdog(idle: float) -> None:
         tick = min(1.0, max(0.05, idle / 10))
@@ -225,27 +241,176 @@ async def serve(app: ASGIApp, launch: Launch, launcher: int) -> int:
     return 0 if server.started else 1
 
 
+# --- llama.cpp's server, and the layer that passes requests to it -------------------------------
+
+# Headers about one connection, not about the answer: each side of the layer sets its own.
+_HOP_HEADERS = frozenset(
+    {b"connection", b"keep-alive", b"transfer-encoding", b"host", b"upgrade", b"te", b"trailer"}
+)
+UPSTREAM_TIMEOUT = 5.0  # to connect to the server in this same process; reading waits for it
+
+
+class PassThrough:
+    """An ASGI app that passes every request on to the server at ``base`` and streams its
+    answer back as it comes; a client that hangs up closes the request to the server, so
+    llama.cpp stops reading or answering it.
+
+    ``keep`` is held for the app's life: the in-process server stops when it is collected."""
+
+    def __init__(self, base: str, keep: object = None) -> None:
+        self.base = base.rstrip("/")
+        self.keep = keep
+        self._client: httpx.AsyncClient | None = None
+
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(None, connect=UPSTREAM_TIMEOUT), trust_env=False
+            )
+        return self._client
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope.get("type") != "http":
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message.get("type") == "http.disconnect":
+                return
+            body += bytes(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        path = bytes(scope.get("raw_path") or str(scope.get("path", "/")).encode())
+        query = bytes(scope.get("query_string", b""))
+        url = self.base + path.decode("latin-1") + (f"?{query.decode('latin-1')}" if query else "")
+        headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() not in _HOP_HEADERS]
+        client = self.client()
+        request = client.build_request(
+            str(scope.get("method", "GET")), url, headers=headers, content=bytes(body)
+        )
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            await _answer(send, 502, {"error": {"message": f"the model server: {exc!r}"}})
+            return
+        try:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status_code,
+                    "headers": [
+                        (k, v) for k, v in response.headers.raw if k.lower() not in _HOP_HEADERS
+                    ],
+                }
+            )
+            pump = asyncio.ensure_future(self._pump(response, send))
+            gone = asyncio.ensure_future(_hung_up(receive))
+            try:
+                await asyncio.wait((pump, gone), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (pump, gone):
+                    task.cancel()
+                await asyncio.gather(pump, gone, return_exceptions=True)
+            if pump.done() and not pump.cancelled() and pump.exception() is not None:
+                raise pump.exception()  # type: ignore[misc]
+        finally:
+            await response.aclose()
+
+    @staticmethod
+    async def _pump(response: httpx.Response, send: Send) -> None:
+        async for chunk in response.aiter_raw():
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message.get("type") == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message.get("type") == "lifespan.shutdown":
+                if self._client is not None:
+                    await self._client.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+async def _hung_up(receive: Receive) -> None:
+    while (await receive()).get("type") != "http.disconnect":
+        pass
+
+
+def llama_args(args: Sequence[str]) -> argparse.Namespace:
+    """The server's options (named as Conch has always passed them)."""
+    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", allow_abbrev=False)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--model_alias", default=None)
+    parser.add_argument("--n_ctx", type=int, default=0)  # 0: the window the model was trained for
+    parser.add_argument("--host", default="127.0.0.1")  # the layer's, not the server's
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--n_threads", type=int, default=-1)
+    parser.add_argument("--n_threads_batch", type=int, default=-1)
+    parser.add_argument("--n_parallel", type=int, default=1)
+    parser.add_argument("--n_batch", type=int, default=0)  # 0: llama.cpp's default
+    parser.add_argument("--cache_ram_mib", type=int, default=-1)  # -1: llama.cpp's default
+    return parser.parse_args(list(args))
+
+
 def llama_app(args: Sequence[str]) -> ASGIApp:
-    """llama-cpp-python's server app from its own arguments (what ``-m llama_cpp.server``
-    builds); loads the model."""
-    from llama_cpp.server.app import create_app
-    from llama_cpp.server.cli import add_args_from_model, parse_model_from_args
-    from llama_cpp.server.settings import ModelSettings, ServerSettings, Settings
+    """llama.cpp's server from ``args`` (``llama_args``), loaded and listening on a loopback
+    port of its own, behind ``PassThrough``."""
+    import xllamacpp
 
-    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}")
-    add_args_from_model(parser, Settings)
-    parsed = parser.parse_args(list(args))
-    # Typed there as returning the class itself; it returns an instance.
-    server: Any = parse_model_from_args(ServerSettings, parsed)
-    model: Any = parse_model_from_args(ModelSettings, parsed)
-    app: ASGIApp = create_app(server_settings=server, model_settings=[model])
-    # The library's cache leaves each state's logits out of its size; see state_cache.
-    from llama_cpp.server import app as app_module
+    given = llama_args(args)
+    params = xllamacpp.CommonParams()
+    params.model.path = given.model
+    if given.model_alias:
+        params.model_alias = {given.model_alias}
+    params.n_ctx = given.n_ctx
+    params.n_parallel = given.n_parallel
+    if given.n_batch > 0:
+        params.n_batch = given.n_batch
+    params.cpuparams.n_threads = given.n_threads
+    params.cpuparams_batch.n_threads = given.n_threads_batch
+    if given.cache_ram_mib >= 0:
+        params.cache_ram_mib = given.cache_ram_mib
+    params.hostnames = ["127.0.0.1"]
+    params.port = 0  # a free one; only the layer in front talks to it
+    params.endpoint_props = True  # the window it was started with
+    params.ui = False
+    try:
+        server = xllamacpp.Server(params)
+    except Exception as exc:  # the library raises whatever llama.cpp said
+        print(f"conch: llama.cpp could not load {given.model}: {exc}", flush=True)
+        _leave(1)
+    return PassThrough(str(server.listening_address), keep=server)
 
-    from engines.local.state_cache import count_states
 
-    count_states(app_module)
-    return app
+# --- signals ------------------------------------------------------------------------------------
+
+_ENDING_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+
+
+def end_on_signals() -> None:
+    """SIGTERM, SIGINT and SIGHUP end this process at once, by that signal (module doc)."""
+
+    def end(signum: int, _frame: object) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        _end_like(signum)
+
+    for name in _ENDING_SIGNALS:
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            signal.signal(getattr(signal, name), end)
+
+
+def _leave(code: int) -> NoReturn:
+    """End now with ``code``: the server's threads would keep a normal exit waiting."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 # --- how it ended -------------------------------------------------------------------------------
@@ -322,15 +487,17 @@ def _end_like(signum: int) -> int:
 
 
 def main(argv: Sequence[str] | None = None, build: AppBuilder = llama_app) -> int:
-    """Run the launcher; ``build`` makes the app from llama-cpp-python's arguments."""
+    """Run the launcher; ``build`` makes the app from the server's arguments."""
     launch = parse(sys.argv[1:] if argv is None else argv)
     launcher = os.getpid()
     if hasattr(os, "fork"):
         code = _supervise(launch, launcher)
         if code is not None:
             return code
+    end_on_signals()
     app = build(launch.args)
-    return asyncio.run(serve(app, launch, launcher))
+    end_on_signals()  # again: the library may have set handlers of its own while loading
+    _leave(asyncio.run(serve(app, launch, launcher)))
 
 
 if __name__ == "__main__":

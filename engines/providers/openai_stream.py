@@ -14,6 +14,7 @@ from engines.base import (
     Done,
     Event,
     Message,
+    Reading,
     TextDelta,
     ThinkingDelta,
     ToolCall,
@@ -124,6 +125,7 @@ class AnswerStream:
     chunks: int = 0
     tools: dict[int, _ToolSlot] = field(default_factory=dict)
     usage: Usage | None = None
+    read: int = -1  # prompt tokens the server said it had read (llama.cpp's prompt_progress)
 
     @property
     def finished(self) -> bool:
@@ -132,7 +134,7 @@ class AnswerStream:
     def mark(self) -> tuple[object, ...]:
         """Changes whenever the answer moves on; an empty delta or a repeat leaves it alone."""
         tool_chars = sum(len(t.id) + len(t.name) + len(t.arguments) for t in self.tools.values())
-        return (self.shown, tool_chars, self.usage, self.finish_reason, self.done_marker)
+        return (self.shown, tool_chars, self.usage, self.finish_reason, self.done_marker, self.read)
 
     def _show(self) -> None:
         self.partial = True
@@ -145,6 +147,7 @@ class AnswerStream:
     def feed(self, obj: dict[str, Any]) -> Iterator[Event]:
         self.chunks += 1
         self._read_usage(obj)
+        yield from self._read_progress(obj.get("prompt_progress"))
         choices = obj.get("choices")
         if not isinstance(choices, list):
             return
@@ -159,6 +162,19 @@ class AnswerStream:
             reason = choice.get("finish_reason")
             if isinstance(reason, str) and reason:
                 self.finish_reason = reason
+
+    def _read_progress(self, progress: Any) -> Iterator[Event]:
+        """llama.cpp's ``prompt_progress`` (``{"total", "cache", "processed"}``; processed
+        counts the cached tokens too), sent while it reads a prompt, when asked."""
+        if not isinstance(progress, dict) or self.answered:
+            return
+        total = positive_int(progress.get("total"))
+        done = progress.get("processed")
+        if not total or not isinstance(done, int) or isinstance(done, bool) or done <= self.read:
+            return
+        self.read = done
+        cached = positive_int(progress.get("cache")) or 0
+        yield Reading(done=min(done, total), total=total, cached=min(cached, total))
 
     def _read_delta(self, delta: dict[str, Any]) -> Iterator[Event]:
         for name in self.thinking_fields:

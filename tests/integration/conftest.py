@@ -109,7 +109,7 @@ class Recorder:
     """Passes every request to the real adapter, records it, and caps how long replies get.
 
     Only ``max_output_tokens`` changes: what the session fitted into the window is sent as
-    it is. (llama-cpp-python checks only the prompt against its window, so the cap cannot
+    it is. (llama.cpp checks only the prompt against its window, so the cap cannot
     hide an overflow.)
     """
 

@@ -137,7 +137,7 @@ async def test_sigill_mid_answer_names_an_illegal_instruction_and_asks_for_a_reb
         step = problem.next_step
         assert step is not None and step.kind == "rebuild-runtime"
         if source_checkout() is not None:
-            assert step.label == "Rebuild the local runtime" and step.text == REBUILD_COMMAND
+            assert step.label == "Reinstall the local runtime" and step.text == REBUILD_COMMAND
             assert f"run {REBUILD_COMMAND}" in problem.message
         else:
             assert step.label == "Reinstall Conch"

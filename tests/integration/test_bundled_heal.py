@@ -1,8 +1,8 @@
 """A "too long" refusal from the real bundled model heals itself, or ends in a card with a way on.
 
 The server runs with a 2,048-token window while the chat believes the model reads 8,192, as a
-stale catalogue entry would: the session sends a request that fits 8K, llama-cpp-python
-refuses it (an empty stream, then a 400 naming 2,048), and the session must learn the window,
+stale catalogue entry would: the session sends a request that fits 8K, llama.cpp refuses it
+(a 400 naming 2,048), and the session must learn the window,
 fold, shorten and send again once — or, when nothing can fit, say so with one next step.
 """
 

@@ -1,7 +1,7 @@
 """A long chat on the real bundled model (8K window): it folds, summarises, and never refuses.
 
 Everything is the app's own code — Conversation, ApiSession, ModelSummariser, the bundled
-adapter and llama-cpp-python's server with SmolLM2-135M — except that the chat model's
+adapter and llama.cpp's server with SmolLM2-135M — except that the chat model's
 answers are capped at a few dozen tokens (see ``Recorder``) to keep the run short.
 """
 
@@ -133,7 +133,7 @@ async def test_a_sixty_turn_chat_folds_and_every_turn_is_answered(
 async def test_an_oversized_streamed_request_is_recognised_as_too_long(
     runtime_8k: BundledRuntime,
 ) -> None:
-    """llama-cpp-python answers it with 200 and an empty stream; the adapter finds the refusal."""
+    """llama.cpp refuses it before any stream begins; the adapter reads the window it names."""
     adapter = bundled_adapter(runtime_8k)
     rng = random.Random(7)
     huge = prose(rng, 12_000)  # about 10,500 of SmolLM2's tokens: well past 8,192

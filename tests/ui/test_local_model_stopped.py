@@ -103,7 +103,8 @@ def test_health_shows_the_crash_the_command_and_the_log_and_starts_again_when_as
     )
     step = rebuild_step()
     if source_checkout() is not None:
-        assert panel.command.text() == step.text == "bash scripts/setup.sh local --rebuild-runtime"
+        command = "bash scripts/setup.sh local --reinstall-runtime"
+        assert panel.command.text() == step.text == command
         assert panel.command.isVisible()
     assert panel.log.toPlainText() == "\n".join(lines)
     assert asked == []  # nothing starts by itself

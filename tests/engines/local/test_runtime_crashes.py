@@ -21,6 +21,7 @@ from app.catalogue import ModelCatalogue
 from engines.base import Done, Message, ModelInfo, Problem, ProblemKind, TextDelta, TurnInput
 from engines.context.session import ApiSession
 from engines.local.bundled import (
+    CACHE_MIB,
     CRASH_NAME,
     MODEL_ID,
     REBUILD_COMMAND,
@@ -99,11 +100,10 @@ async def test_the_runtime_is_started_with_requests_that_wait_their_turn(
     stopped_after.append(runtime)
     assert (await runtime.start()).phase == "ready"
     args = starts(data_dir)[0]
-    assert args[args.index("--interrupt_requests") + 1] == "False"
-    # and with a cache of prompt states, so background work does not cost the chat its prefix
-    assert args[args.index("--cache") + 1] == "True"
-    # and without every prompt token's logits (1.6 GB at 8K; see test_state_cache)
-    assert args[args.index("--logits_all") + 1] == "False"
+    assert args[args.index("--n_parallel") + 1] == "1"  # one slot: a second request waits
+    # and with a RAM cache of prompt states, so background work does not cost the chat its
+    # prefix, at a size fit for a small model (llama.cpp's own default is 8 GiB)
+    assert args[args.index("--cache_ram_mib") + 1] == str(CACHE_MIB)
 
 
 async def test_sigill_on_the_self_test_stops_the_runtime_before_it_is_called_ready(
@@ -143,7 +143,7 @@ async def test_a_sigsegv_before_the_first_word_asks_for_a_rebuild(
     problem = error.to_problem()
     assert problem.message.startswith(
         "The local model's runtime crashed (segmentation fault) before its first word. "
-        "Rebuild it for this computer"
+        "Reinstall it: in "
     )
     assert problem.next_step is not None and problem.next_step.kind == "rebuild-runtime"
     assert problem.partial is False

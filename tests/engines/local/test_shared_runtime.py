@@ -2,7 +2,7 @@
 every Conch on the data folder (one at a time starting it), and ends by itself when idle.
 
 The server here is Conch's real launcher (engines/local/serve.py: its fork, hold routes, exits
-file and idle exit) around ``fake_served.py``'s small app in place of llama-cpp-python's. The
+file and idle exit) around ``fake_served.py``'s small app in place of llama.cpp's server. The
 same with the real model and the real ``conch ask`` is in tests/integration/test_warm_runtime.py.
 """
 
@@ -192,14 +192,14 @@ async def test_the_idle_clock_waits_for_requests_under_way_and_for_holders() -> 
     assert late[0]["status"] == 503 and not watch.holders
 
 
-def test_the_launcher_takes_its_options_out_of_llama_cpps() -> None:
+def test_the_launcher_takes_its_options_out_of_the_servers() -> None:
     theirs = ["--model", "m.gguf", "--model_alias", "a", "--n_ctx", "4096", "--port", "9"]
     ours = ["--idle-exit", "2.5", "--exits", "/tmp/x", "--holder", "12"]
-    launch = serve.parse([*theirs, *ours, "--interrupt_requests", "False"])
+    launch = serve.parse([*theirs, *ours, "--n_parallel", "1"])
     assert (launch.model, launch.alias, launch.n_ctx, launch.port) == ("m.gguf", "a", 4096, 9)
     assert launch.idle_exit == 2.5 and launch.exits == Path("/tmp/x") and launch.holder == 12
     assert not {"--idle-exit", "--exits", "--holder"} & set(launch.args)
-    assert launch.args[-2:] == ("--interrupt_requests", "False")
+    assert launch.args[-2:] == ("--n_parallel", "1")
     assert serve.parse(["--idle-exit", "0"]).idle_exit is None
 
 
