@@ -64,8 +64,10 @@ def open_view(qtbot: QtBot, chat: Chat) -> ChatView:
 
 
 def settled(view: ChatView) -> bool:
-    """Every piece of every long message laid out (none left estimated)."""
-    view.executeDelayedItemsLayout()
+    """Every piece of every long message laid out (none left estimated), and the rows placed
+    with those heights (Qt queues that layout; a test that does not return to the event loop
+    runs it here)."""
+    view.doItemsLayout()
     return not view.delegate.laying_out
 
 
