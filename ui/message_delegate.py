@@ -37,8 +37,6 @@ from PySide6.QtGui import (
     QAbstractTextDocumentLayout,
     QColor,
     QDesktopServices,
-    QFont,
-    QFontDatabase,
     QFontMetrics,
     QGuiApplication,
     QMouseEvent,
@@ -78,8 +76,6 @@ READING_CHARS = 90  # the widest line of a message, in average characters: easy 
 _DOC_CACHE = 160  # laid-out documents kept (a few screens' worth)
 _HTML_CACHE = 2_000
 GROW_BUDGET_S = 0.02  # time per turn of the event loop for laying out pieces of long messages
-# Colour emoji fonts, tried in order after the window's own font when the system has one.
-EMOJI_FAMILIES = ("Noto Color Emoji", "Apple Color Emoji", "Segoe UI Emoji", "Twemoji")
 
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -89,23 +85,6 @@ VERSION_SCHEME = "conch-version"  # "‹" and "›" beside an answer's "2/3": -1
 
 def _is_dark(palette: QPalette) -> bool:
     return palette.color(QPalette.ColorRole.Base).lightness() < 128
-
-
-def emoji_family() -> str:
-    """The first colour emoji font the system has, or ""."""
-    have = set(QFontDatabase.families())
-    return next((family for family in EMOJI_FAMILIES if family in have), "")
-
-
-def with_emoji(font: QFont) -> QFont:
-    """``font`` with a colour emoji font after it, when there is one (else emoji fall back to
-    whatever font has the glyph, often none: an empty box)."""
-    family = emoji_family()
-    families = font.families() or [font.family()]
-    if family and family not in families:
-        font = QFont(font)
-        font.setFamilies([*families, family])
-    return font
 
 
 class MessageDelegate(QStyledItemDelegate):
@@ -148,7 +127,6 @@ class MessageDelegate(QStyledItemDelegate):
         self._grow_timer.setSingleShot(True)
         self._grow_timer.setInterval(0)
         self._grow_timer.timeout.connect(self._grow)
-        self._font: QFont | None = None
 
     # --- geometry -------------------------------------------------------------------------
 
@@ -327,9 +305,9 @@ class MessageDelegate(QStyledItemDelegate):
     def _new_document(self, html_text: str, width: int) -> QTextDocument:
         doc = MessageDocument()  # loads nothing a message names
         doc.setDocumentMargin(0)
-        if self._font is None:
-            self._font = with_emoji(self._view.font())
-        doc.setDefaultFont(self._font)
+        # Emoji come from the system's colour emoji font by fontconfig's fallback; naming it
+        # among the font's families would set every space in its (wider) space instead.
+        doc.setDefaultFont(self._view.font())
         doc.setHtml(html_text)
         doc.setTextWidth(width)
         return doc
@@ -623,7 +601,6 @@ class MessageDelegate(QStyledItemDelegate):
         self._lights.clear()
         self._width = None
         self._metrics = None
-        self._font = None
 
 
 def _expand_link(words: str, color: str) -> str:
