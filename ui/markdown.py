@@ -222,7 +222,7 @@ def plain_to_html(text: str) -> str:
 
 # --- long messages in pieces -----------------------------------------------------------------
 
-PIECE_CHARS = 6_000  # a piece of a long message; laid out in a few milliseconds
+PIECE_CHARS = 6_000  # a piece of a long message: one row, laid out in tens of milliseconds
 PIECE_LINES = 120  # lines per piece (a code line costs more than its letters)
 TABLE_LINES = 24  # table rows per piece (a table row costs more still)
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
