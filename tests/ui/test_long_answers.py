@@ -164,6 +164,9 @@ def test_pieces_keep_every_character_of_a_long_line() -> None:
     assert len(pieces) > 5
     assert all(len(p.text) <= PIECE_CHARS * 3 // 2 for p in pieces)
     assert "".join(p.text for p in pieces) == line
+    token = "QUJD" * 20_000  # no space to fold at: folded anyway
+    assert "".join(p.text for p in split_long(token)) == token
+    assert max(len(p.text) for p in split_long(token)) <= PIECE_CHARS * 3 // 2
 
 
 def test_a_code_block_cut_into_pieces_copies_whole() -> None:
