@@ -222,10 +222,11 @@ def plain_to_html(text: str) -> str:
 
 # --- long messages in pieces -----------------------------------------------------------------
 
-PIECE_CHARS = 6_000  # a piece of a long message; laid out in a few milliseconds
+PIECE_CHARS = 6_000  # a piece of a long message: one row, laid out in tens of milliseconds
 PIECE_LINES = 120  # lines per piece (a code line costs more than its letters)
-TABLE_LINES = 40  # table rows per piece (a table row costs more still)
+TABLE_LINES = 24  # table rows per piece (a table row costs more still)
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
+_BLANK_LINE = re.compile(r"^[ \t]*$", re.MULTILINE)
 _TABLE_RULE = re.compile(r" {0,3}\|?[ \t]*:?-+:?[ \t]*(\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*")
 
 
@@ -291,6 +292,11 @@ class _Splitter:
             if self.fence is not None:
                 pos = self.code(pos)
                 continue
+            if self.table:
+                after = self.rows(pos)
+                if after != pos:
+                    pos = after
+                    continue
             nl = text.find("\n", pos)
             end = len(text) if nl < 0 else nl + 1
             if end - pos > size:
@@ -338,6 +344,39 @@ class _Splitter:
             self.add(text[start:stop])
             start = stop
 
+    def rows(self, pos: int) -> int:
+        """Read a table's rows from ``pos`` to the blank line that ends it (or the end),
+        ``TABLE_LINES`` a piece; returns where that blank line starts."""
+        text, most = self.text, self.size * 3 // 2
+        blank = _BLANK_LINE.search(text, pos)
+        stop = blank.start() if blank is not None else len(text)
+        while pos < stop:
+            if self.filled and (self.lines >= TABLE_LINES or self.length >= most):
+                self.cut()
+            pos = self.take(pos, stop, TABLE_LINES - self.lines, most - self.length)
+        return pos
+
+    def take(self, pos: int, stop: int, lines: int, chars: int) -> int:
+        """Add the whole lines from ``pos`` that fit in ``lines`` and ``chars`` (before
+        ``stop``); a line too long for an empty piece is added in part. Returns the end."""
+        text = self.text
+        limit = min(stop, pos + max(1, chars))
+        window = text[pos:limit]
+        parts = window.split("\n", max(1, lines))
+        if len(parts) > max(1, lines):  # more lines than room: end after the last that fits
+            end = limit - len(parts[-1])
+        elif limit == stop:
+            end = stop  # all the rest fits
+        else:
+            end = pos + window.rfind("\n") + 1
+        if end == pos:
+            if self.filled:
+                self.cut()
+                return pos
+            end = limit  # a line longer than a piece: fold it
+        self.add(text[pos:end])
+        return end
+
     def code(self, pos: int) -> int:
         """Read a code block's lines from ``pos`` to its closing line (or the end), cutting
         by lines and characters; returns where the text after the block starts."""
@@ -350,23 +389,7 @@ class _Splitter:
         while pos < stop:
             if self.filled and (self.lines >= self.max_lines or self.length >= size):
                 self.cut()
-            limit = min(stop, pos + max(1, size - self.length))
-            window = text[pos:limit]
-            room = self.max_lines - self.lines
-            parts = window.split("\n", room)
-            if len(parts) > room:  # more lines than room: end after the last that fits
-                end = limit - len(parts[-1])
-            elif limit == stop:
-                end = stop  # the rest of the block fits
-            else:
-                end = pos + window.rfind("\n") + 1
-            if end == pos:
-                if self.filled:
-                    self.cut()
-                    continue
-                end = limit  # a line longer than a piece: fold it
-            self.add(text[pos:end])
-            pos = end
+            pos = self.take(pos, stop, self.max_lines - self.lines, size - self.length)
         if found < 0:
             return len(text)
         line_end = text.find("\n", found)

@@ -37,8 +37,6 @@ from PySide6.QtGui import (
     QAbstractTextDocumentLayout,
     QColor,
     QDesktopServices,
-    QFont,
-    QFontDatabase,
     QFontMetrics,
     QGuiApplication,
     QMouseEvent,
@@ -78,8 +76,6 @@ READING_CHARS = 90  # the widest line of a message, in average characters: easy 
 _DOC_CACHE = 160  # laid-out documents kept (a few screens' worth)
 _HTML_CACHE = 2_000
 GROW_BUDGET_S = 0.02  # time per turn of the event loop for laying out pieces of long messages
-# Colour emoji fonts, tried in order after the window's own font when the system has one.
-EMOJI_FAMILIES = ("Noto Color Emoji", "Apple Color Emoji", "Segoe UI Emoji", "Twemoji")
 
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -89,23 +85,6 @@ VERSION_SCHEME = "conch-version"  # "‹" and "›" beside an answer's "2/3": -1
 
 def _is_dark(palette: QPalette) -> bool:
     return palette.color(QPalette.ColorRole.Base).lightness() < 128
-
-
-def emoji_family() -> str:
-    """The first colour emoji font the system has, or ""."""
-    have = set(QFontDatabase.families())
-    return next((family for family in EMOJI_FAMILIES if family in have), "")
-
-
-def with_emoji(font: QFont) -> QFont:
-    """``font`` with a colour emoji font after it, when there is one (else emoji fall back to
-    whatever font has the glyph, often none: an empty box)."""
-    family = emoji_family()
-    families = font.families() or [font.family()]
-    if family and family not in families:
-        font = QFont(font)
-        font.setFamilies([*families, family])
-    return font
 
 
 class MessageDelegate(QStyledItemDelegate):
@@ -137,20 +116,27 @@ class MessageDelegate(QStyledItemDelegate):
         self._docs: OrderedDict[tuple[Any, ...], QTextDocument] = OrderedDict()
         self._heights: dict[tuple[Any, ...], int] = {}
         # Pieces of long messages only estimated so far, in the order the view asked for them.
-        self._pending: dict[tuple[Any, ...], QPersistentModelIndex] = {}
+        self._pending: dict[tuple[Any, ...], int] = {}  # key: the row it was at
+        self._guesses: dict[tuple[Any, ...], int] = {}
+        self._seen: dict[int, tuple[Row, int, int]] = {}  # id(row): the row, width, height
+        self._lights: dict[tuple[Any, ...], int] = {}  # pieces on screen to colour, by row
+        self._width: tuple[int, int] | None = None  # (viewport width, content width)
+        self._metrics: tuple[int, int] | None = None  # (average character, line spacing)
         self._turn_end: float | None = None
         self._grow_timer = QTimer(self)
         self._grow_timer.setSingleShot(True)
         self._grow_timer.setInterval(0)
         self._grow_timer.timeout.connect(self._grow)
-        self._font: QFont | None = None
 
     # --- geometry -------------------------------------------------------------------------
 
     def content_width(self) -> int:
         """The width a message's text is laid out in: the view's, up to the reading cap."""
-        cap = READING_CHARS * QFontMetrics(self._view.font()).averageCharWidth()
-        return max(120, min(self._view.viewport().width() - 2 * PAD_X - 2, cap))
+        viewport = self._view.viewport().width()
+        if self._width is None or self._width[0] != viewport:
+            cap = READING_CHARS * QFontMetrics(self._view.font()).averageCharWidth()
+            self._width = (viewport, max(120, min(viewport - 2 * PAD_X - 2, cap)))
+        return self._width[1]
 
     def column(self, rect: QRect) -> QRect:
         """The part of a row's ``rect`` a message is drawn in: centred, as wide as its text."""
@@ -172,21 +158,38 @@ class MessageDelegate(QStyledItemDelegate):
             wanted = widget.heightForWidth(w) if widget.hasHeightForWidth() else -1
             return QSize(width, (wanted if wanted > 0 else widget.sizeHint().height()) + GAP)
         cw = self.content_width()
+        # The view asks every row's height at each layout: a row object seen at this width
+        # answers without building its key (a megabyte is hundreds of rows).
+        seen = self._seen.get(id(row))
+        if seen is not None and seen[0] is row and seen[1] == cw:
+            return QSize(width, seen[2])
         key = (*row.cache_key, cw)
         h = self._heights.get(key)
         if h is None:
             if len(self._heights) > 20_000:
                 self._heights.clear()
+                self._guesses.clear()
             # Measured with its code uncoloured (the same lines): a row only gets Pygments'
             # colours when it is painted, so opening a long chat colours just what shows.
             doc = self._docs.get((*key, True)) or self._docs.get((*key, False))
             if doc is None and row.parts > 1 and not self._may_lay_out():
                 self._later(key, index)
-                return QSize(width, self._estimate(row, cw))
-            doc = doc or self.document(row, cw, lit=False)
-            top, bottom = self._pads(row)
-            h = int(doc.size().height()) + top + bottom
+                guess = self._guesses.get(key)
+                if guess is None:
+                    guess = self._guesses[key] = self._estimate(row, cw)
+                self._seen[id(row)] = (row, cw, guess)  # until it is measured
+                return QSize(width, guess)
+            # Laid out now: the first rows of a long message, the ones on screen; keep them.
+            h = self._measure(row, cw, doc or self.document(row, cw, lit=False))
             self._heights[key] = h
+            if row.parts > 1:
+                # The view may have been told a guess before (and this may be a paint
+                # asking, not a layout): it lays the rows out again with the real height.
+                self._guesses.pop(key, None)
+                self._later(key, index)
+        if len(self._seen) > 20_000:
+            self._seen.clear()
+        self._seen[id(row)] = (row, cw, h)
         return QSize(width, h)
 
     # --- painting -------------------------------------------------------------------------
@@ -227,9 +230,19 @@ class MessageDelegate(QStyledItemDelegate):
         ctx.palette = palette
         ctx.clip = clip
         cw = self.content_width()
-        self.document(row, cw).documentLayout().draw(painter, ctx)
-        if (*row.cache_key, cw) not in self._heights:
-            self._later((*row.cache_key, cw), index)  # painted before it was measured
+        key = (*row.cache_key, cw)
+        doc = self._docs.get((*key, True))
+        if doc is None and row.parts > 1:
+            # A piece's code is coloured on a later turn (Pygments takes longer than the
+            # layout); until then it shows plain, the same lines.
+            self._lights[key] = index.row()
+            if not self._grow_timer.isActive():
+                self._grow_timer.start()
+            doc = self.document(row, cw, lit=False)
+        doc = doc or self.document(row, cw)
+        doc.documentLayout().draw(painter, ctx)
+        if key not in self._heights:
+            self._later(key, index)  # painted before it was measured
         painter.restore()
         hovered = getattr(self._view, "hovered", None)
         shown = state & (QStyle.StateFlag.State_HasFocus | QStyle.StateFlag.State_Selected)
@@ -292,9 +305,9 @@ class MessageDelegate(QStyledItemDelegate):
     def _new_document(self, html_text: str, width: int) -> QTextDocument:
         doc = MessageDocument()  # loads nothing a message names
         doc.setDocumentMargin(0)
-        if self._font is None:
-            self._font = with_emoji(self._view.font())
-        doc.setDefaultFont(self._font)
+        # Emoji come from the system's colour emoji font by fontconfig's fallback; naming it
+        # among the font's families would set every space in its (wider) space instead.
+        doc.setDefaultFont(self._view.font())
         doc.setHtml(html_text)
         doc.setTextWidth(width)
         return doc
@@ -318,42 +331,70 @@ class MessageDelegate(QStyledItemDelegate):
     def _end_turn(self) -> None:
         self._turn_end = None
 
-    def _estimate(self, row: Row, width: int) -> int:
-        metrics = QFontMetrics(self._view.font())
-        per_line = max(1, width // max(1, metrics.averageCharWidth()))
-        lines = sum(max(1, -(-len(line) // per_line)) for line in row.body.splitlines())
+    def _measure(self, row: Row, width: int, doc: QTextDocument | None) -> int:
+        """Row ``row``'s height at ``width``, from ``doc`` when it is laid out already."""
+        if doc is None and row.parts > 1:
+            # A piece measured off screen is not kept: a megabyte's pieces would push the
+            # documents on screen out of the cache, and they would be made again every paint.
+            html_text = self._build_html(row, _is_dark(self._view.palette()), lit=False)
+            doc = self._new_document(html_text, width)
+        doc = doc or self.document(row, width, lit=False)
         top, bottom = self._pads(row)
-        return lines * metrics.lineSpacing() + top + bottom
+        return int(doc.size().height()) + top + bottom
+
+    def _estimate(self, row: Row, width: int) -> int:
+        """A height for a piece not laid out yet: its lines, or its letters over a line's."""
+        if self._metrics is None:
+            metrics = QFontMetrics(self._view.font())
+            self._metrics = (max(1, metrics.averageCharWidth()), metrics.lineSpacing())
+        char, spacing = self._metrics
+        body = row.body
+        lines = max(body.count("\n") + 1, len(body) * char // width)
+        top, bottom = self._pads(row)
+        return lines * spacing + top + bottom
 
     def _later(self, key: tuple[Any, ...], index: _Index) -> None:
-        self._pending[key] = QPersistentModelIndex(index)
+        self._pending[key] = index.row()
         if not self._grow_timer.isActive():
             self._grow_timer.start()
 
     def _grow(self) -> None:
         """Lay out pieces of long messages that were only estimated, for one turn's budget,
-        and let the view know their real heights."""
+        and let the view know their real heights; then colour the pieces on screen."""
         until = time.perf_counter() + GROW_BUDGET_S
         model = self._view.model()
         width = self.content_width()
         while self._pending and time.perf_counter() < until:
-            key, index = next(iter(self._pending.items()))
+            key, i = next(iter(self._pending.items()))
             del self._pending[key]
-            row: Row | None = index.data(ROW_ROLE) if index.isValid() else None
-            if row is None or (*row.cache_key, width) != key:
+            row = self._row_at(i, key, width)
+            if row is None:
                 continue  # the row shows something else now, or the width changed
             if key not in self._heights:
-                doc = self.document(row, width, lit=False)
-                top, bottom = self._pads(row)
-                self._heights[key] = int(doc.size().height()) + top + bottom
-            self.sizeHintChanged.emit(model.index(index.row(), 0))
-        if self._pending:
+                self._heights[key] = self._measure(row, width, self._docs.get((*key, False)))
+                self._guesses.pop(key, None)
+            self._seen[id(row)] = (row, width, self._heights[key])
+            self.sizeHintChanged.emit(model.index(i, 0))
+        while self._lights and not self._pending and time.perf_counter() < until:
+            key, i = next(iter(self._lights.items()))
+            del self._lights[key]
+            row = self._row_at(i, key, width)
+            if row is not None:
+                self.document(row, width, lit=True)
+                self._view.viewport().update(self._view.visualRect(model.index(i, 0)))
+        if self._pending or self._lights:
             self._grow_timer.start()
+
+    def _row_at(self, i: int, key: tuple[Any, ...], width: int) -> Row | None:
+        """The row at ``i`` if it is still the one ``key`` was made for."""
+        model = self._view.model()
+        row: Row | None = model.index(i, 0).data(ROW_ROLE) if 0 <= i < model.rowCount() else None
+        return row if row is not None and (*row.cache_key, width) == key else None
 
     @property
     def laying_out(self) -> bool:
-        """Whether pieces of long messages are still waiting to be laid out."""
-        return bool(self._pending)
+        """Whether pieces of long messages are still waiting to be laid out or coloured."""
+        return bool(self._pending or self._lights)
 
     def shown_text(self, row: Row) -> str:
         """The text row ``row`` shows, as laid out."""
@@ -555,7 +596,11 @@ class MessageDelegate(QStyledItemDelegate):
         self._docs.clear()
         self._heights.clear()
         self._pending.clear()
-        self._font = None
+        self._guesses.clear()
+        self._seen.clear()
+        self._lights.clear()
+        self._width = None
+        self._metrics = None
 
 
 def _expand_link(words: str, color: str) -> str:

@@ -7,13 +7,13 @@ from collections.abc import Callable
 
 import pytest
 from PySide6.QtCore import QPoint, QPointF, QRect
-from PySide6.QtGui import QColor, QTextCursor
+from PySide6.QtGui import QColor, QFontDatabase, QFontMetricsF, QTextCursor
 from pytestqt.qtbot import QtBot
 
 from tests.ui.conftest import Chat
 from ui.chat_model import RowKind
 from ui.chat_view import ChatView
-from ui.message_delegate import PAD_X, PAD_Y, emoji_family
+from ui.message_delegate import PAD_X, PAD_Y
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
@@ -81,6 +81,14 @@ def test_a_long_code_line_and_its_copy_link_stay_on_screen(
     assert any(abs(c.lightness() - background.lightness()) > 60 for c in inked)
 
 
+EMOJI_FAMILIES = ("Noto Color Emoji", "Apple Color Emoji", "Segoe UI Emoji", "Twemoji")
+
+
+def emoji_family() -> str:
+    have = set(QFontDatabase.families())
+    return next((family for family in EMOJI_FAMILIES if family in have), "")
+
+
 def test_emoji_use_a_colour_emoji_font_when_the_system_has_one(
     qtbot: QtBot, chat_factory: Callable[..., Chat]
 ) -> None:
@@ -88,11 +96,16 @@ def test_emoji_use_a_colour_emoji_font_when_the_system_has_one(
     if not family:
         pytest.skip("no colour emoji font on this system (fonts-noto-color-emoji)")
     chat = chat_factory()
-    chat.store.append_message(chat.chat_id, "assistant", "Done 🎉🌱🍅", model_key="m/x")
+    words = "one two three four five six"
+    chat.store.append_message(chat.chat_id, "assistant", f"Done 🎉🌱🍅\n\n{words}", model_key="m/x")
     view = narrow_view(qtbot, chat, 600)
     row = view.chat_model.row(0)
     doc = view.delegate.document(row, view.delegate.content_width())
-    assert family in doc.defaultFont().families()
+    # Words keep the text font's spaces (naming the emoji font among the font's families
+    # set every space in its wider one).
+    block = doc.find(words).block()
+    width = block.layout().lineAt(0).naturalTextWidth()
+    assert abs(width - QFontMetricsF(view.font()).horizontalAdvance(words)) < 8  # not 30
     rect: QRect = view.visualRect(view.chat_model.index(0, 0))
     shot = view.viewport().grab().toImage()
     colours = {

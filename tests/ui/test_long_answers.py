@@ -13,8 +13,10 @@ from PySide6.QtCore import QPointF, QTimer
 from PySide6.QtWidgets import QStyleOptionViewItem
 from pytestqt.qtbot import QtBot
 
+from engines.mock import Reply
 from tests.ui.conftest import Chat
 from tests.waits import HANG_MS
+from ui.bridge import ConversationBridge
 from ui.chat_model import RowKind
 from ui.chat_view import ChatView
 from ui.markdown import (
@@ -64,8 +66,10 @@ def open_view(qtbot: QtBot, chat: Chat) -> ChatView:
 
 
 def settled(view: ChatView) -> bool:
-    """Every piece of every long message laid out (none left estimated)."""
-    view.executeDelayedItemsLayout()
+    """Every piece of every long message laid out (none left estimated), and the rows placed
+    with those heights (Qt queues that layout; a test that does not return to the event loop
+    runs it here)."""
+    view.doItemsLayout()
     return not view.delegate.laying_out
 
 
@@ -160,6 +164,9 @@ def test_pieces_keep_every_character_of_a_long_line() -> None:
     assert len(pieces) > 5
     assert all(len(p.text) <= PIECE_CHARS * 3 // 2 for p in pieces)
     assert "".join(p.text for p in pieces) == line
+    token = "QUJD" * 20_000  # no space to fold at: folded anyway
+    assert "".join(p.text for p in split_long(token)) == token
+    assert max(len(p.text) for p in split_long(token)) <= PIECE_CHARS * 3 // 2
 
 
 def test_a_code_block_cut_into_pieces_copies_whole() -> None:
@@ -200,3 +207,32 @@ def test_a_short_message_is_one_piece_and_paragraphs_are_cut_between() -> None:
     pieces = split_long(text)
     assert "".join(p.text for p in pieces) == text
     assert all(p.text.endswith("\n\n") for p in pieces)
+
+
+def test_a_very_long_answer_shows_its_end_while_it_streams_and_all_of_it_once_saved(
+    qtbot: QtBot, chat_factory: Callable[..., Chat]
+) -> None:
+    answer = "".join(f"Line {n} of the answer.\n" for n in range(4_000)) + "LAST WORDS"
+    chat = chat_factory([Reply(answer, chunk_delay=0.0, chunk_size=4_000)])
+    bridge = ConversationBridge(chat.conversation)
+    view = open_view(qtbot, chat)
+    view.set_chat(chat.chat_id, bridge)
+    shown: list[str] = []
+
+    def watch() -> None:
+        i = view.chat_model.find(RowKind.STREAMING)
+        if i >= 0 and len(view.chat_model.row(i).text) > 50_000:
+            shown.append(view.delegate.shown_text(view.chat_model.row(i)))
+
+    bridge.text_delta.connect(lambda _t: (view.flush(), watch()))
+    with qtbot.waitSignal(bridge.done, timeout=HANG_MS):
+        bridge.send("Everything")
+    # While it streams: only its end is laid out, and it says so.
+    assert shown
+    assert "characters above; all of it shows when the answer is done" in shown[-1]
+    assert "Line 0 of" not in shown[-1] and len(shown[-1]) < 25_000
+    # Saved: all of it, in pieces, from its first line to its last.
+    qtbot.waitUntil(lambda: settled(view), timeout=HANG_MS)
+    parts = parts_of(view, 1)
+    assert len(parts) > 1
+    assert "".join(view.chat_model.row(j).body for j in parts) == answer

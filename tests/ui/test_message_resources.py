@@ -136,7 +136,7 @@ def test_pictures_and_html_in_messages_reach_nothing_through_the_window(
 
 
 def settled(view: ChatView) -> bool:
-    view.executeDelayedItemsLayout()
+    view.doItemsLayout()  # Qt queues the layout with the real heights; run it here
     return not view.delegate.laying_out
 
 
