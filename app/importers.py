@@ -626,17 +626,32 @@ _READERS: dict[Source, Callable[[Any], ImportedChat]] = {
 # --- writing to the chat log ------------------------------------------------------------------
 
 
-def save(store: ChatStore, data_dir: Path, chats: Iterable[ImportedChat]) -> list[str]:
+Progress = Callable[[int, int], None]
+"""Told (messages written, messages in all) after each chat an import writes."""
+
+
+def save(
+    store: ChatStore,
+    data_dir: Path,
+    chats: Iterable[ImportedChat],
+    progress: Progress | None = None,
+) -> list[str]:
     """Write ``chats`` to the chat log; their ids, in the file's order (the first on top of
     the sidebar). All or nothing: on a failure what was written is removed again and
-    ``ImportFailedError`` says why."""
+    ``ImportFailedError`` says why. ``progress`` hears how far it has got, chat by chat."""
     made: list[str] = []
+    listed = list(chats)
+    total = sum(len(c.messages) for c in listed)
+    done = 0
     try:
         # Last first: an export lists the newest chat first, and the chat written last is the
         # one on top of the sidebar.
-        for chat in reversed(list(chats)):
+        for chat in reversed(listed):
             made.append(store.create_chat(chat.title).id)
             _write(store, made[-1], chat)
+            done += len(chat.messages)
+            if progress is not None:
+                progress(done, total)
         for chat_id in made:
             store.restore_chat(chat_id)  # shown only now that every chat is whole
     except StoreError as exc:

@@ -827,10 +827,16 @@ class MainWindow(QMainWindow):
         the first; a file that cannot be imported says why in the status line."""
         self.show_status(f"Reading {path.name}…")
         store, data_dir = self.services.store, self.services.data_dir
+        loop = asyncio.get_running_loop()
+
+        def saved(done: int, total: int) -> None:
+            # From the worker thread: the status line is the window's, so it is told there.
+            said = f"Importing {path.name}: {done:,} of {total:,} messages…"
+            loop.call_soon_threadsafe(self.show_status, said)
 
         def work() -> tuple[Parsed, list[str]]:
             parsed = read_file(path)
-            return parsed, save(store, data_dir, parsed.chats)
+            return parsed, save(store, data_dir, parsed.chats, saved)
 
         try:
             parsed, ids = await asyncio.to_thread(work)

@@ -346,3 +346,16 @@ def test_a_bad_timestamp_without_a_current_pointer_does_not_fail_the_import() ->
     [chat] = parse_bytes(json.dumps(data).encode()).chats
 
     assert chat.messages[-1].text.startswith("Copper fungicide")
+
+
+def test_an_import_says_how_many_messages_it_has_written_as_it_goes(data_dir: Path) -> None:
+    store = ChatStore.in_dir(data_dir)
+    parsed = read_file(DATA / "chatgpt-conversations.json")
+    heard: list[tuple[int, int]] = []
+
+    save(store, data_dir, parsed.chats, lambda done, total: heard.append((done, total)))
+
+    total = sum(len(c.messages) for c in parsed.chats)
+    assert len(heard) == len(parsed.chats)  # once a chat
+    assert [t for _, t in heard] == [total] * len(heard)
+    assert [d for d, _ in heard] == sorted(d for d, _ in heard) and heard[-1][0] == total

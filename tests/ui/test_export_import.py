@@ -189,3 +189,16 @@ def test_conchs_own_json_export_comes_back_as_a_new_chat(
     ]
     assert window.sidebar.titles()[0] == "Garden: slugs/snails?"
     assert window.statusBar().currentMessage() == "Imported 1 chat from Conch."
+
+
+def test_an_import_shows_its_count_in_the_status_line_as_it_goes(
+    qtbot: QtBot, window: MainWindow
+) -> None:
+    said: list[str] = []
+    window.statusBar().messageChanged.connect(said.append)
+
+    _import(qtbot, window, IMPORTS / "chatgpt-conversations.json")
+
+    counts = [s for s in said if s.startswith("Importing chatgpt-conversations.json: ")]
+    assert counts and counts[-1].endswith("6 of 6 messages…")
+    assert said[-1] == "Imported 2 chats from ChatGPT."
