@@ -36,6 +36,7 @@ from app.export import Kind as ExportKind
 from app.importers import SOURCE_NAMES, ImportFailedError, Parsed, read_file, save
 from app.services import ServicesError
 from app.settings import SettingsError
+from app.sqlite import StorageError
 from app.store import StoredMessage
 from engines.base import Approval, ModelInfo, NextStep, PermissionAsk, Shortened, ToolAsk
 from engines.programs.catalogue import PROVIDER as PROGRAMS
@@ -339,7 +340,7 @@ class MainWindow(QMainWindow):
                 chat_id, approve=approve, approve_tool=approve_tool
             )
         except Exception as exc:  # ServicesError: no model ready, or the chat is gone
-            if not isinstance(exc, ServicesError):  # anything else is a bug: keep its trace
+            if not isinstance(exc, ServicesError | StorageError):  # else a bug: keep its trace
                 log.warning("opening the chat's conversation failed", exc_info=True)
             if not quiet:
                 self.show_status(str(exc))

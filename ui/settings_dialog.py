@@ -561,7 +561,8 @@ class SettingsDialog(QDialog):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if not isinstance(exc, ProviderError | TimeoutError | NotSetUpError):
+            # A server that is down or refuses is an answer; anything else is a bug to trace.
+            if not isinstance(exc, ProviderError | TimeoutError | NotSetUpError | OSError):
                 log.warning("testing %s failed", name, exc_info=exc)
             row.show_result(describe_failure(exc, timeout=self.test_timeout, secret=key), "error")
             return

@@ -438,7 +438,10 @@ class AcpEngine:
             problem = problems.did_not_start(self.program, why, process.stderr)
             refused = code is not None
         if problem is not None:
+            init.cancel()  # nobody waits for its answer any more
             await process.stop()
+            # Collected, so a failure as the connection closes is not reported as lost.
+            await asyncio.gather(init, return_exceptions=True)
             return _Refused(problem) if refused else problem
         process.info = init.result()
         return process

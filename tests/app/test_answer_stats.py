@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from app.answer_stats import AnswerClock, AnswerStats, AnswerStatsBook, stats_book
 from app.store import ChatStore
 from engines.base import Done, Problem, ProblemKind, TextDelta, ThinkingDelta, TurnProblem, Usage
@@ -100,6 +102,7 @@ def test_a_file_that_cannot_hold_the_figures_costs_only_the_figures(tmp_path: Pa
     assert stats_book(Unreadable()) is None
 
 
+@pytest.mark.allow_log("conch.sqlite")  # said once, on purpose
 def test_a_file_a_newer_conch_wrote_gets_no_figures(data_dir: Path) -> None:
     ChatStore.in_dir(data_dir).close()
     path = data_dir / ChatStore.FILE_NAME

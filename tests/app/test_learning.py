@@ -183,6 +183,7 @@ async def test_a_fold_and_the_tidy_up_at_once_never_double_read(
     "answer",
     [None, "I could not find anything useful here.", '```json\n{"broken": \n```', RuntimeError()],
 )
+@pytest.mark.allow_log("conch.learning")  # a model that raises is logged
 async def test_nothing_is_marked_read_when_the_model_fails(
     store: ChatStore,
     book: MemoryBook,

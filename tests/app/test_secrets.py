@@ -73,6 +73,7 @@ def test_setting_an_empty_key_removes_it() -> None:
     assert backend.entries == {}
 
 
+@pytest.mark.allow_log("conch.secrets")  # the fallback is logged
 def test_null_keyring_falls_back_to_memory_with_a_warning() -> None:
     # tests/conftest.py makes the null backend the default, as on a headless box.
     secrets = open_secrets()
@@ -82,6 +83,7 @@ def test_null_keyring_falls_back_to_memory_with_a_warning() -> None:
     assert "sk-ant-abc" not in repr(secrets)
 
 
+@pytest.mark.allow_log("conch.secrets")  # the fallback is logged
 def test_fail_keyring_falls_back_too() -> None:
     from keyring.backends import fail
 
@@ -91,6 +93,7 @@ def test_fail_keyring_falls_back_too() -> None:
     assert secrets.get("openai") == "sk-x"
 
 
+@pytest.mark.allow_log("conch.secrets")  # the fallback is logged
 def test_a_keyring_that_breaks_when_used_falls_back_on_first_use() -> None:
     secrets = KeyringSecrets(BrokenKeyring())
     assert secrets.warning == ""
@@ -202,6 +205,7 @@ def _cli(*args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+@pytest.mark.allow_log("conch.secrets")  # the suite's null keyring
 def test_conch_models_and_ask_use_the_usual_environment_variables(
     data_dir: Path, no_local_servers: dict[str, object], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -246,6 +250,7 @@ def test_conch_models_and_ask_use_the_usual_environment_variables(
         assert [name for name, found in _files_holding(data_dir, key).items() if found] == []
 
 
+@pytest.mark.allow_log("conch.secrets")  # the suite's null keyring
 def test_without_a_variable_conch_models_names_no_company(
     data_dir: Path, no_local_servers: dict[str, object]
 ) -> None:

@@ -26,6 +26,7 @@ JUNK = b"definitely not SQLite " * 200
         (HealthLog.FILE_NAME, "health notes"),
     ],
 )
+@pytest.mark.allow_log("conch.sqlite")  # the damaged file set aside is logged
 async def test_services_start_with_a_damaged_file_and_keep_it(
     data_dir: Path, name: str, what: str
 ) -> None:

@@ -233,6 +233,7 @@ def test_a_failed_upgrade_leaves_the_file_as_it_was_and_says_so(chat_log: Path) 
 # --- a file from a newer Conch --------------------------------------------------------------------
 
 
+@pytest.mark.allow_log("conch.sqlite")  # a newer file is logged
 def test_an_older_conch_reads_a_newer_file_and_never_writes_to_it(chat_log: Path) -> None:
     newer = open_database(chat_log, NEXT_CHAT_LOG, what="chat log")
     newer.db.execute("INSERT INTO tags (chat_id, tag) VALUES ('garden000001', 'tomatoes')")
@@ -280,6 +281,7 @@ def make_newer(path: Path, steps: tuple[str, ...]) -> None:
 
 
 @pytest.mark.parametrize("name", list(FILES))
+@pytest.mark.allow_log("conch.sqlite")  # a newer file is logged
 async def test_services_say_once_that_a_file_is_newer_and_start(data_dir: Path, name: str) -> None:
     expected = copy_version("v1", data_dir)
     steps, what = FILES[name]
@@ -308,6 +310,7 @@ async def test_services_say_once_that_a_file_is_newer_and_start(data_dir: Path, 
     assert snapshot(data_dir / name) == before and user_version(data_dir / name) == len(steps) + 1
 
 
+@pytest.mark.allow_log("conch.sqlite")  # a newer file is logged
 def test_the_cli_says_a_chat_log_is_newer_and_does_not_write_to_it(data_dir: Path) -> None:
     copy_version("v1", data_dir)
     make_newer(data_dir / ChatStore.FILE_NAME, CHAT_LOG_STEPS)

@@ -79,6 +79,7 @@ def test_compactions_latest_wins_and_read_mark_never_goes_back(data_dir: Path) -
     assert got is not None and got.read_until == 20 and got.learned_at is not None
 
 
+@pytest.mark.allow_log("conch.sqlite")  # the damaged file set aside is logged
 def test_a_corrupt_chat_log_is_set_aside_whole_and_a_new_one_started(data_dir: Path) -> None:
     path = data_dir / ChatStore.FILE_NAME
     path.write_bytes(b"this is not a database" * 100)

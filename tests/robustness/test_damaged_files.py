@@ -22,6 +22,9 @@ from app.sqlite import DamagedFileError
 from app.store import ChatStore
 from engines.base import ModelInfo
 
+# Every test here damages a file on purpose; setting it aside is logged.
+pytestmark = pytest.mark.allow_log("conch.sqlite")
+
 ROOT = Path(__file__).resolve().parents[2]
 TABLE_LEAF = 0x0D  # the first byte of a page that holds a table's rows (SQLite file format)
 MODEL = ModelInfo(provider="mock", id="mock-model", label="Mock", context=32_768, local=True)

@@ -171,6 +171,7 @@ def test_the_settings_window_has_a_chat_page(qtbot: QtBot, services: AppServices
     assert dialog.chat_page.isVisibleTo(dialog)
 
 
+@pytest.mark.allow_log("conch.sqlite")  # a newer file is logged
 def test_a_save_that_fails_says_why_and_keeps_what_was_typed(qtbot: QtBot, data_dir: Path) -> None:
     store = ChatStore.in_dir(data_dir)
     chat = store.create_chat("Newer")

@@ -511,6 +511,7 @@ def test_subcommands_go_to_the_cli(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.allow_log("conch.main")  # a wrong value is logged
 def test_quit_after_comes_from_the_flag_or_the_environment() -> None:
     parser = build_parser()
     assert quit_after_ms(parser.parse_args(["--quit-after", "2.5"]), {}) == 2500

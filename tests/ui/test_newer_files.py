@@ -19,6 +19,7 @@ from ui.main_window import MainWindow
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
 
+@pytest.mark.allow_log("conch.sqlite")  # a newer file is logged
 def test_the_window_says_a_chat_log_is_newer_and_shows_its_chats(
     qtbot: QtBot, data_dir: Path
 ) -> None:

@@ -283,6 +283,7 @@ def test_a_bad_address_is_refused_before_saving(
     assert dialog.test("ollama") is None
 
 
+@pytest.mark.allow_log("conch.ui.settings")  # a tester's bug is logged
 def test_a_tester_that_raises_anything_is_reported_not_raised(
     qtbot: QtBot, stores: tuple[SettingsStore, MemoryBook, HealthLog]
 ) -> None:

@@ -273,10 +273,10 @@ def http_fake(tmp_path: Path) -> Iterator[str]:
 
 
 def test_a_web_server_added_here_gets_its_header_from_the_keyring(
+    http_fake: str,  # first, so it stops last: the client ends its session before the server goes
     qtbot: QtBot,
     page: ToolsPage,
     tools: ToolSettings,
-    http_fake: str,
     keyring_backend: MemoryKeyring,
     data_dir: Path,
 ) -> None:

@@ -355,6 +355,7 @@ async def test_stopping_while_the_model_loads_leaves_nothing(data_dir: Path) -> 
     assert runtime.base_url is None
 
 
+@pytest.mark.allow_log("conch.local.bundled")  # the crash it provokes is logged
 @pytest.mark.bundled
 @needs_bundled
 async def test_a_crashed_server_is_started_again_on_next_use(runtime: BundledRuntime) -> None:

@@ -35,7 +35,10 @@ from engines.local.gate import background
 from engines.providers.base import ChatRequest, ProviderError
 
 FAKE = Path(__file__).with_name("fake_runtime.py")
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+pytestmark = [
+    pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals"),
+    pytest.mark.allow_log("conch.local.bundled"),  # every crash provoked here is logged
+]
 
 
 def fake_runtime(data_dir: Path, crash: str = "none") -> BundledRuntime:

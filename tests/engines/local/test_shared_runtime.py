@@ -368,6 +368,7 @@ async def test_a_warm_runtime_held_by_a_window_that_died_ends_by_itself(
     assert pid is not None and wait_gone(pid), "the runtime outlived the window that held it"
 
 
+@pytest.mark.allow_log("conch.local.bundled")  # the crash it provokes is logged
 async def test_a_crash_of_a_found_runtime_is_named_from_the_launchers_record(
     data_dir: Path, made: list[BundledRuntime]
 ) -> None:

@@ -314,6 +314,7 @@ async def test_an_automatic_compaction_shows_the_divider_before_the_answer(
     assert answer_of(events) == "You said: And the soil?"
 
 
+@pytest.mark.allow_log("claude_agent_sdk", level="ERROR")  # the SDK logs the exit
 async def test_a_cli_that_dies_says_so_with_its_last_words(
     tmp_path: Path, server: ClaudeCodeServer
 ) -> None:

@@ -462,6 +462,7 @@ async def test_an_http_server_lists_calls_and_sends_its_secret_header(
         await server.stop()
 
 
+@pytest.mark.allow_log("mcp.client.streamable_http")  # its session cannot be ended
 async def test_an_http_server_that_dies_mid_call_gives_a_clear_error_then_a_clear_state(
     http_fake: tuple[str, subprocess.Popen[str]], control: Path
 ) -> None:
