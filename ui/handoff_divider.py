@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QWidget
 
 from app.store import Compaction
 from engines.base import HandedOff
+from ui.plain import button_words
 from ui.summary_divider import SummaryDivider
 
 
@@ -35,7 +36,7 @@ class HandoffDivider(SummaryDivider):
         )
         super().__init__(shown, parent)
         self.setObjectName("HandoffDivider")
-        self.button.setText(f"▸ {self.title}")
+        self.button.setText(button_words(f"▸ {self.title}"))
         self.button.setAccessibleName(self.title)
         self.button.setAccessibleDescription(f"Shows what {handoff.program} was handed")
         self.button.setToolTip(f"Show the summary {handoff.program} was handed with the chat")

@@ -21,7 +21,6 @@ from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
-    QLabel,
     QMainWindow,
     QSplitter,
     QStatusBar,
@@ -51,6 +50,7 @@ from ui.icons import icon
 from ui.local_models import LocalModelsController
 from ui.match_highlight import MatchHighlight, show_message
 from ui.model_picker import ModelPicker, provider_name
+from ui.plain import PlainLabel, shown_name, window_title
 from ui.shortcuts import ShortcutsSheet, window_shortcuts
 from ui.sidebar import Sidebar
 
@@ -118,9 +118,12 @@ class MainWindow(QMainWindow):
         services = self.services
         self.sidebar = Sidebar(services.store, self)
         self.picker = ModelPicker(self, provider_label=self._provider_label)
-        self.title_label = QLabel(self)
+        self.title_label = PlainLabel(self)
         self.title_label.setObjectName("ChatTitle")
         self.title_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # A title is any length (an imported one too): cut at the header's edge, never a
+        # window wider than the screen.
+        self.title_label.setMinimumWidth(1)
         self.chat_view = ChatView(
             services.store,
             services.memories,
@@ -343,8 +346,7 @@ class MainWindow(QMainWindow):
         self.chat_view.set_chat(chat_id, bridge)
         self.sidebar.set_current(chat_id)
         self.tools_button.show_chat(chat_id)
-        self.title_label.setText(chat.title)
-        self.setWindowTitle(f"{chat.title} — Conch")
+        self._show_title(chat.title)
         model = bridge.conversation.model if bridge is not None else None
         self.picker.select(model.key if model is not None else chat.model_key)
         self.composer.set_busy(bridge is not None and bridge.busy)
@@ -374,8 +376,7 @@ class MainWindow(QMainWindow):
         self.tools_button.show_chat("")
         self.approval_card.show_ask(None)
         self.chat_view.set_chat("", None)
-        self.title_label.setText("")
-        self.setWindowTitle("Conch")
+        self._show_title("")
         self.composer.set_busy(False)
         self.composer.set_usage(None)
 
@@ -410,14 +411,13 @@ class MainWindow(QMainWindow):
         self.sidebar.refresh()
         chat = self.services.store.get_chat(chat_id)
         if chat is not None:
-            self.show_status(f"“{chat.title}” is back in your chats.")
+            self.show_status(f"“{shown_name(chat.title)}” is back in your chats.")
         if not self._current:
             self.open_chat(chat_id)
 
     def _chat_renamed(self, chat_id: str, title: str) -> None:
         if chat_id == self._current:
-            self.title_label.setText(title)
-            self.setWindowTitle(f"{title} — Conch")
+            self._show_title(title)
 
     # --- sending --------------------------------------------------------------------------
 
@@ -476,8 +476,7 @@ class MainWindow(QMainWindow):
             if bridge.chat_id == self._current:
                 chat = self.services.store.get_chat(bridge.chat_id)
                 if chat is not None:
-                    self.title_label.setText(chat.title)
-                    self.setWindowTitle(f"{chat.title} — Conch")
+                    self._show_title(chat.title)
 
     # --- models ---------------------------------------------------------------------------
 
@@ -778,7 +777,7 @@ class MainWindow(QMainWindow):
         except ExportError as exc:
             self.show_status(str(exc))
             return None
-        self.show_status(f"Saved to {saved.name}")
+        self.show_status(f"Saved to {shown_name(saved.name)}")
         return saved
 
     def export_current_markdown(self, path: Path) -> Path | None:
@@ -799,7 +798,7 @@ class MainWindow(QMainWindow):
     async def import_file(self, path: Path) -> list[str]:
         """Import the chats in ``path`` (read and written off the window's thread) and open
         the first; a file that cannot be imported says why in the status line."""
-        self.show_status(f"Reading {path.name}…")
+        self.show_status(f"Reading {shown_name(path.name)}…")
         store, data_dir = self.services.store, self.services.data_dir
 
         def work() -> tuple[Parsed, list[str]]:
@@ -826,6 +825,11 @@ class MainWindow(QMainWindow):
     def _shortened(self, bridge: ConversationBridge, event: Shortened) -> None:
         if bridge.chat_id == self._current:
             self.cut_notice.show_for(event)
+
+    def _show_title(self, title: str) -> None:
+        """Show the open chat's ``title`` above it and in the window's title bar ("" for none)."""
+        self.title_label.setText(shown_name(title))
+        self.setWindowTitle(window_title(title) if title else "Conch")
 
     def show_status(self, text: str) -> None:
         self.statusBar().showMessage(text, STATUS_MS)
