@@ -59,11 +59,6 @@ def markup(fifo: Path) -> list[Attack]:
     return out
 
 
-def markup_names() -> list[str]:
-    """The markup attacks' names (for test ids; no pipe needed)."""
-    return [str(row["name"]) for row in _data()["markup"]]
-
-
 def names() -> list[Name]:
     return [Name(r["name"], r["text"], r["looks_like"], r["harm"]) for r in _data()["names"]]
 
