@@ -205,7 +205,7 @@ def check_window(
     assert win.sidebar.titles() == [title]
     assert tip_text(win.sidebar.list.item(0).toolTip()) == title
     assert_shown_as_written(win.title_label, title)
-    assert win.windowTitle() == window_title(title).replace("[*][*]", "[*]")
+    assert win.windowTitle() == f"{title} — Conch"
 
     # The chat's own rows: the summary line, the tool call, the problem card, the memory card.
     view = win.chat_view
