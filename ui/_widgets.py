@@ -13,6 +13,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QFrame, QLabel, QLayout, QToolButton, QVBoxLayout, QWidget
 
+from ui.plain import PlainLabel
+
 L = TypeVar("L", bound=QLayout)
 
 PAGE_MARGIN = 24  # px around a settings page's content
@@ -37,14 +39,14 @@ def page_layout(
 
 def page_title(text: str) -> QLabel:
     """A settings page's title ("Tools", "Trash")."""
-    label = QLabel(text)
+    label = PlainLabel(text)
     label.setObjectName("SettingsPageTitle")
     return label
 
 
 def hint_label(text: str) -> QLabel:
     """A settings page's quieter sentence that says what a part is for."""
-    label = QLabel(text)
+    label = PlainLabel(text)
     label.setObjectName("SettingsHint")
     label.setWordWrap(True)
     return label
@@ -78,10 +80,9 @@ def form_card(kind: type[L]) -> tuple[QFrame, L]:
 def outside_text(text: str, name: str, parent: QWidget | None = None) -> QLabel:
     """A wrapped label for words from outside the person (a summary a model wrote, what a
     server said): plain text, never markup, and selectable to copy."""
-    label = QLabel(text, parent)
+    label = PlainLabel(text, parent)
     label.setObjectName(name)
     label.setWordWrap(True)
-    label.setTextFormat(Qt.TextFormat.PlainText)
     label.setTextInteractionFlags(
         Qt.TextInteractionFlag.TextSelectableByMouse
         | Qt.TextInteractionFlag.TextSelectableByKeyboard

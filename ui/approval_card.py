@@ -17,9 +17,10 @@ from typing import Any, Literal
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QVBoxLayout, QWidget
 
 from engines.base import PermissionAsk, ToolAsk
+from ui.plain import PlainLabel, plain_tip, shown_name
 
 Choice = Literal["once", "always", "deny"]
 Ask = PermissionAsk | ToolAsk
@@ -37,9 +38,9 @@ ARGUMENT_CHARS = 160  # characters of one argument's line
 def question(ask: Ask) -> str:
     """ "Gemini CLI asks to: Run rm -rf build", or "The model asks to use read_file (Files)"."""
     if isinstance(ask, ToolAsk):
-        where = f" ({ask.server})" if ask.server else ""
-        return f"The model asks to use {ask.tool}{where}"
-    return f"{ask.program} asks to: {ask.title}"
+        where = f" ({shown_name(ask.server)})" if ask.server else ""
+        return f"The model asks to use {shown_name(ask.tool)}{where}"
+    return f"{ask.program} asks to: {shown_name(ask.title)}"
 
 
 def argument_lines(arguments: dict[str, Any]) -> str:
@@ -85,18 +86,17 @@ class ApprovalCard(QFrame):
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setAccessibleName("Permission request")
         self.ask: Ask | None = None
-        self.label = QLabel(self)
+        self.label = PlainLabel(self)
         self.label.setObjectName("ApprovalQuestion")
         self.label.setWordWrap(True)
-        self.about = QLabel(self)  # what the tool does, in its own words
+        self.about = PlainLabel(self)  # what the tool does, in its own words
         self.about.setProperty("role", "caption")
         self.about.setWordWrap(True)
         self.about.hide()
-        self.arguments = QLabel(self)
+        self.arguments = PlainLabel(self)
         self.arguments.setObjectName("ApprovalArguments")
         self.arguments.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.arguments.setWordWrap(True)
-        self.arguments.setTextFormat(Qt.TextFormat.PlainText)
         self.arguments.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.arguments.hide()
         self.buttons: dict[str, QPushButton] = {}
@@ -135,7 +135,7 @@ class ApprovalCard(QFrame):
             spoken += f", with {argument_lines(ask.arguments)}"
         self.label.setAccessibleName(spoken)
         self.buttons["always"].setToolTip(
-            f"Allow it, and do not ask again in this chat for: {covers(ask)}"
+            plain_tip(f"Allow it, and do not ask again in this chat for: {shown_name(covers(ask))}")
         )
         # No focus taken: a key meant for the message box must never answer the question.
         self.setVisible(True)

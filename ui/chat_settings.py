@@ -38,6 +38,7 @@ from app.store import (
 from engines.base import ModelInfo
 from engines.window import estimate_tokens
 from ui.model_picker import ModelPicker, entry_text
+from ui.plain import PlainLabel, shown_name
 from ui.settings_sync import listen_to_settings
 
 TEMPERATURE_STEP = 0.1
@@ -56,7 +57,7 @@ def prompt_cost(text: str) -> str:
 
 
 def _label(text: str, object_name: str = "") -> QLabel:
-    label = QLabel(text)
+    label = PlainLabel(text)
     label.setWordWrap(True)
     if object_name:
         label.setObjectName(object_name)
@@ -127,9 +128,14 @@ class ChatSettingsPanel(QDialog):
         )
 
         form = QFormLayout()
-        form.addRow("Model", self.model)
-        form.addRow("Temperature", self.temperature)
-        form.addRow("Longest answer", self.answer)
+        for words, field in (
+            ("Model", self.model),
+            ("Temperature", self.temperature),
+            ("Longest answer", self.answer),
+        ):
+            name = PlainLabel(words)  # as the row's own label would be, but plain text
+            name.setBuddy(field)
+            form.addRow(name, field)
 
         self.error = _error_label()
         self.buttons = QDialogButtonBox(
@@ -161,7 +167,7 @@ class ChatSettingsPanel(QDialog):
         """Fill the panel with what the chat has now, and show it."""
         self.chat_id = chat_id
         chat = self._store.get_chat(chat_id)
-        self.heading.setText(chat.title if chat is not None else "Chat settings")
+        self.heading.setText(shown_name(chat.title) if chat is not None else "Chat settings")
         self.set_models(models, current_key)
         values = self._store.chat_settings(chat_id)
         self._own_text = values.system_prompt or ""

@@ -20,6 +20,7 @@ from app.sqlite import StorageError
 from app.store import ChatStore
 from app.tools import ToolSettings
 from ui.icons import icon
+from ui.plain import button_words, plain_tip, shown_name
 
 log = logging.getLogger("conch.ui.chat_tools")
 
@@ -102,13 +103,13 @@ class ChatToolsButton(QToolButton):
             return
         chosen = self.chosen()
         for config in configs:
-            action = QAction(config.name, self.menu_)
+            action = QAction(button_words(shown_name(config.name)), self.menu_)
             action.setCheckable(True)
             if config.enabled:
                 action.setChecked(config.id in chosen)
                 action.toggled.connect(lambda ticked, s=config.id: self.set_used(s, ticked))
             else:  # off for every chat: turned on in Settings, not here
-                action.setText(f"{config.name} (off in Settings)")
+                action.setText(button_words(f"{shown_name(config.name)} (off in Settings)"))
                 action.setEnabled(False)
             self.actions_[config.id] = action
             self.menu_.addAction(action)
@@ -129,15 +130,15 @@ class ChatToolsButton(QToolButton):
                 continue
             state = self._tools.state(config.id)
             if state.phase == "failed":
-                action.setText(f"{config.name} (failed)")
-                action.setToolTip(state.text)
+                action.setText(button_words(f"{shown_name(config.name)} (failed)"))
+                action.setToolTip(plain_tip(state.text))
                 if config.id in chosen:
-                    failed.append(f"{config.name}: {state.text}")
+                    failed.append(f"{shown_name(config.name)}: {state.text}")
             else:
-                action.setText(config.name)
+                action.setText(button_words(shown_name(config.name)))
                 action.setToolTip("")
         base = "Which tool servers this chat may use"
-        self.setToolTip("\n".join([base, *failed]) if failed else base)
+        self.setToolTip(plain_tip("\n".join([base, *failed])) if failed else base)
         self.setProperty("failed", bool(failed))
         self.setIcon(icon("warning" if failed else "plug"))
 

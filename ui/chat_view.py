@@ -39,7 +39,6 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
-    QLabel,
     QListView,
     QMenu,
     QPlainTextEdit,
@@ -55,6 +54,7 @@ from ui.handoff_divider import HandoffDivider
 from ui.markdown import code_blocks
 from ui.memory_card import MemoryActions, MemoryCard
 from ui.message_delegate import PAD_X, MessageDelegate, copy_to_clipboard
+from ui.plain import PlainLabel
 from ui.problem_card import ProblemCard
 from ui.summary_divider import SummaryDivider
 from ui.tool_rows import ToolRows, entries_from
@@ -84,7 +84,7 @@ class MessageEditor(QWidget):
         self.setObjectName("MessageEditor")
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         self.setAutoFillBackground(True)
-        self.hint = QLabel(hint, self)
+        self.hint = PlainLabel(hint, self)
         self.hint.setWordWrap(True)
         self.text = QPlainTextEdit(self)
         self.text.setAccessibleName("Edit your message")
@@ -126,7 +126,7 @@ class MessageUndoBar(QWidget):
         # Without it a plain QWidget paints no stylesheet background: there but invisible.
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         self.setAutoFillBackground(True)
-        self.label = QLabel(self)
+        self.label = PlainLabel(self)
         self.button = QPushButton("Undo", self)
         self.button.setAccessibleName("Undo deleting the message")
         layout = QHBoxLayout(self)

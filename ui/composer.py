@@ -23,7 +23,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
     QHBoxLayout,
-    QLabel,
     QPlainTextEdit,
     QPushButton,
     QToolButton,
@@ -35,6 +34,7 @@ from engines.base import Attachment, Picture
 from engines.window import PICTURE_TOKENS, estimate_tokens
 from ui.context_meter import ContextMeter
 from ui.icons import MUTED, ON_ACCENT, icon
+from ui.plain import PlainLabel, shown_name
 from ui.theme import set_style_property
 
 PASTE_LIMIT = 100_000  # characters; a longer paste becomes an attachment
@@ -210,10 +210,10 @@ class AttachmentChip(QFrame):
         self.setObjectName("AttachmentChip")
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         self.kind = kind  # "picture" or "file": the icon's name
-        self.icon = QLabel(self)
+        self.icon = PlainLabel(self)
         size = self.fontMetrics().height()
         self.icon.setPixmap(icon(kind, role=MUTED).pixmap(QSize(size, size)))
-        self.label = QLabel(label, self)
+        self.label = PlainLabel(shown_name(label), self)
         self.remove_button = QToolButton(self)
         self.remove_button.setIcon(icon("close", role=MUTED))
         self.remove_button.setAutoRaise(True)
@@ -250,7 +250,7 @@ class Composer(QWidget):
 
         self.edit = ComposerEdit(self)
 
-        self.hint = QLabel(self)
+        self.hint = PlainLabel(self)
         self.hint.setObjectName("ComposerHint")
         self.hint.setWordWrap(True)
         self.hint.setVisible(False)
@@ -286,7 +286,7 @@ class Composer(QWidget):
             # to hide, and typing should go on where it was.
             button.setFocusPolicy(Qt.FocusPolicy.TabFocus)
         self.meter = ContextMeter(self)
-        self.meter_label = QLabel(self)
+        self.meter_label = PlainLabel(self)
         self.meter_label.setObjectName("ContextMeterLabel")
 
         buttons = QHBoxLayout()

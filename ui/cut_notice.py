@@ -9,9 +9,10 @@ chat log, to that model.
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QToolButton, QWidget
 
 from engines.base import Shortened
+from ui.plain import PlainLabel, button_words
 
 
 class CutNotice(QFrame):
@@ -28,7 +29,7 @@ class CutNotice(QFrame):
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setAccessibleName("Part of your message was sent")
         self.shown: Shortened | None = None
-        self.label = QLabel(self)
+        self.label = PlainLabel(self)
         self.label.setObjectName("CutNoticeText")
         self.label.setWordWrap(True)
         self.button = QPushButton(self)
@@ -55,7 +56,7 @@ class CutNotice(QFrame):
         step = event.next_step
         self.button.setVisible(step is not None)
         if step is not None:
-            self.button.setText(step.label)
+            self.button.setText(button_words(step.label))
         self.show()
 
     def _take(self) -> None:

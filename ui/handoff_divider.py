@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QWidget
 
 from app.store import Compaction
 from engines.base import HandedOff
+from ui.plain import button_words, plain_tip
 from ui.summary_divider import SummaryDivider
 
 
@@ -35,10 +36,12 @@ class HandoffDivider(SummaryDivider):
         )
         super().__init__(shown, parent)
         self.setObjectName("HandoffDivider")
-        self.button.setText(f"▸ {self.title}")
+        self.button.setText(button_words(f"▸ {self.title}"))
         self.button.setAccessibleName(self.title)
         self.button.setAccessibleDescription(f"Shows what {handoff.program} was handed")
-        self.button.setToolTip(f"Show the summary {handoff.program} was handed with the chat")
+        self.button.setToolTip(
+            plain_tip(f"Show the summary {handoff.program} was handed with the chat")
+        )
         self.summary.setText(handoff.summary.strip() or nothing_before(handoff.program))
 
     @property

@@ -22,7 +22,6 @@ from PySide6.QtGui import QFontDatabase, QShowEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
-    QLabel,
     QPlainTextEdit,
     QPushButton,
     QVBoxLayout,
@@ -31,6 +30,7 @@ from PySide6.QtWidgets import (
 
 from app.health import HealthLog, HealthNote
 from engines.local.bundled import CrashBook
+from ui.plain import PlainLabel, shown_name
 from ui.row_list import RowList
 
 log = logging.getLogger("conch.ui.health")
@@ -75,7 +75,7 @@ def note_time(timestamp: float, now: float | None = None) -> str:
 def note_meta(note: HealthNote, now: float | None = None) -> str:
     bits = [note_time(note.time, now)]
     if note.model:
-        bits.append(note.model)
+        bits.append(shown_name(note.model))
     if note.window:
         bits.append(f"window {note.window:,} tokens")
     return " · ".join(bits)
@@ -89,12 +89,12 @@ class HealthRow(QFrame):
         self.note = note
         self.setObjectName("HealthRow")
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
-        self.topic = QLabel(topic_text(note.topic))
+        self.topic = PlainLabel(topic_text(note.topic))
         self.topic.setObjectName("HealthTopic")
         self.topic.setProperty("topic", note.topic)
-        self.meta = QLabel(note_meta(note))
+        self.meta = PlainLabel(note_meta(note))
         self.meta.setObjectName("HealthMeta")
-        self.text = QLabel(note.text)
+        self.text = PlainLabel(note.text)
         self.text.setObjectName("HealthText")
         self.text.setWordWrap(True)
         self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -131,16 +131,14 @@ class LocalModelPanel(QFrame):
         self._start_local = start_local
         self._task: asyncio.Task[None] | None = None
 
-        self.title = QLabel("Local model")
+        self.title = PlainLabel("Local model")
         self.title.setObjectName("HealthTopic")
-        self.sentence = QLabel()
+        self.sentence = PlainLabel()
         self.sentence.setObjectName("HealthText")
         self.sentence.setWordWrap(True)
-        self.sentence.setTextFormat(Qt.TextFormat.PlainText)
         self.sentence.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.command = QLabel()
+        self.command = PlainLabel()
         self.command.setObjectName("RuntimeCommand")
-        self.command.setTextFormat(Qt.TextFormat.PlainText)
         self.command.setTextInteractionFlags(
             Qt.TextInteractionFlag.TextSelectableByMouse
             | Qt.TextInteractionFlag.TextSelectableByKeyboard
@@ -158,7 +156,7 @@ class LocalModelPanel(QFrame):
         self.start_button = QPushButton("Start the local model again")
         self.start_button.setObjectName("StartLocalModelButton")
         self.start_button.setEnabled(start_local is not None)
-        self.result = QLabel()
+        self.result = PlainLabel()
         self.result.setProperty("role", "caption")
         self.result.setWordWrap(True)
 
@@ -242,9 +240,9 @@ class HealthPage(QWidget):
             LocalModelPanel(crashes, start_local, self) if crashes is not None else None
         )
 
-        title = QLabel("Health")
+        title = PlainLabel("Health")
         title.setObjectName("SettingsPageTitle")
-        hint = QLabel(
+        hint = PlainLabel(
             "What Conch fixed or noticed on its own: answers it made fit after a model said "
             "“too long”, summaries that failed, servers it could not reach."
         )
@@ -255,7 +253,7 @@ class HealthPage(QWidget):
         self.clear_button = QPushButton("Clear")
         self.clear_button.setProperty("variant", "ghost")
         self.clear_button.setToolTip("Forget every note (the chats are not touched)")
-        self.count = QLabel()
+        self.count = PlainLabel()
         self.count.setProperty("role", "caption")
 
         self.row_list = RowList(

@@ -21,7 +21,6 @@ from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
-    QLabel,
     QMainWindow,
     QSplitter,
     QStatusBar,
@@ -52,6 +51,7 @@ from ui.icons import icon
 from ui.local_models import LocalModelsController
 from ui.match_highlight import MatchHighlight, show_message
 from ui.model_picker import ModelPicker, provider_name
+from ui.plain import PlainLabel, shown_name, window_title
 from ui.shortcuts import ShortcutsSheet, window_shortcuts
 from ui.sidebar import Sidebar
 
@@ -132,9 +132,12 @@ class MainWindow(QMainWindow):
         services = self.services
         self.sidebar = Sidebar(services.store, self)
         self.picker = ModelPicker(self, provider_label=self._provider_label)
-        self.title_label = QLabel(self)
+        self.title_label = PlainLabel(self)
         self.title_label.setObjectName("ChatTitle")
         self.title_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # A title is any length (an imported one too): cut at the header's edge, never a
+        # window wider than the screen.
+        self.title_label.setMinimumWidth(1)
         self.chat_view = ChatView(
             services.store,
             services.memories,
@@ -430,16 +433,9 @@ class MainWindow(QMainWindow):
         self.sidebar.refresh()
         chat = self.services.store.get_chat(chat_id)
         if chat is not None:
-            self.show_status(f"“{chat.title}” is back in your chats.")
+            self.show_status(f"“{shown_name(chat.title)}” is back in your chats.")
         if not self._current:
             self.open_chat(chat_id)
-
-    def _show_title(self, title: str) -> None:
-        """The chat's title above it and in the window's title bar; ``--mock`` says it is a
-        demo there, so nobody takes the scripted answers for a model's."""
-        self.title_label.setText(title)
-        app = "Conch demo (scripted answers)" if self.services.mock else "Conch"
-        self.setWindowTitle(f"{title} — {app}" if title else app)
 
     def _chat_renamed(self, chat_id: str, title: str) -> None:
         if chat_id == self._current:
@@ -805,7 +801,7 @@ class MainWindow(QMainWindow):
         except ExportError as exc:
             self.show_status(str(exc))
             return None
-        self.show_status(f"Saved to {saved.name}")
+        self.show_status(f"Saved to {shown_name(saved.name)}")
         return saved
 
     def export_current_markdown(self, path: Path) -> Path | None:
@@ -826,7 +822,7 @@ class MainWindow(QMainWindow):
     async def import_file(self, path: Path) -> list[str]:
         """Import the chats in ``path`` (read and written off the window's thread) and open
         the first; a file that cannot be imported says why in the status line."""
-        self.show_status(f"Reading {path.name}…")
+        self.show_status(f"Reading {shown_name(path.name)}…")
         store, data_dir = self.services.store, self.services.data_dir
         loop = asyncio.get_running_loop()
 
@@ -859,6 +855,14 @@ class MainWindow(QMainWindow):
     def _shortened(self, bridge: ConversationBridge, event: Shortened) -> None:
         if bridge.chat_id == self._current:
             self.cut_notice.show_for(event)
+
+    def _show_title(self, title: str) -> None:
+        """Show the open chat's ``title`` above it and in the window's title bar ("" for none);
+        ``--mock`` says there that it is a demo, so nobody takes its scripted answers for a
+        model's."""
+        self.title_label.setText(shown_name(title))
+        app = "Conch demo (scripted answers)" if self.services.mock else "Conch"
+        self.setWindowTitle(window_title(title, app) if title else app)
 
     def show_status(self, text: str) -> None:
         self.statusBar().showMessage(text, STATUS_MS)

@@ -22,7 +22,6 @@ from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
@@ -35,6 +34,7 @@ from app.memories import Memory, MemoryBook, MemoryBookError, Reach
 from app.settings import Settings, SettingsStore
 from ui._widgets import hint_label, page_layout
 from ui.icons import MUTED, ON_ACCENT, icon
+from ui.plain import PlainLabel, shown_name
 from ui.row_list import RowList
 from ui.settings_sync import listen_to_settings, save_remember, set_checked_quietly
 
@@ -122,7 +122,7 @@ class MemoryRow(QFrame):
         self.setProperty("status", memory.status)
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
 
-        self.text = QLabel(memory.text)
+        self.text = PlainLabel(memory.text)
         self.text.setObjectName("MemoryText")
         self.text.setWordWrap(True)
         self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -133,17 +133,20 @@ class MemoryRow(QFrame):
         self.editor.setFixedHeight(72)
         self.editor.hide()
         self.editor.installEventFilter(self)
-        self.error = QLabel()
+        self.error = PlainLabel()
         self.error.setObjectName("TestResult")
         self.error.setProperty("state", "error")
         self.error.setWordWrap(True)
         self.error.hide()
 
-        self.status = QLabel(STATUS_WORDS.get(memory.status, memory.status))
+        self.status = PlainLabel(STATUS_WORDS.get(memory.status, memory.status))
         self.status.setObjectName("MemoryStatus")
         self.status.setProperty("status", memory.status)
-        meta_bits = [f"From “{source}”" if source else "Added by you", when_text(memory.created)]
-        self.meta = QLabel(" · ".join(meta_bits))
+        meta_bits = [
+            f"From “{shown_name(source)}”" if source else "Added by you",
+            when_text(memory.created),
+        ]
+        self.meta = PlainLabel(" · ".join(meta_bits))
         self.meta.setObjectName("MemoryMeta")
         self.meta.setWordWrap(True)
         self.meta.setToolTip(
@@ -286,7 +289,7 @@ class MemoriesPage(QWidget):
             "When this is off, everything Conch learns waits here for your OK. Chats that read "
             "a file or a web page always ask first."
         )
-        self.settings_error = QLabel()
+        self.settings_error = PlainLabel()
         self.settings_error.setObjectName("TestResult")
         self.settings_error.setProperty("state", "error")
         self.settings_error.hide()
@@ -294,13 +297,13 @@ class MemoriesPage(QWidget):
         self.filter = QComboBox()
         for key, label in FILTERS:
             self.filter.addItem(label, key)
-        self.count = QLabel()
+        self.count = PlainLabel()
         self.count.setProperty("role", "caption")
 
         self.add_field = QLineEdit()
         self.add_field.setPlaceholderText("Add something Conch should remember…")
         self.add_button = _button("Add", "secondary")
-        self.add_error = QLabel()
+        self.add_error = PlainLabel()
         self.add_error.setObjectName("TestResult")
         self.add_error.setProperty("state", "error")
         self.add_error.hide()

@@ -14,11 +14,12 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
-    QLabel,
     QPushButton,
     QVBoxLayout,
     QWidget,
 )
+
+from ui.plain import PlainLabel
 
 log = logging.getLogger("conch.ui.memory_card")
 
@@ -63,7 +64,7 @@ class MemoryCard(QFrame):
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.book = book
         self.run = run
-        self.title = QLabel(self)
+        self.title = PlainLabel(self)
         self.title.setObjectName("MemoryCardTitle")
         self.title.setWordWrap(True)
         self._rows = QVBoxLayout()
@@ -128,10 +129,9 @@ class MemoryCard(QFrame):
     def _row(self, memory: Any) -> QHBoxLayout:
         line = QHBoxLayout()
         line.setContentsMargins(0, 0, 0, 0)
-        text = QLabel(f"• {memory.text}", self)
+        text = PlainLabel(f"• {memory.text}", self)
         text.setObjectName("MemoryCardItem")
         text.setWordWrap(True)
-        text.setTextFormat(Qt.TextFormat.PlainText)
         text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         line.addWidget(text, 1)
         status = memory.status
@@ -141,7 +141,7 @@ class MemoryCard(QFrame):
             self._button(line, memory, "Keep", self.keep)
             self._button(line, memory, "Discard", self.discard)
         else:
-            done = QLabel(_STATUS_WORDS.get(status, status), self)
+            done = PlainLabel(_STATUS_WORDS.get(status, status), self)
             done.setEnabled(False)
             line.addWidget(done)
             if status == "undone":

@@ -22,13 +22,14 @@ from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtGui import QFont, QStandardItem, QStandardItemModel
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QToolButton, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QProgressBar, QToolButton, QWidget
 
 from engines.base import ModelInfo
 from engines.local.reload import ReloadOffer
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program
 from engines.providers.registry import label_of
+from ui.plain import PlainLabel, plain_tip, shown_name
 
 KEY_ROLE = int(Qt.ItemDataRole.UserRole) + 1
 PULL_KEY = "action:pull"  # the "Download a model…" entry: not a model
@@ -90,8 +91,8 @@ def entry_text(model: ModelInfo) -> str:
         # A program sizes its own context: its note says more than a window would.
         short = program_note(model).split(";", 1)[0]
         said = model.status if not model.ready and model.status else short
-        return "  ·  ".join(x for x in (model.name, said) if x)
-    parts = [model.name, window_label(model.context)]
+        return "  ·  ".join(x for x in (shown_name(model.name), said) if x)
+    parts = [shown_name(model.name), window_label(model.context)]
     if not model.ready and model.status:
         parts.append(model.status)
     elif model.local:
@@ -153,7 +154,7 @@ class ModelPicker(QWidget):
         self.combo.setMinimumContentsLength(18)
         self._items = QStandardItemModel(self.combo)
         self.combo.setModel(self._items)
-        self.status = QLabel(self)
+        self.status = PlainLabel(self)
         self.status.setObjectName("ModelPickerStatus")
         self.status.setVisible(False)
         self.progress = QProgressBar(self)
@@ -194,11 +195,12 @@ class ModelPicker(QWidget):
             for m in group:
                 item = QStandardItem(entry_text(m))
                 item.setData(m.key, KEY_ROLE)
-                item.setToolTip(f"{m.name} reads about {m.context:,} tokens at once")
+                name = shown_name(m.name)
+                item.setToolTip(plain_tip(f"{name} reads about {m.context:,} tokens at once"))
                 spoken = f"{m.name}, {window_label(m.context)}"
                 note = program_note(m)
                 if note:
-                    item.setToolTip(f"{m.name}: {note}")
+                    item.setToolTip(plain_tip(f"{name}: {note}"))
                     spoken = f"{m.name}, {note}"
                 if not m.ready and note:
                     # Not installed: the entry itself carries the command that installs it.
@@ -207,7 +209,7 @@ class ModelPicker(QWidget):
                 elif not m.ready:
                     # Seen, not chosen: it cannot answer now (Settings → Health says why).
                     item.setFlags(Qt.ItemFlag.NoItemFlags)
-                    item.setToolTip(f"{m.name} is {m.status}; Settings → Health says why")
+                    item.setToolTip(plain_tip(f"{name} is {m.status}; Settings → Health says why"))
                     spoken += f", {m.status}"
                 item.setData(spoken, Qt.ItemDataRole.AccessibleTextRole)
                 self._items.appendRow(item)
@@ -262,7 +264,9 @@ class ModelPicker(QWidget):
             )
             self.combo.setCurrentIndex(first if not key else -1)
             if key:
-                self.combo.setPlaceholderText(key.split("/", 1)[-1] + " (not available)")
+                self.combo.setPlaceholderText(
+                    shown_name(key.split("/", 1)[-1]) + " (not available)"
+                )
         del blocker
         self.shown_changed.emit()
 
@@ -314,7 +318,7 @@ class ModelPicker(QWidget):
         self.reload_button.setText(f"Reload with {window_label(offer.window)}")
         said = reload_label(offer)
         note = memory_note(offer)
-        self.reload_button.setToolTip(f"{said}. {note}".strip())
+        self.reload_button.setToolTip(plain_tip(f"{said}. {note}".strip()))
         self.reload_button.setAccessibleName(said)
         self.reload_button.setEnabled(True)
 
@@ -340,7 +344,7 @@ class ModelPicker(QWidget):
                 short or text, Qt.TextElideMode.ElideRight, LOADING_WIDTH
             )
             self.status.setText(shown)
-            self.status.setToolTip(text)
+            self.status.setToolTip(plain_tip(text))
             self.progress.setAccessibleName(text)
 
     def _reload_pressed(self) -> None:

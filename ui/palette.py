@@ -27,7 +27,6 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QColor, QKeyEvent, QKeySequence, QPainter, QPalette
 from PySide6.QtWidgets import (
     QFrame,
-    QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
@@ -37,6 +36,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from ui.plain import PlainLabel
 
 log = logging.getLogger("conch.ui.palette")
 
@@ -200,9 +201,9 @@ class CommandPalette(QFrame):
         self.list.setUniformItemSizes(True)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.hint = QLabel("↑↓ to choose · Enter to run · Esc to close", self.card)
+        self.hint = PlainLabel("↑↓ to choose · Enter to run · Esc to close", self.card)
         self.hint.setObjectName("PaletteHint")
-        self.empty = QLabel("No command matches.", self.card)
+        self.empty = PlainLabel("No command matches.", self.card)
         self.empty.setObjectName("PaletteEmpty")
         self.empty.hide()
 

@@ -18,7 +18,6 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
-    QLabel,
     QProgressBar,
     QPushButton,
     QToolButton,
@@ -30,6 +29,7 @@ from engines.base import NextStep, ProblemKind, TurnProblem
 from engines.local.reload import ReloadOffer
 from ui._widgets import outside_text
 from ui.model_picker import memory_note, reload_label, window_label
+from ui.plain import PlainLabel, button_words
 
 
 def step_label(step: NextStep) -> str:
@@ -83,10 +83,9 @@ class ProblemCard(QFrame):
         self.problem = problem
         self.step = step_for(problem, message_text)
 
-        self.sentence = QLabel(problem.message, self)
+        self.sentence = PlainLabel(problem.message, self)
         self.sentence.setObjectName("ProblemText")
         self.sentence.setWordWrap(True)
-        self.sentence.setTextFormat(Qt.TextFormat.PlainText)
         self.sentence.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.sentence.setAccessibleName("What went wrong")
 
@@ -94,7 +93,7 @@ class ProblemCard(QFrame):
         buttons = QHBoxLayout()
         buttons.setContentsMargins(0, 0, 0, 0)
         if self.step is not None:
-            self.button = QPushButton(step_label(self.step), self)
+            self.button = QPushButton(button_words(step_label(self.step)), self)
             self.button.setObjectName("NextStepButton")
             self.button.setProperty("variant", "primary")
             self.button.setAccessibleName(step_label(self.step))
@@ -110,7 +109,7 @@ class ProblemCard(QFrame):
         self.reload_button.setVisible(False)
         self.reload_button.clicked.connect(self._reload_pressed)
         buttons.insertWidget(0, self.reload_button)
-        self.reload_note = QLabel(self)
+        self.reload_note = PlainLabel(self)
         self.reload_note.setObjectName("ReloadNote")
         self.reload_note.setWordWrap(True)
         self.reload_note.setVisible(False)
@@ -161,7 +160,7 @@ class ProblemCard(QFrame):
         shown = offer is not None
         if offer is not None:
             label = reload_label(offer)
-            self.reload_button.setText(label)
+            self.reload_button.setText(button_words(label))
             self.reload_button.setAccessibleName(label)
             self.reload_button.setEnabled(True)
             self.reload_note.setText(

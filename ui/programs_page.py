@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QLineEdit, QWidget
+from PySide6.QtWidgets import QFrame, QGridLayout, QLineEdit, QWidget
 
 from app.settings import SettingsError, SettingsStore
 from engines.programs.catalogue import CLAUDE_CODE, PROGRAMS
 from ui._widgets import list_card, page_layout
+from ui.plain import PlainLabel
 from ui.theme import set_style_property
 
 # Commands a Python package carries its own copy of (Claude Code's CLI in the SDK's wheel).
@@ -69,17 +70,17 @@ class ProgramRow(QFrame):
         super().__init__(parent)
         self.command = command
         self.setObjectName("ProviderRow")
-        title = QLabel(command.labels[0])
+        title = PlainLabel(command.labels[0])
         title.setObjectName("ProviderName")
         title.setMinimumWidth(120)
-        self.note = QLabel(command.note)
+        self.note = PlainLabel(command.note)
         self.note.setProperty("role", "caption")
         self.note.setWordWrap(True)
         self.field = QLineEdit()
         self.field.setObjectName(f"program-{command.name}")
         self.field.setPlaceholderText(f"{command.name} (found on the PATH)")
         self.field.setAccessibleName(f"Path to {command.labels[0]}")
-        self.result = QLabel()
+        self.result = PlainLabel()
         self.result.setObjectName("TestResult")
         self.result.setWordWrap(True)
         grid = QGridLayout(self)

@@ -13,12 +13,11 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QDialog,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QProgressBar,
     QPushButton,
@@ -29,6 +28,7 @@ from PySide6.QtWidgets import (
 from engines.local.reload import PullError, PullProgress
 from engines.providers.base import ProviderError
 from ui.model_picker import memory_label
+from ui.plain import PlainLabel
 
 log = logging.getLogger("conch.ui.pull")
 
@@ -72,7 +72,7 @@ class PullDialog(QDialog):
         self._task: asyncio.Task[None] | None = None
         self._name = ""
 
-        intro = QLabel(
+        intro = PlainLabel(
             "Ollama fetches it from its library and keeps it on this computer. "
             "Names look like llama3.2 or qwen3:8b.",
             self,
@@ -93,10 +93,9 @@ class PullDialog(QDialog):
         self.stop_button.setObjectName("PullStop")
         self.stop_button.setVisible(False)
         self.stop_button.clicked.connect(self.stop)
-        self.status = QLabel(self)
+        self.status = PlainLabel(self)
         self.status.setObjectName("PullStatus")
         self.status.setWordWrap(True)
-        self.status.setTextFormat(Qt.TextFormat.PlainText)
         self.status.setVisible(False)
         self.progress = QProgressBar(self)
         self.progress.setObjectName("PullProgress")

@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication, QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QFrame, QScrollArea, QVBoxLayout, QWidget
+
+from ui.plain import PlainLabel
 
 
 class RowList(QScrollArea):
@@ -22,7 +24,7 @@ class RowList(QScrollArea):
         self.column = QVBoxLayout(self.host)
         self.column.setContentsMargins(0, 0, 4, 0)
         self.column.setSpacing(8)
-        self.empty = QLabel(empty_text)
+        self.empty = PlainLabel(empty_text)
         self.empty.setObjectName("EmptyState")
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty.setWordWrap(True)

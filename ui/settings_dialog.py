@@ -55,6 +55,7 @@ from ui.chat_settings import DefaultPromptPage
 from ui.health_page import HealthPage, StartLocal
 from ui.icons import ON_ACCENT, icon
 from ui.memories_page import ChatTitle, MemoriesPage
+from ui.plain import PlainLabel
 from ui.programs_page import ProgramsPage
 from ui.settings_sync import listen_to_settings, save_remember, set_checked_quietly
 from ui.theme import ThemeManager, set_style_property
@@ -133,7 +134,7 @@ def valid_address(text: str) -> bool:
 
 
 def _label(text: str, object_name: str = "", role: str = "") -> QLabel:
-    label = QLabel(text)
+    label = PlainLabel(text)
     if object_name:
         label.setObjectName(object_name)
     if role:
@@ -149,7 +150,7 @@ class ProviderRow(QFrame):
         super().__init__(parent)
         self.name = name
         self.setObjectName("ProviderRow")
-        self.title = QLabel(label)
+        self.title = PlainLabel(label)
         self.title.setObjectName("ProviderName")
         self.title.setMinimumWidth(120)
         self.field = QLineEdit()
@@ -162,7 +163,7 @@ class ProviderRow(QFrame):
         self.test_button = QPushButton("Test")
         self.test_button.setProperty("variant", "secondary")
         self.test_button.setCursor(Qt.CursorShape.PointingHandCursor)
-        self.result = QLabel()
+        self.result = PlainLabel()
         self.result.setObjectName("TestResult")
         self.result.setWordWrap(True)
         self.result.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)

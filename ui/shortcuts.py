@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDialog, QGridLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QGridLayout, QPushButton, QVBoxLayout, QWidget
 
 from ui.palette import PALETTE_SHORTCUT, shortcut_text
+from ui.plain import PlainLabel
 
 ANYWHERE = "Anywhere"
 
@@ -82,16 +83,16 @@ class ShortcutsSheet(QDialog):
         for shortcut in SHORTCUTS:
             if shortcut.where != where:
                 where = shortcut.where
-                heading = QLabel(where, self)
+                heading = PlainLabel(where, self)
                 heading.setProperty("role", "heading")
                 heading.setStyleSheet("font-weight: 600; margin-top: 8px;")
                 grid.addWidget(heading, row, 0, 1, 2)
                 row += 1
-            keys = QLabel(_key_text(shortcut.keys), self)
+            keys = PlainLabel(_key_text(shortcut.keys), self)
             keys.setObjectName("ShortcutKeys")
             keys.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             grid.addWidget(keys, row, 0)
-            grid.addWidget(QLabel(shortcut.does, self), row, 1)
+            grid.addWidget(PlainLabel(shortcut.does, self), row, 1)
             row += 1
         layout.addLayout(grid)
         close = QPushButton("Close", self)

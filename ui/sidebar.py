@@ -23,7 +23,6 @@ from PySide6.QtGui import QAction, QColor, QFont, QFontMetrics, QKeySequence, QP
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
@@ -40,6 +39,7 @@ from PySide6.QtWidgets import (
 from app.search import Hit, search
 from app.store import ChatStore
 from ui.icons import icon
+from ui.plain import PlainLabel, plain_tip, shown_name
 
 UNDO_SECONDS = 8
 ID_ROLE = int(Qt.ItemDataRole.UserRole) + 1
@@ -66,7 +66,7 @@ class UndoBar(QWidget):
         # A plain QWidget paints no stylesheet background without this: the bar would be there
         # (and clickable) but invisible.
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
-        self.label = QLabel(self)
+        self.label = PlainLabel(self)
         self.label.setWordWrap(True)
         self.button = QPushButton("Undo", self)
         self.button.setAccessibleName("Undo deleting the chat")
@@ -86,7 +86,7 @@ class UndoBar(QWidget):
         return self._chat_id
 
     def show_for(self, chat_id: str, title: str, seconds: float = UNDO_SECONDS) -> None:
-        self.offer(chat_id, f"“{title}” deleted.", seconds)
+        self.offer(chat_id, f"“{shown_name(title)}” deleted.", seconds)
 
     def offer(self, key: str, words: str, seconds: float = UNDO_SECONDS) -> None:
         """Show ``words`` with Undo for ``key``; a key still offered expires first."""
@@ -270,7 +270,7 @@ class Sidebar(QWidget):
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setWordWrap(False)
         self.list.setItemDelegate(TitleDelegate(self.list))
-        self.empty = QLabel("No chats found.", self)
+        self.empty = PlainLabel("No chats found.", self)
         self.empty.setVisible(False)
         self.undo_bar = UndoBar(self)
         self.footer = QWidget(self)
@@ -346,13 +346,14 @@ class Sidebar(QWidget):
         self.list.clear()
         self._changed_item = None
         for hit in hits:
-            item = QListWidgetItem(hit.title)
+            title = shown_name(hit.title)
+            item = QListWidgetItem(title)
             item.setData(ID_ROLE, hit.chat_id)
-            item.setToolTip(hit.title)
+            item.setToolTip(plain_tip(title))
             if hit.seq is not None:
                 item.setData(SEQ_ROLE, hit.seq)
                 item.setData(SNIPPET_ROLE, (hit.snippet, hit.start, hit.end))
-                item.setToolTip(f"{hit.title}\n{hit.snippet}")
+                item.setToolTip(plain_tip(f"{title}\n{hit.snippet}"))
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
             self.list.addItem(item)
             if hit.chat_id == self._current:
@@ -393,8 +394,8 @@ class Sidebar(QWidget):
         for i in range(self.list.count()):
             item = self.list.item(i)
             if item.data(ID_ROLE) == chat_id:
-                item.setText(chat.title)
-                item.setToolTip(chat.title)
+                item.setText(shown_name(chat.title))
+                item.setToolTip(plain_tip(shown_name(chat.title)))
         del blocker
 
     # --- actions --------------------------------------------------------------------------
@@ -457,8 +458,8 @@ class Sidebar(QWidget):
     def _item_edited(self, item: QListWidgetItem) -> None:
         chat_id = str(item.data(ID_ROLE))
         chat = self._store.get_chat(chat_id)
-        if chat is None or item.text() == chat.title:
-            return
+        if chat is None or item.text() == shown_name(chat.title):
+            return  # not renamed (a title is shown with its direction marks written out)
         self.rename(chat_id, item.text())
 
     def _menu(self, pos: QPoint) -> None:

@@ -173,10 +173,11 @@ async def main(
 
 async def tell_and_wait(text: str, quit_after: int | None) -> None:
     """Show a message box without blocking the loop (never exec() in a coroutine)."""
-    from PySide6.QtCore import QTimer
+    from PySide6.QtCore import Qt, QTimer
     from PySide6.QtWidgets import QMessageBox
 
     box = QMessageBox(QMessageBox.Icon.Critical, "Conch cannot open its data", text)
+    box.setTextFormat(Qt.TextFormat.PlainText)  # the sentence names a path: never markup
     closed = asyncio.Event()
     box.finished.connect(lambda _result: closed.set())
     box.open()

@@ -12,7 +12,6 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
-    QLabel,
     QPushButton,
     QSizePolicy,
     QVBoxLayout,
@@ -23,6 +22,7 @@ from app.store import Compaction
 from engines.context.facts import FACTS_SHARE, LEFT_OUT, kept_parts
 from ui._widgets import LineButton, outside_text
 from ui.message_delegate import copy_to_clipboard
+from ui.plain import PlainLabel, button_words, shown_name
 
 NO_SUMMARY = (
     "No summary could be written this time; the model no longer reads these messages word for word."
@@ -63,13 +63,13 @@ class SummaryDivider(QFrame):
         super().__init__(parent)
         self.setObjectName("SummaryDivider")
         self.compaction = compaction
-        title = f"Earlier messages are summarised for {compaction.model}"
+        title = f"Earlier messages are summarised for {shown_name(compaction.model)}"
 
         self.button = LineButton(self)
         self.button.setObjectName("SummaryDividerButton")
         self.button.setCheckable(True)
         self.button.setAutoRaise(True)
-        self.button.setText(f"▸ {title}")
+        self.button.setText(button_words(f"▸ {title}"))
         self.button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         self.button.setAccessibleName(title)
         self.button.setAccessibleDescription("Shows the summary the model reads instead")
@@ -94,10 +94,9 @@ class SummaryDivider(QFrame):
         self.summary.setAccessibleName("Summary of the earlier messages")
         self.summary.setVisible(False)
 
-        self.facts = QLabel(facts_caption(compaction.summary), self)
+        self.facts = PlainLabel(facts_caption(compaction.summary), self)
         self.facts.setObjectName("SummaryFactsNote")
         self.facts.setWordWrap(True)
-        self.facts.setTextFormat(Qt.TextFormat.PlainText)
         self.facts.setEnabled(False)  # the quieter colour of a hint
         self.facts.setVisible(False)
 
@@ -122,7 +121,7 @@ class SummaryDivider(QFrame):
 
     @property
     def title(self) -> str:
-        return f"Earlier messages are summarised for {self.compaction.model}"
+        return f"Earlier messages are summarised for {shown_name(self.compaction.model)}"
 
     def is_open(self) -> bool:
         return self.summary.isVisible() or self.button.isChecked()
@@ -131,7 +130,7 @@ class SummaryDivider(QFrame):
         self.button.setChecked(open_)
 
     def _set_open(self, open_: bool) -> None:
-        self.button.setText(("▾ " if open_ else "▸ ") + self.title)
+        self.button.setText(button_words(("▾ " if open_ else "▸ ") + self.title))
         self.summary.setVisible(open_)
         self.facts.setVisible(open_ and bool(self.facts.text()))
         self.copy_button.setVisible(open_)

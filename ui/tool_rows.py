@@ -20,7 +20,6 @@ from PySide6.QtGui import QFontDatabase, QShowEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
-    QLabel,
     QSizePolicy,
     QVBoxLayout,
     QWidget,
@@ -32,6 +31,7 @@ from app.tool_calls import RESULT_LABEL
 from engines.base import ToolAsk, ToolCall, ToolResult, ToolStarted, arguments_line
 from engines.context.tool_loop import preview
 from ui._widgets import LineButton
+from ui.plain import PlainLabel, button_words, shown_name
 from ui.theme import set_style_property
 
 VIEW_INSET = 6  # px the chat's list view takes off a row's widget (its item margins)
@@ -192,9 +192,8 @@ class ToolLine(QFrame):
         self.button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         self.button.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.button.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
-        self.details = QLabel(self)
+        self.details = PlainLabel(self)
         self.details.setObjectName("ToolLineDetails")
-        self.details.setTextFormat(Qt.TextFormat.PlainText)  # a result is never markup
         self.details.setWordWrap(True)
         self.details.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -215,7 +214,7 @@ class ToolLine(QFrame):
     def show_entry(self, entry: ToolEntry) -> None:
         self.entry = entry
         arrow = "▾" if self.opened else "▸"
-        self.button.setText(f"{arrow} {line_text(entry)}")
+        self.button.setText(button_words(f"{arrow} {shown_name(line_text(entry))}"))
         self.button.setAccessibleName(f"Tool call: {line_text(entry)}")
         self.button.setToolTip("Show the arguments and the first lines of the result")
         self.details.setText(details_text(entry))

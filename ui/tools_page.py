@@ -42,6 +42,7 @@ from engines.tools.config import HttpServer, SecretRef, ServerConfig, Value
 from engines.tools.servers import ServerState
 from ui._widgets import form_card, hint_label, list_card, page_layout
 from ui.icons import icon
+from ui.plain import PlainLabel, shown_name
 from ui.theme import set_style_property
 
 log = logging.getLogger("conch.ui.tools")
@@ -102,7 +103,7 @@ def _form(*fields: QWidget) -> QWidget:
     grid.setHorizontalSpacing(12)
     grid.setColumnMinimumWidth(0, _LABEL_WIDTH)
     for row, field in enumerate(fields):
-        label = QLabel(field.accessibleName())
+        label = PlainLabel(field.accessibleName())
         if isinstance(field, QPlainTextEdit):
             grid.addWidget(label, row, 0, Qt.AlignmentFlag.AlignTop)
         else:
@@ -136,7 +137,7 @@ class SecretsForm(QWidget):
             field.setEchoMode(QLineEdit.EchoMode.Password)
             field.setAccessibleName(what)
             self.fields[key] = field
-            grid.addWidget(QLabel(what), n, 0)
+            grid.addWidget(PlainLabel(what), n, 0)
             grid.addWidget(field, n, 1)
         self.save_button = QPushButton("Save to the keyring")
         self.save_button.setProperty("variant", "secondary")
@@ -160,13 +161,13 @@ class ServerRow(QFrame):
         super().__init__(parent)
         self.server_id = config.id
         self.setObjectName("ProviderRow")
-        self.title = QLabel(config.name)
+        self.title = PlainLabel(shown_name(config.name))
         self.title.setObjectName("ProviderName")
-        self.detail = QLabel(what_it_runs(config))
+        self.detail = PlainLabel(what_it_runs(config))
         self.detail.setProperty("role", "caption")
         self.detail.setWordWrap(True)
         self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.state_label = QLabel()
+        self.state_label = PlainLabel()
         self.state_label.setObjectName("TestResult")
         self.state_label.setWordWrap(True)
         self.state_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -235,14 +236,14 @@ class ToolsPage(QWidget):
             "chat first needs it, and Conch asks you before a tool runs. Each chat can choose "
             "which servers it uses.",
         )
-        warning = QLabel(keyring_warning)
+        warning = PlainLabel(keyring_warning)
         warning.setObjectName("SessionWarning")
         warning.setWordWrap(True)
         warning.setVisible(bool(keyring_warning))
         layout.addWidget(warning)
 
         card, self._list = list_card()
-        self.empty = QLabel(EMPTY)
+        self.empty = PlainLabel(EMPTY)
         self.empty.setProperty("role", "caption")
         self.empty.setWordWrap(True)
         self.empty.setContentsMargins(0, 8, 0, 8)
@@ -271,13 +272,13 @@ class ToolsPage(QWidget):
 
     @staticmethod
     def _heading(text: str) -> QLabel:
-        label = QLabel(text)
+        label = PlainLabel(text)
         label.setProperty("role", "heading")
         return label
 
     @staticmethod
     def _result() -> QLabel:
-        label = QLabel()
+        label = PlainLabel()
         label.setObjectName("TestResult")
         label.setWordWrap(True)
         label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -296,9 +297,9 @@ class ToolsPage(QWidget):
         self.name_field = QLineEdit()
         self.name_field.setPlaceholderText("Files")
         self.name_field.setAccessibleName("Server name")
-        grid.addWidget(QLabel("Reached as"), 0, 0)
+        grid.addWidget(PlainLabel("Reached as"), 0, 0)
         grid.addWidget(self.kind, 0, 1)
-        grid.addWidget(QLabel("Name"), 1, 0)
+        grid.addWidget(PlainLabel("Name"), 1, 0)
         grid.addWidget(self.name_field, 1, 1)
 
         self.kind_pages = QStackedWidget()

@@ -11,13 +11,14 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QHideEvent, QShowEvent
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QVBoxLayout, QWidget
 
 from app.store import Chat, ChatStore, StoreError
 from app.trash import empty_trash
 from ui._widgets import hint_label, page_layout, page_title
 from ui.icons import icon
 from ui.memories_page import when_text
+from ui.plain import PlainLabel, shown_name
 from ui.row_list import RowList
 from ui.sidebar import UndoBar
 
@@ -38,15 +39,15 @@ class TrashRow(QFrame):
         self.chat = chat
         self.setObjectName("TrashRow")
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
-        self.title = QLabel(chat.title)
+        self.title = PlainLabel(shown_name(chat.title))
         self.title.setObjectName("TrashTitle")
         self.title.setWordWrap(True)
-        self.meta = QLabel(f"Deleted {when_text(chat.deleted_at or chat.updated)}")
+        self.meta = PlainLabel(f"Deleted {when_text(chat.deleted_at or chat.updated)}")
         self.meta.setObjectName("SettingsHint")
         self.restore_button = QPushButton("Restore")
         self.restore_button.setProperty("variant", "secondary")
         self.restore_button.setIcon(icon("undo"))
-        self.restore_button.setAccessibleName(f"Restore “{chat.title}”")
+        self.restore_button.setAccessibleName(f"Restore “{shown_name(chat.title)}”")
         self.restore_button.setCursor(Qt.CursorShape.PointingHandCursor)
         text = QVBoxLayout()
         text.setContentsMargins(0, 0, 0, 0)
@@ -86,7 +87,7 @@ class TrashPage(QWidget):
         self.empty_button.setIcon(icon("trash"))
         self.empty_button.setAccessibleName("Empty the trash: delete these chats for good")
         self.list = RowList("TrashList", "The trash is empty.")
-        self.error = QLabel()
+        self.error = PlainLabel()
         self.error.setObjectName("TestResult")
         self.error.setProperty("state", "error")
         self.error.setWordWrap(True)

@@ -15,8 +15,7 @@ from pytestqt.qtbot import QtBot
 
 from app.conversation import Conversation
 from app.store import ChatStore
-from engines.base import Done, Event, TextDelta, TurnInput
-from engines.programs.acp import PermissionAsk
+from engines.base import Approval, Done, Event, PermissionAsk, TextDelta, TurnInput
 from tests.ui.conftest import MOCK_MODEL
 from ui.bridge import ConversationBridge
 
@@ -28,7 +27,7 @@ class AsksFromItsOwnTask:
     def __init__(self) -> None:
         self.bridge: ConversationBridge | None = None
         self.card_up = asyncio.Event()
-        self.asks: list[asyncio.Task[bool]] = []
+        self.asks: list[asyncio.Task[Approval]] = []
 
     async def turn(self, turn: TurnInput) -> AsyncIterator[Event]:
         assert self.bridge is not None
@@ -40,8 +39,9 @@ class AsksFromItsOwnTask:
         if len(self.asks) == 1:
             yield TextDelta(text="I stopped before step 1.")
         else:
-            allowed = await asking
-            yield TextDelta(text="Step 2 ran." if allowed else "Step 2 was declined.")
+            answer = await asking
+            declined = answer is Approval.DENY
+            yield TextDelta(text="Step 2 was declined." if declined else "Step 2 ran.")
         yield Done()
 
     async def aclose(self) -> None:
@@ -70,7 +70,7 @@ def test_a_turn_that_ends_with_a_question_open_takes_the_card_away(
             assert bridge.send("Build it")
         # The turn ended with its question open: the program hears no, and no card is left up.
         qtbot.waitUntil(engine.asks[0].done)
-        assert engine.asks[0].result() is False
+        assert engine.asks[0].result() is Approval.DENY
         assert bridge.pending_approval is None
         assert cards[-1] is None
 
