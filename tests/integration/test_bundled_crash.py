@@ -31,7 +31,11 @@ from engines.local.bundled import (
 from engines.providers.base import ChatRequest
 from tests.integration.conftest import LiveChat, Recorder, bundled_model, needs_bundled, read_log
 
-pytestmark = [pytest.mark.bundled, needs_bundled]
+pytestmark = [
+    pytest.mark.bundled,
+    needs_bundled,
+    pytest.mark.allow_log("conch.local.bundled"),  # every crash provoked here is logged
+]
 
 # SmolLM2's end-of-turn (<|im_end|>) and end-of-text tokens: banned, the answer runs on.
 NO_END = {"2": -100.0, "0": -100.0}
