@@ -58,12 +58,6 @@ FOLD_WAIT_MAX = 60.0
 LOCAL_READ_RATE = 100  # tokens a second
 API_READ_RATE = 2_000
 
-_FALLBACK_PROMPT = (
-    "Update the summary of a chat: fold the new part into the summary so far. Sections: What "
-    "the person wants / Decided or done / Facts to keep / Still open. No preamble. Never write "
-    "a secret. Be brief."
-)
-
 
 def _tokens(text: str) -> int:
     """A cautious count: three ASCII characters a token (the app's estimate says four)."""
@@ -641,12 +635,8 @@ def _frame(previous: str, piece: str, focus: str) -> str:
 
 
 def _prompt(window: int) -> str:
-    name = "summarise_lean.txt" if window <= LEAN_WINDOW else "summarise.txt"
-    try:
-        return read_prompt(name)
-    except OSError:
-        log.error("prompt %s is missing; using the built-in one", name)
-        return _FALLBACK_PROMPT
+    # The prompts ship with Conch (resources/prompts); one copy each, no built-in twin.
+    return read_prompt("summarise_lean.txt" if window <= LEAN_WINDOW else "summarise.txt")
 
 
 class ModelSummariser:

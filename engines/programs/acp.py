@@ -71,11 +71,10 @@ from engines.base import (
 from engines.context.session import FoldLoader, HistoryLoader, render_attachments
 from engines.programs import problems
 from engines.programs.handoff import HANDOFF_CHARS, ChatHandoff
-from engines.programs.process import SessionFile, keep_stderr, last_words, reap, start
+from engines.programs.process import IDLE_TIMEOUT, SessionFile, keep_stderr, last_words, reap, start
 
 log = logging.getLogger("conch.programs.acp")
 
-IDLE_TIMEOUT = 600.0  # seconds without a message from the program before a turn is stopped
 START_TIMEOUT = 60.0  # seconds a program may take to start and answer ``initialize``
 LINE_LIMIT = 50 * 1024 * 1024  # one ACP message may carry pictures
 AUTH_REQUIRED = -32000  # ACP's "authentication required" error code

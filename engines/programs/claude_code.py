@@ -67,14 +67,13 @@ from engines.base import (
 from engines.context.session import FoldLoader, HistoryLoader, render_attachments
 from engines.programs import problems
 from engines.programs.handoff import HANDOFF_CHARS, KEEPS_ITS_OWN, ChatHandoff
-from engines.programs.process import SessionFile, last_words
+from engines.programs.process import IDLE_TIMEOUT, SessionFile, last_words
 from engines.providers.base import default_next_step
 
 PROGRAM = "Claude Code"
 INSTALL = "npm install -g @anthropic-ai/claude-code"
 LOGIN = "claude /login"
 KEY_VARIABLE = "ANTHROPIC_API_KEY"  # a key here is used before a login
-IDLE_TIMEOUT = 600.0  # seconds without a message from Claude Code before a turn is stopped
 FINISH_SECONDS = 30.0  # the CLI's own shutdown is bounded at about 20 seconds
 
 # Claude Code's own words around the summary it carries after a compaction.

@@ -40,12 +40,11 @@ from engines.base import (
 from engines.context.session import FoldLoader, HistoryLoader, render_attachments
 from engines.programs import problems
 from engines.programs.handoff import HANDOFF_CHARS, ChatHandoff
-from engines.programs.process import SessionFile, keep_stderr, last_words, reap, start
+from engines.programs.process import IDLE_TIMEOUT, SessionFile, keep_stderr, last_words, reap, start
 
 PROGRAM = "Codex"
 INSTALL = "npm install -g @openai/codex"
 LOGIN = "codex login"
-IDLE_TIMEOUT = 600.0  # seconds without a line from Codex before a turn is stopped
 EXIT_SECONDS = 10.0  # Codex ends by itself after its last line; then it is stopped
 LINE_LIMIT = 16 * 1024 * 1024
 MODE = "JSON (codex exec --json)"

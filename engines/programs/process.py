@@ -30,9 +30,11 @@ from engines.local.processes import reap as _reap
 from engines.programs import problems
 
 STATE_VERSION = 1
+IDLE_TIMEOUT = 600.0  # seconds without a word from a program before its turn is stopped
 STDERR_LINES = 20  # the program's last words kept for a problem's details
 
 __all__ = [
+    "IDLE_TIMEOUT",
     "STATE_VERSION",
     "STDERR_LINES",
     "SessionFile",
