@@ -22,9 +22,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 from urllib.parse import urlsplit
 
+from app.health import Notes
 from engines.base import ModelInfo
 from engines.listeners import Listeners
 from engines.local.gate import GatedAdapter, ServerGate, gated
@@ -38,8 +39,8 @@ log = logging.getLogger("conch.catalogue")
 LIST_TIMEOUT = 15.0  # seconds one provider may take to list its models
 
 
-class HealthNotes(Protocol):
-    def add(self, topic: str, text: str, model: str = "", window: int | None = None) -> Any: ...
+class HealthNotes(Notes, Protocol):
+    """Health, with what it remembers of which servers were down."""
 
     def mark_unreachable(self, server: str) -> bool: ...
 

@@ -12,8 +12,10 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
+from app.health import Notes
+from app.learning import Learner
 from app.store import UNTITLED_TITLE, ChatStore, StoredMessage
 from app.tool_calls import keep_tool_call
 from app.trust import untrusted_message
@@ -44,14 +46,6 @@ from engines.scrub import scrub
 from engines.tools.lean import use_lean
 
 log = logging.getLogger("conch.conversation")
-
-
-class Learner(Protocol):
-    async def review(self, chat_id: str, before_seq: int) -> Any: ...
-
-
-class Health(Protocol):
-    def add(self, topic: str, text: str, model: str = "", window: int | None = None) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +81,7 @@ class Conversation:
         engine: Engine,
         model: ModelInfo,
         learner: Learner | None = None,
-        health: Health | None = None,
+        health: Notes | None = None,
         system_prompt: Callable[[ModelInfo], str] | None = None,
         on_learning: Callable[[Any], None] | None = None,
         ready: ReadyCheck | None = None,

@@ -16,10 +16,19 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from app.sqlite import StorageError, open_database
 from engines.base import Healed, Note, Problem
 from engines.scrub import scrub
+
+
+class Notes(Protocol):
+    """Where a note for the person goes (``HealthLog`` is one): the one shape every part that
+    writes to Health asks for."""
+
+    def add(self, topic: str, text: str, model: str = "", window: int | None = None) -> object: ...
+
 
 KEEP = 2000
 _TEXT_LIMIT = 2000

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from app.health import Notes
 from app.memories import LearningRun, MemoryBook, Source
 from app.settings import Settings, SettingsStore
 from app.store import Chat, ChatStore, StoredMessage
@@ -297,10 +298,6 @@ def self_statements(messages: Sequence[StoredMessage], limit: int = EXTRACT_MAX)
 # --- the learner ------------------------------------------------------------------------------
 
 
-class HealthNotes(Protocol):
-    def add(self, topic: str, text: str, model: str = "", window: int | None = None) -> Any: ...
-
-
 class QuietLearning:
     """Reads what the person said in a chat and keeps durable facts (see the module doc)."""
 
@@ -311,7 +308,7 @@ class QuietLearning:
         settings: SettingsStore | Settings,
         ask_model: ModelCaller | None,
         *,
-        health: HealthNotes | None = None,
+        health: Notes | None = None,
         piece_chars: int | Callable[[Chat], int] = PIECE_CHARS,
         clock: Callable[[], float] = time.time,
         model_ready: Callable[[Chat], bool] | None = None,

@@ -20,8 +20,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
+from app.health import Notes
 from engines.scrub import scrub
 
 LOG_NAME = "conch.log"
@@ -115,12 +116,6 @@ def _remove_ours(root: logging.Logger) -> None:
 
 
 # --- errors nobody caught ---------------------------------------------------------------------
-
-
-class Notes(Protocol):
-    """Where a note for the person goes (app/health.py's ``HealthLog``)."""
-
-    def add(self, topic: str, text: str, model: str = "", window: int | None = None) -> object: ...
 
 
 class UnhandledErrors:
