@@ -205,72 +205,83 @@ class Conversation:
         problem: TurnProblem | None = None
         finished = False
         called = False
+        # The answer is saved in one place, the ``finally``, however the turn ends: finished,
+        # failed, stopped (cancelled) or left by its reader (the window closed).
         try:
-            async for event in self.engine.turn(turn):
-                if isinstance(event, TextDelta) and before and len(answer) == before:
-                    # The first new words: the join reads as one answer.
-                    event = TextDelta(text=join_answer("".join(answer), event.text))
-                    if not event.text:
-                        continue
-                if isinstance(event, TextDelta):
-                    answer.append(event.text)
-                elif isinstance(event, ThinkingDelta):
-                    thinking.append(event.text)
-                elif isinstance(event, Problem):
-                    problem = event.problem
-                elif isinstance(event, Done):
-                    finished = True
-                elif isinstance(event, ToolCall):
-                    called = True
-                elif isinstance(event, ToolResult):
-                    # Kept in the chat log (the tool rows read it back, and it marks the chat
-                    # untrusted when the result came from outside).
-                    keep_tool_call(self.store, self.chat_id, event, model.key)
-                self._observe(event, model)
-                yield event
-        except asyncio.CancelledError:
-            problem = TurnProblem.of(ProblemKind.CANCELLED, partial=bool(answer))
-            self._save_answer(model, answer, thinking, problem, version_of, continues)
-            raise
-        except GeneratorExit:
-            # The consumer went away (window closed): keep what arrived.
-            if not finished:
-                problem = problem or TurnProblem.of(ProblemKind.CANCELLED, partial=bool(answer))
-            self._save_answer(model, answer, thinking, problem, version_of, continues)
-            raise
-        except Exception as exc:  # an engine bug must not lose the person's message
-            log.exception("engine failed")
-            problem = TurnProblem.of(
-                ProblemKind.BROKEN_STREAM,
-                detail=type(exc).__name__,
-                next_step=default_next_step(ProblemKind.BROKEN_STREAM),
-                partial=bool(answer),
-            )
+            try:
+                async for event in self.engine.turn(turn):
+                    if isinstance(event, TextDelta) and before and len(answer) == before:
+                        # The first new words: the join reads as one answer.
+                        event = TextDelta(text=join_answer("".join(answer), event.text))
+                        if not event.text:
+                            continue
+                    if isinstance(event, TextDelta):
+                        answer.append(event.text)
+                    elif isinstance(event, ThinkingDelta):
+                        thinking.append(event.text)
+                    elif isinstance(event, Problem):
+                        problem = event.problem
+                    elif isinstance(event, Done):
+                        finished = True
+                    elif isinstance(event, ToolCall):
+                        called = True
+                    elif isinstance(event, ToolResult):
+                        # Kept in the chat log (the tool rows read it back, and it marks the
+                        # chat untrusted when the result came from outside).
+                        keep_tool_call(self.store, self.chat_id, event, model.key)
+                    self._observe(event, model)
+                    yield event
+            except asyncio.CancelledError:
+                problem = TurnProblem.of(ProblemKind.CANCELLED, partial=bool(answer))
+                raise
+            except GeneratorExit:
+                # The consumer went away (window closed): keep what arrived.
+                if not finished:
+                    problem = problem or TurnProblem.of(ProblemKind.CANCELLED, partial=bool(answer))
+                raise
+            except Exception as exc:  # an engine bug must not lose the person's message
+                log.exception("engine failed")
+                problem = TurnProblem.of(
+                    ProblemKind.BROKEN_STREAM,
+                    detail=type(exc).__name__,
+                    next_step=default_next_step(ProblemKind.BROKEN_STREAM),
+                    partial=bool(answer),
+                )
+                yield Problem(problem=problem)
+            else:
+                ended = self._ended_badly(finished, problem, answer, called)
+                if ended is not None:
+                    problem = ended
+                    yield Problem(problem=problem)
+        finally:
             seq = self._save_answer(model, answer, thinking, problem, version_of, continues)
-            yield Problem(problem=problem)
-            if seq is not None:
-                yield MessageSaved(seq, "assistant")
-            return
-        if not finished and problem is None:
-            problem = TurnProblem.of(
+        if seq is not None:
+            yield MessageSaved(seq, "assistant")
+
+    @staticmethod
+    def _ended_badly(
+        finished: bool, problem: TurnProblem | None, answer: list[str], called: bool
+    ) -> TurnProblem | None:
+        """The problem a stream that ended without one still is: no ``Done``, or an empty
+        answer (a small model sometimes stops at once; an empty bubble would look like a
+        hang). None when it ended well or already said what went wrong."""
+        if problem is not None:
+            return None
+        if not finished:
+            return TurnProblem.of(
                 ProblemKind.BROKEN_STREAM,
                 "the engine ended without finishing",
                 default_next_step(ProblemKind.BROKEN_STREAM),
                 partial=bool(answer),
             )
-            yield Problem(problem=problem)
-        elif finished and problem is None and not "".join(answer).strip() and not called:
-            # A small model sometimes stops at once; an empty bubble would look like a hang.
-            problem = TurnProblem.of(
+        if not "".join(answer).strip() and not called:
+            return TurnProblem.of(
                 ProblemKind.REFUSED,
                 "the model's answer was empty",
                 default_next_step(ProblemKind.REFUSED),
                 message="The model finished without writing anything.",
             )
-            yield Problem(problem=problem)
-        seq = self._save_answer(model, answer, thinking, problem, version_of, continues)
-        if seq is not None:
-            yield MessageSaved(seq, "assistant")
+        return None
 
     def retry(self, seq: int) -> AsyncIterator[ConvEvent]:
         """Send the person's message at ``seq`` again, as it is (a too-long card's "Switch to
