@@ -25,7 +25,6 @@ restart only as a hint for healing the next refusal: a bogus refusal never locks
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import re
@@ -37,7 +36,6 @@ from typing import Any
 from engines.base import (
     AssistantRaw,
     Attachment,
-    Compacted,
     Done,
     Event,
     Healed,
@@ -56,10 +54,9 @@ from engines.base import (
     TurnProblem,
     Usage,
 )
-from engines.context.ahead import FoldsAhead
 from engines.context.calibrate import Calibrated, count_request, needs_calibration
 from engines.context.continuation import continuing, join_answer, prefills
-from engines.context.protocols import SummaryResult
+from engines.context.folding import Folding
 from engines.context.state import (
     SUMMARY_CLOSE,
     SUMMARY_OPEN,
@@ -69,7 +66,6 @@ from engines.context.state import (
     SummaryWait,
     summary_block,
 )
-from engines.context.summarise import facts_kept, fit, summary_cap
 from engines.context.tool_loop import (
     MAX_ROUNDS,
     NO_TOOLS_MODEL,
@@ -204,7 +200,7 @@ class _Attempt:
     error: ProviderError | None = None
 
 
-class ApiSession(FoldsAhead):
+class ApiSession(Folding):
     """The transcript-keeping engine for one chat (implements ``ContextEngine``).
 
     ``data_dir`` None keeps the transcript in memory only (benchmarks). ``history`` gives the
@@ -216,148 +212,6 @@ class ApiSession(FoldsAhead):
     """
 
     continues_answers = True  # "Continue" goes on with a stopped answer (``continuation``)
-
-    async def _fold(
-        self,
-        drop: int,
-        model: ModelInfo,
-        focus: str = "",
-        *,
-        local: bool = False,
-        bounded: bool = True,
-        waited: float = 0.0,
-    ) -> AsyncGenerator[Event, None]:
-        """Drop the first ``drop`` messages (whole turns), summarising them; emits Compacted.
-
-        A summary prepared ahead is used when it covers the start of what is dropped (what it
-        lacks is folded into it now). Inside a turn (``bounded``) the summariser has a time
-        that grows with what it reads (``local``: a model on this computer, slower); when it
-        runs out the fold goes ahead with the dropped turns' facts kept word for word, and
-        their summary is written in the background for the next fold. ``waited``: seconds
-        this turn already gave a summary being written ahead (they count against that time).
-        """
-        drop = max(0, min(drop, self._current_turn_start()))
-        if drop == 0:
-            return
-        folded = self._messages[:drop]
-        dropped_turns = sum(1 for m in folded if m.role == "user")
-        # Size the summary for the window the model really has (a refusal may have taught a
-        # smaller one than its listing says).
-        window = self.window_for(model)
-        sized = model if model.context == window else model.model_copy(update={"context": window})
-        previous = self._summary
-        todo: list[Message] = [*self._late, *folded]
-        prepared = None if focus else self._prepared_for(dropped_turns)
-        while self._notes:
-            yield self._notes.pop(0)
-        if prepared is not None:
-            starts = self._ledger.turn_starts
-            covered = len(prepared.covers)
-            previous = prepared.text
-            todo = folded[starts[covered] :] if covered < len(starts) else []
-        result: SummaryResult | None = None
-        timed_out = False
-        deferred = False  # what the prepared summary lacks is summarised in the background
-        seconds: float | None = None
-        if prepared is not None and not todo:
-            result = SummaryResult(text=prepared.text, model=prepared.model)
-        elif prepared is not None and bounded and (local or model.local):
-            # On this computer a summary takes most of a minute: the one written ahead is used
-            # as it is, what it lacks keeps its facts now and is summarised after the turn.
-            deferred = True
-        elif self.summariser is not None:
-            if bounded:
-                reading = sum(estimate_message(m) for m in todo) + estimate_tokens(previous)
-                seconds = max(0.0, self._summary_wait(reading, local or model.local) - waited)
-            result, timed_out = await self._summarise_now(todo, previous, sized, focus, seconds)
-        text = (result.text or "").strip() if result is not None else ""
-        summarised = bool(text)
-        self._late = []
-        if not text and (timed_out or deferred or prepared is not None):
-            # No (new) summary in time: what there is, with the facts of what it lacks.
-            text = facts_kept(previous, previous, todo, window)
-            summarised = prepared is not None
-            if timed_out or deferred:
-                self._late = self._capped_late(todo, window)
-        if text:
-            self._summary = text
-        if self._summary:
-            # An old summary written for a larger window must not crowd out the new one.
-            self._summary = fit(self._summary, *summary_cap(window))
-        self._summary_tokens = estimate_tokens(summary_block(self._summary)) if self._summary else 0
-        del self._messages[:drop]
-        self._ledger.drop_front(drop)
-        del self._seqs[:dropped_turns]
-        if self._seqs:
-            self._joined = [j for j in self._joined if j > self._seqs[0]]
-        spent = (result.tokens if result is not None else 0) + (prepared.tokens if prepared else 0)
-        self._pending_summary_tokens += spent
-        self._prepared = None
-        self._prep_failed = None
-        if timed_out:
-            yield Note(
-                topic="summary-failed",
-                text=f"Summarising the start of the chat took longer than {seconds or 0:.0f} s, "
-                "so the answer went ahead with its facts kept word for word; the summary is "
-                "written in the background for the next fold.",
-            )
-        elif self.summariser is not None and not summarised:
-            why = result.problem if result is not None and result.problem else "no summary"
-            yield Note(
-                topic="summary-failed",
-                text=f"The start of the chat was dropped without a new summary ({why}).",
-            )
-        elif summarised and result is not None and result.problem:
-            yield Note(
-                topic="summary-failed",
-                text=f"No model summarised the start of the chat ({result.problem}); "
-                "its facts were kept word for word.",
-            )
-        note = await self._persist()
-        if note is not None:
-            yield note
-        yield Compacted(
-            first_kept_seq=self._first_kept_seq(),
-            summary=self._summary,
-            model=model.name,
-            summarised=summarised,
-        )
-
-    async def _summarise_now(
-        self,
-        todo: Sequence[Message],
-        previous: str,
-        model: ModelInfo,
-        focus: str,
-        seconds: float | None,
-    ) -> tuple[SummaryResult | None, bool]:
-        """(the summariser's result, whether ``seconds`` ran out first)."""
-        summariser = self.summariser
-        if summariser is None:
-            return None, False
-        try:
-            async with asyncio.timeout(seconds):
-                result = await summariser.summarise(todo, previous, model=model, focus=focus)
-        except TimeoutError:
-            return None, True
-        except Exception as exc:  # a summariser must not end the turn: it is a help
-            return SummaryResult(text=None, problem=f"{type(exc).__name__}: {exc}"), False
-        return result, False
-
-    def _capped_late(self, messages: Sequence[Message], window: int) -> list[Message]:
-        """The newest whole turns of ``messages`` within one budget (what waits for a summary)."""
-        room = budget(window)
-        kept: list[Message] = []
-        used = 0
-        for m in reversed(messages):
-            used += estimate_message(m)
-            if used > room:
-                break
-            kept.append(m)
-        kept.reverse()
-        while kept and kept[0].role != "user":
-            kept.pop(0)
-        return kept
 
     def _request(self, turn: TurnInput, window: int) -> ChatRequest:
         messages = self._messages
@@ -1039,41 +893,6 @@ class ApiSession(FoldsAhead):
             return None
         best = min(fits, key=lambda m: (not m.local, m.context, m.key))
         return NextStep(kind="switch-model", label=f"Switch to {best.name}", model=best)
-
-    async def compact(
-        self, focus: str = "", *, model: ModelInfo | None = None
-    ) -> AsyncIterator[Event]:
-        async with self._lock, contextlib.aclosing(self._compact(focus, model)) as events:
-            async for ev in events:
-                yield ev
-
-    async def _compact(self, focus: str, model: ModelInfo | None) -> AsyncGenerator[Event, None]:
-        self._ensure_loaded()
-        await self._stop_preparing()
-        await self._catch_up(None)
-        while self._notes:
-            yield self._notes.pop(0)
-        chat_model = model or self._last_model
-        if self._ledger.turns <= 1:
-            yield Note(topic="other", text="There is nothing to summarise yet.")
-            yield Done()
-            return
-        if chat_model is None:
-            yield Note(
-                topic="other",
-                text="Conch needs to know the chat's model to summarise; send a message first.",
-            )
-            yield Done()
-            return
-        # Asked for: the person waits for the summary, however long it takes.
-        async for ev in self._fold(
-            self._current_turn_start(), chat_model, focus=focus, bounded=False
-        ):
-            yield ev
-        if self._pending_summary_tokens:
-            extra, self._pending_summary_tokens = self._pending_summary_tokens, 0
-            yield Usage(summary_tokens=extra)
-        yield Done()
 
     async def aclose(self) -> None:
         """Stop writing a summary ahead; everything else is saved as it happens, and the
