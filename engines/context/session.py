@@ -29,12 +29,9 @@ import contextlib
 import logging
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from engines.base import (
-    AssistantRaw,
     Attachment,
     Done,
     Event,
@@ -46,17 +43,12 @@ from engines.base import (
     Problem,
     ProblemKind,
     Shortened,
-    TextDelta,
-    ThinkingDelta,
-    ToolCall,
-    ToolCallData,
     TurnInput,
     TurnProblem,
-    Usage,
 )
 from engines.context.calibrate import Calibrated, count_request, needs_calibration
-from engines.context.continuation import continuing, join_answer, prefills
-from engines.context.folding import Folding
+from engines.context.continuation import join_answer
+from engines.context.sending import Attempt, Sending, chat_request, silent
 from engines.context.state import (
     SUMMARY_CLOSE,
     SUMMARY_OPEN,
@@ -78,14 +70,13 @@ from engines.context.tool_loop import (
     stopped,
     unavailable,
 )
-from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
+from engines.providers.base import ProviderAdapter, ProviderError
 from engines.tools.catalogue import Catalogue
 from engines.tools.rules import result_cap, shorten_turn_tools_first
 from engines.tools.rules import tool_list_tokens as _tools_tokens
 from engines.window import (
     LEAN_WINDOW,
     TURN_ROOM,
-    answer_reserve,
     budget,
     estimate_message,
     estimate_tokens,
@@ -164,43 +155,7 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _silent(out: _Attempt) -> bool:
-    """Nothing came back: no text, no tool call, and no failure but a stream that ended before
-    its first word."""
-    if out.calls or "".join(out.text).strip():
-        return False
-    if out.error is None:
-        return True
-    return out.error.kind is ProblemKind.BROKEN_STREAM and not out.began
-
-
-def _chat_request(turn: TurnInput, window: int, messages: tuple[Message, ...]) -> ChatRequest:
-    """The request for ``turn`` with ``messages``, leaving room in ``window`` for the answer."""
-    return ChatRequest(
-        model=turn.model.id,
-        system=turn.system,
-        messages=messages,
-        tools=turn.tools,
-        max_output_tokens=answer_reserve(window, turn.max_answer_tokens),
-        temperature=turn.temperature,
-        window=window,
-    )
-
-
-@dataclass
-class _Attempt:
-    """What one request to the provider produced."""
-
-    text: list[str] = field(default_factory=list)
-    thinking: list[str] = field(default_factory=list)
-    calls: list[ToolCallData] = field(default_factory=list)
-    raw: tuple[dict[str, Any], ...] | None = None
-    began: bool = False  # some answer (text, thinking or a tool call) arrived
-    done: Done | None = None
-    error: ProviderError | None = None
-
-
-class ApiSession(Folding):
+class ApiSession(Sending):
     """The transcript-keeping engine for one chat (implements ``ContextEngine``).
 
     ``data_dir`` None keeps the transcript in memory only (benchmarks). ``history`` gives the
@@ -212,19 +167,6 @@ class ApiSession(Folding):
     """
 
     continues_answers = True  # "Continue" goes on with a stopped answer (``continuation``)
-
-    def _request(self, turn: TurnInput, window: int) -> ChatRequest:
-        messages = self._messages
-        block = summary_block(self._summary)
-        if block:
-            messages = list(messages)
-            i = next((k for k, m in enumerate(messages) if m.role == "user"), None)
-            if i is not None:
-                # At request time only: the stored message stays the person's own words.
-                messages[i] = messages[i].model_copy(update={"text": block + messages[i].text})
-        if self._continuing(turn):
-            messages = continuing(messages, turn.continue_from, prefill=self._prefills(turn))
-        return _chat_request(turn, window, tuple(messages))
 
     def _take_person_message(self, turn: TurnInput, text: str) -> Message:
         """Put the person's message in the transcript; returns the message as stored."""
@@ -274,84 +216,6 @@ class ApiSession(Folding):
         self._unanswered = [turn.seq]
         return person
 
-    def _sent_estimate(self, turn: TurnInput) -> int:
-        return (
-            estimate_tokens(turn.system)
-            + _tools_tokens(turn.tools)
-            + self._ledger.tokens
-            + self._summary_tokens
-            + (estimate_tokens(turn.continue_from) if self._continuing(turn) else 0)
-        )
-
-    def _continuing(self, turn: TurnInput) -> bool:
-        """The request goes on with a stopped answer (``continuation``): the transcript still
-        ends with the person's message (the stopped words were never kept in it)."""
-        return (
-            bool(turn.continue_from) and bool(self._messages) and self._messages[-1].role == "user"
-        )
-
-    def _prefills(self, turn: TurnInput) -> bool:
-        adapter = self.adapters.get(turn.model.provider)
-        return prefills(adapter) and turn.model.key not in self._no_prefill
-
-    async def _attempt(
-        self, adapter: ProviderAdapter, request: ChatRequest, sent: int, out: _Attempt
-    ) -> AsyncGenerator[Event, None]:
-        """Stream one request, forwarding what the person sees; errors land in ``out``."""
-        stream = adapter.stream(request)
-        try:
-            async for ev in stream:
-                if isinstance(ev, TextDelta):
-                    out.began = True
-                    out.text.append(ev.text)
-                    yield ev
-                elif isinstance(ev, ThinkingDelta):
-                    out.began = True
-                    out.thinking.append(ev.text)
-                    yield ev
-                elif isinstance(ev, ToolCall):
-                    out.began = True
-                    out.calls.append(ev.call)
-                    yield ev
-                elif isinstance(ev, Usage):
-                    real = ev.input_tokens + ev.cache_read_tokens + ev.cache_write_tokens
-                    self._factor = update_factor(self._factor, real, sent)
-                    extra, self._pending_summary_tokens = self._pending_summary_tokens, 0
-                    yield ev.model_copy(update={"summary_tokens": ev.summary_tokens + extra})
-                elif isinstance(ev, AssistantRaw):
-                    out.raw = ev.blocks
-                elif isinstance(ev, Done):
-                    out.done = ev
-                    return
-                elif isinstance(ev, Problem):
-                    # Adapters raise rather than yield problems; pass one on as it came.
-                    out.error = ProviderError(
-                        ev.problem.kind, ev.problem.detail, partial=ev.problem.partial
-                    )
-                    return
-                else:
-                    yield ev
-            out.error = ProviderError(
-                ProblemKind.BROKEN_STREAM, "the stream ended before the answer was finished"
-            )
-        except ProviderError as exc:
-            out.error = exc
-        finally:
-            closer = getattr(stream, "aclose", None)
-            if closer is not None:
-                with contextlib.suppress(Exception):
-                    await closer()
-
-    async def _send(
-        self, turn: TurnInput, adapter: ProviderAdapter, window: int, out: _Attempt
-    ) -> AsyncGenerator[Event, None]:
-        """Send the request for the transcript as it stands now, forwarding what the person
-        sees; what came back lands in ``out``."""
-        request, sent = self._request(turn, window), self._sent_estimate(turn)
-        async with contextlib.aclosing(self._attempt(adapter, request, sent, out)) as events:
-            async for ev in events:
-                yield ev
-
     async def _answer(
         self,
         turn: TurnInput,
@@ -366,7 +230,7 @@ class ApiSession(Folding):
         for its length heals, an empty answer after a fold (``folded``) is looked into, and an
         answer finishes the turn (or runs the tool calls it ends with)."""
         for _ in range(2):  # a second time only without the tools
-            out = _Attempt()
+            out = Attempt()
             async with contextlib.aclosing(self._send(turn, adapter, window, out)) as events:
                 async for ev in events:
                     yield ev
@@ -387,7 +251,7 @@ class ApiSession(Folding):
             async for ev in self._heal(turn, adapter, err, turn_tokens, whole):
                 yield ev
             return
-        if folded and _silent(out):
+        if folded and silent(out):
             async for ev in self._after_silence(turn, adapter, window, turn_tokens, whole):
                 yield ev
             return
@@ -561,11 +425,11 @@ class ApiSession(Folding):
                     yield ev
                 return
         # The prompt is in the server's cache now: a second try costs only the answer.
-        again = _Attempt()
+        again = Attempt()
         async with contextlib.aclosing(self._send(turn, adapter, window, again)) as events:
             async for ev in events:
                 yield ev
-        if _silent(again):
+        if silent(again):
             yield Problem(
                 problem=TurnProblem.of(
                     ProblemKind.REFUSED,
@@ -591,13 +455,13 @@ class ApiSession(Folding):
         """
         start = self._current_turn_start()
         messages = shorten_turn_tools_first(self._messages[start:], TURN_ROOM)
-        request = _chat_request(turn, window, messages)
+        request = chat_request(turn, window, messages)
         sent = (
             estimate_tokens(turn.system)
             + _tools_tokens(turn.tools)
             + sum(estimate_message(m) for m in messages)
         )
-        out = _Attempt()
+        out = Attempt()
         async with contextlib.aclosing(self._attempt(adapter, request, sent, out)) as events:
             async for ev in events:
                 yield ev
@@ -649,7 +513,7 @@ class ApiSession(Folding):
         for ev in await self._saved_shortened(turn, whole, window):
             yield ev
 
-        out = _Attempt()
+        out = Attempt()
         healed = False
         async with contextlib.aclosing(self._send(turn, adapter, window, out)) as events:
             async for ev in events:
@@ -670,7 +534,7 @@ class ApiSession(Folding):
     async def _finish(
         self,
         turn: TurnInput,
-        out: _Attempt,
+        out: Attempt,
         window: int,
         turn_tokens: int,
         adapter: ProviderAdapter,
@@ -681,7 +545,7 @@ class ApiSession(Folding):
             # A server that will not continue a final assistant message (newer Claude models):
             # ask it to go on instead, for the rest of this chat.
             self._no_prefill.add(turn.model.key)
-            out = _Attempt()
+            out = Attempt()
             async with contextlib.aclosing(self._send(turn, adapter, window, out)) as events:
                 async for ev in events:
                     yield ev
