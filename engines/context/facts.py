@@ -656,6 +656,136 @@ def _cost(text: str) -> tuple[int, int]:
     return len(text) + 3, list_tokens(line)
 
 
+class _Packer:
+    """The lines of the list being chosen, within its limits: each entry is [the fact, the line
+    that keeps it] (the fact itself, or the short sentence it was said in), most important
+    first, with what they cost so far (the heading included)."""
+
+    def __init__(self, limit_chars: int, limit_tokens: int) -> None:
+        self.limit_chars = limit_chars
+        self.limit_tokens = limit_tokens
+        self.chosen: list[list[Any]] = []
+        self.size, self.tokens = len(HEADING), list_tokens(HEADING + "\n")
+        self._hay = _haystack("")
+
+    def covered(self, fact: Fact) -> bool:
+        """A line kept already holds ``fact``: it needs no line of its own."""
+        return bool(self.chosen) and _present(fact.text, self._hay)
+
+    def fits(self, chars: int, tokens: int) -> bool:
+        return self.size + chars <= self.limit_chars and self.tokens + tokens <= self.limit_tokens
+
+    def kept(self) -> set[Fact]:
+        return {e[0] for e in self.chosen}
+
+    def add(self, fact: Fact) -> None:
+        chars, cost = _cost(fact.text)
+        self.chosen.append([fact, fact.text])
+        self._count(chars, cost)
+
+    def pop(self) -> None:
+        """The least important line goes."""
+        _fact, line = self.chosen.pop()
+        chars, cost = _cost(line)
+        self._count(-chars, -cost)
+
+    def widening(self, entry: list[Any], sentence: str, inside: list[list[Any]]) -> tuple[int, int]:
+        """(characters, tokens) keeping ``entry`` by ``sentence`` adds, the lines it holds
+        (``inside``) gone."""
+        chars, tokens = _cost(sentence)
+        for e in [entry, *inside]:
+            c, t = _cost(e[1])
+            chars, tokens = chars - c, tokens - t
+        return chars, tokens
+
+    def widen(
+        self, entry: list[Any], sentence: str, inside: list[list[Any]], cost: tuple[int, int]
+    ) -> None:
+        """``entry`` is kept by ``sentence`` instead, and the lines it holds go."""
+        entry[1] = sentence
+        self.chosen[:] = [e for e in self.chosen if not any(e is x for x in inside)]
+        self._count(*cost)
+
+    def _count(self, chars: int, tokens: int) -> None:
+        self.size += chars
+        self.tokens += tokens
+        self._hay = _haystack("\n".join(e[1] for e in self.chosen))
+
+
+def _candidates(
+    earlier: list[str], folded_text: str, minor_text: str
+) -> tuple[dict[str, Fact], _Origins]:
+    """Every fact the list may keep (an earlier list's items, the folded text's facts and
+    decisions, then what only tools returned), and whose words each position is in."""
+    # Items an earlier pass kept stay candidates even if this text no longer holds them.
+    found: dict[str, Fact] = {}
+    for i, item in enumerate(earlier):
+        clean = scrub(item)
+        if _usable(clean):
+            _add(found, Fact(clean, _rank_of(clean), i - len(earlier), CARRIED))
+    first = _SPEAKER.search(folded_text)
+    origins = _Origins(folded_text, CARRIED if first is not None else PERSON)
+    if first is not None:
+        # An earlier list's items come first, one a line: each stays a candidate whole (a
+        # sentence kept with its fact must not come back as the bare fact).
+        at = 0
+        for line in folded_text[: first.start()].split("\n"):
+            item = line.strip().removeprefix("- ").strip()
+            if _usable(item) and item != HEADING and not _is_note(item):
+                _add(found, Fact(item, _rank_of(item), at - first.start(), CARRIED))
+            at += len(line) + 1
+    for fact in _facts(folded_text):
+        _add(found, Fact(fact.text, fact.rank, fact.pos, origins.at(fact.pos)))
+    for fact in _decisions(folded_text, origins):
+        _add(found, fact)
+    if minor_text:
+        offset = len(folded_text) + 1
+        for fact in _facts(minor_text):
+            if _norm(fact.text) not in found:
+                _add(found, Fact(fact.text, fact.rank, offset + fact.pos, TOOL))
+    return found, origins
+
+
+def _note_room(packer: _Packer, order: list[Fact]) -> str:
+    """The line naming what was left out, for which a fact of anyone's but the person's own
+    words makes room; else at least how many ("" when everything is kept, or nothing fits)."""
+    while True:
+        kept = packer.kept()
+        left = [f for f in order if f not in kept and not packer.covered(f)]
+        if not left:
+            return ""
+        full, short = _left_out(left), f"{LEFT_OUT} {len(left)} more.)"
+        fitting = [x for x in (full, short) if packer.fits(len(x) + 1, list_tokens(x + "\n"))]
+        if full in fitting or not packer.chosen or packer.chosen[-1][0].tier == 0:
+            return fitting[0] if fitting else ""
+        packer.pop()  # the least important makes room for the line
+
+
+def _in_sentences(
+    packer: _Packer, order: list[Fact], folded_text: str, origins: _Origins, note: str
+) -> None:
+    """While there is room, a bare "Priya Raman" (who is she?) becomes the short sentence the
+    person said it in; the facts that sentence holds need no lines of their own."""
+    sentences = [f.text for f in order if f.rank == _SENTENCE]
+    note_chars = len(note) + 1 if note else 0
+    note_tokens = list_tokens(note + "\n") if note else 0
+    for entry in list(packer.chosen):
+        fact = entry[0]
+        if entry not in packer.chosen or fact.rank == _DECISION:
+            continue
+        if fact.origin == PERSON:
+            sentence = _sentence_around(folded_text, fact, origins)
+        else:
+            sentence = next((x for x in sentences if _present(fact.text, _haystack(x))), None)
+        if sentence is None or not _usable(sentence) or scrub(sentence) != sentence:
+            continue  # never a line with a secret's placeholder: say only the fact
+        hay = _haystack(sentence)
+        inside = [e for e in packer.chosen if e is not entry and _present(e[1], hay)]
+        chars, tokens = packer.widening(entry, sentence, inside)
+        if packer.fits(chars + note_chars, tokens + note_tokens):
+            packer.widen(entry, sentence, inside, (chars, tokens))
+
+
 def keep_facts(
     summary: str,
     folded_text: str,
@@ -677,33 +807,7 @@ def keep_facts(
     repeated. The texts must already be scrubbed: this only ever copies from them.
     """
     body, earlier = split_kept(summary)
-    # Items an earlier pass kept stay candidates even if this text no longer holds them.
-    found: dict[str, Fact] = {}
-    for i, item in enumerate(earlier):
-        clean = scrub(item)
-        if _usable(clean):
-            _add(found, Fact(clean, _rank_of(clean), i - len(earlier), CARRIED))
-    first = _SPEAKER.search(folded_text)
-    origins = _Origins(folded_text, CARRIED if first is not None else PERSON)
-    if first is not None:
-        # An earlier list's items come first, one a line: each stays a candidate whole (a
-        # sentence kept with its fact must not come back as the bare fact).
-        at = 0
-        for line in folded_text[: first.start()].split("\n"):
-            item = line.strip().removeprefix("- ").strip()
-            if _usable(item) and item != HEADING and not _is_note(item):
-                _add(found, Fact(item, _rank_of(item), at - first.start(), CARRIED))
-            at += len(line) + 1
-    for fact in _facts(folded_text):
-        _add(found, Fact(fact.text, fact.rank, fact.pos, origins.at(fact.pos)))
-    decisions = _decisions(folded_text, origins)
-    for fact in decisions:
-        _add(found, fact)
-    if minor_text:
-        offset = len(folded_text) + 1
-        for fact in _facts(minor_text):
-            if _norm(fact.text) not in found:
-                _add(found, Fact(fact.text, fact.rank, offset + fact.pos, TOOL))
+    found, origins = _candidates(earlier, folded_text, minor_text)
     candidates = sorted(found.values(), key=lambda f: f.pos)
     haystack = _haystack(body)
     missing = [
@@ -711,102 +815,35 @@ def keep_facts(
     ]  # the list goes out on every turn: never a secret in it
     if not missing or limit_chars <= len(HEADING) + 4:
         return body
-    max_tokens = limit_tokens if limit_tokens is not None else 1 << 30
     # Most important first; the person's earliest words first (who they are, who they work
     # with), elsewhere the newest (likelier to matter next).
     order = sorted(
         missing,
         key=lambda f: (f.tier, _KIND_ORDER.get(f.rank, 2), f.pos if f.tier <= 1 else -f.pos),
     )
-    chosen: list[list[Any]] = []  # [the fact, the line that keeps it], most important first
-    whole: list[str] = []  # lines kept: a fact inside one needs no line of its own
-    whole_hay = _haystack("")
-    size, tokens = len(HEADING), list_tokens(HEADING + "\n")
-
-    def covered(fact: Fact) -> bool:
-        return bool(whole) and _present(fact.text, whole_hay)
-
+    packer = _Packer(limit_chars, limit_tokens if limit_tokens is not None else 1 << 30)
     # An earlier list's sentences first count as the bare facts they hold (which are
     # candidates of their own), so old sentences never crowd out new facts; they come back
     # whole below while there is room.
-    sentences = [f.text for f in order if f.rank == _SENTENCE]
     for fact in order:
-        if covered(fact) or fact.rank == _SENTENCE:
-            continue
-        chars, cost = _cost(fact.text)
-        if size + chars > limit_chars or tokens + cost > max_tokens:
-            continue
-        chosen.append([fact, fact.text])
-        size += chars
-        tokens += cost
-        whole.append(fact.text)
-        whole_hay = _haystack("\n".join(whole))
-    note = ""
-    while True:
-        kept = {e[0] for e in chosen}
-        left = [f for f in order if f not in kept and not covered(f)]
-        if not left:
-            break
-        # The line naming what was left out, for which a fact of anyone's but the person's
-        # own words makes room; else at least how many.
-        full, short = _left_out(left), f"{LEFT_OUT} {len(left)} more.)"
-        fitting = [
-            x
-            for x in (full, short)
-            if size + len(x) + 1 <= limit_chars and tokens + list_tokens(x + "\n") <= max_tokens
-        ]
-        if full in fitting or not chosen or chosen[-1][0].tier == 0:
-            note = fitting[0] if fitting else ""
-            break
-        _dropped, line = chosen.pop()  # the least important makes room for the line
-        chars, cost = _cost(line)
-        size -= chars
-        tokens -= cost
-        whole = [e[1] for e in chosen]
-        whole_hay = _haystack("\n".join(whole))
-    note_chars = len(note) + 1 if note else 0
-    note_tokens = list_tokens(note + "\n") if note else 0
-    # Then, while there is room, a bare "Priya Raman" (who is she?) becomes the short sentence
-    # the person said it in; the facts that sentence holds need no lines of their own.
-    for entry in list(chosen):
-        fact, line = entry
-        if entry not in chosen or fact.rank == _DECISION:
-            continue
-        if fact.origin == PERSON:
-            sentence = _sentence_around(folded_text, fact, origins)
-        else:
-            sentence = next((x for x in sentences if _present(fact.text, _haystack(x))), None)
-        if sentence is None or not _usable(sentence) or scrub(sentence) != sentence:
-            continue  # never a line with a secret's placeholder: say only the fact
-        hay = _haystack(sentence)
-        inside = [e for e in chosen if e is not entry and _present(e[1], hay)]
-        chars, cost = _cost(sentence)
-        for e in [entry, *inside]:
-            c, t = _cost(e[1])
-            chars, cost = chars - c, cost - t
-        if size + chars + note_chars > limit_chars or tokens + cost + note_tokens > max_tokens:
-            continue
-        entry[1] = sentence
-        chosen[:] = [e for e in chosen if not any(e is x for x in inside)]
-        size += chars
-        tokens += cost
-        whole = [e[1] for e in chosen]
-        whole_hay = _haystack("\n".join(whole))
+        if not packer.covered(fact) and fact.rank != _SENTENCE and packer.fits(*_cost(fact.text)):
+            packer.add(fact)
+    note = _note_room(packer, order)
+    _in_sentences(packer, order, folded_text, origins, note)
     if note:
         # A sentence may hold facts the note counted.
-        kept = {e[0] for e in chosen}
-        left = [f for f in order if f not in kept and not covered(f)]
+        kept = packer.kept()
+        left = [f for f in order if f not in kept and not packer.covered(f)]
         if not left:
             note = ""
         elif note.endswith(" more.)"):
             note = f"{LEFT_OUT} {len(left)} more.)"
         else:
             note = _left_out(left)
-    if not chosen:
+    if not packer.chosen:
         return body
-    chosen.sort(key=lambda e: e[0].pos)
     lines_kept: list[str] = []
-    for _fact, line in chosen:
+    for _fact, line in sorted(packer.chosen, key=lambda e: e[0].pos):
         if line not in lines_kept:
             lines_kept.append(line)
     block = _block(lines_kept, note)

@@ -3,63 +3,37 @@
 Each turn appends the person's message, folds whole turns from the front when the transcript
 outgrows the model's budget (summarising what went), sends the kept messages with the summary
 in front of the first kept person message, and streams the answer. A "too long" refusal before
-any answer text heals itself once: everything but the current turn is folded, the turn is
-shortened harder and sent again. Between folds every request starts with the same bytes, so
-providers' prompt caches keep working.
+any answer text heals itself once; an answer that ends with tool calls runs them and goes on.
 
-A fold never fails its turn and never waits long: the summary is usually written ahead, in
-the background, once the next fold is near (``engines.context.prepare``; on this computer only
-while no turn needs the server, and stopped when the person sends). Without one, the summariser
-gets a bounded time, after which the fold keeps the dropped turns' facts and their summary is
-written for the next fold. An empty answer right after a fold is counted: an overflow is healed,
-a silent model asked once more. Where a server streams no usage, its own tokenizer counts the
-request once per fold and near the budget to correct the estimate (``engines.context.calibrate``).
-A message cut to less than half of what the person wrote is said in the turn (``Shortened``).
-
-The chat log is the source of truth. Before each turn the transcript is checked against it (the
-turns it keeps, their words and answers, the summary against the log's latest fold) and rebuilt
-from the log where they disagree: after a failed save, another process on the same chat, or a
-damaged file. A window a refusal named is believed only down to a plausible floor, and after a
-restart only as a hint for healing the next refusal: a bogus refusal never locks a chat.
+This module is the turn itself; the parts it stands on are modules of their own, each class on
+the one before: ``state`` (what they share), ``sync`` (agreeing with the chat log and the
+transcript file), ``windows`` (windows a refusal named), ``ahead`` (the next fold's summary,
+written ahead), ``folding``, ``sending`` (one request, streamed), ``heal`` (a refusal, an empty
+answer, a message cut to fit, counting with the server's tokenizer) and ``tool_rounds`` (the
+chat's tools).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
-import re
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from engines.base import (
-    AssistantRaw,
     Attachment,
-    Compacted,
     Done,
     Event,
-    Healed,
     Message,
     ModelInfo,
     NextStep,
     Note,
     Problem,
     ProblemKind,
-    Shortened,
-    TextDelta,
-    ThinkingDelta,
-    ToolCall,
-    ToolCallData,
     TurnInput,
     TurnProblem,
-    Usage,
 )
-from engines.context.ahead import FoldsAhead
-from engines.context.calibrate import Calibrated, count_request, needs_calibration
-from engines.context.continuation import continuing, join_answer, prefills
-from engines.context.protocols import SummaryResult
+from engines.context.continuation import join_answer
+from engines.context.sending import Attempt, silent
 from engines.context.state import (
     SUMMARY_CLOSE,
     SUMMARY_OPEN,
@@ -69,32 +43,10 @@ from engines.context.state import (
     SummaryWait,
     summary_block,
 )
-from engines.context.summarise import facts_kept, fit, summary_cap
-from engines.context.tool_loop import (
-    MAX_ROUNDS,
-    NO_TOOLS_MODEL,
-    ROUNDS_TEXT,
-    CallOutcome,
-    not_run,
-    run_call,
-    server_names,
-    specs_for,
-    stopped,
-    unavailable,
-)
-from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
-from engines.tools.catalogue import Catalogue
-from engines.tools.lean import lean_for
-from engines.tools.rules import result_cap, shorten_turn_tools_first
+from engines.context.tool_rounds import ToolRounds, one_line, refused_tools
+from engines.providers.base import ProviderAdapter
 from engines.tools.rules import tool_list_tokens as _tools_tokens
-from engines.window import (
-    TURN_ROOM,
-    answer_reserve,
-    budget,
-    estimate_message,
-    estimate_tokens,
-    update_factor,
-)
+from engines.window import estimate_message, estimate_tokens
 
 __all__ = [
     "SUMMARY_CLOSE",
@@ -108,16 +60,6 @@ __all__ = [
     "render_attachments",
     "summary_block",
 ]
-
-log = logging.getLogger("conch.context.session")
-
-
-HEALED_TEXT = "Folded the chat and shortened the message after a too-long refusal."
-
-
-CUT_SHARE = 0.5  # sending less than this share of the person's message is said in the turn
-SILENT_OVERFLOW = 0.95  # an empty answer to a prompt this full of the window was an overflow
-_MARKER = re.compile(r"\n\n\[… [\d,]+ characters left out …\]\n\n")
 
 
 def chat_window(data_dir: Path | None, chat_id: str, model: ModelInfo) -> int:
@@ -141,70 +83,7 @@ def render_attachments(text: str, attachments: Sequence[Attachment]) -> str:
     return "\n\n".join(parts)
 
 
-async def _can_use_tools(adapter: ProviderAdapter, model: ModelInfo) -> bool:
-    """Whether ``model`` may be sent tools: an adapter that can tell (Ollama, by the model's
-    capabilities) is asked; the others take tools from every model."""
-    check = getattr(adapter, "tool_support", None)
-    if check is None:
-        return True
-    try:
-        return bool(await check(model.id))
-    except Exception:  # the server could not say: no tools rather than a refused request
-        log.warning("could not learn whether %s can use tools", model.key, exc_info=True)
-        return False
-
-
-_TOOLS_WORDS = re.compile(r"\btools?\b|\bfunction[ _-]?call|\bjinja\b", re.IGNORECASE)
-
-
-def _refused_tools(err: ProviderError) -> bool:
-    """The server refused the request because of its tool list (not for its length)."""
-    if err.too_long or err.kind not in (ProblemKind.REFUSED, ProblemKind.SERVER_ERROR):
-        return False
-    return bool(_TOOLS_WORDS.search(err.detail or ""))
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _silent(out: _Attempt) -> bool:
-    """Nothing came back: no text, no tool call, and no failure but a stream that ended before
-    its first word."""
-    if out.calls or "".join(out.text).strip():
-        return False
-    if out.error is None:
-        return True
-    return out.error.kind is ProblemKind.BROKEN_STREAM and not out.began
-
-
-def _chat_request(turn: TurnInput, window: int, messages: tuple[Message, ...]) -> ChatRequest:
-    """The request for ``turn`` with ``messages``, leaving room in ``window`` for the answer."""
-    return ChatRequest(
-        model=turn.model.id,
-        system=turn.system,
-        messages=messages,
-        tools=turn.tools,
-        max_output_tokens=answer_reserve(window, turn.max_answer_tokens),
-        temperature=turn.temperature,
-        window=window,
-    )
-
-
-@dataclass
-class _Attempt:
-    """What one request to the provider produced."""
-
-    text: list[str] = field(default_factory=list)
-    thinking: list[str] = field(default_factory=list)
-    calls: list[ToolCallData] = field(default_factory=list)
-    raw: tuple[dict[str, Any], ...] | None = None
-    began: bool = False  # some answer (text, thinking or a tool call) arrived
-    done: Done | None = None
-    error: ProviderError | None = None
-
-
-class ApiSession(FoldsAhead):
+class ApiSession(ToolRounds):
     """The transcript-keeping engine for one chat (implements ``ContextEngine``).
 
     ``data_dir`` None keeps the transcript in memory only (benchmarks). ``history`` gives the
@@ -216,329 +95,6 @@ class ApiSession(FoldsAhead):
     """
 
     continues_answers = True  # "Continue" goes on with a stopped answer (``continuation``)
-
-    async def _fold(
-        self,
-        drop: int,
-        model: ModelInfo,
-        focus: str = "",
-        *,
-        local: bool = False,
-        bounded: bool = True,
-        waited: float = 0.0,
-    ) -> AsyncGenerator[Event, None]:
-        """Drop the first ``drop`` messages (whole turns), summarising them; emits Compacted.
-
-        A summary prepared ahead is used when it covers the start of what is dropped (what it
-        lacks is folded into it now). Inside a turn (``bounded``) the summariser has a time
-        that grows with what it reads (``local``: a model on this computer, slower); when it
-        runs out the fold goes ahead with the dropped turns' facts kept word for word, and
-        their summary is written in the background for the next fold. ``waited``: seconds
-        this turn already gave a summary being written ahead (they count against that time).
-        """
-        drop = max(0, min(drop, self._current_turn_start()))
-        if drop == 0:
-            return
-        folded = self._messages[:drop]
-        dropped_turns = sum(1 for m in folded if m.role == "user")
-        # Size the summary for the window the model really has (a refusal may have taught a
-        # smaller one than its listing says).
-        window = self.window_for(model)
-        sized = model if model.context == window else model.model_copy(update={"context": window})
-        previous = self._summary
-        todo: list[Message] = [*self._late, *folded]
-        prepared = None if focus else self._prepared_for(dropped_turns)
-        while self._notes:
-            yield self._notes.pop(0)
-        if prepared is not None:
-            starts = self._ledger.turn_starts
-            covered = len(prepared.covers)
-            previous = prepared.text
-            todo = folded[starts[covered] :] if covered < len(starts) else []
-        result: SummaryResult | None = None
-        timed_out = False
-        deferred = False  # what the prepared summary lacks is summarised in the background
-        seconds: float | None = None
-        if prepared is not None and not todo:
-            result = SummaryResult(text=prepared.text, model=prepared.model)
-        elif prepared is not None and bounded and (local or model.local):
-            # On this computer a summary takes most of a minute: the one written ahead is used
-            # as it is, what it lacks keeps its facts now and is summarised after the turn.
-            deferred = True
-        elif self.summariser is not None:
-            if bounded:
-                reading = sum(estimate_message(m) for m in todo) + estimate_tokens(previous)
-                seconds = max(0.0, self._summary_wait(reading, local or model.local) - waited)
-            result, timed_out = await self._summarise_now(todo, previous, sized, focus, seconds)
-        text = (result.text or "").strip() if result is not None else ""
-        summarised = bool(text)
-        self._late = []
-        if not text and (timed_out or deferred or prepared is not None):
-            # No (new) summary in time: what there is, with the facts of what it lacks.
-            text = facts_kept(previous, previous, todo, window)
-            summarised = prepared is not None
-            if timed_out or deferred:
-                self._late = self._capped_late(todo, window)
-        if text:
-            self._summary = text
-        if self._summary:
-            # An old summary written for a larger window must not crowd out the new one.
-            self._summary = fit(self._summary, *summary_cap(window))
-        self._summary_tokens = estimate_tokens(summary_block(self._summary)) if self._summary else 0
-        del self._messages[:drop]
-        self._ledger.drop_front(drop)
-        del self._seqs[:dropped_turns]
-        if self._seqs:
-            self._joined = [j for j in self._joined if j > self._seqs[0]]
-        spent = (result.tokens if result is not None else 0) + (prepared.tokens if prepared else 0)
-        self._pending_summary_tokens += spent
-        self._prepared = None
-        self._prep_failed = None
-        if timed_out:
-            yield Note(
-                topic="summary-failed",
-                text=f"Summarising the start of the chat took longer than {seconds or 0:.0f} s, "
-                "so the answer went ahead with its facts kept word for word; the summary is "
-                "written in the background for the next fold.",
-            )
-        elif self.summariser is not None and not summarised:
-            why = result.problem if result is not None and result.problem else "no summary"
-            yield Note(
-                topic="summary-failed",
-                text=f"The start of the chat was dropped without a new summary ({why}).",
-            )
-        elif summarised and result is not None and result.problem:
-            yield Note(
-                topic="summary-failed",
-                text=f"No model summarised the start of the chat ({result.problem}); "
-                "its facts were kept word for word.",
-            )
-        note = await self._persist()
-        if note is not None:
-            yield note
-        yield Compacted(
-            first_kept_seq=self._first_kept_seq(),
-            summary=self._summary,
-            model=model.name,
-            summarised=summarised,
-        )
-
-    async def _summarise_now(
-        self,
-        todo: Sequence[Message],
-        previous: str,
-        model: ModelInfo,
-        focus: str,
-        seconds: float | None,
-    ) -> tuple[SummaryResult | None, bool]:
-        """(the summariser's result, whether ``seconds`` ran out first)."""
-        summariser = self.summariser
-        if summariser is None:
-            return None, False
-        try:
-            async with asyncio.timeout(seconds):
-                result = await summariser.summarise(todo, previous, model=model, focus=focus)
-        except TimeoutError:
-            return None, True
-        except Exception as exc:  # a summariser must not end the turn: it is a help
-            return SummaryResult(text=None, problem=f"{type(exc).__name__}: {exc}"), False
-        return result, False
-
-    def _capped_late(self, messages: Sequence[Message], window: int) -> list[Message]:
-        """The newest whole turns of ``messages`` within one budget (what waits for a summary)."""
-        room = budget(window)
-        kept: list[Message] = []
-        used = 0
-        for m in reversed(messages):
-            used += estimate_message(m)
-            if used > room:
-                break
-            kept.append(m)
-        kept.reverse()
-        while kept and kept[0].role != "user":
-            kept.pop(0)
-        return kept
-
-    def _request(self, turn: TurnInput, window: int) -> ChatRequest:
-        messages = self._messages
-        block = summary_block(self._summary)
-        if block:
-            messages = list(messages)
-            i = next((k for k, m in enumerate(messages) if m.role == "user"), None)
-            if i is not None:
-                # At request time only: the stored message stays the person's own words.
-                messages[i] = messages[i].model_copy(update={"text": block + messages[i].text})
-        if self._continuing(turn):
-            messages = continuing(messages, turn.continue_from, prefill=self._prefills(turn))
-        return _chat_request(turn, window, tuple(messages))
-
-    def _take_person_message(self, turn: TurnInput, text: str) -> Message:
-        """Put the person's message in the transcript; returns the message as stored."""
-        if turn.seq in self._unanswered:
-            # A retry of a message the transcript holds unanswered: send it again as it is,
-            # except that a message that was cut to fit is sent whole again, as the chat log
-            # has it (the retry may be to a model that reads more); it is cut again if need be.
-            start = self._current_turn_start()
-            held = self._messages[start]
-            if len(self._unanswered) == 1 and held.role == "user" and held.text != text:
-                again = self._messages[start:]
-                again[0] = held.model_copy(update={"text": text, "pictures": turn.pictures})
-                self._ledger.pop_back(len(again))
-                for m in again:
-                    self._ledger.append(m)
-                self._messages[start:] = again
-                return again[0]
-            return held
-        # An edit of an earlier message (or a regenerate) replaces the transcript from there.
-        while self._seqs and self._seqs[-1] >= turn.seq:
-            start = self._current_turn_start()
-            self._ledger.pop_back(len(self._messages) - start)
-            del self._messages[start:]
-            self._seqs.pop()
-            self._unanswered = []
-        self._joined = [j for j in self._joined if j < turn.seq]
-        person = Message(role="user", text=text, pictures=turn.pictures)
-        if self._messages and self._messages[-1].role == "user" and self._seqs:
-            # The last message went unanswered (failed or stopped). Two person messages in a
-            # row break some servers' chat templates, so the new words join that message.
-            last = self._messages[-1]
-            person = last.model_copy(
-                update={
-                    "text": f"{last.text}\n\n{text}" if last.text else text,
-                    "pictures": last.pictures + turn.pictures,
-                }
-            )
-            self._messages[-1] = person
-            self._ledger.pop_back(1)
-            self._ledger.append(person)
-            self._unanswered.append(turn.seq)
-            self._joined.append(turn.seq)
-            return person
-        self._messages.append(person)
-        self._ledger.append(person)
-        self._seqs.append(turn.seq)
-        self._unanswered = [turn.seq]
-        return person
-
-    def _sent_estimate(self, turn: TurnInput) -> int:
-        return (
-            estimate_tokens(turn.system)
-            + _tools_tokens(turn.tools)
-            + self._ledger.tokens
-            + self._summary_tokens
-            + (estimate_tokens(turn.continue_from) if self._continuing(turn) else 0)
-        )
-
-    def _continuing(self, turn: TurnInput) -> bool:
-        """The request goes on with a stopped answer (``continuation``): the transcript still
-        ends with the person's message (the stopped words were never kept in it)."""
-        return (
-            bool(turn.continue_from) and bool(self._messages) and self._messages[-1].role == "user"
-        )
-
-    def _prefills(self, turn: TurnInput) -> bool:
-        adapter = self.adapters.get(turn.model.provider)
-        return prefills(adapter) and turn.model.key not in self._no_prefill
-
-    async def _attempt(
-        self, adapter: ProviderAdapter, request: ChatRequest, sent: int, out: _Attempt
-    ) -> AsyncGenerator[Event, None]:
-        """Stream one request, forwarding what the person sees; errors land in ``out``."""
-        stream = adapter.stream(request)
-        try:
-            async for ev in stream:
-                if isinstance(ev, TextDelta):
-                    out.began = True
-                    out.text.append(ev.text)
-                    yield ev
-                elif isinstance(ev, ThinkingDelta):
-                    out.began = True
-                    out.thinking.append(ev.text)
-                    yield ev
-                elif isinstance(ev, ToolCall):
-                    out.began = True
-                    out.calls.append(ev.call)
-                    yield ev
-                elif isinstance(ev, Usage):
-                    real = ev.input_tokens + ev.cache_read_tokens + ev.cache_write_tokens
-                    self._factor = update_factor(self._factor, real, sent)
-                    extra, self._pending_summary_tokens = self._pending_summary_tokens, 0
-                    yield ev.model_copy(update={"summary_tokens": ev.summary_tokens + extra})
-                elif isinstance(ev, AssistantRaw):
-                    out.raw = ev.blocks
-                elif isinstance(ev, Done):
-                    out.done = ev
-                    return
-                elif isinstance(ev, Problem):
-                    # Adapters raise rather than yield problems; pass one on as it came.
-                    out.error = ProviderError(
-                        ev.problem.kind, ev.problem.detail, partial=ev.problem.partial
-                    )
-                    return
-                else:
-                    yield ev
-            out.error = ProviderError(
-                ProblemKind.BROKEN_STREAM, "the stream ended before the answer was finished"
-            )
-        except ProviderError as exc:
-            out.error = exc
-        finally:
-            closer = getattr(stream, "aclose", None)
-            if closer is not None:
-                with contextlib.suppress(Exception):
-                    await closer()
-
-    async def _send(
-        self, turn: TurnInput, adapter: ProviderAdapter, window: int, out: _Attempt
-    ) -> AsyncGenerator[Event, None]:
-        """Send the request for the transcript as it stands now, forwarding what the person
-        sees; what came back lands in ``out``."""
-        request, sent = self._request(turn, window), self._sent_estimate(turn)
-        async with contextlib.aclosing(self._attempt(adapter, request, sent, out)) as events:
-            async for ev in events:
-                yield ev
-
-    async def _answer(
-        self,
-        turn: TurnInput,
-        adapter: ProviderAdapter,
-        window: int,
-        turn_tokens: int,
-        whole: str,
-        *,
-        folded: bool = False,
-    ) -> AsyncGenerator[Event, None]:
-        """Send the request as the transcript stands and go on with what comes back: a refusal
-        for its length heals, an empty answer after a fold (``folded``) is looked into, and an
-        answer finishes the turn (or runs the tool calls it ends with)."""
-        for _ in range(2):  # a second time only without the tools
-            out = _Attempt()
-            async with contextlib.aclosing(self._send(turn, adapter, window, out)) as events:
-                async for ev in events:
-                    yield ev
-            err = out.error
-            if err is None or out.began or not turn.tools or not _refused_tools(err):
-                break
-            if self._round > 0:
-                break  # a tool round: the model took the tools before, so they stay
-            # A server that cannot take tools (llama-server without --jinja, say): this chat
-            # goes on without them on this model rather than failing every turn.
-            turn = self._without_tools(turn)
-            yield Note(
-                topic="tools",
-                text=f"{turn.model.name} refused the tool list ({_one_line(err.detail)[:160]}), "
-                "so it answers without tools in this chat.",
-            )
-        if err is not None and err.too_long and not out.began:
-            async for ev in self._heal(turn, adapter, err, turn_tokens, whole):
-                yield ev
-            return
-        if folded and _silent(out):
-            async for ev in self._after_silence(turn, adapter, window, turn_tokens, whole):
-                yield ev
-            return
-        async for ev in self._finish(turn, out, window, turn_tokens, adapter):
-            yield ev
 
     async def turn(self, turn: TurnInput) -> AsyncIterator[Event]:
         async with self._lock, contextlib.aclosing(self._turn(turn)) as events:
@@ -631,192 +187,100 @@ class ApiSession(FoldsAhead):
             async for ev in events:
                 yield ev
 
-    async def _calibrate(
-        self, turn: TurnInput, adapter: ProviderAdapter, window: int, b: int, *, force: bool = False
-    ) -> bool:
-        """Count the request as it would be sent now with the server's own tokenizer, where
-        the server reports no usage, when it matters (``needs_calibration``; ``force``: now);
-        True when the count raised the factor."""
-        transcript = self._ledger.tokens + self._summary_tokens  # uncorrected
-        fold = self._first_kept_seq()  # changes exactly at a fold
-        if not force and not needs_calibration(transcript, b, self._factor, fold, self._calibrated):
-            return False
-        real = await count_request(adapter, self._request(turn, window))
-        if real is None:
-            return False
-        before = self._factor
-        self._factor = update_factor(self._factor, real, self._sent_estimate(turn))
-        self._calibrated = Calibrated(fold, transcript)
-        return self._factor > before
+    def _take_person_message(self, turn: TurnInput, text: str) -> Message:
+        """Put the person's message in the transcript; returns the message as stored."""
+        if turn.seq in self._unanswered:
+            # A retry of a message the transcript holds unanswered: send it again as it is,
+            # except that a message that was cut to fit is sent whole again, as the chat log
+            # has it (the retry may be to a model that reads more); it is cut again if need be.
+            start = self._current_turn_start()
+            held = self._messages[start]
+            if len(self._unanswered) == 1 and held.role == "user" and held.text != text:
+                again = self._messages[start:]
+                again[0] = held.model_copy(update={"text": text, "pictures": turn.pictures})
+                self._ledger.pop_back(len(again))
+                for m in again:
+                    self._ledger.append(m)
+                self._messages[start:] = again
+                return again[0]
+            return held
+        # An edit of an earlier message (or a regenerate) replaces the transcript from there.
+        while self._seqs and self._seqs[-1] >= turn.seq:
+            start = self._current_turn_start()
+            self._ledger.pop_back(len(self._messages) - start)
+            del self._messages[start:]
+            self._seqs.pop()
+            self._unanswered = []
+        self._joined = [j for j in self._joined if j < turn.seq]
+        person = Message(role="user", text=text, pictures=turn.pictures)
+        if self._messages and self._messages[-1].role == "user" and self._seqs:
+            # The last message went unanswered (failed or stopped). Two person messages in a
+            # row break some servers' chat templates, so the new words join that message.
+            last = self._messages[-1]
+            person = last.model_copy(
+                update={
+                    "text": f"{last.text}\n\n{text}" if last.text else text,
+                    "pictures": last.pictures + turn.pictures,
+                }
+            )
+            self._messages[-1] = person
+            self._ledger.pop_back(1)
+            self._ledger.append(person)
+            self._unanswered.append(turn.seq)
+            self._joined.append(turn.seq)
+            return person
+        self._messages.append(person)
+        self._ledger.append(person)
+        self._seqs.append(turn.seq)
+        self._unanswered = [turn.seq]
+        return person
 
-    async def _saved_shortened(
-        self, turn: TurnInput, whole: str, window: int
-    ) -> list[Note | Shortened]:
-        """Save the transcript once the current turn is shortened; what to tell of it: a note
-        when the save failed, and the cut when less than half of the message is sent."""
-        told = [await self._persist(), self._cut_notice(turn, whole, window)]
-        return [ev for ev in told if ev is not None]
-
-    def _cut_notice(self, turn: TurnInput, whole: str, window: int) -> Shortened | None:
-        """Says so when less than half of what the person wrote is being sent."""
-        start = self._current_turn_start()
-        if start >= len(self._messages) or not whole:
-            return None
-        person = self._messages[start]
-        if person.role != "user" or person.text == whole:
-            return None
-        sent = len(_MARKER.sub("", person.text))
-        total = len(whole)
-        if sent >= CUT_SHARE * total:
-            return None
-        text = (
-            f"Conch sent the first and last {sent:,} characters of your message "
-            f"({total:,} in all): {turn.model.name} cannot read more at once."
-        )
-        needed = int(estimate_message(person.model_copy(update={"text": whole})) * self._factor)
-        step = self._bigger_model(turn, window, needed)
-        if step is not None and step.model is not None:
-            text += f" {step.model.name} can read all of it."
-        seq = self._seqs[-1] if self._seqs else turn.seq
-        return Shortened(seq=seq, sent_chars=sent, total_chars=total, text=text, next_step=step)
-
-    async def _after_silence(
+    async def _answer(
         self,
         turn: TurnInput,
         adapter: ProviderAdapter,
         window: int,
         turn_tokens: int,
         whole: str,
+        *,
+        folded: bool = False,
     ) -> AsyncGenerator[Event, None]:
-        """The first request after a fold came back empty: an overflow the server did not
-        call one (heal it), or a model that really said nothing (try once more, then say so;
-        the fold stays)."""
-        real = await count_request(adapter, self._request(turn, window))
-        if real is not None:
-            self._factor = update_factor(self._factor, real, self._sent_estimate(turn))
-            self._calibrated = Calibrated(
-                self._first_kept_seq(), self._ledger.tokens + self._summary_tokens
-            )
-            if real >= SILENT_OVERFLOW * window:
-                err = ProviderError(
-                    ProblemKind.TOO_LONG,
-                    f"an empty answer to {real:,} tokens in a {window:,}-token window",
-                    too_long=True,
-                )
-                async for ev in self._heal(turn, adapter, err, turn_tokens, whole):
+        """Send the request as the transcript stands and go on with what comes back: a refusal
+        for its length heals, an empty answer after a fold (``folded``) is looked into, and an
+        answer finishes the turn (or runs the tool calls it ends with)."""
+        for _ in range(2):  # a second time only without the tools
+            out = Attempt()
+            async with contextlib.aclosing(self._send(turn, adapter, window, out)) as events:
+                async for ev in events:
                     yield ev
-                return
-        # The prompt is in the server's cache now: a second try costs only the answer.
-        again = _Attempt()
-        async with contextlib.aclosing(self._send(turn, adapter, window, again)) as events:
-            async for ev in events:
-                yield ev
-        if _silent(again):
-            yield Problem(
-                problem=TurnProblem.of(
-                    ProblemKind.REFUSED,
-                    again.error.detail if again.error is not None else "an empty answer",
-                    NextStep(kind="retry", label="Try again"),
-                    message=(
-                        "The model wrote nothing, twice, after Conch summarised the start of "
-                        "this chat. The summary is kept; try sending your message again."
-                    ),
-                )
-            )
-            return
-        async for ev in self._finish(turn, again, window, turn_tokens, adapter):
-            yield ev
-
-    async def _try_anyway(
-        self, turn: TurnInput, adapter: ProviderAdapter, window: int, turn_tokens: int
-    ) -> AsyncGenerator[Event, None]:
-        """Nothing fits by the estimate, which may be wrong (a miscounted prompt, a window
-        listed too small): send this turn alone, shortened, once, and let the provider say.
-
-        The transcript is left as it is (no fold for a request that will likely be refused).
-        """
-        start = self._current_turn_start()
-        messages = shorten_turn_tools_first(self._messages[start:], TURN_ROOM)
-        request = _chat_request(turn, window, messages)
-        sent = (
-            estimate_tokens(turn.system)
-            + _tools_tokens(turn.tools)
-            + sum(estimate_message(m) for m in messages)
-        )
-        out = _Attempt()
-        async with contextlib.aclosing(self._attempt(adapter, request, sent, out)) as events:
-            async for ev in events:
-                yield ev
-        if out.error is not None and out.error.too_long and not out.began:
-            detail = out.error.detail or "no room left in the window"
-            yield self._too_long(turn, window, turn_tokens, detail=detail)
-            return
-        async for ev in self._finish(turn, out, window, turn_tokens, adapter):
-            yield ev
-
-    async def _heal(
-        self,
-        turn: TurnInput,
-        adapter: ProviderAdapter,
-        err: ProviderError,
-        turn_tokens: int,
-        whole: str,
-    ) -> AsyncGenerator[Event, None]:
-        model = turn.model
-        learned = self._learn_window(turn, err.window)
-        if learned is not None:
-            yield learned
-        window = self._window(model, estimate_tokens(turn.system), _tools_tokens(turn.tools))
-        b = self._budget(window, turn.system, turn.tools, turn.max_answer_tokens)
-        if b <= 0:
-            yield self._too_long(turn, window, turn_tokens, detail=err.detail)
-            return
-        waited = await self._settle_preparation(adapter)
-        start = self._current_turn_start()
-        async for ev in self._fold(start, model, local=adapter.local, waited=waited):
-            yield ev
-        start = self._current_turn_start()
-        current = sum(estimate_message(m) for m in self._messages[start:])
-
-        def target() -> int:
-            aim = self._fold_target(b)
-            if err.window is None:
-                # The refusal named no window, so the estimate was wrong somewhere: cut deeper.
-                aim = min(aim, current // 2)
-            return aim
-
-        self._replace_current_turn(target())
-        # Counted every time here: the estimate has just been shown wrong.
-        for _ in range(3):
-            if not await self._calibrate(turn, adapter, window, b, force=True):
+            err = out.error
+            if err is None or out.began or not turn.tools or not refused_tools(err):
                 break
-            if not self._replace_current_turn(target()):
-                break
-        for ev in await self._saved_shortened(turn, whole, window):
-            yield ev
-
-        out = _Attempt()
-        healed = False
-        async with contextlib.aclosing(self._send(turn, adapter, window, out)) as events:
-            async for ev in events:
-                if not healed:
-                    healed = True
-                    yield Healed(model=model.name, window=err.window, what=HEALED_TEXT)
-                yield ev
-        if out.error is not None and out.error.too_long:
-            yield self._too_long(
-                turn, window, turn_tokens, detail=out.error.detail, partial=out.began
+            if self._round > 0:
+                break  # a tool round: the model took the tools before, so they stay
+            # A server that cannot take tools (llama-server without --jinja, say): this chat
+            # goes on without them on this model rather than failing every turn.
+            turn = self._without_tools(turn)
+            yield Note(
+                topic="tools",
+                text=f"{turn.model.name} refused the tool list ({one_line(err.detail)[:160]}), "
+                "so it answers without tools in this chat.",
             )
+        if err is not None and err.too_long and not out.began:
+            async for ev in self._heal(turn, adapter, err, turn_tokens, whole):
+                yield ev
             return
-        if out.error is None and not healed:
-            yield Healed(model=model.name, window=err.window, what=HEALED_TEXT)
+        if folded and silent(out):
+            async for ev in self._after_silence(turn, adapter, window, turn_tokens, whole):
+                yield ev
+            return
         async for ev in self._finish(turn, out, window, turn_tokens, adapter):
             yield ev
 
     async def _finish(
         self,
         turn: TurnInput,
-        out: _Attempt,
+        out: Attempt,
         window: int,
         turn_tokens: int,
         adapter: ProviderAdapter,
@@ -827,7 +291,7 @@ class ApiSession(FoldsAhead):
             # A server that will not continue a final assistant message (newer Claude models):
             # ask it to go on instead, for the rest of this chat.
             self._no_prefill.add(turn.model.key)
-            out = _Attempt()
+            out = Attempt()
             async with contextlib.aclosing(self._send(turn, adapter, window, out)) as events:
                 async for ev in events:
                     yield ev
@@ -863,217 +327,6 @@ class ApiSession(FoldsAhead):
         b = self._budget(window, turn.system, turn.tools, turn.max_answer_tokens)
         self._prepare_next_fold(turn.model, window, b, self._request(turn, window))
         yield done
-
-    async def _with_tools(
-        self, turn: TurnInput, adapter: ProviderAdapter
-    ) -> tuple[TurnInput, list[Note]]:
-        """The turn with the tool list this chat really sends (every schema, or lean mode's
-        small tools on a window of 8K or less), and notes about tools for the turn."""
-        self._round = 0
-        self._catalogue = Catalogue()
-        host = self.tools
-        if host is None:
-            self._sent_tools = turn.tools
-            return turn, []
-        notes: list[Note] = []
-        try:
-            catalogue = await host.catalogue()
-        except Exception as exc:  # the servers are the app's; a failure only loses the tools
-            log.warning("listing the chat's tools failed", exc_info=True)
-            notes.append(
-                Note(
-                    topic="tools",
-                    text=f"Conch could not list this chat's tools ({type(exc).__name__}), so "
-                    "the model answers without them.",
-                )
-            )
-            catalogue = Catalogue()
-        for sid, text in unavailable(host.runner, host.allowed).items():
-            if self._servers_told.get(sid) != text:  # each failure said once
-                self._servers_told[sid] = text
-                notes.append(Note(topic="tools", text=text))
-        model = turn.model
-        if model.key in self._tools_refused:
-            catalogue = Catalogue()
-        elif len(catalogue) and not await _can_use_tools(adapter, model):
-            if model.key not in self._no_tools_told:
-                self._no_tools_told.add(model.key)
-                notes.append(Note(topic="tools", text=NO_TOOLS_MODEL.format(model=model.name)))
-            catalogue = Catalogue()
-        self._catalogue = catalogue
-        self._lean_tools = turn.lean or lean_for(self.window_for(model), catalogue)
-        specs = specs_for(catalogue, host.loaded, lean_mode=self._lean_tools)
-        self._sent_tools = specs
-        return turn.model_copy(update={"tools": specs}), notes
-
-    def _without_tools(self, turn: TurnInput) -> TurnInput:
-        """The turn with no tools, and none offered to its model again in this chat."""
-        self._tools_refused.add(turn.model.key)
-        self._catalogue = Catalogue()
-        self._sent_tools = ()
-        return turn.model_copy(update={"tools": ()})
-
-    def _result_cap(self, b: int) -> int:
-        """Tokens one tool result may take as sent now: a share of what the budget has free."""
-        used = int(self._ledger.tokens * self._factor) + self._reserved()
-        return max(0, int(result_cap(b, used) / self._factor))
-
-    async def _tool_round(
-        self,
-        turn: TurnInput,
-        adapter: ProviderAdapter,
-        window: int,
-        turn_tokens: int,
-        answer: Message,
-    ) -> AsyncGenerator[Event, None]:
-        """Run the calls ``answer`` ends with, send their results, and go on with the model's
-        next answer (which may call tools again, up to ``MAX_ROUNDS`` rounds a turn)."""
-        calls = answer.tool_calls
-        b = self._budget(window, turn.system, turn.tools, turn.max_answer_tokens)
-        if self._round >= MAX_ROUNDS:
-            for call in calls:
-                outcome = not_run(call, self._round, self._result_cap(b))
-                self._append(outcome.message)
-                yield outcome.event
-            async for ev in self._answered():
-                yield ev
-            yield Note(topic="tools", text=ROUNDS_TEXT.format(n=MAX_ROUNDS))
-            self._prepare_next_fold(turn.model, window, b, self._request(turn, window))
-            yield Done(stop_reason="tool-rounds")
-            return
-        self._round += 1
-        host = self.tools
-        names = server_names(host.runner) if host is not None else {}
-        answered = 0
-        try:
-            for call in calls:
-                outs: list[CallOutcome] = []
-                running = run_call(
-                    host,
-                    self._catalogue,
-                    call,
-                    lean_mode=self._lean_tools,
-                    cap=self._result_cap(b),
-                    servers=names,
-                    out=outs,
-                )
-                async with contextlib.aclosing(running) as events:
-                    async for started in events:
-                        yield started
-                self._append(outs[0].message)
-                answered += 1
-                yield outs[0].event
-        finally:
-            # Stopped (or the window went away) in the middle: the calls not answered yet get
-            # an answer saying so, so the transcript still pairs every call with its result.
-            for call in calls[answered:]:
-                self._append(stopped(call, self._result_cap(b)).message)
-        note = await self._persist()
-        if note is not None:
-            yield note
-
-        if host is not None and self._lean_tools:
-            # A schema the model fetched is sent in full from now on.
-            specs = specs_for(self._catalogue, host.loaded, lean_mode=True)
-            if specs != turn.tools:
-                turn = turn.model_copy(update={"tools": specs})
-                self._sent_tools = specs
-                tools_tokens = _tools_tokens(specs)
-                window = self._window(turn.model, estimate_tokens(turn.system), tools_tokens)
-                b = self._budget(window, turn.system, turn.tools, turn.max_answer_tokens)
-        # The results made the transcript bigger: fold earlier turns when it no longer fits,
-        # and when this turn alone does not, shorten its tool results before the person's words.
-        plan = self._plan(b)
-        if plan.drop:
-            waited = await self._settle_preparation(adapter)
-            drop = self._drop_for(plan.drop)
-            async for ev in self._fold(drop, turn.model, local=adapter.local, waited=waited):
-                yield ev
-            plan = self._plan(b)
-        if plan.shorten_to is not None:
-            self._replace_current_turn(int((b - self._reserved()) / self._factor))
-            note = await self._persist()
-            if note is not None:
-                yield note
-
-        going_on = self._answer(turn, adapter, window, turn_tokens, self._whole)
-        async with contextlib.aclosing(going_on) as events:
-            async for ev in events:
-                yield ev
-
-    def _too_long(
-        self,
-        turn: TurnInput,
-        window: int,
-        turn_tokens: int,
-        *,
-        detail: str = "",
-        partial: bool = False,
-    ) -> Problem:
-        step = self._bigger_model(turn, window, turn_tokens)
-        if step is None:
-            step = NextStep(
-                kind="new-chat", label="Start a new chat with this message", text=turn.text
-            )
-        return Problem(problem=TurnProblem.of(ProblemKind.TOO_LONG, detail, step, partial=partial))
-
-    def _bigger_model(self, turn: TurnInput, window: int, turn_tokens: int) -> NextStep | None:
-        """The ready model that reads clearly more than ``window`` and fits the turn."""
-        if self.directory is None:
-            return None
-        try:
-            models = list(self.directory.ready_models())
-        except Exception:  # the directory is the app's; a failure only loses the suggestion
-            return None
-        sys_tokens = estimate_tokens(turn.system)
-        tools_tokens = _tools_tokens(turn.tools)
-        fits = [
-            m
-            for m in models
-            if m.ready
-            and m.key != turn.model.key
-            and m.context >= 1.5 * window
-            and budget(m.context, sys_tokens, tools_tokens, turn.max_answer_tokens) >= turn_tokens
-        ]
-        if not fits:
-            return None
-        best = min(fits, key=lambda m: (not m.local, m.context, m.key))
-        return NextStep(kind="switch-model", label=f"Switch to {best.name}", model=best)
-
-    async def compact(
-        self, focus: str = "", *, model: ModelInfo | None = None
-    ) -> AsyncIterator[Event]:
-        async with self._lock, contextlib.aclosing(self._compact(focus, model)) as events:
-            async for ev in events:
-                yield ev
-
-    async def _compact(self, focus: str, model: ModelInfo | None) -> AsyncGenerator[Event, None]:
-        self._ensure_loaded()
-        await self._stop_preparing()
-        await self._catch_up(None)
-        while self._notes:
-            yield self._notes.pop(0)
-        chat_model = model or self._last_model
-        if self._ledger.turns <= 1:
-            yield Note(topic="other", text="There is nothing to summarise yet.")
-            yield Done()
-            return
-        if chat_model is None:
-            yield Note(
-                topic="other",
-                text="Conch needs to know the chat's model to summarise; send a message first.",
-            )
-            yield Done()
-            return
-        # Asked for: the person waits for the summary, however long it takes.
-        async for ev in self._fold(
-            self._current_turn_start(), chat_model, focus=focus, bounded=False
-        ):
-            yield ev
-        if self._pending_summary_tokens:
-            extra, self._pending_summary_tokens = self._pending_summary_tokens, 0
-            yield Usage(summary_tokens=extra)
-        yield Done()
 
     async def aclose(self) -> None:
         """Stop writing a summary ahead; everything else is saved as it happens, and the

@@ -1,0 +1,254 @@
+"""Folding: whole turns dropped from the front of the transcript, summarised.
+
+A fold never fails its turn and never waits long: a summary written ahead is used when it
+covers what is dropped; without one the summariser gets a bounded time, after which the fold
+keeps the dropped turns' facts and their summary is written for the next fold. ``compact``
+folds on request and waits for its summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from dataclasses import dataclass
+
+from engines.base import Compacted, Done, Event, Message, ModelInfo, Note, Usage
+from engines.context.ahead import FoldsAhead
+from engines.context.prepare import Prepared
+from engines.context.protocols import SummaryResult
+from engines.context.state import summary_block
+from engines.context.summarise import facts_kept, fit, summary_cap
+from engines.window import budget, estimate_message, estimate_tokens
+
+
+@dataclass
+class _Summarising:
+    """One fold's summarising: what it reads, and what came of it."""
+
+    previous: str  # the summary the new one extends
+    todo: list[Message]  # what it still has to summarise
+    prepared: Prepared | None  # the summary written ahead that the fold takes
+    result: SummaryResult | None = None
+    timed_out: bool = False  # the summariser's time ran out
+    deferred: bool = False  # what the prepared summary lacks is summarised after the turn
+    seconds: float | None = None  # the time it had (None: as long as it takes)
+
+
+def _fold_note(got: _Summarising, summarised: bool, summariser: bool) -> Note | None:
+    """What to tell of a fold whose summary was late, missing or partly facts."""
+    result = got.result
+    if got.timed_out:
+        return Note(
+            topic="summary-failed",
+            text=f"Summarising the start of the chat took longer than {got.seconds or 0:.0f} s, "
+            "so the answer went ahead with its facts kept word for word; the summary is "
+            "written in the background for the next fold.",
+        )
+    if summariser and not summarised:
+        why = result.problem if result is not None and result.problem else "no summary"
+        return Note(
+            topic="summary-failed",
+            text=f"The start of the chat was dropped without a new summary ({why}).",
+        )
+    if summarised and result is not None and result.problem:
+        return Note(
+            topic="summary-failed",
+            text=f"No model summarised the start of the chat ({result.problem}); "
+            "its facts were kept word for word.",
+        )
+    return None
+
+
+class Folding(FoldsAhead):
+    """Dropping turns from the front with a summary of them, in a turn or on request."""
+
+    async def _fold(
+        self,
+        drop: int,
+        model: ModelInfo,
+        focus: str = "",
+        *,
+        local: bool = False,
+        bounded: bool = True,
+        waited: float = 0.0,
+    ) -> AsyncGenerator[Event, None]:
+        """Drop the first ``drop`` messages (whole turns), summarising them; emits Compacted.
+
+        A summary prepared ahead is used when it covers the start of what is dropped (what it
+        lacks is folded into it now). Inside a turn (``bounded``) the summariser has a time
+        that grows with what it reads (``local``: a model on this computer, slower); when it
+        runs out the fold goes ahead with the dropped turns' facts kept word for word, and
+        their summary is written in the background for the next fold. ``waited``: seconds
+        this turn already gave a summary being written ahead (they count against that time).
+        """
+        drop = max(0, min(drop, self._current_turn_start()))
+        if drop == 0:
+            return
+        folded = self._messages[:drop]
+        dropped_turns = sum(1 for m in folded if m.role == "user")
+        # Size the summary for the window the model really has (a refusal may have taught a
+        # smaller one than its listing says).
+        window = self.window_for(model)
+        todo: list[Message] = [*self._late, *folded]
+        prepared = None if focus else self._prepared_for(dropped_turns)
+        while self._notes:
+            yield self._notes.pop(0)
+        got = _Summarising(previous=self._summary, todo=todo, prepared=prepared)
+        if prepared is not None:
+            starts = self._ledger.turn_starts
+            covered = len(prepared.covers)
+            got.previous = prepared.text
+            got.todo = folded[starts[covered] :] if covered < len(starts) else []
+        await self._summarise_fold(got, model, window, focus, local or model.local, bounded, waited)
+        summarised = self._take_summary(got, window)
+        self._drop_front(drop, dropped_turns)
+        spent = (got.result.tokens if got.result is not None else 0) + (
+            prepared.tokens if prepared else 0
+        )
+        self._pending_summary_tokens += spent
+        self._prepared = None
+        self._prep_failed = None
+        note = _fold_note(got, summarised, self.summariser is not None)
+        if note is not None:
+            yield note
+        note = await self._persist()
+        if note is not None:
+            yield note
+        yield Compacted(
+            first_kept_seq=self._first_kept_seq(),
+            summary=self._summary,
+            model=model.name,
+            summarised=summarised,
+        )
+
+    async def _summarise_fold(
+        self,
+        got: _Summarising,
+        model: ModelInfo,
+        window: int,
+        focus: str,
+        local: bool,
+        bounded: bool,
+        waited: float,
+    ) -> None:
+        """Summarise what the fold drops (what a prepared summary lacks), within the time a
+        turn gives it (``bounded``); the outcome lands in ``got``."""
+        prepared = got.prepared
+        if prepared is not None and not got.todo:
+            got.result = SummaryResult(text=prepared.text, model=prepared.model)
+        elif prepared is not None and bounded and local:
+            # On this computer a summary takes most of a minute: the one written ahead is used
+            # as it is, what it lacks keeps its facts now and is summarised after the turn.
+            got.deferred = True
+        elif self.summariser is not None:
+            if bounded:
+                reading = sum(estimate_message(m) for m in got.todo)
+                reading += estimate_tokens(got.previous)
+                got.seconds = max(0.0, self._summary_wait(reading, local) - waited)
+            sized = model
+            if model.context != window:
+                sized = model.model_copy(update={"context": window})
+            got.result, got.timed_out = await self._summarise_now(
+                got.todo, got.previous, sized, focus, got.seconds
+            )
+
+    def _take_summary(self, got: _Summarising, window: int) -> bool:
+        """The chat's summary after the fold, within its cap for ``window``; whether what was
+        dropped was summarised (a late part is kept for the next fold)."""
+        result, previous, todo = got.result, got.previous, got.todo
+        text = (result.text or "").strip() if result is not None else ""
+        summarised = bool(text)
+        self._late = []
+        if not text and (got.timed_out or got.deferred or got.prepared is not None):
+            # No (new) summary in time: what there is, with the facts of what it lacks.
+            text = facts_kept(previous, previous, todo, window)
+            summarised = got.prepared is not None
+            if got.timed_out or got.deferred:
+                self._late = self._capped_late(todo, window)
+        if text:
+            self._summary = text
+        if self._summary:
+            # An old summary written for a larger window must not crowd out the new one.
+            self._summary = fit(self._summary, *summary_cap(window))
+        self._summary_tokens = estimate_tokens(summary_block(self._summary)) if self._summary else 0
+        return summarised
+
+    def _drop_front(self, drop: int, turns: int) -> None:
+        """The first ``drop`` messages, ``turns`` whole turns, leave the transcript."""
+        del self._messages[:drop]
+        self._ledger.drop_front(drop)
+        del self._seqs[:turns]
+        if self._seqs:
+            self._joined = [j for j in self._joined if j > self._seqs[0]]
+
+    async def _summarise_now(
+        self,
+        todo: Sequence[Message],
+        previous: str,
+        model: ModelInfo,
+        focus: str,
+        seconds: float | None,
+    ) -> tuple[SummaryResult | None, bool]:
+        """(the summariser's result, whether ``seconds`` ran out first)."""
+        summariser = self.summariser
+        if summariser is None:
+            return None, False
+        try:
+            async with asyncio.timeout(seconds):
+                result = await summariser.summarise(todo, previous, model=model, focus=focus)
+        except TimeoutError:
+            return None, True
+        except Exception as exc:  # a summariser must not end the turn: it is a help
+            return SummaryResult(text=None, problem=f"{type(exc).__name__}: {exc}"), False
+        return result, False
+
+    def _capped_late(self, messages: Sequence[Message], window: int) -> list[Message]:
+        """The newest whole turns of ``messages`` within one budget (what waits for a summary)."""
+        room = budget(window)
+        kept: list[Message] = []
+        used = 0
+        for m in reversed(messages):
+            used += estimate_message(m)
+            if used > room:
+                break
+            kept.append(m)
+        kept.reverse()
+        while kept and kept[0].role != "user":
+            kept.pop(0)
+        return kept
+
+    async def compact(
+        self, focus: str = "", *, model: ModelInfo | None = None
+    ) -> AsyncIterator[Event]:
+        async with self._lock, contextlib.aclosing(self._compact(focus, model)) as events:
+            async for ev in events:
+                yield ev
+
+    async def _compact(self, focus: str, model: ModelInfo | None) -> AsyncGenerator[Event, None]:
+        self._ensure_loaded()
+        await self._stop_preparing()
+        await self._catch_up(None)
+        while self._notes:
+            yield self._notes.pop(0)
+        chat_model = model or self._last_model
+        if self._ledger.turns <= 1:
+            yield Note(topic="other", text="There is nothing to summarise yet.")
+            yield Done()
+            return
+        if chat_model is None:
+            yield Note(
+                topic="other",
+                text="Conch needs to know the chat's model to summarise; send a message first.",
+            )
+            yield Done()
+            return
+        # Asked for: the person waits for the summary, however long it takes.
+        async for ev in self._fold(
+            self._current_turn_start(), chat_model, focus=focus, bounded=False
+        ):
+            yield ev
+        if self._pending_summary_tokens:
+            extra, self._pending_summary_tokens = self._pending_summary_tokens, 0
+            yield Usage(summary_tokens=extra)
+        yield Done()

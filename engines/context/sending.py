@@ -1,0 +1,162 @@
+"""One request as the transcript stands, streamed: what the person sees is passed on, what came
+back is collected. Between folds every request starts with the same bytes, so providers' prompt
+caches keep working."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import Any
+
+from engines.base import (
+    AssistantRaw,
+    Done,
+    Event,
+    Message,
+    Problem,
+    ProblemKind,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolCallData,
+    TurnInput,
+    Usage,
+)
+from engines.context.continuation import continuing, prefills
+from engines.context.folding import Folding
+from engines.context.state import summary_block
+from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
+from engines.tools.rules import tool_list_tokens as _tools_tokens
+from engines.window import answer_reserve, estimate_tokens, update_factor
+
+
+def silent(out: Attempt) -> bool:
+    """Nothing came back: no text, no tool call, and no failure but a stream that ended before
+    its first word."""
+    if out.calls or "".join(out.text).strip():
+        return False
+    if out.error is None:
+        return True
+    return out.error.kind is ProblemKind.BROKEN_STREAM and not out.began
+
+
+def chat_request(turn: TurnInput, window: int, messages: tuple[Message, ...]) -> ChatRequest:
+    """The request for ``turn`` with ``messages``, leaving room in ``window`` for the answer."""
+    return ChatRequest(
+        model=turn.model.id,
+        system=turn.system,
+        messages=messages,
+        tools=turn.tools,
+        max_output_tokens=answer_reserve(window, turn.max_answer_tokens),
+        temperature=turn.temperature,
+        window=window,
+    )
+
+
+@dataclass
+class Attempt:
+    """What one request to the provider produced."""
+
+    text: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    calls: list[ToolCallData] = field(default_factory=list)
+    raw: tuple[dict[str, Any], ...] | None = None
+    began: bool = False  # some answer (text, thinking or a tool call) arrived
+    done: Done | None = None
+    error: ProviderError | None = None
+
+
+class Sending(Folding):
+    """Building the request for the transcript as it stands and streaming it."""
+
+    def _request(self, turn: TurnInput, window: int) -> ChatRequest:
+        messages = self._messages
+        block = summary_block(self._summary)
+        if block:
+            messages = list(messages)
+            i = next((k for k, m in enumerate(messages) if m.role == "user"), None)
+            if i is not None:
+                # At request time only: the stored message stays the person's own words.
+                messages[i] = messages[i].model_copy(update={"text": block + messages[i].text})
+        if self._continuing(turn):
+            messages = continuing(messages, turn.continue_from, prefill=self._prefills(turn))
+        return chat_request(turn, window, tuple(messages))
+
+    def _sent_estimate(self, turn: TurnInput) -> int:
+        return (
+            estimate_tokens(turn.system)
+            + _tools_tokens(turn.tools)
+            + self._ledger.tokens
+            + self._summary_tokens
+            + (estimate_tokens(turn.continue_from) if self._continuing(turn) else 0)
+        )
+
+    def _continuing(self, turn: TurnInput) -> bool:
+        """The request goes on with a stopped answer (``continuation``): the transcript still
+        ends with the person's message (the stopped words were never kept in it)."""
+        return (
+            bool(turn.continue_from) and bool(self._messages) and self._messages[-1].role == "user"
+        )
+
+    def _prefills(self, turn: TurnInput) -> bool:
+        adapter = self.adapters.get(turn.model.provider)
+        return prefills(adapter) and turn.model.key not in self._no_prefill
+
+    async def _attempt(
+        self, adapter: ProviderAdapter, request: ChatRequest, sent: int, out: Attempt
+    ) -> AsyncGenerator[Event, None]:
+        """Stream one request, forwarding what the person sees; errors land in ``out``."""
+        stream = adapter.stream(request)
+        try:
+            async for ev in stream:
+                if isinstance(ev, TextDelta):
+                    out.began = True
+                    out.text.append(ev.text)
+                    yield ev
+                elif isinstance(ev, ThinkingDelta):
+                    out.began = True
+                    out.thinking.append(ev.text)
+                    yield ev
+                elif isinstance(ev, ToolCall):
+                    out.began = True
+                    out.calls.append(ev.call)
+                    yield ev
+                elif isinstance(ev, Usage):
+                    real = ev.input_tokens + ev.cache_read_tokens + ev.cache_write_tokens
+                    self._factor = update_factor(self._factor, real, sent)
+                    extra, self._pending_summary_tokens = self._pending_summary_tokens, 0
+                    yield ev.model_copy(update={"summary_tokens": ev.summary_tokens + extra})
+                elif isinstance(ev, AssistantRaw):
+                    out.raw = ev.blocks
+                elif isinstance(ev, Done):
+                    out.done = ev
+                    return
+                elif isinstance(ev, Problem):
+                    # Adapters raise rather than yield problems; pass one on as it came.
+                    out.error = ProviderError(
+                        ev.problem.kind, ev.problem.detail, partial=ev.problem.partial
+                    )
+                    return
+                else:
+                    yield ev
+            out.error = ProviderError(
+                ProblemKind.BROKEN_STREAM, "the stream ended before the answer was finished"
+            )
+        except ProviderError as exc:
+            out.error = exc
+        finally:
+            closer = getattr(stream, "aclose", None)
+            if closer is not None:
+                with contextlib.suppress(Exception):
+                    await closer()
+
+    async def _send(
+        self, turn: TurnInput, adapter: ProviderAdapter, window: int, out: Attempt
+    ) -> AsyncGenerator[Event, None]:
+        """Send the request for the transcript as it stands now, forwarding what the person
+        sees; what came back lands in ``out``."""
+        request, sent = self._request(turn, window), self._sent_estimate(turn)
+        async with contextlib.aclosing(self._attempt(adapter, request, sent, out)) as events:
+            async for ev in events:
+                yield ev
