@@ -83,6 +83,9 @@ class SessionState:
         self._writable = data_dir is not None
         self._disk: tfile.Signature | None = None  # the file version this session last saw
         self._notes: list[Note] = []
+        # Whether a rebuild from the chat log was told and the log has not agreed since: many
+        # writers on one chat would otherwise repeat the same note every turn.
+        self._rebuild_told = False
         self._last_model: ModelInfo | None = None
         self._lock = asyncio.Lock()
         self._io_lock = threading.Lock()  # saves run in worker threads

@@ -204,10 +204,12 @@ class LogSync(SessionState):
             self._notes.append(Note(topic="other", text=f"Could not read the chat log: {exc}"))
             return
         if why is None:
+            self._rebuild_told = False
             return
         had = bool(self._messages or self._summary)
         self._rebuild_from(rows, fold, limit)
-        if had:
+        if had and not self._rebuild_told:
+            self._rebuild_told = True
             self._notes.append(
                 Note(
                     topic="transcript-recovered",

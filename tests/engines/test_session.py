@@ -1002,6 +1002,24 @@ async def test_turns_answered_while_saves_failed_stay_in_the_models_view(
     ]
 
 
+async def test_a_rebuild_is_told_once_until_the_log_and_the_copy_agree_again(
+    data_dir: Path,
+) -> None:
+    # Many writers on one chat: each turn finds another's answer missing from its copy.
+    log = ChatLog()
+    adapter = ScriptedAdapter(default=Answer("noted"))
+    session = log.session(data_dir, adapter)
+    await log.send(session, "one")
+    told = []
+    for word in ("two", "three"):
+        session._messages = session._messages[:-1]  # as if another process had changed it
+        told.append(len(recovered(await log.send(session, word))))
+    agreed = len(recovered(await log.send(session, "four")))
+    session._messages = session._messages[:-1]
+    again = len(recovered(await log.send(session, "five")))
+    assert told == [1, 0] and agreed == 0 and again == 1
+
+
 @pytest.mark.parametrize("left", ["turns-ago", "before-the-last-answer"])
 async def test_a_stale_transcript_left_behind_is_rebuilt_not_trusted(
     data_dir: Path, left: str
