@@ -36,12 +36,37 @@ HEALED_TEXT = "Folded the chat and shortened the message after a too-long refusa
 
 
 CUT_SHARE = 0.5  # sending less than this share of the person's message is said in the turn
+# A refusal for the answer's room heals with a shorter answer while this many tokens are left
+# for it (a few paragraphs); with less, the chat is folded as for any too-long refusal.
+ANSWER_USEFUL = 256
+ANSWER_MARGIN = 16  # tokens kept back for what the server adds around the answer
 SILENT_OVERFLOW = 0.95  # an empty answer to a prompt this full of the window was an overflow
 _MARKER = re.compile(r"\n\n\[… [\d,]+ characters left out …\]\n\n")
 
 
 class Healing(Sending):
     """What a turn does when the request did not fit, or came back empty."""
+
+    def _shorter_answer(
+        self, turn: TurnInput, err: ProviderError
+    ) -> tuple[TurnInput, Note] | ProviderError:
+        """For a refusal of the answer's room (vLLM, TGI: the prompt fits, the prompt and
+        ``max_tokens`` together do not): the turn asking for the answer that fits, and the
+        Health note saying so; or, when too little room is left for a useful answer, the
+        refusal as a too-long one naming its window, to heal by folding."""
+        assert err.answer_room is not None
+        window, given = err.answer_room
+        room = window - given - ANSWER_MARGIN
+        if room < ANSWER_USEFUL:
+            return ProviderError(
+                ProblemKind.TOO_LONG, err.detail, status=err.status, too_long=True, window=window
+            )
+        note = Note(
+            topic="other",
+            text=f"{turn.model.name} had room for {room:,} tokens of answer beside this chat "
+            f"({given:,} of its {window:,}), so Conch asked for an answer that fits.",
+        )
+        return turn.model_copy(update={"max_answer_tokens": room}), note
 
     async def _calibrate(
         self, turn: TurnInput, adapter: ProviderAdapter, window: int, b: int, *, force: bool = False
@@ -215,9 +240,11 @@ class Healing(Sending):
                     healed = True
                     yield Healed(model=model.name, window=err.window, what=HEALED_TEXT)
                 yield ev
-        if out.error is not None and out.error.too_long:
+        refused = out.error
+        if refused is not None and (refused.too_long or refused.answer_room is not None):
+            # Still no room, for the chat or for its answer: the too-long card's next step.
             yield self._too_long(
-                turn, window, turn_tokens, detail=out.error.detail, partial=out.began
+                turn, window, turn_tokens, detail=refused.detail, partial=out.began
             )
             return
         if out.error is None and not healed:

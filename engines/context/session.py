@@ -44,7 +44,7 @@ from engines.context.state import (
     summary_block,
 )
 from engines.context.tool_rounds import ToolRounds, one_line, refused_tools
-from engines.providers.base import ProviderAdapter
+from engines.providers.base import ProviderAdapter, ProviderError
 from engines.tools.rules import tool_list_tokens as _tools_tokens
 from engines.window import estimate_message, estimate_tokens
 
@@ -266,6 +266,19 @@ class ApiSession(ToolRounds):
                 text=f"{turn.model.name} refused the tool list ({one_line(err.detail)[:160]}), "
                 "so it answers without tools in this chat.",
             )
+        if err is not None and err.answer_room is not None and not out.began:
+            shorter = self._shorter_answer(turn, err)
+            if isinstance(shorter, ProviderError):
+                err = shorter
+            else:
+                # Sent once more, asking for an answer the server has room for.
+                turn, note = shorter
+                yield note
+                out = Attempt()
+                async with contextlib.aclosing(self._send(turn, adapter, window, out)) as events:
+                    async for ev in events:
+                        yield ev
+                err = out.error
         if err is not None and err.too_long and not out.began:
             async for ev in self._heal(turn, adapter, err, turn_tokens, whole):
                 yield ev

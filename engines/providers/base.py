@@ -60,6 +60,9 @@ class ProviderError(Exception):
         self.partial = partial
         self.message = message
         self.next_step = next_step
+        # (window, input tokens) when the refusal was for the answer's room, not the prompt:
+        # a smaller max_tokens heals it (``too_long.answer_room_in``).
+        self.answer_room: tuple[int, int] | None = None
 
     def to_problem(
         self, next_step: NextStep | None = None, *, partial: bool = False

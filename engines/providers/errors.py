@@ -19,7 +19,7 @@ import httpx
 
 from engines.base import NextStep, ProblemKind
 from engines.providers.base import ProviderError
-from engines.providers.too_long import is_too_long, window_in
+from engines.providers.too_long import answer_room_in, is_too_long, window_in
 from engines.scrub import scrub
 
 _DETAIL_LIMIT = 400
@@ -148,6 +148,14 @@ def error_from_response(
     status: int, body: str, headers: Mapping[str, str] | httpx.Headers | None = None
 ) -> ProviderError:
     """The typed error for an HTTP error reply. ``body`` must already be read (``aread``)."""
+    err = _error_from_response(status, body, headers)
+    err.answer_room = answer_room_in(body)
+    return err
+
+
+def _error_from_response(
+    status: int, body: str, headers: Mapping[str, str] | httpx.Headers | None = None
+) -> ProviderError:
     detail = describe_body(body, status)
     if status not in (401, 403, 404, 429) and is_too_long(body, status):
         return ProviderError(
@@ -202,6 +210,12 @@ def _status_code(value: Any) -> int | None:
 
 def error_from_stream_payload(payload: Any, raw: str) -> ProviderError:
     """An error that arrived inside a 200 stream (``data: {"error": …}`` or an NDJSON line)."""
+    err = _error_from_stream_payload(payload, raw)
+    err.answer_room = answer_room_in(raw)
+    return err
+
+
+def _error_from_stream_payload(payload: Any, raw: str) -> ProviderError:
     status: int | None = None
     if isinstance(payload, dict):
         err = payload.get("error")

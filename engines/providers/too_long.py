@@ -725,3 +725,46 @@ def window_in(body: str) -> int | None:
     except Exception:  # see is_too_long
         log.warning("could not read the window a refusal names", exc_info=True)
         return None
+
+
+# --- the answer's room ----------------------------------------------------------------------------
+
+# A server that refuses because the prompt fits but the prompt and the answer asked for
+# (max_tokens) together do not. vLLM: "'max_tokens' or 'max_completion_tokens' is too large:
+# 1000. This model's maximum context length is 4096 tokens and your request has 3500 input
+# tokens (1000 > 4096 - 3500)." Hugging Face TGI: "`inputs` tokens + `max_new_tokens` must be
+# <= 4096. Given: 3900 `inputs` tokens and 500 `max_new_tokens`". Earlier vLLM and servers that
+# copy OpenAI's old words: "maximum context length is 4096 tokens. However, you requested 4200
+# tokens (3200 in the messages, 1000 in the completion)".
+_ROOM_PATTERNS = (
+    re.compile(
+        r"maximum context length is (?P<window>\d[\d,]*) tokens and your request has "
+        r"(?P<input>\d[\d,]*) input tokens",
+        re.IGNORECASE,
+    ),
+    re.compile(
+        r"tokens \+ `?max_new_tokens`? must be <= (?P<window>\d[\d,]*)\. Given: "
+        r"(?P<input>\d[\d,]*) `?inputs`? tokens",
+        re.IGNORECASE,
+    ),
+    re.compile(
+        r"maximum context length is (?P<window>\d[\d,]*) tokens\. However, you requested "
+        r"\d[\d,]* tokens \((?P<input>\d[\d,]*) in the messages, \d[\d,]* in the completion\)",
+        re.IGNORECASE,
+    ),
+)
+
+
+def answer_room_in(body: str) -> tuple[int, int] | None:
+    """(window, input tokens) when ``body`` refuses an answer length the prompt leaves no room
+    for, naming both; None otherwise. The prompt then fits: a smaller ``max_tokens`` heals it,
+    where a fold would only lose what the chat said."""
+    for pattern in _ROOM_PATTERNS:
+        found = pattern.search(body)
+        if found is None:
+            continue
+        window = int(found.group("window").replace(",", ""))
+        given = int(found.group("input").replace(",", ""))
+        if 0 < given < window and _plausible(window):
+            return window, given
+    return None

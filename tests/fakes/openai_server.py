@@ -370,6 +370,9 @@ class OpenAIStyleServer(LoopbackServer):
         # (IN_STREAM_SHAPES) instead of with the flavour's error status.
         self.in_stream_shape: str | None = None
         self.refusal: tuple[int, str] | None = None  # (status, body) for every chat request
+        # A window for input and answer together, refused the way vLLM refuses a max_tokens
+        # the prompt leaves no room for (the prompt itself fits).
+        self.answer_window: int | None = None
         self.retry_after = "7"
         self.busy_says_when = False  # a 5xx fault carries retry_after too, as a busy server may
         self.slow_seconds = 3600.0  # the "slow" fault: silent until the fake stops
@@ -711,6 +714,16 @@ class OpenAIStyleServer(LoopbackServer):
                 return Reply.stream(pieces, kind or "text/event-stream")
             status, text = too_long_reply(self.flavour, self.window, tokens)
             return Reply.text(text, status, "application/json")
+        asked = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+        if self.answer_window is not None and tokens + int(asked) > self.answer_window:
+            w = self.answer_window
+            words = (
+                f"'max_tokens' or 'max_completion_tokens' is too large: {asked}. This model's "
+                f"maximum context length is {w} tokens and your request has {tokens} input "
+                f"tokens ({asked} > {w} - {tokens})."
+            )
+            error = {"message": words, "type": "BadRequestError", "param": None, "code": 400}
+            return Reply.json({"error": error}, status=400)
         if self.scripts:  # a tool loop: each answer in turn (a call, then words)
             self.script = self.scripts.pop(0)
         if not streaming:
