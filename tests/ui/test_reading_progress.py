@@ -100,11 +100,33 @@ def test_progress_from_the_server_shows_as_a_share_until_the_first_word(
     assert "Reading" not in view.delegate.shown_text(saved[-1])
 
 
+def test_a_chat_opened_again_mid_wait_shows_the_wait_at_once(
+    qtbot: QtBot, chat_factory: Callable[..., Chat]
+) -> None:
+    go = asyncio.Event()
+    chat = chat_factory([ReadFirst(((1_050, 3_000),), until=go), Reply("Larch.")])
+    other = chat_factory()
+    bridge = ConversationBridge(chat.conversation)
+    view = make_view(qtbot, chat, bridge)
+
+    bridge.send("Which wood lasts longest?")
+    qtbot.waitUntil(lambda: displayed(view) == "Reading the chat… 35%")
+    view.set_chat(other.chat_id)  # the person looks at another chat meanwhile
+    assert answer_row(view) is None
+    view.set_chat(chat.chat_id, bridge)
+    qtbot.waitUntil(lambda: displayed(view) == "Reading the chat… 35%")
+
+    go.set()
+    with qtbot.waitSignal(bridge.busy_changed):
+        pass
+    assert answer_row(view) is None
+
+
 def test_the_first_word_takes_the_placeholder_s_place_while_the_turn_goes_on(
     qtbot: QtBot, chat_factory: Callable[..., Chat]
 ) -> None:
     go = asyncio.Event()
-    words = Reply("Untreated larch lasts longest. " * 40, chunk_size=4, chunk_delay=0.01)
+    words = Reply("Untreated larch lasts longest. " * 20, chunk_size=4, chunk_delay=0.01)
     chat = chat_factory([ReadFirst(((1_050, 3_000),), until=go), words])
     bridge = ConversationBridge(chat.conversation)
     view = make_view(qtbot, chat, bridge)
