@@ -52,8 +52,9 @@ class ReadingWait:
     """One turn's wait for its first word (or for the next request's, after a tool ran).
 
     ``size``: the prompt's estimated tokens (None: unknown), asked each time the words are,
-    since the engine takes in the person's message after the wait has begun. Feed it every event of the turn (``observe``); ``words`` is what the
-    placeholder says now, "" while nothing needs saying.
+    since the engine takes in the person's message after the wait has begun. Feed it every
+    event of the turn (``observe``); ``words`` is what the placeholder says now, "" while
+    nothing needs saying.
     """
 
     size: Callable[[], int | None] = lambda: None
