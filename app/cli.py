@@ -2,7 +2,8 @@
 
 ``conch ask`` sends one turn through the same ``Conversation`` and engine as the window (a
 long chat folds, learns and heals the same way), prints the answer to stdout as it streams and
-notes (a fold, a healed refusal, memories learned) to stderr. Exit codes: 0 answered, 1 the
+notes (a fold, a healed refusal, memories learned) to stderr, as is a long wait before the first
+word ("Reading the chat… 35%", ``ReadingLine``). Exit codes: 0 answered, 1 the
 turn failed or no model could answer (one line on stderr says why), 2 the command was wrong,
 128 + the signal's number when stopped by Ctrl+C (130), SIGTERM (143) or SIGHUP (129) -- what
 had arrived of the answer is saved, as when Stop is pressed in the window.
@@ -40,6 +41,7 @@ from app.conversation import MessageSaved
 from app.data_dir import DataDirError, prepare_data_dir
 from app.logs import configure_logging, report_unhandled
 from app.memories import LearningRun
+from app.reading import READING_AFTER_S, ReadingWait, reading_wait
 from app.secrets import EnvironmentKeys, SecretStore, open_secrets
 from app.services import AppServices, ServicesError, build_services
 from app.store import StoreError
@@ -49,6 +51,7 @@ from engines.base import (
     ModelInfo,
     Note,
     Problem,
+    Reading,
     Shortened,
     TextDelta,
     ToolResult,
@@ -337,6 +340,90 @@ class Output:
             os.close(devnull)
 
 
+class ReadingLine:
+    """The wait before the answer's first word, said on stderr in the window's words
+    (``app.reading``): on a terminal one line, rewritten in place and wiped when the answer
+    starts; else a line each time it says something new, the time alone at most every
+    ``QUIET_LINE_S`` and a share at most every ``SHARE_LINE_S``. Nothing goes to stdout."""
+
+    TICK_S = 1.0  # how often the time on the line moves on
+    SHARE_LINE_S = 1.0
+    QUIET_LINE_S = 10.0
+
+    def __init__(self, err: TextIO, wait: ReadingWait | None, after: float) -> None:
+        self._err = err
+        self._wait = wait
+        self._after = after
+        try:
+            self._tty = err.isatty()
+        except (AttributeError, OSError, ValueError):
+            self._tty = False
+        self._shown = ""  # what the terminal's line says now ("" once wiped)
+        self._said = ""  # the last words written
+        self._said_at = 0.0
+        self._said_share = False
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._wait is not None:
+            self._task = asyncio.get_running_loop().create_task(self._tick())
+
+    def observe(self, event: object) -> None:
+        """Every event of the turn, before anything about it is printed."""
+        if self._wait is None:
+            return
+        self._wait.observe(event)
+        if isinstance(event, Reading):
+            self._say()
+        else:
+            self.wipe()  # the answer, or another line on stderr, comes next
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self.wipe()
+
+    def wipe(self) -> None:
+        if self._shown:
+            self._write("\r" + " " * len(self._shown) + "\r")
+            self._shown = ""
+
+    async def _tick(self) -> None:
+        await asyncio.sleep(self._after)
+        while True:
+            self._say()
+            await asyncio.sleep(self.TICK_S)
+
+    def _say(self) -> None:
+        wait = self._wait
+        words = wait.words(self._after) if wait is not None else ""
+        if not words or (words == self._shown if self._tty else words == self._said):
+            return
+        share = wait is not None and wait.reading is not None
+        now = asyncio.get_running_loop().time()
+        if not self._tty and self._said and share == self._said_share:
+            gap = self.SHARE_LINE_S if share else self.QUIET_LINE_S
+            if now - self._said_at < gap:
+                return
+        self._said, self._said_at, self._said_share = words, now, share
+        if self._tty:
+            padding = " " * max(0, len(self._shown) - len(words))
+            self._write("\r" + words + padding)
+            self._shown = words
+        else:
+            self._write(words + "\n")
+
+    def _write(self, text: str) -> None:
+        try:
+            self._err.write(text)
+            self._err.flush()
+        except (OSError, ValueError):  # stderr went away: the answer goes on without it
+            self._wait = None
+
+
 @dataclass
 class Progress:
     """How far ``conch ask`` got, for the sentence said when it is stopped."""
@@ -419,7 +506,11 @@ async def _turn(
     announce: bool,
     allowed: Sequence[str] = (),
 ) -> int:
+    waiting: ReadingLine | None = None
+
     def learned(run: LearningRun) -> None:
+        if waiting is not None:
+            waiting.wipe()
         err.write(_learning_line(run) + "\n")
 
     try:
@@ -437,10 +528,14 @@ async def _turn(
     stripped = text.strip()
     if stripped == "/compact" or stripped.startswith("/compact "):
         events = conv.compact(stripped.removeprefix("/compact").strip())
+        waiting = ReadingLine(err, None, READING_AFTER_S)
     else:
         events = conv.turn(text)
+        waiting = ReadingLine(err, reading_wait(conv), READING_AFTER_S)
+    waiting.start()
     try:
         async for event in events:
+            waiting.observe(event)
             if isinstance(event, TextDelta):
                 out.write(event.text)
                 wrote = wrote or bool(event.text)
@@ -473,6 +568,7 @@ async def _turn(
             elif isinstance(event, Problem):
                 problem = event.problem
     finally:
+        await waiting.stop()
         if wrote and not ended_with_newline:
             out.write("\n")
         # Closed here, whatever stopped the loop above, so the answer is saved while the chat

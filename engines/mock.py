@@ -21,6 +21,7 @@ from engines.base import (
     Note,
     Problem,
     ProblemKind,
+    Reading,
     Shortened,
     TextDelta,
     ThinkingDelta,
@@ -85,7 +86,17 @@ class ShortenBefore:
     next_step: NextStep | None = None
 
 
-Step = Reply | Fail | Refuse | CompactBefore | ShortenBefore
+@dataclass(frozen=True)
+class ReadFirst:
+    """Read the prompt before the next step answers, as a slow local server does: one
+    ``Reading`` per (done, total) in ``steps`` (none, like a server that never says), then
+    no word until ``until`` is set, when one is given."""
+
+    steps: tuple[tuple[int, int], ...] = ()
+    until: asyncio.Event | None = None
+
+
+Step = Reply | Fail | Refuse | CompactBefore | ShortenBefore | ReadFirst
 
 
 @dataclass
@@ -188,8 +199,13 @@ class MockEngine:
 
         step = self._script.pop(0) if self._script else None
         folded_by_script = False
-        while isinstance(step, CompactBefore | ShortenBefore):
-            if isinstance(step, CompactBefore):
+        while isinstance(step, CompactBefore | ShortenBefore | ReadFirst):
+            if isinstance(step, ReadFirst):
+                for done, total in step.steps:
+                    yield Reading(done=done, total=total)
+                if step.until is not None:
+                    await step.until.wait()
+            elif isinstance(step, CompactBefore):
                 folded_by_script = True
                 yield self._fold(step.first_kept_seq, summary=step.summary or None)
             else:

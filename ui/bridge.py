@@ -20,6 +20,7 @@ from shiboken6 import Shiboken
 
 from app.answer_stats import AnswerClock, stats_book
 from app.conversation import Conversation, MessageSaved
+from app.reading import ReadingWait, reading_wait
 from app.sqlite import StorageError
 from engines.base import (
     Approval,
@@ -33,6 +34,7 @@ from engines.base import (
     Picture,
     Problem,
     ProblemKind,
+    Reading,
     Shortened,
     TextDelta,
     ThinkingDelta,
@@ -72,6 +74,8 @@ class ConversationBridge(QObject):
             model's tool call (a ``ToolAsk``) now waits for the person, or none does (None).
         tool_event(object): a tool call of the running turn was asked for (``ToolCall``),
             started (``ToolStarted``) or ended (``ToolResult``); ``tool_events`` has them all.
+        reading(object): the model is still reading the prompt (a ``Reading``: how far);
+            ``reading_words`` says what the answer's placeholder shows.
     """
 
     text_delta = Signal(str)
@@ -89,6 +93,7 @@ class ConversationBridge(QObject):
     learning_done = Signal(object)
     approval_changed = Signal(object)
     tool_event = Signal(object)
+    reading = Signal(object)
 
     def __init__(self, conversation: Conversation, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -98,6 +103,7 @@ class ConversationBridge(QObject):
         self._text: list[str] = []
         self._thinking: list[str] = []
         self._clock: AnswerClock | None = None
+        self._wait: ReadingWait | None = None  # the running turn's wait for its first word
         self._continuing: int | None = None  # the stopped answer the running turn goes on with
         self._closed = False
         self._asking: tuple[PermissionAsk | ToolAsk, asyncio.Future[str]] | None = None
@@ -151,6 +157,13 @@ class ConversationBridge(QObject):
     @property
     def partial_thinking(self) -> str:
         return "".join(self._thinking)
+
+    def reading_words(self, after: float) -> str:
+        """What the running turn's answer placeholder says while the model reads the prompt
+        (``app.reading``), once ``after`` seconds have passed without a first word; "" when
+        nothing needs saying."""
+        wait = self._wait
+        return wait.words(after) if wait is not None and self.busy else ""
 
     @property
     def handoff(self) -> HandedOff | None:
@@ -341,6 +354,7 @@ class ConversationBridge(QObject):
         self._thinking = []
         self._tool_events = []
         self._clock = AnswerClock() if mode == "turn" else None
+        self._wait = reading_wait(self._conversation) if mode == "turn" else None
         self._emit(self.busy_changed, True)
         self._task = loop.create_task(self._run(stream), name=f"turn:{self.chat_id}")
 
@@ -380,6 +394,8 @@ class ConversationBridge(QObject):
     def _dispatch(self, event: Any, reason: str) -> str:
         if self._clock is not None:
             self._clock.observe(event)
+        if self._wait is not None:
+            self._wait.observe(event)
         if isinstance(event, TextDelta):
             self._text.append(event.text)
             self._emit(self.text_delta, event.text)
@@ -407,6 +423,8 @@ class ConversationBridge(QObject):
             self._emit(self.shortened, event)
         elif isinstance(event, Usage):
             self._emit(self.usage, event)
+        elif isinstance(event, Reading):
+            self._emit(self.reading, event)
         elif isinstance(event, ToolCall | ToolStarted | ToolResult):
             self._tool_events.append(event)
             self._emit(self.tool_event, event)

@@ -78,6 +78,7 @@ class Row:
     thinking_open: bool = False
     version: int = 0
     who: str = ""  # the streaming row: the model that is answering
+    status: str = ""  # the streaming row before its first word: "Reading the chat… 35%"
     expanded: bool = False  # a long message shown whole ("Show all" was clicked)
     stats: AnswerStats | None = None  # an answer's speed and tokens, shown under it
     versions: Versions | None = None  # a regenerated answer's versions ("‹ 2/3 ›")
@@ -201,6 +202,7 @@ class ChatModel(QAbstractListModel):
         self._stream_open = False
         self._stream_version = 0
         self._stream_who = ""
+        self._stream_status = ""
         self._stream_tools: tuple[Any, ...] = ()  # the running turn's tool calls so far
         self._rows: list[Row] = []
 
@@ -218,7 +220,7 @@ class ChatModel(QAbstractListModel):
         if role == ROW_ROLE:
             return row
         if role == int(Qt.ItemDataRole.DisplayRole):
-            return self.plain_text(row)
+            return self.shown_text(row)
         if role == int(Qt.ItemDataRole.AccessibleTextRole):
             return self.spoken_text(row)
         return None
@@ -302,6 +304,13 @@ class ChatModel(QAbstractListModel):
             return "\n".join(f"Tool call: {t.tool}" for t in row.tools)
         return ""
 
+    def shown_text(self, row: Row) -> str:
+        """The row's words as the person sees them: an answer that has none yet shows what
+        the wait for them is (``plain_text`` is what Copy takes)."""
+        if row.kind is RowKind.STREAMING and not row.text and not row.thinking:
+            return row.status
+        return self.plain_text(row)
+
     def spoken_text(self, row: Row) -> str:
         if row.kind is RowKind.MESSAGE and row.message is not None:
             m = row.message
@@ -309,7 +318,7 @@ class ChatModel(QAbstractListModel):
             mark = mark_for(m)
             return f"{who}: {m.text}" + (f" ({mark})" if mark else "")
         if row.kind is RowKind.STREAMING:
-            return f"Answer in progress: {row.text}"
+            return f"Answer in progress: {self.shown_text(row)}"
         return self.plain_text(row)
 
     # --- loading --------------------------------------------------------------------------
@@ -450,6 +459,7 @@ class ChatModel(QAbstractListModel):
         self._continuing = continues
         self._streaming = True
         self._stream_who = who
+        self._stream_status = ""
         self._stream_text = text
         self._stream_thinking = thinking
         self._stream_open = False
@@ -470,6 +480,24 @@ class ChatModel(QAbstractListModel):
         idx = self.index(i, 0)
         self.dataChanged.emit(idx, idx, [ROW_ROLE])
 
+    def set_stream_status(self, words: str) -> None:
+        """What the streaming row says while it has no words yet ("" for the plain "…");
+        one dataChanged when it changes."""
+        if not self._streaming or words == self._stream_status:
+            return
+        self._stream_status = words
+        self._stream_version += 1
+        i = self.find(RowKind.STREAMING)
+        if i < 0:
+            return
+        self._rows[i] = self._stream_row()
+        idx = self.index(i, 0)
+        self.dataChanged.emit(idx, idx, [ROW_ROLE])
+
+    @property
+    def stream_status(self) -> str:
+        return self._stream_status if self._streaming else ""
+
     def set_stream_tools(self, entries: tuple[Any, ...]) -> None:
         """The running turn's tool calls: one row of them just above the streaming answer."""
         if not self._streaming or entries == self._stream_tools:
@@ -488,6 +516,7 @@ class ChatModel(QAbstractListModel):
         self._continuing = None
         self._stream_text = ""
         self._stream_thinking = ""
+        self._stream_status = ""
         self._stream_open = False
         self._stream_tools = ()
 
@@ -561,6 +590,7 @@ class ChatModel(QAbstractListModel):
             thinking_open=self._stream_open,
             version=self._stream_version,
             who=self._stream_who,
+            status=self._stream_status,
         )
 
     def _build(self) -> list[Row]:

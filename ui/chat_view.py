@@ -47,6 +47,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.reading import READING_AFTER_S
 from app.store import ChatStore
 from ui.bridge import ConversationBridge
 from ui.chat_model import ROW_ROLE, WIDGET_KINDS, ChatModel, Row, RowKind, RunSource
@@ -62,6 +63,7 @@ from ui.tool_rows import ToolRows, entries_from
 log = logging.getLogger("conch.ui.chat_view")
 
 FLUSH_MS = 40  # how often streamed text reaches the screen
+READING_TICK_MS = 1_000  # how often a wait before the first word says how long it has been
 UNDO_MS = 10_000  # how long "Message deleted. Undo" stays
 EDIT_HINT = "Editing your message — Enter to resend, Shift+Enter for a new line, Esc to cancel"
 # An edit or delete above the summary line: the fold that summarised it no longer holds.
@@ -212,6 +214,12 @@ class ChatView(QListView):
         self._flush_timer.setSingleShot(True)
         self._flush_timer.setInterval(FLUSH_MS)
         self._flush_timer.timeout.connect(self.flush)
+        # A turn with no first word after this long says what the wait is ("Reading the
+        # chat… 35%"); tests set it to 0 rather than wait.
+        self.reading_after_ms = int(READING_AFTER_S * 1000)
+        self._reading_timer = QTimer(self)
+        self._reading_timer.setSingleShot(True)
+        self._reading_timer.timeout.connect(self._tick_reading)
 
         model = self.chat_model
         model.rowsInserted.connect(self._rows_inserted)
@@ -241,6 +249,7 @@ class ChatView(QListView):
         """Show ``chat_id`` and follow ``bridge`` (its running turn, if any, shows at once)."""
         self._detach()
         self._flush_timer.stop()
+        self._reading_timer.stop()
         self._editor = None  # the reset below takes an open editor with it
         self.undo_bar.hide()
         self._stick = True
@@ -258,6 +267,7 @@ class ChatView(QListView):
                 )
                 entries = entries_from(bridge.tool_events, bridge.pending_approval)
                 self.chat_model.set_stream_tools(tuple(entries))
+                self._reading_timer.start(0)  # the wait, if it is a long one, shows at once
         self.scroll_to_bottom()
 
     def follow(self, bridge: ConversationBridge | None) -> None:
@@ -280,10 +290,12 @@ class ChatView(QListView):
             (bridge.learning_done, self._learning_done),
             (bridge.tool_event, self._tool_event),
             (bridge.approval_changed, self._tool_event),
+            (bridge.reading, self._show_reading),
         ]
         self._connections = [signal.connect(slot) for signal, slot in pairs]
 
     def _detach(self) -> None:
+        self._reading_timer.stop()
         for connection in self._connections:
             QObject.disconnect(connection)
         self._connections = []
@@ -309,6 +321,7 @@ class ChatView(QListView):
                 )
             elif bridge is not None:
                 self.chat_model.start_stream(who=self._answering(bridge))
+            self._show_reading()
             self.scroll_to_bottom()
         else:
             self._flush_timer.stop()
@@ -321,8 +334,25 @@ class ChatView(QListView):
         return bridge.conversation.model.name
 
     def _delta(self, _text: str) -> None:
+        if self.chat_model.stream_status:
+            self._show_reading()  # the first word: the wait is over
         if not self._flush_timer.isActive():
             self._flush_timer.start()
+
+    def _show_reading(self, _event: Any = None) -> None:
+        """Put what the wait for the first word is in the answer's placeholder (the words
+        are ``ConversationBridge.reading_words``'s); "" brings back the plain "…"."""
+        bridge = self._bridge
+        if bridge is None or not self.chat_model.streaming:
+            return
+        self.chat_model.set_stream_status(bridge.reading_words(self.reading_after_ms / 1000))
+
+    def _tick_reading(self) -> None:
+        bridge = self._bridge
+        if bridge is None or not bridge.busy or bridge.mode != "turn":
+            return
+        self._show_reading()
+        self._reading_timer.start(READING_TICK_MS)
 
     def flush(self) -> None:
         """Put the streamed text so far on screen (the timer calls this; tests may too)."""
@@ -340,6 +370,7 @@ class ChatView(QListView):
         bridge = self._bridge
         if bridge is None or not self.chat_model.streaming:
             return
+        self._show_reading()  # a call is the model answering; a result is read anew
         entries = tuple(entries_from(bridge.tool_events, bridge.pending_approval))
         self.chat_model.set_stream_tools(entries)
         i = self.chat_model.find(RowKind.STREAMING) - 1
@@ -355,7 +386,10 @@ class ChatView(QListView):
 
     def _busy_changed(self, busy: bool) -> None:
         if busy:
+            # Said before the turn's task exists: the tick checks what kind of work it is.
+            self._reading_timer.start(self.reading_after_ms)
             return
+        self._reading_timer.stop()
         self._flush_timer.stop()
         self.chat_model.end_stream()
         self.chat_model.sync()

@@ -498,7 +498,9 @@ class MessageDelegate(QStyledItemDelegate):
         head.append(extra)
         head.append(fixed)
         if row.kind is RowKind.STREAMING and not text and not thinking:
-            tail.append(f'<p style="color:{quiet};">…</p>')
+            # Before the first word: "…", or what the wait is once it is a long one.
+            waiting = html.escape(row.status) if row.status else "…"
+            tail.append(f'<p style="color:{quiet};">{waiting}</p>')
         if mark:
             # A stopped last answer offers to go on, in plain sight (also a hover button).
             more = (
