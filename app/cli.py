@@ -62,6 +62,7 @@ from engines.context.session import ApiSession
 from engines.context.tool_loop import ToolHost
 from engines.context.transcript import TranscriptError, check_chat_id
 from engines.local import bundled
+from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.tools import approvals
 
 log = logging.getLogger("conch.cli")
@@ -456,10 +457,16 @@ async def _ask(
     err: TextIO,
     progress: Progress,
 ) -> int:
-    await services.refresh_models()
+    program = services.find_program(args.model) if args.model else None
+    chat_on = services.store.get_chat(args.chat) if args.chat else None
+    on_program = program is not None or (
+        not args.model and chat_on is not None and chat_on.model_key.startswith(f"{PROGRAMS}/")
+    )
+    # A program keeps its own chat: the bundled model is not started for it.
+    await services.refresh_models(start_bundled=not on_program)
     model: ModelInfo | None = None
     if args.model:
-        model = services.catalogue.resolve(args.model) or services.find_program(args.model)
+        model = services.catalogue.resolve(args.model) or program
         if model is None or not model.ready:
             err.write(
                 f"conch ask: no ready model called {args.model!r}; "

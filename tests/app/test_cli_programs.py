@@ -79,3 +79,22 @@ def test_a_program_that_is_not_installed_is_refused_in_a_sentence(
     assert result.returncode == 1
     assert "no ready model called 'programs/copilot'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_program_chat_never_starts_the_bundled_model(tmp_path: Path, data_dir: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    with_agent(tmp_path, data_dir)
+    settings = json.loads((data_dir / "settings.json").read_text("utf-8"))
+    settings["bundled_model"] = True  # nothing else answers: a plain ask would start it
+    (data_dir / "settings.json").write_text(json.dumps(settings), "utf-8")
+
+    result = conch(
+        "ask", "--model", "programs/gemini", "--data-dir", str(data_dir), "Hi", home=home
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "Heard 2 characters."
+    # The runtime writes its log and where it listens beside the chat log when it starts.
+    assert not (data_dir / "local-model.log").exists()
+    assert not (data_dir / "local-model-shared.json").exists()
