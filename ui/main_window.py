@@ -421,6 +421,7 @@ class MainWindow(QMainWindow):
         if current is not None and current.conversation.model.ready:
             model = current.conversation.model
         chat = self.services.store.create_chat(model_key=model.key if model else "")
+        self.sidebar.clear_search()
         self.sidebar.refresh()
         self.open_chat(chat.id)
         self.composer.clear()
