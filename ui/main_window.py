@@ -617,6 +617,9 @@ class MainWindow(QMainWindow):
             chat = self.services.store.get_chat(self._current)
             key = chat.model_key if chat else ""
         self.picker.set_models(self._picker_models(models), key)
+        # The list may carry a new window for the chat's model (reloaded with 16K, or the real
+        # model in place of a stand-in): the meter's share is of that window, so read it now.
+        self._update_meter()
 
     def _runtime_status(self, text: str) -> None:
         if not self._closing:
