@@ -135,3 +135,55 @@ def test_undoing_a_deleted_message_leaves_the_focus_in_the_message_box(
 
     qtbot.waitUntil(lambda: services.store.message_count(chat_id) == 2)
     typing_lands_in_the_box(qtbot, window)
+
+
+def test_check_the_server_then_try_again_sends_the_message_again(
+    qtbot: QtBot, window: MainWindow, scripts: Scripts, services: AppServices
+) -> None:
+    scripts.queue.append([Refuse(ProblemKind.UNREACHABLE), Reply("The server answers now.")])
+    chat_id = window.new_chat()
+    send(qtbot, window, "Are you there?")
+    wait_idle(qtbot, window)
+    card = window.chat_view.widget_at(RowKind.PROBLEM)
+    assert isinstance(card, ProblemCard) and card.button is not None
+    assert card.button.text() == "Try again"
+    assert card.sentence.text() == (
+        "Conch could not reach the model's server. "
+        "Check that the server is running, then try again."
+    )
+    # The button's words are whole on it, and the address is one button over.
+    assert card.button.width() >= card.button.sizeHint().width()
+    assert card.settings_button is not None and card.settings_button.isVisibleTo(card)
+    assert card.settings_button.width() >= card.settings_button.sizeHint().width()
+    assert card.settings_button.geometry().left() > card.button.geometry().right()
+    assert card.rect().contains(card.settings_button.geometry())
+
+    press_with_keyboard(qtbot, card.button)
+    wait_idle(qtbot, window)
+
+    log = [(m.role, m.text) for m in services.store.messages(chat_id)]
+    # Sent again in place: the question once, the answer after it; no Settings opened.
+    assert [text for role, text in log if role == "user"] == ["Are you there?"]
+    assert log[-1] == ("assistant", "The server answers now.")
+    assert window._settings_dialog is None or not window._settings_dialog.isVisible()
+    assert window.chat_view.widget_at(RowKind.PROBLEM) is None
+    typing_lands_in_the_box(qtbot, window)
+
+
+def test_the_card_for_a_server_that_did_not_answer_still_opens_settings_one_button_over(
+    qtbot: QtBot, window: MainWindow, scripts: Scripts
+) -> None:
+    scripts.queue.append([Refuse(ProblemKind.UNREACHABLE)])
+    window.new_chat()
+    send(qtbot, window, "Are you there?")
+    wait_idle(qtbot, window)
+    card = window.chat_view.widget_at(RowKind.PROBLEM)
+    assert isinstance(card, ProblemCard) and card.settings_button is not None
+
+    qtbot.mouseClick(card.settings_button, Qt.MouseButton.LeftButton)
+
+    qtbot.waitUntil(lambda: window._settings_dialog is not None)
+    dialog = window._settings_dialog
+    assert dialog is not None
+    qtbot.waitUntil(dialog.isVisible)
+    dialog.close()
