@@ -16,7 +16,17 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, QSize, QStandardPaths, Qt, QTimer, Signal
+from PySide6.QtCore import (
+    QByteArray,
+    QChildEvent,
+    QEvent,
+    QObject,
+    QSize,
+    QStandardPaths,
+    Qt,
+    QTimer,
+    Signal,
+)
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -50,8 +60,10 @@ from ui.cut_notice import CutNotice
 from ui.icons import icon
 from ui.local_models import LocalModelsController
 from ui.match_highlight import MatchHighlight, show_message
+from ui.memory_card import MemoryCard
 from ui.model_picker import ModelPicker, provider_name
 from ui.plain import PlainLabel, shown_name, window_title
+from ui.problem_card import ProblemCard
 from ui.shortcuts import ShortcutsSheet, window_shortcuts
 from ui.sidebar import Sidebar
 
@@ -225,6 +237,10 @@ class MainWindow(QMainWindow):
         self.chat_view.status.connect(self.show_status)
         # After Continue, Regenerate or an edit, the person types the next message at once.
         self.chat_view.answering.connect(lambda: self.composer.edit.setFocus())
+        # A card's button or the undo bar hides (or is rebuilt) once pressed; Qt would pass the
+        # focus on to the next control in the chain ("New chat", where Space starts a chat).
+        self.chat_view.undo_bar.undo_clicked.connect(lambda _stamp: self.focus_box())
+        self.chat_view.viewport().installEventFilter(self)
         self._unsubscribe.append(self.services.catalogue.on_change(self._models_changed))
         self._unsubscribe.append(self.services.on_status(self._runtime_status))
         self._program_paths = self.services.settings.settings.program_paths
@@ -239,6 +255,26 @@ class MainWindow(QMainWindow):
             stops.clear()
 
         self.chat_view.destroyed.connect(stop_listening)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        # Cards become children of the chat's viewport when the chat view shows them.
+        if (
+            event.type() == QEvent.Type.ChildAdded
+            and isinstance(event, QChildEvent)
+            and watched is self.chat_view.viewport()
+        ):
+            child = event.child()
+            if isinstance(child, MemoryCard) and not child.property("focus_wired"):
+                child.setProperty("focus_wired", True)
+                child.changed.connect(lambda _run: self.focus_box())
+            elif isinstance(child, ProblemCard) and not child.property("focus_wired"):
+                child.setProperty("focus_wired", True)
+                child.reload_requested.connect(lambda _offer: self.focus_box())
+        return super().eventFilter(watched, event)
+
+    def focus_box(self) -> None:
+        """Give the keyboard to the message box (after a control that had it went away)."""
+        self.composer.edit.setFocus(Qt.FocusReason.OtherFocusReason)
 
     # --- start and stop -------------------------------------------------------------------
 
@@ -385,6 +421,7 @@ class MainWindow(QMainWindow):
         if current is not None and current.conversation.model.ready:
             model = current.conversation.model
         chat = self.services.store.create_chat(model_key=model.key if model else "")
+        self.sidebar.clear_search()
         self.sidebar.refresh()
         self.open_chat(chat.id)
         self.composer.clear()
@@ -580,6 +617,9 @@ class MainWindow(QMainWindow):
             chat = self.services.store.get_chat(self._current)
             key = chat.model_key if chat else ""
         self.picker.set_models(self._picker_models(models), key)
+        # The list may carry a new window for the chat's model (reloaded with 16K, or the real
+        # model in place of a stand-in): the meter's share is of that window, so read it now.
+        self._update_meter()
 
     def _runtime_status(self, text: str) -> None:
         if not self._closing:
@@ -629,6 +669,8 @@ class MainWindow(QMainWindow):
             self.show_settings(step.text or "providers")  # text: the page, when one is named
         elif step.kind == "rebuild-runtime":
             self.show_settings("health")  # the command, the runtime's log, "Start again"
+        if step.kind not in ("open-settings", "rebuild-runtime"):
+            self.focus_box()  # the card's button is gone (or going): typing goes on
 
     def _resend(self, message: StoredMessage | None) -> None:
         # In place: the same message goes again; the chat does not show the question twice.

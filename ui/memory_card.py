@@ -63,7 +63,10 @@ class MemoryCard(QFrame):
         self.setObjectName("MemoryCard")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.book = book
-        self.run = run
+        # The chat hands over the run as it was when it was learned; the person may have
+        # undone or kept a memory on an earlier card for it since (a fold, the next message
+        # or Settings draws the chat again). The book is the truth: never offer Undo twice.
+        self.run = self._fresh(run)
         self.title = PlainLabel(self)
         self.title.setObjectName("MemoryCardTitle")
         self.title.setWordWrap(True)
@@ -77,6 +80,14 @@ class MemoryCard(QFrame):
         layout.addLayout(self._rows)
         self.buttons: dict[tuple[int, str], QPushButton] = {}
         self._fill()
+
+    def _fresh(self, run: Any) -> Any:
+        try:
+            fresh = self.book.run(run.id)
+        except Exception:  # the book closed or failed: draw what the chat has
+            log.exception("could not read the learning run again")
+            return run
+        return fresh if fresh is not None else run
 
     # --- actions (also what tests press) ---------------------------------------------------
 

@@ -3,8 +3,9 @@
 For a "too long" refusal that healing could not fix, the one step is either "Switch to <model>
 (reads 128K)" — switch the chat's model and send the message again — or "Start a new chat with
 this message". Other problems show their own sentence and their next step (Try again, Open
-Settings, wait a moment). The card only says what the person can do; the chat view carries
-the request out (``step_requested``).
+Settings, wait a moment); a server that did not answer gets "Try again" (its words say to
+start the server, then try again) with "Open Settings" beside it. The card only says what
+the person can do; the chat view carries the request out (``step_requested``).
 
 When the chat's model runs on this computer with a window smaller than it could have (LM Studio
 loads at 4,096 tokens, an Ollama model loaded by another app may sit at 2,048), the card is
@@ -51,6 +52,14 @@ def step_label(step: NextStep) -> str:
 def step_for(problem: TurnProblem, message_text: str) -> NextStep | None:
     """The card's one next step; a too-long problem always has one."""
     step = problem.next_step
+    if (
+        problem.kind is ProblemKind.UNREACHABLE
+        and step is not None
+        and step.kind == "open-settings"
+    ):
+        # "Check that the server is running, then try again": once it runs, the button is
+        # what sends the message again, as the words say (Settings stays one button over).
+        return NextStep(kind="retry", label=step.label)
     if step is not None and step.kind != "none":
         return step
     if problem.kind is ProblemKind.TOO_LONG:
@@ -83,7 +92,16 @@ class ProblemCard(QFrame):
         self.problem = problem
         self.step = step_for(problem, message_text)
 
-        self.sentence = PlainLabel(problem.message, self)
+        given = problem.next_step
+        # A step the card turned into "Try again": its words say what to do first.
+        retold = (
+            given is not None
+            and given.kind == "open-settings"
+            and self.step is not None
+            and self.step.kind == "retry"
+        )
+        said = f"{problem.message} {given.label}." if retold and given and given.label else ""
+        self.sentence = PlainLabel(said or problem.message, self)
         self.sentence.setObjectName("ProblemText")
         self.sentence.setWordWrap(True)
         self.sentence.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -101,6 +119,20 @@ class ProblemCard(QFrame):
             buttons.addWidget(self.button)
             if self.step.kind == "wait" and self.step.seconds:
                 self._wait(self.step.seconds)
+
+        # A server that did not answer may also sit at another address: Settings, beside.
+        self.settings_button: QPushButton | None = None
+        if retold and given is not None and given.kind == "open-settings":
+            page = given.text
+            self.settings_button = QPushButton("Open Settings", self)
+            self.settings_button.setObjectName("ProblemOtherButton")
+            self.settings_button.setAccessibleName("Open Settings to check the server's address")
+            self.settings_button.clicked.connect(
+                lambda: self.step_requested.emit(
+                    NextStep(kind="open-settings", label="Open Settings", text=page)
+                )
+            )
+            buttons.addWidget(self.settings_button)
 
         self.offer: ReloadOffer | None = None
         self.reload_button = QPushButton(self)

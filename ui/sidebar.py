@@ -364,6 +364,12 @@ class Sidebar(QWidget):
         if offered is not None and offered.deleted_at is None:
             self.undo_bar.hide_bar()  # back already (from the Trash): nothing left to undo
 
+    def clear_search(self) -> None:
+        """Drop the search filter; the caller refreshes (a new chat is not among the hits, and
+        a filter left on would hide it and the other chats)."""
+        self.search.clear()
+        self._search_timer.stop()
+
     def chat_ids(self) -> list[str]:
         return [str(self.list.item(i).data(ID_ROLE)) for i in range(self.list.count())]
 

@@ -8,7 +8,8 @@ for word, a line says what that list is, its cap, and what the cap left out this
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -118,6 +119,36 @@ class SummaryDivider(QFrame):
         layout.addLayout(copy_row)
 
         self.button.toggled.connect(self._set_open)
+
+    # --- never shorter than its words --------------------------------------------------------
+    #
+    # The chat view gives a row's widget the row's height less the list item's padding, which
+    # is less than the widget asked for: the line's descenders were cut ("messaqes"). The
+    # widget's minimum height is what its words need at its width, so it is given that.
+
+    def needed_height(self) -> int:
+        width = self.width()
+        if self.hasHeightForWidth() and width > 0:
+            wanted = self.heightForWidth(width)
+            if wanted > 0:
+                return wanted
+        return self.sizeHint().height()
+
+    def _keep_whole(self) -> None:
+        needed = self.needed_height()
+        if self.minimumHeight() != needed:
+            self.setMinimumHeight(needed)
+
+    def event(self, event: QEvent) -> bool:
+        done = super().event(event)
+        if event.type() in (QEvent.Type.LayoutRequest, QEvent.Type.StyleChange, QEvent.Type.Polish):
+            self._keep_whole()
+        return done
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self._keep_whole()
 
     @property
     def title(self) -> str:

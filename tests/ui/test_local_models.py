@@ -419,3 +419,41 @@ def test_a_model_not_in_memory_shows_loading_until_its_first_word(
     assert seen["said"] == f"Loading {model.name} into memory…"
     assert seen["answering"] is False
     close_window(qtbot, win, services)
+
+
+def test_the_context_meter_reads_the_bigger_window_as_soon_as_the_reload_is_done(
+    qtbot: QtBot, real_services: AppServices, lmstudio: OpenAIStyleServer
+) -> None:
+    win = open_window(qtbot, real_services)
+    model = real_services.catalogue.find(f"lmstudio/{LM}")
+    assert model is not None and model.context == 4_096
+    chat_id = win.new_chat()
+    win.switch_model(model)
+    # A message that fills what a 4K window leaves for the chat, and a bit more.
+    win.composer.set_text("clause and condition " * 800)
+    qtbot.keyClick(win.composer.edit, Qt.Key.Key_Return)
+    qtbot.waitUntil(
+        lambda: [m.role for m in real_services.store.messages(chat_id)] == ["user", "assistant"],
+        timeout=HANG_MS,
+    )
+    meter, label = win.composer.meter, win.composer.meter_label
+    qtbot.waitUntil(lambda: label.text() != "" and meter.used > 0, timeout=HANG_MS)
+    before = label.text()
+    assert int(before.rstrip("%")) >= 100 and meter.fraction == 1.0
+    sent = len(lmstudio.chat_requests)
+    qtbot.waitUntil(lambda: win.picker.reload_button.isVisibleTo(win.picker), timeout=HANG_MS)
+    assert win.picker.reload_button.text() == "Reload with 16K"
+
+    qtbot.mouseClick(win.picker.reload_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: bool(lmstudio.requests_to("/api/v1/models/load")), timeout=HANG_MS)
+
+    # No message sent: the meter and its words follow the 16K window the moment it is loaded.
+    qtbot.waitUntil(lambda: label.text() != before, timeout=HANG_MS)
+    assert int(label.text().rstrip("%")) < 50
+    assert 0 < meter.fraction < 0.5 and meter.value() < meter.maximum() // 2
+    assert len(lmstudio.chat_requests) == sent
+    # The bar is drawn part-filled: more than one colour along its middle row.
+    image = meter.grab().toImage()
+    row = image.height() // 2
+    assert len({image.pixel(x, row) for x in range(2, image.width() - 2)}) >= 2
+    close_window(qtbot, win, real_services)

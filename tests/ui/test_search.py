@@ -139,3 +139,27 @@ def test_a_title_hit_opens_the_chat_as_usual_without_a_snippet(
     assert window.current_chat_id == garden
     assert not window.match_highlight.isVisible()
     assert window.chat_view.at_bottom()
+
+
+def test_starting_a_new_chat_drops_the_search_and_lists_every_chat(
+    qtbot: QtBot, window: MainWindow, garden: str
+) -> None:
+    everything = window.sidebar.chat_ids()
+    _search(qtbot, window, "copper tape", [garden])
+
+    qtbot.mouseClick(window.sidebar.new_button, Qt.MouseButton.LeftButton)
+
+    new = window.current_chat_id
+    assert new not in everything
+    assert window.sidebar.search.text() == ""
+    assert window.sidebar.chat_ids() == [new, *everything]
+    assert window.sidebar.snippets() == ["", "", ""]  # titles only, no hit lines
+    listed = window.sidebar.list
+    # The new chat is the chosen row, drawn at the top of the list where the person looks.
+    assert listed.currentRow() == 0
+    top = listed.visualItemRect(listed.item(0))
+    assert top.top() <= 8 and listed.viewport().rect().contains(top)
+    assert not window.sidebar.empty.isVisibleTo(window)
+    # The search does not come back on its own a moment later.
+    window.sidebar.refresh()
+    assert window.sidebar.chat_ids() == [new, *everything]
