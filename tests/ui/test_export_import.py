@@ -145,7 +145,8 @@ def test_an_open_webui_export_opens_with_its_reasoning_and_versions(
     rows = [r for r in window.chat_view.chat_model.rows() if r.message]
     answer = rows[1]
     assert answer.message is not None and answer.message.thinking
-    assert answer.versions is not None and answer.versions.label == "1/2"
+    # The regenerated answer came first in Open WebUI, the one shown second: "‹ 2/2 ›".
+    assert answer.versions is not None and answer.versions.label == "2/2"
 
 
 @pytest.mark.parametrize(
