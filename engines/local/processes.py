@@ -146,5 +146,56 @@ async def reap(
     try:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(proc.wait(), REAP_SECONDS)
+        if group:
+            # SIGKILL is delivered at once but acted on when each process next runs: on a busy
+            # machine a grandchild can still be running a moment after the child is reaped.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(_group_ended(proc.pid), REAP_SECONDS)
     finally:
         close_transport(proc)
+
+
+def _group_members(group: int) -> list[int]:
+    """The processes of process group ``group`` that have not ended (Linux; elsewhere none)."""
+    members: list[int] = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = Path(entry.path, "stat").read_text(errors="replace")
+            except OSError:
+                continue
+            # "pid (comm) state ppid pgrp ...": after the last ")", state is field 0, pgrp 2.
+            fields = stat.rsplit(")", 1)[-1].split()
+            if len(fields) > 2 and fields[2] == str(group) and fields[0] not in ("Z", "X"):
+                members.append(int(entry.name))
+    return members
+
+
+async def _group_ended(group: int) -> None:
+    """Wait until every process of ``group`` has ended (a zombie has): a pidfd of each turns
+    readable when it ends (Linux 5.3 on; without pidfds this returns at once)."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None:
+        return
+    loop = asyncio.get_running_loop()
+    for pid in _group_members(group):
+        try:
+            fd = pidfd_open(pid)
+        except OSError:  # already gone, or pidfds refused here
+            continue
+        try:
+            ended: asyncio.Future[None] = loop.create_future()
+
+            def readable(future: asyncio.Future[None] = ended) -> None:
+                if not future.done():
+                    future.set_result(None)
+
+            loop.add_reader(fd, readable)
+            try:
+                await ended
+            finally:
+                loop.remove_reader(fd)
+        finally:
+            os.close(fd)
