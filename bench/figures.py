@@ -174,9 +174,12 @@ def draw(chart: Chart, path: Path) -> None:
     """``chart`` as a horizontal bar chart in a PNG, light theme, 2× for sharp text."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QRectF, Qt
-    from PySide6.QtGui import QColor, QFont, QGuiApplication, QImage, QPainter, QPen
+    from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPen
+    from PySide6.QtWidgets import QApplication
 
-    app = QGuiApplication.instance() or QGuiApplication([])
+    # A QApplication, not a bare QGuiApplication: one process holds one, and Qt's widgets
+    # (pytest-qt's tests in the same run) need the full kind.
+    app = QApplication.instance() or QApplication([])
     assert app is not None
     scale, width, row, top, left = 2, 900, 30, 70, 230
     height = top + row * len(chart.bars) + 50

@@ -7,13 +7,16 @@ import shutil
 from pathlib import Path
 
 from PySide6.QtGui import QColor, QImage
+from PySide6.QtWidgets import QApplication
 
 from bench import figures
 
 SAVED = Path(__file__).resolve().parents[2] / "docs" / "figures" / "data"
 
 
-def test_each_saved_line_is_drawn_with_conch_s_bars_in_the_accent_colour(tmp_path: Path) -> None:
+def test_each_saved_line_is_drawn_with_conch_s_bars_in_the_accent_colour(
+    tmp_path: Path, qapp: QApplication
+) -> None:
     shutil.copytree(SAVED, tmp_path / "data")
     result = figures.main(run=False, out=tmp_path)
 

@@ -426,6 +426,8 @@ async def slot_busy(root: str) -> None:
 
 @pytest.mark.bundled
 @needs_bundled
+# The runtime notices it was stopped by something other than Conch (this test) and says so.
+@pytest.mark.allow_log("conch.local.bundled")
 async def test_sigterm_ends_the_runtime_at_once_even_while_it_reads_a_prompt(
     runtime: BundledRuntime,
 ) -> None:
