@@ -177,6 +177,8 @@ def to_data(store: ChatStore, chat_id: str) -> dict[str, Any]:
         "title": chat.title,
         "created": _iso(chat.created),
         "model": chat.model_key,
+        "folder": chat.folder,
+        "pinned": chat.pinned,
         "messages": messages,
         "summaries": [
             {"before_message": seq, "model": model, "created": _iso(created), "text": text}

@@ -75,6 +75,8 @@ class ImportedMessage:
 class ImportedChat:
     title: str
     messages: tuple[ImportedMessage, ...] = field(default_factory=tuple)
+    folder: str = ""  # the sidebar folder it was in (Conch's own export)
+    pinned: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +237,13 @@ def _read_conch(item: Any) -> ImportedChat:
                 shown_at=int(m.get("shown_at", len(others))),
             )
         )
-    return ImportedChat(_title(item.get("title")), tuple(messages))
+    folder = item.get("folder", "")
+    return ImportedChat(
+        _title(item.get("title")),
+        tuple(messages),
+        folder=folder if isinstance(folder, str) else "",
+        pinned=item.get("pinned") is True,
+    )
 
 
 # --- ChatGPT ----------------------------------------------------------------------------------
@@ -649,6 +657,10 @@ def save(
         for chat in reversed(listed):
             made.append(store.create_chat(chat.title).id)
             _write(store, made[-1], chat)
+            if chat.folder:
+                store.set_folder(made[-1], chat.folder)
+            if chat.pinned:
+                store.set_pinned(made[-1], True)
             done += len(chat.messages)
             if progress is not None:
                 progress(done, total)

@@ -114,7 +114,22 @@ CREATE TABLE IF NOT EXISTS tool_calls (
     """
 UPDATE chats SET title = '' WHERE title = 'New chat';
 """,
+    # Step 7: the sidebar's order and groups (pinned to the top; a folder's name, "" for
+    # none), and where a forked chat came from (JSON: app/forks.py).
+    """
+ALTER TABLE chats ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE chats ADD COLUMN folder TEXT NOT NULL DEFAULT '';
+ALTER TABLE chats ADD COLUMN forked_from TEXT;
+""",
 )
+
+FOLDER_NAME_MAX = 80  # characters of a folder's name (the sidebar elides what it cannot show)
+
+
+def folder_name(name: str) -> str:
+    """A folder's name as kept: one line, trimmed, not overlong."""
+    return " ".join(name.split())[:FOLDER_NAME_MAX]
+
 
 # What the chat shows, and what the model reads: neither deleted nor a shelved version.
 _SHOWN = "deleted_at IS NULL AND shelved = 0"
@@ -149,6 +164,37 @@ class Chat:
     read_until: int = -1
     learned_at: float | None = None
     untitled: bool = False  # named after its first message when it is sent (``title`` shows)
+    pinned: bool = False  # shown at the top of the sidebar
+    folder: str = ""  # the sidebar folder it is in ("" for none)
+    forked_from: ForkLink | None = None  # the chat and message it was made from
+
+
+@dataclass(frozen=True, slots=True)
+class ForkLink:
+    """Where a chat was made from: ``chat_id``'s messages up to ``seq`` ("fork"), or its latest
+    summary and the messages after it ("summary")."""
+
+    chat_id: str
+    seq: int
+    kind: Literal["fork", "summary"]
+    title: str  # the chat's title when the copy was made (it may be renamed or deleted since)
+
+    def dumps(self) -> str:
+        return json.dumps(
+            {"chat_id": self.chat_id, "seq": self.seq, "kind": self.kind, "title": self.title}
+        )
+
+    @classmethod
+    def loads(cls, raw: Any) -> ForkLink | None:
+        """The link a column or an export holds; None for anything unreadable."""
+        try:
+            data = json.loads(raw) if isinstance(raw, str) else raw
+            kind = data["kind"]
+            if kind not in ("fork", "summary"):
+                return None
+            return cls(str(data["chat_id"]), int(data["seq"]), kind, str(data.get("title", "")))
+        except (ValueError, TypeError, KeyError):
+            return None
 
 
 # The limits of what a chat's settings may hold; the settings panel offers the same range.
@@ -233,7 +279,7 @@ class Compaction:
 
 _CHAT_COLS = (
     "id, title, model_key, created, updated, deleted_at, untrusted, others, routine, "
-    "read_until, learned_at"
+    "read_until, learned_at, pinned, folder, forked_from"
 )
 _MSG_COLS = (
     "chat_id, seq, role, text, thinking, pictures, attachments, partial, problem, "
@@ -255,6 +301,9 @@ def _chat(row: Sequence[Any]) -> Chat:
         read_until=row[9],
         learned_at=row[10],
         untitled=not row[1],
+        pinned=bool(row[11]),
+        folder=row[12] or "",
+        forked_from=ForkLink.loads(row[13]) if row[13] else None,
     )
 
 
@@ -381,6 +430,96 @@ class ChatStore:
 
     def rename_chat(self, chat_id: str, title: str) -> None:
         self._exec("UPDATE chats SET title = ? WHERE id = ?", (title.strip() or "Chat", chat_id))
+
+    def set_pinned(self, chat_id: str, pinned: bool) -> None:
+        self._exec("UPDATE chats SET pinned = ? WHERE id = ?", (int(pinned), chat_id))
+
+    def set_folder(self, chat_id: str, folder: str) -> None:
+        """Put the chat in ``folder`` ("" takes it out of any)."""
+        self._exec("UPDATE chats SET folder = ? WHERE id = ?", (folder_name(folder), chat_id))
+
+    def rename_folder(self, old: str, new: str) -> None:
+        """Rename a folder (every chat in it, the trash's too, so a restored chat finds it);
+        "" empties it, leaving its chats outside any folder."""
+        self._exec("UPDATE chats SET folder = ? WHERE folder = ?", (folder_name(new), old))
+
+    def folders(self) -> list[str]:
+        """The folders that hold a chat not deleted, by name."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT folder FROM chats WHERE deleted_at IS NULL AND folder != '' "
+                "ORDER BY folder COLLATE NOCASE"
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def copy_chat(
+        self,
+        source: str,
+        *,
+        title: str,
+        seqs: tuple[int, float],
+        link: ForkLink,
+        fold: Compaction | None = None,
+    ) -> Chat:
+        """A new chat holding ``source``'s messages with seq in ``[seqs[0], seqs[1])`` (each
+        with its seq, versions, tool calls and answer figures), its settings and its marks,
+        and ``fold`` as its summary; in one transaction, so a failure leaves no half copy.
+        What the copy holds was read for learning in the source: it is marked read."""
+        cid = uuid.uuid4().hex[:12]
+        now = time.time()
+        first, limit = seqs
+        end = -1 if limit == float("inf") else int(limit)
+        span = "chat_id = ? AND seq >= ? AND (? < 0 OR seq < ?)"
+        args = (source, first, end, end)
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute(
+                    "INSERT INTO chats (id, title, model_key, created, updated, untrusted, "
+                    "others, routine, read_until, learned_at, pinned, folder, forked_from) "
+                    "SELECT ?, ?, model_key, ?, ?, untrusted, others, routine, "
+                    "(SELECT COALESCE(MAX(seq), -1) FROM messages WHERE " + span + "), "
+                    "learned_at, 0, folder, ? FROM chats WHERE id = ?",
+                    (cid, title, now, now, *args, link.dumps(), source),
+                )
+                self._db.execute(
+                    f"INSERT INTO messages ({_MSG_COLS}, deleted_at, shelved) "
+                    f"SELECT ?, {_MSG_COLS.split(', ', 1)[1]}, deleted_at, shelved "
+                    f"FROM messages WHERE {span} AND deleted_at IS NULL",
+                    (cid, *args),
+                )
+                for table, cols in (
+                    ("tool_calls", "seq, call"),
+                    (
+                        "answer_stats",
+                        "seq, first_token_s, tokens_per_s, input_tokens, output_tokens, estimated",
+                    ),
+                ):
+                    self._db.execute(
+                        f"INSERT INTO {table} (chat_id, {cols}) SELECT ?, {cols} FROM {table} "
+                        f"WHERE {span}",
+                        (cid, *args),
+                    )
+                self._db.execute(
+                    "INSERT INTO chat_settings (chat_id, system_prompt, temperature, "
+                    "max_answer_tokens, tool_servers) SELECT ?, system_prompt, temperature, "
+                    "max_answer_tokens, tool_servers FROM chat_settings WHERE chat_id = ?",
+                    (cid, source),
+                )
+                if fold is not None:
+                    self._db.execute(
+                        "INSERT INTO compactions (chat_id, first_kept_seq, summary, model, "
+                        "created) VALUES (?,?,?,?,?)",
+                        (cid, fold.first_kept_seq, fold.summary, fold.model, now),
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        chat = self.get_chat(cid)
+        assert chat is not None
+        return chat
 
     def set_model(self, chat_id: str, model_key: str) -> None:
         self._exec("UPDATE chats SET model_key = ? WHERE id = ?", (model_key, chat_id))

@@ -52,6 +52,7 @@ from app.store import ChatStore
 from ui.bridge import ConversationBridge
 from ui.chat_model import ROW_ROLE, WIDGET_KINDS, ChatModel, Row, RowKind, RunSource
 from ui.handoff_divider import HandoffDivider
+from ui.icons import icon
 from ui.markdown import code_blocks
 from ui.memory_card import MemoryActions, MemoryCard
 from ui.message_delegate import PAD_X, MessageDelegate, copy_to_clipboard
@@ -162,11 +163,13 @@ class ChatView(QListView):
         status(str): a short note for the status line ("Code copied").
         answering(): an action started an answer (Continue, Regenerate, an edit sent again);
             the window gives the composer back its focus.
+        fork_requested(int): "Fork from here" on the message at that seq.
     """
 
     step_requested = Signal(object, int)
     status = Signal(str)
     answering = Signal()
+    fork_requested = Signal(int)
 
     def __init__(
         self,
@@ -645,6 +648,10 @@ class ChatView(QListView):
                     }.get(action, "Delete message"),
                     functools.partial(self.act, i, action),
                 )
+        m = row.message
+        if m is not None and row.kind is not RowKind.STREAMING:
+            menu.addSeparator()
+            menu.addAction(icon("fork"), "Fork from here", lambda: self.fork_requested.emit(m.seq))
         versions = row.versions
         if versions is not None and len(versions.seqs) > 1:
             if versions.shown > 0:

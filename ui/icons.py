@@ -62,6 +62,9 @@ ICON_NAMES: tuple[str, ...] = (
     "appearance",
     "file",
     "picture",
+    "folder",
+    "pin",
+    "fork",
 )
 
 

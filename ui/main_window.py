@@ -57,6 +57,7 @@ from ui.chat_tools import ChatToolsButton
 from ui.chat_view import ChatView
 from ui.composer import Composer, Submission
 from ui.cut_notice import CutNotice
+from ui.forks import ForkActions, OriginLink
 from ui.icons import icon
 from ui.local_models import LocalModelsController
 from ui.match_highlight import MatchHighlight, show_message
@@ -166,7 +167,13 @@ class MainWindow(QMainWindow):
         top.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         top_layout = QHBoxLayout(top)
         top_layout.setContentsMargins(10, 6, 10, 6)
-        top_layout.addWidget(self.title_label, 1)
+        # The title, and under it where a forked chat came from (a link back to that chat).
+        self.origin_link = OriginLink(top)
+        titles = QVBoxLayout()
+        titles.setSpacing(0)
+        titles.addWidget(self.title_label)
+        titles.addWidget(self.origin_link)
+        top_layout.addLayout(titles, 1)
         top_layout.addWidget(self.picker)
         self.tools_button = ChatToolsButton(services.tools, services.store, top)
         top_layout.addWidget(self.tools_button)  # which tool servers this chat may use
@@ -218,6 +225,16 @@ class MainWindow(QMainWindow):
 
     def _connect_signals(self) -> None:
         self.sidebar.chat_selected.connect(self.open_chat)
+        self.forks = ForkActions(
+            self.services.store,
+            open_chat=self._open_copy,
+            status=self.show_status,
+            bridge_for=lambda chat_id: self.bridge(chat_id),
+            parent=self,
+        )
+        self.chat_view.fork_requested.connect(lambda seq: self.forks.fork(self._current, seq))
+        self.sidebar.from_summary_requested.connect(self.forks.from_summary)
+        self.origin_link.open_requested.connect(self.open_chat)
         self.sidebar.new_chat_requested.connect(self.new_chat)
         self.sidebar.chat_deleted.connect(self._chat_deleted)
         self.sidebar.chat_restored.connect(self.open_chat)
@@ -400,6 +417,7 @@ class MainWindow(QMainWindow):
         if chat is None or chat.deleted_at is not None:
             return False
         self._current = chat_id
+        self.origin_link.show_for(self.services.store, chat_id)
         bridge = self.bridge(chat_id, quiet=True)
         self.chat_view.set_chat(chat_id, bridge)
         self.sidebar.set_current(chat_id)
@@ -430,8 +448,16 @@ class MainWindow(QMainWindow):
         self.composer.edit.setFocus()
         return chat.id
 
+    def _open_copy(self, chat_id: str) -> None:
+        """Show a chat just made from another (a fork): in the list, open, box focused."""
+        self.sidebar.clear_search()
+        self.sidebar.refresh()
+        self.open_chat(chat_id)
+        self.composer.edit.setFocus()
+
     def _show_nothing(self) -> None:
         self._current = ""
+        self.origin_link.show_for(self.services.store, "")
         self.tools_button.show_chat("")
         self.approval_card.show_ask(None)
         self.chat_view.set_chat("", None)

@@ -1,4 +1,6 @@
-"""The list of chats: new, rename (F2 or double-click), delete with Undo, search, export.
+"""The list of chats: new, rename (F2 or double-click), delete with Undo, search, export,
+pin to the top, folders (drag a chat onto a folder or one of its chats; the chat's menu moves
+it too), and a new chat from one (fork, from the summary: the window's actions).
 
 Deleting is soft in the chat log (``deleted_at``); an Undo bar stays for ``UNDO_SECONDS`` and
 puts the chat back exactly as it was (Settings → Trash keeps it after that). Search looks at
@@ -19,10 +21,20 @@ from PySide6.QtCore import (
     QTimer,
     Signal,
 )
-from PySide6.QtGui import QAction, QColor, QFont, QFontMetrics, QKeySequence, QPainter, QPalette
+from PySide6.QtGui import (
+    QAction,
+    QColor,
+    QDropEvent,
+    QFont,
+    QFontMetrics,
+    QKeySequence,
+    QPainter,
+    QPalette,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
+    QInputDialog,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
@@ -37,7 +49,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.search import Hit, search
-from app.store import ChatStore
+from app.store import Chat, ChatStore, folder_name
 from ui.icons import icon
 from ui.plain import PlainLabel, plain_tip, shown_name
 
@@ -47,6 +59,11 @@ SEQ_ROLE = ID_ROLE + 1  # a search hit in a message: that message's seq
 SNIPPET_ROLE = ID_ROLE + 2  # (snippet, start, end): the line shown under the title
 SNIPPET_ALPHA = 170  # the snippet's words, a little quieter than the title
 LEAD_SHARE = 0.3  # of the row's width, at most, for the words before the match
+FOLDER_ROLE = ID_ROLE + 3  # a folder's header row: the folder's name
+INDENT_ROLE = ID_ROLE + 4  # a chat shown inside a folder: drawn a step to the right
+PINNED_ROLE = ID_ROLE + 5  # a chat shown among the pinned ones at the top
+IN_FOLDER_ROLE = ID_ROLE + 6  # a chat row: the folder it is in ("" for none)
+INDENT = 18  # pixels a chat in a folder is drawn to the right of its folder's name
 
 
 class UndoBar(QWidget):
@@ -139,6 +156,9 @@ class TitleDelegate(QStyledItemDelegate):
     ) -> None:
         found = index.data(SNIPPET_ROLE)
         if not found:
+            if index.data(INDENT_ROLE):
+                option = QStyleOptionViewItem(option)
+                option.rect.adjust(INDENT, 0, 0, 0)
             super().paint(painter, option, index)
             return
         opt = QStyleOptionViewItem(option)
@@ -214,8 +234,48 @@ class TitleDelegate(QStyledItemDelegate):
         editor.setGeometry(rect)
 
 
+class ChatList(QListWidget):
+    """The chats' list; a chat dropped on a folder (its name or one of its chats) goes into it.
+
+    Signals:
+        dropped(str, str, bool): the chat's id, the folder it was dropped into ("" for none),
+            and whether it was dropped among the pinned chats.
+    """
+
+    dropped = Signal(str, str, bool)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setDragEnabled(True)
+        self.setAcceptDrops(True)
+        self.setDropIndicatorShown(True)
+        self.setDragDropMode(QAbstractItemView.DragDropMode.InternalMove)
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        moved = self.currentItem()
+        target = self.itemAt(event.position().toPoint())
+        # Nothing moves by Qt's own means: the chat's folder changes, and the list is drawn
+        # again from the chat log in its own order.
+        event.setDropAction(Qt.DropAction.IgnoreAction)
+        event.accept()
+        if moved is None or moved.data(ID_ROLE) is None:
+            return
+        if target is None:
+            self.dropped.emit(str(moved.data(ID_ROLE)), "", False)
+        elif target.data(FOLDER_ROLE) is not None:
+            self.dropped.emit(str(moved.data(ID_ROLE)), str(target.data(FOLDER_ROLE)), False)
+        elif target is not moved:
+            self.dropped.emit(
+                str(moved.data(ID_ROLE)),
+                str(target.data(IN_FOLDER_ROLE) or ""),
+                bool(target.data(PINNED_ROLE)),
+            )
+
+
 class Sidebar(QWidget):
-    """The chats, newest first.
+    """The chats: pinned ones first, then each folder (its name, then its chats, newest first;
+    a click on the name folds it away), then the rest, newest first. A search shows its hits
+    in one list.
 
     Signals:
         chat_selected(str): the person opened a chat.
@@ -223,6 +283,7 @@ class Sidebar(QWidget):
         chat_deleted(str): a chat was (soft-)deleted.
         chat_restored(str): Undo brought a chat back.
         chat_renamed(str, str): id, new title.
+        from_summary_requested(str): the chat's menu: a new chat from its latest summary.
         settings_requested(): the Settings button at the bottom.
         match_chosen(str, int): a search hit was chosen: open the chat at that message's seq.
         export_requested(str, str): the chat's menu: export it ("markdown" or "json").
@@ -238,6 +299,7 @@ class Sidebar(QWidget):
     chat_restored = Signal(str)
     chat_renamed = Signal(str, str)
     settings_requested = Signal()
+    from_summary_requested = Signal(str)
 
     def __init__(self, store: ChatStore, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -246,6 +308,7 @@ class Sidebar(QWidget):
         self._store = store
         self._current = ""
         self._changed_item: QListWidgetItem | None = None  # the row the last choice picked
+        self._folded: set[str] = set()  # folders whose chats are hidden under their name
 
         self.new_button = QPushButton("New chat", self)
         self.new_button.setObjectName("NewChatButton")
@@ -257,7 +320,7 @@ class Sidebar(QWidget):
         self.search.setPlaceholderText("Search chats")
         self.search.setAccessibleName("Search chats by title and text")
         self.search.setClearButtonEnabled(True)
-        self.list = QListWidget(self)
+        self.list = ChatList(self)
         self.list.setObjectName("ChatList")
         self.list.setAccessibleName("Chats")
         self.list.setEditTriggers(
@@ -319,6 +382,7 @@ class Sidebar(QWidget):
         self.list.currentItemChanged.connect(self._current_changed)
         self.list.itemChanged.connect(self._item_edited)
         self.list.customContextMenuRequested.connect(self._menu)
+        self.list.dropped.connect(self._dropped)
         self.undo_bar.undo_clicked.connect(self.restore)
 
     def _footer_button(self, icon_name: str, text: str, name: str, tip: str) -> QToolButton:
@@ -345,24 +409,77 @@ class Sidebar(QWidget):
         blocker = QSignalBlocker(self.list)
         self.list.clear()
         self._changed_item = None
-        for hit in hits:
-            title = shown_name(hit.title)
-            item = QListWidgetItem(title)
-            item.setData(ID_ROLE, hit.chat_id)
-            item.setToolTip(plain_tip(title))
-            if hit.seq is not None:
-                item.setData(SEQ_ROLE, hit.seq)
-                item.setData(SNIPPET_ROLE, (hit.snippet, hit.start, hit.end))
-                item.setToolTip(plain_tip(f"{title}\n{hit.snippet}"))
-            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
-            self.list.addItem(item)
-            if hit.chat_id == self._current:
-                self.list.setCurrentItem(item)
+        if query:
+            for hit in hits:
+                self._add_hit(hit)
+        else:
+            self._add_grouped(self._store.list_chats())
         del blocker
         self.empty.setVisible(bool(query) and not hits)
         offered = self._store.get_chat(self.undo_bar.chat_id) if self.undo_bar.chat_id else None
         if offered is not None and offered.deleted_at is None:
             self.undo_bar.hide_bar()  # back already (from the Trash): nothing left to undo
+
+    def _add_hit(self, hit: Hit) -> None:
+        title = shown_name(hit.title)
+        item = QListWidgetItem(title)
+        item.setData(ID_ROLE, hit.chat_id)
+        item.setToolTip(plain_tip(title))
+        if hit.seq is not None:
+            item.setData(SEQ_ROLE, hit.seq)
+            item.setData(SNIPPET_ROLE, (hit.snippet, hit.start, hit.end))
+            item.setToolTip(plain_tip(f"{title}\n{hit.snippet}"))
+        item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
+        self.list.addItem(item)
+        if hit.chat_id == self._current:
+            self.list.setCurrentItem(item)
+
+    def _add_chat(self, chat: Chat, *, pinned: bool = False, indent: bool = False) -> None:
+        self._add_hit(Hit(chat.id, chat.title))
+        item = self.list.item(self.list.count() - 1)
+        item.setData(IN_FOLDER_ROLE, chat.folder)
+        if pinned:
+            item.setData(PINNED_ROLE, True)
+            item.setIcon(icon("pin"))
+            item.setToolTip(plain_tip(f"{shown_name(chat.title)}\nPinned to the top"))
+        if indent:
+            item.setData(INDENT_ROLE, True)
+
+    def _add_grouped(self, chats: list[Chat]) -> None:
+        """Pinned chats, then each folder with its chats, then the rest (each newest first)."""
+        for chat in chats:
+            if chat.pinned:
+                self._add_chat(chat, pinned=True)
+        folders: dict[str, list[Chat]] = {}
+        for chat in chats:
+            if chat.folder and not chat.pinned:
+                folders.setdefault(chat.folder, []).append(chat)
+        for name in sorted({c.folder for c in chats if c.folder}, key=str.casefold):
+            inside = folders.get(name, [])
+            folded = name in self._folded
+            header = QListWidgetItem(icon("chevron-right" if folded else "chevron-down"), "")
+            header.setText(f"{shown_name(name)}  ({len(inside)})" if folded else shown_name(name))
+            header.setData(FOLDER_ROLE, name)
+            header.setIcon(icon("folder"))
+            header.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsDropEnabled)
+            header.setToolTip(
+                plain_tip(
+                    f"Folder “{shown_name(name)}”: {len(inside)} "
+                    f"{'chat' if len(inside) == 1 else 'chats'}. "
+                    + ("Click to show them." if folded else "Click to fold them away.")
+                )
+            )
+            header.setData(Qt.ItemDataRole.AccessibleTextRole, f"Folder {name}")
+            bold = QFont(self.list.font())
+            bold.setBold(True)
+            header.setFont(bold)
+            self.list.addItem(header)
+            if not folded:
+                for chat in inside:
+                    self._add_chat(chat, indent=True)
+        for chat in chats:
+            if not chat.folder and not chat.pinned:
+                self._add_chat(chat)
 
     def clear_search(self) -> None:
         """Drop the search filter; the caller refreshes (a new chat is not among the hits, and
@@ -371,15 +488,30 @@ class Sidebar(QWidget):
         self._search_timer.stop()
 
     def chat_ids(self) -> list[str]:
-        return [str(self.list.item(i).data(ID_ROLE)) for i in range(self.list.count())]
+        rows = (self.list.item(i).data(ID_ROLE) for i in range(self.list.count()))
+        return [str(chat_id) for chat_id in rows if chat_id is not None]
 
     def titles(self) -> list[str]:
-        return [self.list.item(i).text() for i in range(self.list.count())]
+        """Each chat row's title, in order (folder names are not chats)."""
+        rows = (self.list.item(i) for i in range(self.list.count()))
+        return [row.text() for row in rows if row.data(ID_ROLE) is not None]
+
+    def folder_rows(self) -> list[str]:
+        """The folders' names as listed, in order."""
+        rows = (self.list.item(i).data(FOLDER_ROLE) for i in range(self.list.count()))
+        return [str(name) for name in rows if name is not None]
+
+    def row_of(self, chat_id: str) -> QListWidgetItem | None:
+        for i in range(self.list.count()):
+            if self.list.item(i).data(ID_ROLE) == chat_id:
+                return self.list.item(i)
+        return None
 
     def snippets(self) -> list[str]:
-        """Each row's snippet ("" for a chat found by its title, or with no search)."""
-        rows = (self.list.item(i).data(SNIPPET_ROLE) for i in range(self.list.count()))
-        return [row[0] if row else "" for row in rows]
+        """Each chat row's snippet ("" for a chat found by its title, or with no search)."""
+        rows = (self.list.item(i) for i in range(self.list.count()))
+        found = (row.data(SNIPPET_ROLE) for row in rows if row.data(ID_ROLE) is not None)
+        return [hit[0] if hit else "" for hit in found]
 
     def set_current(self, chat_id: str) -> None:
         self._current = chat_id
@@ -431,6 +563,45 @@ class Sidebar(QWidget):
         if item is not None:
             self.delete(str(item.data(ID_ROLE)))
 
+    def set_pinned(self, chat_id: str, pinned: bool) -> None:
+        self._store.set_pinned(chat_id, pinned)
+        self.refresh()
+
+    def move_to_folder(self, chat_id: str, folder: str) -> None:
+        """Put the chat in ``folder`` ("" takes it out); the folder shows open."""
+        self._store.set_folder(chat_id, folder)
+        self._folded.discard(folder_name(folder))
+        self.refresh()
+
+    def new_folder_for(self, chat_id: str) -> None:
+        name, ok = QInputDialog.getText(self, "New folder", "Name of the new folder:")
+        if ok and folder_name(name):
+            self.move_to_folder(chat_id, name)
+
+    def rename_folder(self, old: str) -> None:
+        name, ok = QInputDialog.getText(
+            self, "Rename folder", "New name of the folder:", QLineEdit.EchoMode.Normal, old
+        )
+        if ok and folder_name(name) and folder_name(name) != old:
+            self._store.rename_folder(old, name)
+            if old in self._folded:
+                self._folded.discard(old)
+                self._folded.add(folder_name(name))
+            self.refresh()
+
+    def remove_folder(self, name: str) -> None:
+        """Take every chat out of the folder (the chats stay, outside any folder)."""
+        self._store.rename_folder(name, "")
+        self._folded.discard(name)
+        self.refresh()
+
+    def toggle_folder(self, name: str) -> None:
+        if name in self._folded:
+            self._folded.discard(name)
+        else:
+            self._folded.add(name)
+        self.refresh()
+
     def restore(self, chat_id: str) -> None:
         self._store.restore_chat(chat_id)
         self.refresh()
@@ -451,7 +622,22 @@ class Sidebar(QWidget):
             self._current = chat_id
             self.chat_selected.emit(chat_id)
 
+    def _dropped(self, chat_id: str, folder: str, pinned: bool) -> None:
+        chat = self._store.get_chat(chat_id)
+        if chat is None:
+            return
+        if pinned != chat.pinned:
+            self._store.set_pinned(chat_id, pinned)
+        if not pinned:
+            self.move_to_folder(chat_id, folder)
+        else:
+            self.refresh()
+
     def _clicked(self, item: QListWidgetItem) -> None:
+        name = item.data(FOLDER_ROLE)
+        if name is not None:
+            self.toggle_folder(str(name))
+            return
         # A click on the hit already chosen shows its match again (the person scrolled away);
         # the click that chose it has just done so.
         if item is self._changed_item:
@@ -468,13 +654,41 @@ class Sidebar(QWidget):
             return  # not renamed (a title is shown with its direction marks written out)
         self.rename(chat_id, item.text())
 
-    def _menu(self, pos: QPoint) -> None:
-        item = self.list.itemAt(pos)
-        if item is None:
-            return
-        chat_id = str(item.data(ID_ROLE))
+    def _folder_menu(self, name: str) -> QMenu:
         menu = QMenu(self)
-        menu.addAction("Rename", lambda: self.list.editItem(item))
+        menu.addAction(icon("edit"), "Rename folder…", lambda: self.rename_folder(name))
+        menu.addAction("Remove folder (its chats stay)", lambda: self.remove_folder(name))
+        return menu
+
+    def chat_menu(self, chat_id: str) -> QMenu:
+        """The chat's menu (its row's right click)."""
+        chat = self._store.get_chat(chat_id)
+        menu = QMenu(self)
+        item = self.row_of(chat_id)
+        if item is not None:
+            menu.addAction("Rename", lambda: self.list.editItem(item))
+        pinned = chat is not None and chat.pinned
+        menu.addAction(
+            icon("pin"),
+            "Unpin" if pinned else "Pin to top",
+            lambda: self.set_pinned(chat_id, not pinned),
+        )
+        move = menu.addMenu(icon("folder"), "Move to folder")
+        here = chat.folder if chat is not None else ""
+        for name in self._store.folders():
+            if name != here:
+                # The folder's own name, never read as markup or an accelerator.
+                action = move.addAction(shown_name(name).replace("&", "&&"))
+                action.triggered.connect(lambda _c=False, n=name: self.move_to_folder(chat_id, n))
+        move.addAction("New folder…", lambda: self.new_folder_for(chat_id))
+        if here:
+            move.addSeparator()
+            move.addAction("Take out of the folder", lambda: self.move_to_folder(chat_id, ""))
+        menu.addAction(
+            icon("fork"),
+            "New chat from summary",
+            lambda: self.from_summary_requested.emit(chat_id),
+        )
         menu.addSeparator()
         menu.addAction(
             icon("export"),
@@ -486,5 +700,17 @@ class Sidebar(QWidget):
         )
         menu.addSeparator()
         menu.addAction(icon("trash"), "Delete", lambda: self.delete(chat_id))
+        return menu
+
+    def _menu(self, pos: QPoint) -> None:
+        item = self.list.itemAt(pos)
+        if item is None:
+            return
+        name = item.data(FOLDER_ROLE)
+        menu = (
+            self._folder_menu(str(name))
+            if name is not None
+            else self.chat_menu(str(item.data(ID_ROLE)))
+        )
         menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         menu.popup(self.list.viewport().mapToGlobal(pos))

@@ -68,6 +68,8 @@ def test_json_holds_messages_versions_and_summaries_but_no_setting(data_dir: Pat
         "version",
         "exported",
         "title",
+        "folder",
+        "pinned",
         "created",
         "model",
         "messages",

@@ -42,15 +42,15 @@ NEWER = "file was written by a newer Conch; it is open read-only. Update Conch t
 # and a trigger whose body has statements of its own: the upgrade runs scripts one statement
 # at a time, and these are the statements that splitting on ";" alone would break.
 STEP_2 = """
-ALTER TABLE chats ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE chats ADD COLUMN starred INTEGER NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS tags (chat_id TEXT NOT NULL REFERENCES chats(id), tag TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS tags_chat ON tags(chat_id);
 """
 STEP_3 = """
-UPDATE chats SET pinned = 1 WHERE title = 'Garden plans';
-INSERT INTO tags (chat_id, tag) SELECT id, 'garden; outdoors' FROM chats WHERE pinned = 1;
-CREATE TRIGGER IF NOT EXISTS tagged_is_pinned AFTER INSERT ON tags BEGIN
-    UPDATE chats SET pinned = 1 WHERE id = NEW.chat_id;
+UPDATE chats SET starred = 1 WHERE title = 'Garden plans';
+INSERT INTO tags (chat_id, tag) SELECT id, 'garden; outdoors' FROM chats WHERE starred = 1;
+CREATE TRIGGER IF NOT EXISTS tagged_is_starred AFTER INSERT ON tags BEGIN
+    UPDATE chats SET starred = 1 WHERE id = NEW.chat_id;
 END;
 """
 NEXT_CHAT_LOG = (*CHAT_LOG_STEPS, STEP_2, STEP_3)
@@ -184,8 +184,8 @@ def test_an_upgrade_keeps_every_row_and_a_copy_of_the_file_as_it_was(chat_log: P
 
     assert user_version(chat_log) == NEXT
     assert_every_row_kept(before, chat_log)
-    pinned = raw(chat_log, "SELECT id FROM chats WHERE pinned = 1 ORDER BY id")
-    assert pinned == [("garden000001",), ("tools0000002",)]  # the backfill, then the trigger
+    starred = raw(chat_log, "SELECT id FROM chats WHERE starred = 1 ORDER BY id")
+    assert starred == [("garden000001",), ("tools0000002",)]  # the backfill, then the trigger
     tags = raw(chat_log, "SELECT chat_id, tag FROM tags ORDER BY rowid")
     assert tags == [("garden000001", "garden; outdoors"), ("tools0000002", "weather")]
 
