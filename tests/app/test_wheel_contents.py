@@ -21,9 +21,10 @@ def shipped_packages() -> list[str]:
     """The packages setuptools puts in the wheel, found the way pyproject.toml tells it."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     find = config["tool"]["setuptools"]["packages"]["find"]
-    return setuptools.find_packages(
+    found: list[str] = setuptools.find_packages(
         where=str(ROOT), include=find.get("include", ("*",)), exclude=find.get("exclude", ())
     )
+    return found
 
 
 def test_the_wheel_holds_neither_tests_nor_benchmarks() -> None:

@@ -50,7 +50,10 @@ def painted_words(card: MemoryCard) -> list[str]:
     """The words of the buttons and labels drawn on the card, top to bottom."""
     # Controls the card let go of are deleted on the next turn of the event loop.
     QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
-    children = [*card.findChildren(QPushButton), *card.findChildren(QLabel)]
+    children: list[QPushButton | QLabel] = [
+        *card.findChildren(QPushButton),
+        *card.findChildren(QLabel),
+    ]
     shown_ = [w for w in children if w.isVisibleTo(card) and w.parent() is card]
     shown_.sort(key=lambda w: (w.y(), w.x()))
     return [w.text() for w in shown_]
