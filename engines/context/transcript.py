@@ -20,7 +20,6 @@ import contextlib
 import math
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from engines.base import Message
+from engines.file_lock import try_lock, unlock
 from engines.files import aside_name, write_atomically
 
 VERSION = 1
@@ -361,8 +361,8 @@ def lock_path(path: Path) -> Path:
 def chat_lock(path: Path, wait: float = LOCK_WAIT) -> Iterator[bool]:
     """Hold the transcript's lock file (yields False if another process kept it ``wait`` s).
 
-    An advisory lock (flock; on Windows msvcrt) that the system drops when its process dies,
-    so a crash never leaves a chat locked. The lock file itself is never deleted: removing it
+    An advisory lock (engines/file_lock.py) that the system drops when its process dies, so a
+    crash never leaves a chat locked. The lock file itself is never deleted: removing it
     while another process waits on it would let two writers in.
     """
     try:
@@ -377,7 +377,7 @@ def chat_lock(path: Path, wait: float = LOCK_WAIT) -> Iterator[bool]:
             yield held
         finally:
             if held:
-                _release(fd)
+                unlock(fd)
     finally:
         os.close(fd)
 
@@ -386,41 +386,9 @@ def _acquire(fd: int, wait: float) -> bool:
     deadline = time.monotonic() + wait
     pause = 0.002
     while True:
-        if _try_lock(fd):
+        if try_lock(fd):
             return True
         if time.monotonic() >= deadline:
             return False
         time.sleep(pause)  # a save takes milliseconds; poll gently
         pause = min(pause * 2, 0.05)
-
-
-if sys.platform == "win32":
-    import msvcrt
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError:
-            return False
-        return True
-
-    def _release(fd: int) -> None:
-        with contextlib.suppress(OSError):
-            os.lseek(fd, 0, os.SEEK_SET)
-            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
-
-else:
-    import fcntl
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        except OSError:
-            return True  # a file system without locks: go on as before, unlocked
-        return True
-
-    def _release(fd: int) -> None:
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_UN)
