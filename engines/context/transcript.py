@@ -170,6 +170,17 @@ def load_transcript(data_dir: Path, chat_id: str) -> Loaded:
     return Loaded(parsed.model_copy(update={"version": VERSION}), existed=True, signature=sig)
 
 
+def peek_transcript(data_dir: Path, chat_id: str) -> TranscriptFile | None:
+    """The chat's transcript as its file holds it, or None (no file, an unusable chat id, a
+    file that cannot be read or that a newer Conch wrote). It only reads: a broken file is left
+    for the chat's own session to set aside."""
+    try:
+        parsed = TranscriptFile.model_validate_json(transcript_path(data_dir, chat_id).read_bytes())
+    except (TranscriptError, OSError, ValueError, RecursionError):
+        return None
+    return parsed if parsed.version <= VERSION else None
+
+
 TEMP_MAX_AGE = 24 * 3600.0  # seconds; a temp file this old is a leftover whoever wrote it
 
 
