@@ -1,8 +1,7 @@
 """What an installed Conch holds: its own packages, never the tests or the benchmarks.
 
-``bench`` uses the tests' fake servers and scripted adapter; installed without ``tests`` it
-would fail on import. Both run from a checkout, so neither is in the wheel, and nothing that
-is imports them.
+Both run from a checkout, so neither is in the wheel, and nothing that is imports them (the
+tests use fakes that live in ``bench``, which imports nothing from ``tests``).
 """
 
 from __future__ import annotations
