@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.chat_log_tables import BookPerStore, ChatLogFile, ChatLogTable
+from app.chat_log_tables import ChatLogFile, ChatLogTable, book_of
 from engines.base import Problem, TextDelta, ThinkingDelta, Usage
 from engines.window import estimate_tokens
 
@@ -97,36 +97,31 @@ class AnswerStatsBook(ChatLogTable):
     """The ``answer_stats`` table of a chat log file (see the module doc)."""
 
     def save(self, chat_id: str, seq: int, stats: AnswerStats) -> None:
-        with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO answer_stats (chat_id, seq, first_token_s, "
-                "tokens_per_s, input_tokens, output_tokens, estimated) VALUES (?,?,?,?,?,?,?)",
-                (
-                    chat_id,
-                    seq,
-                    stats.first_token_s,
-                    stats.tokens_per_s,
-                    stats.input_tokens,
-                    stats.output_tokens,
-                    int(stats.estimated),
-                ),
-            )
+        self._store.write(
+            "INSERT OR REPLACE INTO answer_stats (chat_id, seq, first_token_s, "
+            "tokens_per_s, input_tokens, output_tokens, estimated) VALUES (?,?,?,?,?,?,?)",
+            (
+                chat_id,
+                seq,
+                stats.first_token_s,
+                stats.tokens_per_s,
+                stats.input_tokens,
+                stats.output_tokens,
+                int(stats.estimated),
+            ),
+        )
 
     def between(self, chat_id: str, first: int, last: int) -> dict[int, AnswerStats]:
         """The figures of answers ``first`` ≤ seq ≤ ``last`` in ``chat_id``, by seq."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT seq, first_token_s, tokens_per_s, input_tokens, output_tokens, estimated "
-                "FROM answer_stats WHERE chat_id = ? AND seq BETWEEN ? AND ?",
-                (chat_id, first, last),
-            ).fetchall()
+        rows = self._store.query(
+            "SELECT seq, first_token_s, tokens_per_s, input_tokens, output_tokens, estimated "
+            "FROM answer_stats WHERE chat_id = ? AND seq BETWEEN ? AND ?",
+            (chat_id, first, last),
+        )
         return {int(r[0]): AnswerStats(r[1], r[2], int(r[3]), int(r[4]), bool(r[5])) for r in rows}
 
 
-_books = BookPerStore(AnswerStatsBook)
-
-
 def stats_book(store: ChatLogFile) -> AnswerStatsBook | None:
-    """The one book for ``store``'s file (shared by its views and bridges), or None when the
-    table cannot be made (a read-only or damaged file: the figures are a nicety)."""
-    return _books(store)
+    """The book of ``store``'s file, or None when its table cannot be written (a read-only
+    file: the figures are a nicety)."""
+    return book_of(AnswerStatsBook, store)

@@ -588,6 +588,13 @@ class ChatStore:
         with self._lock:
             return [tuple(r) for r in self._db.execute(sql, tuple(args)).fetchall()]
 
+    def write(self, sql: str, args: Sequence[Any] = ()) -> None:
+        """One statement writing a feature's table beside the messages (app/chat_log_tables.py),
+        under the store's lock, so that it never lands inside one of the store's transactions.
+        Raises ``sqlite3.Error`` (a full disk or damage with its sentence, app/sqlite.py)."""
+        with self._lock:
+            self._db.execute(sql, tuple(args))
+
     def search_chats(self, query: str) -> list[Chat]:
         q = query.strip()
         if not q:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from app.chat_log_tables import BookPerStore, ChatLogFile, ChatLogTable
+from app.chat_log_tables import ChatLogFile, ChatLogTable, book_of
 from app.trust import untrusted_message
 from engines.base import ToolResult
 from engines.tools.rules import kept_result
@@ -38,20 +38,18 @@ class ToolCallBook(ChatLogTable):
     def save(self, chat_id: str, seq: int, call: ToolResult) -> None:
         """Keep ``call`` for the "tool" message at ``seq`` (its text lives in that message)."""
         kept = call.model_copy(update={"text": ""}).model_dump_json()
-        with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO tool_calls (chat_id, seq, call) VALUES (?,?,?)",
-                (chat_id, seq, kept),
-            )
+        self._store.write(
+            "INSERT OR REPLACE INTO tool_calls (chat_id, seq, call) VALUES (?,?,?)",
+            (chat_id, seq, kept),
+        )
 
     def between(self, chat_id: str, first: int, last: int) -> dict[int, ToolResult]:
         """The calls of "tool" messages ``first`` ≤ seq ≤ ``last`` in ``chat_id``, by seq; a
         row that cannot be read is left out (its message still shows, plainly)."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT seq, call FROM tool_calls WHERE chat_id = ? AND seq BETWEEN ? AND ?",
-                (chat_id, first, last),
-            ).fetchall()
+        rows = self._store.query(
+            "SELECT seq, call FROM tool_calls WHERE chat_id = ? AND seq BETWEEN ? AND ?",
+            (chat_id, first, last),
+        )
         out: dict[int, ToolResult] = {}
         for seq, raw in rows:
             try:
@@ -61,13 +59,10 @@ class ToolCallBook(ChatLogTable):
         return out
 
 
-_books = BookPerStore(ToolCallBook)
-
-
 def tool_call_book(store: ChatLogFile) -> ToolCallBook | None:
-    """The one book for ``store``'s file, or None when its table cannot be used (a read-only
-    or damaged file: the rows then show just the results)."""
-    return _books(store)
+    """The book of ``store``'s file, or None when its table cannot be written (a read-only
+    file: the rows then show just the results)."""
+    return book_of(ToolCallBook, store)
 
 
 def keep_tool_call(store: ChatStore, chat_id: str, call: ToolResult, model_key: str = "") -> int:

@@ -97,7 +97,7 @@ def _reply_text(body: dict[str, Any]) -> tuple[str, int]:
 
 def serve(window: int) -> None:
     """Start the fake Ollama, print its URL, and run until stdin closes."""
-    from tests.fakes.ollama_server import FakeModel, FakeOllama, FakeReply
+    from bench._ollama import FakeModel, FakeOllama, FakeReply
 
     fake = FakeOllama([FakeModel(MODEL_ID, window, ("completion",))], version="0.12.6")
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up and run every check: ruff, ruff format, mypy (strict on engines/, app/, ui/ and bench/), pytest.
+# Set up and run every check: ruff, ruff format, mypy (strict on engines/, app/, ui/, bench/ and
+# tests/), pytest.
 #   --under-load   run the same checks with two CPU-burning processes beside them: the proof
 #                  that no test depends on how fast or how busy the machine is.
 # Every other argument goes to pytest.

@@ -26,6 +26,7 @@ from engines.base import (
     TurnProblem,
 )
 from engines.context.calibrate import Calibrated, count_request, needs_calibration
+from engines.context.protocols import FinishTurn
 from engines.context.sending import Attempt, Sending, chat_request, silent
 from engines.providers.base import ProviderAdapter, ProviderError
 from engines.tools.rules import shorten_turn_tools_first
@@ -46,6 +47,8 @@ _MARKER = re.compile(r"\n\n\[… [\d,]+ characters left out …\]\n\n")
 
 class Healing(Sending):
     """What a turn does when the request did not fit, or came back empty."""
+
+    _finish: FinishTurn  # the turn driver's (``ApiSession``)
 
     def _shorter_answer(
         self, turn: TurnInput, err: ProviderError
@@ -290,14 +293,3 @@ class Healing(Sending):
             return None
         best = min(fits, key=lambda m: (not m.local, m.context, m.key))
         return NextStep(kind="switch-model", label=f"Switch to {best.name}", model=best)
-
-    def _finish(
-        self,
-        turn: TurnInput,
-        out: Attempt,
-        window: int,
-        turn_tokens: int,
-        adapter: ProviderAdapter,
-    ) -> AsyncGenerator[Event, None]:
-        """Finish the turn with what came back (the turn driver's, ``ApiSession``)."""
-        raise NotImplementedError

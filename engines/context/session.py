@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from pathlib import Path
 
 from engines.base import (
     Attachment,
     Done,
     Event,
     Message,
-    ModelInfo,
     NextStep,
     Note,
     Problem,
@@ -44,6 +42,7 @@ from engines.context.state import (
     summary_block,
 )
 from engines.context.tool_rounds import ToolRounds, one_line, refused_tools
+from engines.context.windows import chat_window
 from engines.providers.base import ProviderAdapter, ProviderError
 from engines.tools.rules import tool_list_tokens as _tools_tokens
 from engines.window import estimate_message, estimate_tokens
@@ -60,13 +59,6 @@ __all__ = [
     "render_attachments",
     "summary_block",
 ]
-
-
-def chat_window(data_dir: Path | None, chat_id: str, model: ModelInfo) -> int:
-    """The window a request about the chat ``chat_id`` on ``model`` other than a turn (learning,
-    a title) should plan against: the model's listed one, or a smaller one a refusal named for
-    it in this chat (``ApiSession.reading_window``), read from the chat's transcript file."""
-    return ApiSession(chat_id=chat_id, data_dir=data_dir, adapters={}).reading_window(model)
 
 
 def render_attachments(text: str, attachments: Sequence[Attachment]) -> str:

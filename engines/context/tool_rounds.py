@@ -10,6 +10,7 @@ from collections.abc import AsyncGenerator
 
 from engines.base import Done, Event, Message, ModelInfo, Note, ProblemKind, TurnInput
 from engines.context.heal import Healing
+from engines.context.protocols import AnswerTurn
 from engines.context.tool_loop import (
     MAX_ROUNDS,
     NO_TOOLS_MODEL,
@@ -61,6 +62,8 @@ def one_line(text: str) -> str:
 
 class ToolRounds(Healing):
     """Offering the chat's tools and running the calls an answer ends with."""
+
+    _answer: AnswerTurn  # the turn driver's (``ApiSession``)
 
     async def _with_tools(
         self, turn: TurnInput, adapter: ProviderAdapter
@@ -198,16 +201,3 @@ class ToolRounds(Healing):
         async with contextlib.aclosing(going_on) as events:
             async for ev in events:
                 yield ev
-
-    def _answer(
-        self,
-        turn: TurnInput,
-        adapter: ProviderAdapter,
-        window: int,
-        turn_tokens: int,
-        whole: str,
-        *,
-        folded: bool = False,
-    ) -> AsyncGenerator[Event, None]:
-        """Send the request and go on with what comes back (the turn driver's, ``ApiSession``)."""
-        raise NotImplementedError

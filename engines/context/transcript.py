@@ -20,7 +20,6 @@ import contextlib
 import math
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from engines.base import Message
+from engines.file_lock import try_lock, unlock
 from engines.files import aside_name, write_atomically
 
 VERSION = 1
@@ -168,6 +168,17 @@ def load_transcript(data_dir: Path, chat_id: str) -> Loaded:
     if parsed.version > VERSION:
         return _set_aside(path, f"it was written by a newer Conch (version {parsed.version})")
     return Loaded(parsed.model_copy(update={"version": VERSION}), existed=True, signature=sig)
+
+
+def peek_transcript(data_dir: Path, chat_id: str) -> TranscriptFile | None:
+    """The chat's transcript as its file holds it, or None (no file, an unusable chat id, a
+    file that cannot be read or that a newer Conch wrote). It only reads: a broken file is left
+    for the chat's own session to set aside."""
+    try:
+        parsed = TranscriptFile.model_validate_json(transcript_path(data_dir, chat_id).read_bytes())
+    except (TranscriptError, OSError, ValueError, RecursionError):
+        return None
+    return parsed if parsed.version <= VERSION else None
 
 
 TEMP_MAX_AGE = 24 * 3600.0  # seconds; a temp file this old is a leftover whoever wrote it
@@ -361,8 +372,8 @@ def lock_path(path: Path) -> Path:
 def chat_lock(path: Path, wait: float = LOCK_WAIT) -> Iterator[bool]:
     """Hold the transcript's lock file (yields False if another process kept it ``wait`` s).
 
-    An advisory lock (flock; on Windows msvcrt) that the system drops when its process dies,
-    so a crash never leaves a chat locked. The lock file itself is never deleted: removing it
+    An advisory lock (engines/file_lock.py) that the system drops when its process dies, so a
+    crash never leaves a chat locked. The lock file itself is never deleted: removing it
     while another process waits on it would let two writers in.
     """
     try:
@@ -377,7 +388,7 @@ def chat_lock(path: Path, wait: float = LOCK_WAIT) -> Iterator[bool]:
             yield held
         finally:
             if held:
-                _release(fd)
+                unlock(fd)
     finally:
         os.close(fd)
 
@@ -386,41 +397,9 @@ def _acquire(fd: int, wait: float) -> bool:
     deadline = time.monotonic() + wait
     pause = 0.002
     while True:
-        if _try_lock(fd):
+        if try_lock(fd):
             return True
         if time.monotonic() >= deadline:
             return False
         time.sleep(pause)  # a save takes milliseconds; poll gently
         pause = min(pause * 2, 0.05)
-
-
-if sys.platform == "win32":
-    import msvcrt
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError:
-            return False
-        return True
-
-    def _release(fd: int) -> None:
-        with contextlib.suppress(OSError):
-            os.lseek(fd, 0, os.SEEK_SET)
-            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
-
-else:
-    import fcntl
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        except OSError:
-            return True  # a file system without locks: go on as before, unlocked
-        return True
-
-    def _release(fd: int) -> None:
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_UN)

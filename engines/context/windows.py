@@ -4,13 +4,40 @@ only as a hint for healing the next refusal, so a bogus refusal never locks a ch
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from engines.base import ModelInfo, Note, TurnInput
-from engines.context.sync import LogSync
+from engines.context import transcript as tfile
+from engines.context.sync import WINDOW_HINT_MAX_AGE, LogSync
 from engines.context.tool_loop import specs_for
 from engines.tools.lean import lean_for
 from engines.tools.rules import tool_list_tokens as _tools_tokens
 from engines.window import estimate_tokens, smallest_window, unknown_window
+
+
+def listed_window(model: ModelInfo) -> int:
+    """The model's own window, or the assumed one when it lists none."""
+    return model.context if model.context > 0 else unknown_window(model.local)
+
+
+def _hinted(window: int, hint: int | None) -> int:
+    """``window``, or a smaller one an earlier session's refusal named (never below a floor)."""
+    return min(window, max(hint, smallest_window())) if hint else window
+
+
+def chat_window(data_dir: Path | None, chat_id: str, model: ModelInfo) -> int:
+    """The window a request about the chat ``chat_id`` on ``model`` other than a turn (learning,
+    a title) should plan against: the model's listed one, or a smaller one a refusal named for
+    it in this chat (``LearnedWindows.reading_window`` of a session just opened), read from the
+    chat's transcript file without changing it."""
+    window = listed_window(model)
+    saved = tfile.peek_transcript(data_dir, chat_id) if data_dir is not None else None
+    if saved is None:
+        return window
+    now = time.time()
+    if now - saved.windows_learned.get(model.key, now) > WINDOW_HINT_MAX_AGE:
+        return window
+    return _hinted(window, saved.windows.get(model.key))
 
 
 class LearnedWindows(LogSync):
@@ -37,17 +64,11 @@ class LearnedWindows(LogSync):
         """The window other requests about this chat (learning, a title) should plan against:
         the one turns use, or a smaller one a refusal named in an earlier session. Such a
         request is not healed when refused, and taking the hint costs it nothing."""
-        window = self.window_for(model)
-        hint = self._hints.get(model.key)
-        if hint:
-            window = min(window, max(hint, smallest_window()))
-        return window
+        return _hinted(self.window_for(model), self._hints.get(model.key))
 
     def _window(self, model: ModelInfo, system_tokens: int, tools_tokens: int) -> int:
         self._ensure_loaded()
-        window = model.context
-        if window <= 0:
-            window = unknown_window(model.local)
+        window = listed_window(model)
         learned = self._windows.get(model.key)
         if not learned:
             return window

@@ -71,6 +71,7 @@ from engines.base import (
     ToolCall,
     TurnProblem,
 )
+from engines.file_lock import try_lock
 from engines.listeners import Listeners
 from engines.local import serve
 from engines.local.gate import in_background
@@ -633,28 +634,6 @@ def _read_record(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _try_lock(handle: IO[bytes]) -> bool:
-    """Take the lock on ``handle``'s file if nobody holds it; True when taken (or when the
-    file system has no locks: then nothing can be done but go on)."""
-    if sys.platform == "win32":
-        import msvcrt
-
-        try:
-            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
-        except OSError:
-            return False
-        return True
-    import fcntl
-
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
 def _open_lock(path: Path) -> IO[bytes] | None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -672,7 +651,7 @@ async def _file_lock(path: Path, seconds: float) -> AsyncIterator[None]:
     try:
         if handle is not None:
             deadline = time.monotonic() + seconds
-            while not _try_lock(handle):
+            while not try_lock(handle.fileno()):
                 if time.monotonic() > deadline:
                     log.warning("bundled model: %s stayed locked; starting without it", path)
                     break

@@ -22,7 +22,7 @@ from app.cli import FAILED
 from app.secrets import SessionSecrets
 from app.services import AppServices, build_services
 from app.settings import SettingsStore
-from app.store import ChatStore
+from app.store import ChatStore, Role
 from engines.base import Problem, ProblemKind, TextDelta
 from engines.local import bundled
 from engines.local.bundled import MODEL_ID
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CLOUD_KEY = "gsk_" + "Qm7Rt2Lp9Vx4" * 4
 BUNDLED_KEY = f"local/{MODEL_ID}"
 SECRET = "hunter2-Xy!"
-EARLIER = [
+EARLIER: list[tuple[Role, str]] = [
     ("user", f"I use {SECRET} as my password for the allotment society site."),
     ("assistant", "Noted; keep it somewhere safe."),
 ]

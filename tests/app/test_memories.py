@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from app.memories import MemoryBook, MemoryBookError
 
 
 @pytest.fixture
-def book(data_dir: Path) -> MemoryBook:
+def book(data_dir: Path) -> Iterator[MemoryBook]:
     b = MemoryBook.in_dir(data_dir)
     yield b
     b.close()

@@ -1,8 +1,7 @@
 """What an installed Conch holds: its own packages, never the tests or the benchmarks.
 
-``bench`` uses the tests' fake servers and scripted adapter; installed without ``tests`` it
-would fail on import. Both run from a checkout, so neither is in the wheel, and nothing that
-is imports them.
+Both run from a checkout, so neither is in the wheel, and nothing that is imports them (the
+tests use fakes that live in ``bench``, which imports nothing from ``tests``).
 """
 
 from __future__ import annotations
@@ -21,9 +20,10 @@ def shipped_packages() -> list[str]:
     """The packages setuptools puts in the wheel, found the way pyproject.toml tells it."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     find = config["tool"]["setuptools"]["packages"]["find"]
-    return setuptools.find_packages(
+    found: list[str] = setuptools.find_packages(
         where=str(ROOT), include=find.get("include", ("*",)), exclude=find.get("exclude", ())
     )
+    return found
 
 
 def test_the_wheel_holds_neither_tests_nor_benchmarks() -> None:

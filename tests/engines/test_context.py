@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -167,7 +168,7 @@ def test_factor_only_ever_grows_and_is_capped() -> None:
 # --- ledger and fold plans --------------------------------------------------------------------
 
 
-def chat(turn_sizes: list[tuple[int, ...]]) -> list[Message]:
+def chat(turn_sizes: Sequence[tuple[int, ...]]) -> list[Message]:
     """Turns as token sizes: (person, answer, tool result, ...)."""
     out: list[Message] = []
     for sizes in turn_sizes:

@@ -21,12 +21,13 @@ from app.learning import QuietLearning
 from app.memories import MemoryBook
 from app.settings import SettingsStore
 from app.store import ChatStore
+from bench.scrub import survivors
 from engines.base import Done, Event, Message, ModelInfo, TextDelta
 from engines.context.summarise import ModelSummariser
 from engines.mock import CompactBefore, MockEngine, Reply
 from engines.providers.base import ChatRequest
 from engines.scrub import MARKER
-from tests.engines.test_scrub_corpus import REVIEWED, corpus, survivors
+from tests.engines.test_scrub_corpus import REVIEWED, corpus
 
 MODEL = ModelInfo(provider="mock", id="demo", label="Demo model", context=16_384, local=True)
 PLAIN = "I'm Sam and I coordinate a community garden in Leeds."

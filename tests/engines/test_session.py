@@ -853,6 +853,17 @@ async def test_a_window_learned_long_ago_is_forgotten(
         json.dumps({"windows": {WIDE.key: 8_192}, "windows_learned": {WIDE.key: learned}})
     )
     assert make(data_dir, ScriptedAdapter()).learned_window(WIDE) == kept
+    assert chat_window(data_dir, CHAT, WIDE) == (kept or WIDE.context)
+
+
+def test_reading_the_chat_window_leaves_a_broken_transcript_for_the_chat(data_dir: Path) -> None:
+    path = transcript_path(data_dir, CHAT)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"windows": {', encoding="utf-8")
+    assert chat_window(data_dir, CHAT, WIDE) == WIDE.context
+    # A learning run only reads: setting the file aside, with its note, is the chat's to do.
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    assert path.read_text(encoding="utf-8") == '{"windows": {'
 
 
 # --- the chat log is the source of truth --------------------------------------------------------

@@ -114,7 +114,11 @@ class FakeAgent(Agent):
         )
 
     async def new_session(
-        self, cwd: str, mcp_servers: Any = None, **kwargs: Any
+        self,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: Any = None,
+        **kwargs: Any,
     ) -> NewSessionResponse:
         session_id = uuid.uuid4().hex
         path = self._kept(session_id)
@@ -125,7 +129,12 @@ class FakeAgent(Agent):
         return NewSessionResponse(session_id=session_id)
 
     async def load_session(
-        self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: Any = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
     ) -> LoadSessionResponse:
         path = self._kept(session_id)
         found = path is not None and path.exists()
@@ -202,8 +211,7 @@ class FakeAgent(Agent):
                 session_id=session_id,
                 tool_call=ToolCallUpdate(tool_call_id="call-1", title="Run rm -rf build"),
                 options=[
-                    PermissionOption(option_id=kind, name=names[kind], kind=kind)  # type: ignore[arg-type]
-                    for kind in kinds
+                    PermissionOption(option_id=kind, name=names[kind], kind=kind) for kind in kinds
                 ],
             )
             outcome = answer.outcome
@@ -227,7 +235,9 @@ class FakeAgent(Agent):
 
 
 async def _main(record: Path | None, load: bool) -> None:
-    await run_agent(FakeAgent(record, load=load))
+    # The SDK's Agent protocol lists every method of ACP; the fake implements only those the
+    # engine calls.
+    await run_agent(FakeAgent(record, load=load))  # type: ignore[abstract]
 
 
 def main() -> None:

@@ -891,7 +891,12 @@ class ResponsesServer(LoopbackServer):
             "status": "completed",
             "content": [{"type": "output_text", "text": text, "annotations": []}],
         }
-        base = {"id": rid, "object": "response", "model": body.get("model"), "output": []}
+        base: dict[str, Any] = {
+            "id": rid,
+            "object": "response",
+            "model": body.get("model"),
+            "output": [],
+        }
         return [
             event({"type": "response.created", "response": {**base, "status": "in_progress"}}),
             event(

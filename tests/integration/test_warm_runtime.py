@@ -25,10 +25,10 @@ from engines.local.bundled import (
     PID_NAME,
     SHARED_LOG_NAME,
     SHARED_NAME,
-    _alive,
     find_gguf,
     free_port,
 )
+from engines.local.processes import alive as _alive
 from tests.app.test_cli import closed_port
 from tests.integration.conftest import needs_bundled
 

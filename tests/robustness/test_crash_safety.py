@@ -314,9 +314,9 @@ def test_a_hundred_kills_lose_no_acknowledged_message(
             indices: list[int] = []
             for line in lines:
                 if line.startswith("ACK "):
-                    _, acked_run, index, seq = line.split()
+                    _, acked_run, index, acked_seq = line.split()
                     assert int(acked_run) == run
-                    acked[int(seq)] = person_text(run, int(index))
+                    acked[int(acked_seq)] = person_text(run, int(index))
                     indices.append(int(index))
             assert indices == list(range(len(indices))), indices
 

@@ -24,7 +24,7 @@ import pytest
 from app.conversation import Conversation, MessageSaved
 from app.health import HealthLog
 from app.store import ChatStore
-from engines.base import Done, ModelInfo, Problem, ProblemKind, TextDelta
+from engines.base import Done, ModelInfo, Problem, ProblemKind, TextDelta, TurnProblem
 from engines.context.session import ApiSession
 from engines.context.transcript import load_transcript
 from engines.providers.anthropic import AnthropicAdapter
@@ -452,7 +452,7 @@ def _base_for(fault: str, server: FaultServer | None) -> str:
     return server.url
 
 
-def _check_problem_turn(chat: Chat, events: list[Any], expect: Expect) -> Problem:
+def _check_problem_turn(chat: Chat, events: list[Any], expect: Expect) -> TurnProblem:
     problems = [e for e in events if isinstance(e, Problem)]
     assert len(problems) == 1, f"expected one problem, got {problems}"
     assert not any(isinstance(e, Done) for e in events), "a failed turn must not also be done"

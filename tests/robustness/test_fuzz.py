@@ -130,7 +130,7 @@ def test_ndjson_gives_back_every_object_it_was_sent(objects: list[dict[str, Any]
 
 
 _field_text = st.text(
-    st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=30
+    st.characters(exclude_characters="\r\n", exclude_categories=["Cs"]), max_size=30
 )
 _sse_event = st.tuples(
     st.one_of(st.none(), _field_text.filter(bool)),  # event name

@@ -211,7 +211,7 @@ async def _long_chat(services: AppServices, model_key: str, pasted: str) -> tupl
             if i == 3:
                 said = "; ".join(words for words, _ in SAID_IN_PASSING.values())
                 text = f"Turn {i}. For the garden's admin: {said}. Noted?"
-            attachments = ()
+            attachments: tuple[Attachment, ...] = ()
             if i == 4:
                 attachments = (Attachment(name="notes.txt", text=f"token = {_random(40)}"),)
             done = False

@@ -31,7 +31,8 @@ from app.services import AppServices, build_services
 from app.store import ChatStore
 from engines.base import ModelInfo
 from engines.mock import MockEngine, Step
-from tests.ui.windows import closed_after
+from tests.ui.windows import Scripts, closed_after, shown
+from ui.main_window import MainWindow
 from ui.start import install_asyncgen_hooks
 from ui.theme import ThemeManager
 
@@ -68,9 +69,24 @@ def qloop(qapp: QApplication, qtbot: QtBot) -> Iterator[asyncio.AbstractEventLoo
 
 
 @pytest.fixture
-def services(data_dir: Path) -> Iterator[AppServices]:
-    """The mock app without its demo chat; a module needing other services defines its own."""
-    yield from closed_after(build_services(data_dir, mock=True, seed_demo_chat=False))
+def scripts() -> Scripts:
+    """Scripted engines for the next chats ``services`` opens; none queued: the demo's."""
+    return Scripts()
+
+
+@pytest.fixture
+def services(data_dir: Path, scripts: Scripts) -> Iterator[AppServices]:
+    """The mock app without its demo chat, its chats' engines from ``scripts``; a module
+    needing other services defines its own."""
+    built = build_services(data_dir, mock=True, seed_demo_chat=False, engines=scripts)
+    yield from closed_after(built)
+
+
+@pytest.fixture
+def window(qtbot: QtBot, services: AppServices) -> Iterator[MainWindow]:
+    """The real window on ``services``, shown and started; closed after the test."""
+    with shown(qtbot, services, start=True, timeout=5000) as win:
+        yield win
 
 
 @pytest.fixture(params=("light", "dark"))

@@ -3,20 +3,17 @@ so typing goes on (never to "New chat", where Space would start another chat).""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.demo import MOCK_MODELS
-from app.services import AppServices, build_services
+from app.services import AppServices
 from engines.base import NextStep, ProblemKind
 from engines.mock import CompactBefore, Refuse, Reply
-from tests.ui.test_main_window import Scripts, send, wait_idle
-from tests.ui.windows import closed_after, shown
+from tests.ui.test_main_window import send, wait_idle
+from tests.ui.windows import Scripts
 from ui.chat_model import RowKind
 from ui.main_window import MainWindow
 from ui.memory_card import MemoryCard
@@ -28,22 +25,11 @@ BIG, SMALL, _LARGE = MOCK_MODELS
 
 
 @pytest.fixture
-def scripts() -> Scripts:
-    return Scripts()
-
-
-@pytest.fixture
-def services(data_dir: Path, scripts: Scripts) -> Iterator[AppServices]:
-    built = build_services(data_dir, mock=True, seed_demo_chat=False, engines=scripts)
-    yield from closed_after(built)
-
-
-@pytest.fixture
-def window(qtbot: QtBot, services: AppServices) -> Iterator[MainWindow]:
-    with shown(qtbot, services, start=True, timeout=5000) as win:
-        win.activateWindow()
-        qtbot.waitUntil(lambda: QApplication.activeWindow() is win)
-        yield win
+def window(qtbot: QtBot, window: MainWindow) -> MainWindow:
+    """The shared window (tests/ui/conftest.py), made the active one: where keys go."""
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    return window
 
 
 def press_with_keyboard(qtbot: QtBot, button: object) -> None:

@@ -112,7 +112,11 @@ def test_every_focusable_control_shows_a_ring_when_it_has_the_focus(
     unseen: list[str] = []
     for control in controls:
         window.setFocus(Qt.FocusReason.OtherFocusReason)
-        qtbot.waitUntil(lambda c=control: not c.hasFocus())
+
+        def unfocused(c: QWidget = control) -> bool:
+            return not c.hasFocus()
+
+        qtbot.waitUntil(unfocused)
         holder = _ring_holder(control)
         before = holder.grab().toImage()
         control.setFocus(Qt.FocusReason.TabFocusReason)

@@ -224,7 +224,11 @@ def test_a_very_long_answer_shows_its_end_while_it_streams_and_all_of_it_once_sa
         if i >= 0 and len(view.chat_model.row(i).text) > 50_000:
             shown.append(view.delegate.shown_text(view.chat_model.row(i)))
 
-    bridge.text_delta.connect(lambda _t: (view.flush(), watch()))
+    def flush_and_watch(_text: str) -> None:
+        view.flush()
+        watch()
+
+    bridge.text_delta.connect(flush_and_watch)
     with qtbot.waitSignal(bridge.done, timeout=HANG_MS):
         bridge.send("Everything")
     # While it streams: only its end is laid out, and it says so.

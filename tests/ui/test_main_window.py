@@ -16,13 +16,12 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
-from app.demo import MOCK_MODELS, mock_engine
+from app.demo import MOCK_MODELS
 from app.main import build_parser
 from app.services import AppServices, build_services
-from app.store import Chat
-from engines.base import Approver, Engine, ModelInfo, NextStep, ProblemKind
-from engines.mock import CompactBefore, MockEngine, Refuse, Reply, ShortenBefore, Step
-from tests.ui.windows import closed_after, shown
+from engines.base import NextStep, ProblemKind
+from engines.mock import CompactBefore, Refuse, Reply, ShortenBefore
+from tests.ui.windows import Scripts
 from tests.waits import HANG_MS
 from ui.chat_model import RowKind
 from ui.main_window import MainWindow
@@ -35,41 +34,6 @@ from ui.summary_divider import SummaryDivider
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
 BIG, SMALL, _LARGE = MOCK_MODELS  # "Mock model" reads 32K, "Mock model (8K)" reads 8K
-
-
-class Scripts:
-    """The services' engine factory: each new conversation gets the next scripted
-    ``MockEngine`` (else the demo's)."""
-
-    def __init__(self) -> None:
-        self.queue: list[list[Step]] = []
-        self.engines: dict[str, MockEngine] = {}
-
-    def __call__(
-        self, services: AppServices, chat: Chat, model: ModelInfo, approve: Approver | None
-    ) -> Engine:
-        if not self.queue:
-            return mock_engine(services, chat, model, approve)
-        engine = MockEngine(self.queue.pop(0), fold_every=0, delay=0.002)
-        self.engines[chat.id] = engine
-        return engine
-
-
-@pytest.fixture
-def scripts() -> Scripts:
-    return Scripts()
-
-
-@pytest.fixture
-def services(data_dir: Path, scripts: Scripts) -> Iterator[AppServices]:
-    built = build_services(data_dir, mock=True, seed_demo_chat=False, engines=scripts)
-    yield from closed_after(built)
-
-
-@pytest.fixture
-def window(qtbot: QtBot, services: AppServices) -> Iterator[MainWindow]:
-    with shown(qtbot, services, start=True, timeout=5000) as win:
-        yield win
 
 
 def send(qtbot: QtBot, win: MainWindow, text: str) -> None:

@@ -265,5 +265,7 @@ def test_keep_and_discard_leave_the_list_where_it_was(
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
     relayout()
 
-    assert book.get(target.id).status == ("kept" if action == "keep" else "discarded")
+    changed = book.get(target.id)
+    assert changed is not None
+    assert changed.status == ("kept" if action == "keep" else "discarded")
     assert bar.value() == before

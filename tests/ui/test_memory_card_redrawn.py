@@ -3,41 +3,21 @@ after Settings): the card never offers Undo for it again."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from PySide6.QtCore import QEvent
 from PySide6.QtWidgets import QApplication, QLabel, QPushButton
 from pytestqt.qtbot import QtBot
 
-from app.services import AppServices, build_services
+from app.services import AppServices
 from engines.mock import CompactBefore, Reply
-from tests.ui.test_main_window import Scripts, chat_of_two_turns, send, wait_idle
-from tests.ui.windows import closed_after, shown
+from tests.ui.test_main_window import chat_of_two_turns, send, wait_idle
+from tests.ui.windows import Scripts
 from ui.chat_model import RowKind
 from ui.main_window import MainWindow
 from ui.memory_card import MemoryCard
 from ui.summary_divider import SummaryDivider
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
-
-
-@pytest.fixture
-def scripts() -> Scripts:
-    return Scripts()
-
-
-@pytest.fixture
-def services(data_dir: Path, scripts: Scripts) -> Iterator[AppServices]:
-    built = build_services(data_dir, mock=True, seed_demo_chat=False, engines=scripts)
-    yield from closed_after(built)
-
-
-@pytest.fixture
-def window(qtbot: QtBot, services: AppServices) -> Iterator[MainWindow]:
-    with shown(qtbot, services, start=True, timeout=5000) as win:
-        yield win
 
 
 def the_card(window: MainWindow) -> MemoryCard:
@@ -50,7 +30,10 @@ def painted_words(card: MemoryCard) -> list[str]:
     """The words of the buttons and labels drawn on the card, top to bottom."""
     # Controls the card let go of are deleted on the next turn of the event loop.
     QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
-    children = [*card.findChildren(QPushButton), *card.findChildren(QLabel)]
+    children: list[QPushButton | QLabel] = [
+        *card.findChildren(QPushButton),
+        *card.findChildren(QLabel),
+    ]
     shown_ = [w for w in children if w.isVisibleTo(card) and w.parent() is card]
     shown_.sort(key=lambda w: (w.y(), w.x()))
     return [w.text() for w in shown_]

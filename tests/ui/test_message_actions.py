@@ -18,14 +18,8 @@ from pytestqt.qtbot import QtBot
 from app.services import AppServices
 from engines.mock import Reply
 from tests.ui.conftest import Chat
-from tests.ui.test_main_window import (  # the window's fixtures, reused
-    Scripts,
-    scripts,  # noqa: F401
-    send,
-    services,  # noqa: F401
-    wait_idle,
-    window,  # noqa: F401
-)
+from tests.ui.test_main_window import send, wait_idle
+from tests.ui.windows import Scripts
 from ui.bridge import ConversationBridge
 from ui.chat_model import Row, RowKind
 from ui.chat_view import EDIT_HINT, REFOLD_NOTE, ChatView
@@ -287,9 +281,9 @@ def test_the_menu_key_opens_the_chosen_messages_actions(
 
 def test_in_the_window_an_edit_resends_and_a_regenerate_makes_a_version(
     qtbot: QtBot,
-    window: MainWindow,  # noqa: F811
-    scripts: Scripts,  # noqa: F811
-    services: AppServices,  # noqa: F811
+    window: MainWindow,
+    scripts: Scripts,
+    services: AppServices,
 ) -> None:
     scripts.queue.append([Reply("Four."), Reply("Six."), Reply("Ten."), Reply("Still ten.")])
     chat_id = window.new_chat()

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
-from PySide6.QtGui import QColor, QPalette, QTextDocument
+from PySide6.QtGui import QColor, QPalette, QTextBlock, QTextDocument
 from pytestqt.qtbot import QtBot
 
 from engines.mock import Reply
@@ -158,8 +158,8 @@ def test_a_long_message_shows_its_start_and_show_all_opens_it(
 
     click_link(qtbot, view, len(parts) - 1, EXPAND_HREF)
     assert "Paragraph 29:" not in document(view, message_rows(view)[0]).toPlainText()
-    assert message_rows(view)[1].message is not None
-    assert message_rows(view)[1].message.text == "Short answer."
+    second = message_rows(view)[1].message
+    assert second is not None and second.text == "Short answer."
 
 
 def test_an_answer_that_just_streamed_in_stays_whole(
@@ -212,8 +212,8 @@ def test_a_wide_window_keeps_lines_to_a_comfortable_width_in_a_centred_column(
     assert view.delegate.content_width() > view.viewport().width() - 60
 
 
-def _blocks(doc: QTextDocument) -> list[object]:
-    out = []
+def _blocks(doc: QTextDocument) -> list[QTextBlock]:
+    out: list[QTextBlock] = []
     block = doc.begin()
     while block.isValid():
         out.append(block)

@@ -10,13 +10,35 @@ from typing import Any
 
 from pytestqt.qtbot import QtBot
 
+from app.demo import mock_engine
 from app.services import AppServices
 from app.settings import SettingsStore
+from app.store import Chat
+from engines.base import Approver, Engine, ModelInfo
+from engines.mock import MockEngine, Step
 from tests.fakes.http import free_port
 from tests.waits import HANG_MS
 from ui.main_window import MainWindow
 
 PROVIDER_URLS = ("lmstudio_url", "ollama_url", "llamacpp_url", "vllm_url")
+
+
+class Scripts:
+    """The services' engine factory: each new conversation gets the next scripted
+    ``MockEngine`` (else the demo's)."""
+
+    def __init__(self) -> None:
+        self.queue: list[list[Step]] = []
+        self.engines: dict[str, MockEngine] = {}
+
+    def __call__(
+        self, services: AppServices, chat: Chat, model: ModelInfo, approve: Approver | None
+    ) -> Engine:
+        if not self.queue:
+            return mock_engine(services, chat, model, approve)
+        engine = MockEngine(self.queue.pop(0), fold_every=0, delay=0.002)
+        self.engines[chat.id] = engine
+        return engine
 
 
 def route_to(data_dir: Path, **settings: Any) -> None:

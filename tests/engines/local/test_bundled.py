@@ -31,12 +31,12 @@ from engines.local.bundled import (
     WINDOW,
     BundledRuntime,
     RuntimeState,
-    _alive,
     available,
     bundled_adapter,
     find_gguf,
     missing,
 )
+from engines.local.processes import alive as _alive
 from engines.local.serve import recorded_exit
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
 from tests.waits import HANG_SECONDS

@@ -35,11 +35,11 @@ from engines.local.bundled import (
     BundledRuntime,
     CrashBook,
     RuntimeCrashError,
-    _alive,
     bundled_adapter,
     free_port,
     idle_exit_setting,
 )
+from engines.local.processes import alive as _alive
 from engines.providers.base import ChatRequest
 from tests.waits import HANG_SECONDS as GUARD
 
@@ -305,6 +305,7 @@ async def test_the_window_uses_a_warm_runtime_and_leaves_it_running(
     made.append(command)
     assert (await command.start()).phase == "ready"
     pid = command.pid
+    assert pid is not None
     await command.stop()
 
     window = runtime_in(data_dir, idle=None)
@@ -348,6 +349,7 @@ async def test_a_warm_runtime_held_by_a_window_that_died_ends_by_itself(
     made.append(command)
     assert (await command.start()).phase == "ready"
     pid = command.pid
+    assert pid is not None
     code = WINDOW_PROCESS.format(
         root=str(ROOT),
         data=str(data_dir),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -55,7 +55,7 @@ class Chat:
 
     def add(self, role: str, text: str) -> int:
         seq = len(self.log)
-        self.log.append((seq, Message(role=role, text=text)))  # type: ignore[arg-type]
+        self.log.append((seq, Message(role=role, text=text)))
         return seq
 
 
@@ -468,7 +468,7 @@ def test_always_falls_back_to_once_and_deny_to_reject_always() -> None:
     from acp.schema import PermissionOption
 
     def offered(*kinds: str) -> list[PermissionOption]:
-        return [PermissionOption(option_id=k, name=k, kind=k) for k in kinds]  # type: ignore[arg-type]
+        return [PermissionOption(option_id=k, name=k, kind=k) for k in kinds]
 
     once = option_for(Approval.ALWAYS, offered("reject_once", "allow_once"))
     assert once is not None and once.kind == "allow_once"
@@ -537,6 +537,7 @@ async def test_stopping_a_turn_tells_the_program_to_stop_and_the_chat_goes_on(
         seq = chat.add("user", "take your time [[slow]]")
         turn = TurnInput(chat_id="c1", seq=seq, text="take your time [[slow]]", model=MODEL)
         events = engine.turn(turn)
+        assert isinstance(events, AsyncGenerator)  # so it can be closed, as the app closes it
         first = await asyncio.wait_for(anext(events), HANG_SECONDS)
         assert isinstance(first, ThinkingDelta)  # the program is working on it
         await events.aclose()  # the person pressed Stop

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -54,14 +54,14 @@ class Chat:
 
     def add(self, role: str, text: str) -> int:
         seq = len(self.log)
-        self.log.append((seq, Message(role=role, text=text)))  # type: ignore[arg-type]
+        self.log.append((seq, Message(role=role, text=text)))
         return seq
 
 
 @pytest.fixture
-def server() -> ClaudeCodeServer:
+def server() -> Iterator[ClaudeCodeServer]:
     with ClaudeCodeServer() as srv:
-        yield srv  # type: ignore[misc]
+        yield srv
 
 
 def make_engine(

@@ -10,7 +10,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -65,14 +65,14 @@ class Chat:
 
     def add(self, role: str, text: str) -> int:
         seq = len(self.log)
-        self.log.append((seq, Message(role=role, text=text)))  # type: ignore[arg-type]
+        self.log.append((seq, Message(role=role, text=text)))
         return seq
 
 
 @pytest.fixture
-def server() -> ResponsesServer:
+def server() -> Iterator[ResponsesServer]:
     with ResponsesServer() as srv:
-        yield srv  # type: ignore[misc]
+        yield srv
 
 
 def make_engine(tmp_path: Path, server: ResponsesServer, chat: Chat, **kw: object) -> CodexEngine:
