@@ -35,6 +35,9 @@ as ``user_message_chunk`` / ``agent_message_chunk`` updates first, as agents do)
 it never had is refused. With it (as with ``--sessions``), each ``session/new`` is recorded as
 ``{"new": id, "mcp_servers": [...]}`` and each ``session/load`` as ``{"load": id, "found": bool}``.
 
+``--show-env NAME`` records ``{"env": {NAME: value}}`` as it starts (what it was started
+with, secrets included: the record is a test's own file).
+
 ``--banner`` prints a line that is not JSON before anything else, as a program started
 without its ACP flag would. ``--grandchild`` starts a process of its own that holds the
 agent's stdout and stderr and never ends by itself (as a program's helper may); both pids are
@@ -357,6 +360,7 @@ def main() -> None:
     parser.add_argument("--grandchild", action="store_true")
     parser.add_argument("--load", action="store_true")
     parser.add_argument("--sessions", action="store_true")
+    parser.add_argument("--show-env", default="")
     args = parser.parse_args()
     if args.grandchild:
         # It inherits stdout and stderr, so the agent's pipes stay open while it lives.
@@ -364,6 +368,9 @@ def main() -> None:
         if args.record is not None:
             with args.record.open("a", encoding="utf-8") as f:
                 f.write(json.dumps({"pid": os.getpid(), "grandchild": helper.pid}) + "\n")
+    if args.show_env and args.record is not None:
+        with args.record.open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"env": {args.show_env: os.environ.get(args.show_env)}}) + "\n")
     if args.banner:
         sys.stdout.write("Welcome to the fake agent! Type your question.\n")
         sys.stdout.flush()
