@@ -59,6 +59,12 @@ class Program:
     # refuses them at once (ACP programs only).
     older: tuple[tuple[str, ...], ...] = ()
 
+    @property
+    def takes_tools(self) -> bool:
+        """Whether Conch's MCP servers reach it when the person allows it (an ACP agent gets
+        them in ``session/new``)."""
+        return self.kind == "acp"
+
 
 PROGRAMS: tuple[Program, ...] = (
     Program(
