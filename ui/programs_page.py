@@ -254,8 +254,7 @@ class ProgramsPage(QWidget):
         layout.addWidget(self._heading("Import from Zed"))
         layout.addWidget(
             hint_label(
-                "Paste Zed's settings.json (or its “agent_servers” part), or choose "
-                "the file."
+                "Paste Zed's settings.json (or its “agent_servers” part), or choose the file."
             )
         )
         layout.addWidget(self._import_form())
