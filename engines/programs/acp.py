@@ -86,6 +86,7 @@ from engines.programs import problems
 from engines.programs.handoff import HANDOFF_CHARS, ChatHandoff
 from engines.programs.mcp import AcpServer, SharedSource, acp_servers
 from engines.programs.process import IDLE_TIMEOUT, SessionFile, keep_stderr, last_words, reap, start
+from engines.programs.slash import SlashCommand
 
 log = logging.getLogger("conch.programs.acp")
 
@@ -139,20 +140,6 @@ def error_text(error: RequestError) -> str:
     if not said or said.lower() in {"internal error", "unknown error"}:
         return own
     return f"{said}: {own}"
-
-
-@dataclass(frozen=True)
-class SlashCommand:
-    """One of the agent's own commands (``available_commands_update``): typed as
-    ``/<name> [input]``, it goes to the agent as the message."""
-
-    name: str
-    description: str = ""
-    hint: str = ""  # what to type after the name, when the agent says
-
-    @property
-    def text(self) -> str:
-        return f"/{self.name}"
 
 
 def _commands_from(update: AvailableCommandsUpdate) -> tuple[SlashCommand, ...]:

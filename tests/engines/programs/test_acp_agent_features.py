@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from engines.base import Approval, Done, PermissionAsk, ToolCall, ToolResult, ToolStarted
-from engines.programs.acp import DECLINED, NO_END, PLAN_TOOL, AcpEngine, SlashCommand
+from engines.programs.acp import DECLINED, NO_END, PLAN_TOOL, AcpEngine
 from engines.programs.mcp import SharedServer, shared_servers
+from engines.programs.slash import SlashCommand
 from engines.tools.config import HttpServer, SecretRef, StdioServer
 from tests.engines.programs.test_acp import Chat, make_engine, received, run_turn
 
