@@ -1,7 +1,7 @@
-"""A program's own slash commands in the window: once the agent lists them, typing "/" in the
-composer offers them (Tab or a click puts one in the box, and it goes to the agent as the
-message), and the Ctrl+K palette lists them. Against the real fake ACP agent, added by
-command in settings."""
+"""An ACP agent added by command, in the window: its slash commands (once it lists them, typing
+"/" offers them, Tab or a click puts one in the box, and it goes to the agent as the message;
+the Ctrl+K palette lists them) and its tool calls as tool rows that stay after the turn.
+Against the real fake ACP agent, added by command in settings."""
 
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ from app.services import AppServices, build_services
 from engines.programs.agents import make_agent
 from engines.programs.slash import SlashCommand
 from tests.ui.windows import closed_after, shown
+from ui.chat_model import RowKind
 from ui.composer import COMPACT_HINT, NOT_THE_PROGRAMS, Composer, Submission
 from ui.main_window import MainWindow
+from ui.tool_rows import ToolRows
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
@@ -111,6 +113,31 @@ def test_the_agents_commands_are_offered_after_it_lists_them(
     init = next(c for c in window.palette_commands() if c.title.startswith("/init"))
     init.callback()
     assert window.composer.text() == "/init "
+
+
+def test_the_agents_tool_calls_are_tool_rows_that_stay(
+    qtbot: QtBot, window: MainWindow, services: AppServices
+) -> None:
+    key = services.settings.settings.acp_agents[0].key
+    chat = services.store.create_chat(model_key=f"programs/{key}")
+    window.sidebar.refresh()
+    assert window.open_chat(chat.id)
+    typed(qtbot, window, "Make the file [[tools]]")
+    qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return)
+    bridge = window.bridge()
+    assert bridge is not None
+    qtbot.waitUntil(lambda: bridge.busy, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: not bridge.busy, timeout=WAIT_MS)
+
+    roles = [m.role for m in services.store.messages(chat.id)]
+    assert roles == ["user", "tool", "tool", "tool", "assistant"]
+    kinds = [r.kind for r in window.chat_view.chat_model.rows()]
+    assert kinds == [RowKind.MESSAGE, RowKind.TOOLS, RowKind.MESSAGE]
+    (rows,) = [w for w in window.chat_view.widgets_of(RowKind.TOOLS) if isinstance(w, ToolRows)]
+    words = [line.button.text() for line in rows.lines.values()]
+    assert len(words) == 3
+    assert words[0].startswith('▸ Run touch ran.txt (Fake agent)  command="touch ran.txt"')
+    assert "Failed" in words[1] and words[1].startswith("▸ Read missing.txt (Fake agent)")
 
 
 def prompts(record: Path) -> list[list[str]]:
