@@ -246,7 +246,8 @@ class MainWindow(QMainWindow):
         self.chat_view.viewport().installEventFilter(self)
         self._unsubscribe.append(self.services.catalogue.on_change(self._models_changed))
         self._unsubscribe.append(self.services.on_status(self._runtime_status))
-        self._program_paths = self.services.settings.settings.program_paths
+        now = self.services.settings.settings
+        self._program_paths = (now.program_paths, now.acp_agents)
         self._unsubscribe.append(self.services.settings.on_change(self._settings_changed))
         # The widgets can be gone before ``aclose`` runs (a window deleted on close) while a
         # model listing still under way ends: then no listener may reach them.
@@ -590,9 +591,10 @@ class MainWindow(QMainWindow):
             bridge.answer_approval(choice)
 
     def _settings_changed(self, settings: Any) -> None:
-        # A program's path set in Settings → Programs: list the programs again.
-        if settings.program_paths != self._program_paths and not self._closing:
-            self._program_paths = settings.program_paths
+        # A program's path set, or an agent added, in Settings → Programs: list them again.
+        programs = (settings.program_paths, settings.acp_agents)
+        if programs != self._program_paths and not self._closing:
+            self._program_paths = programs
             self._models_changed(self.services.catalogue.models())
 
     def _picker_models(self, models: list[ModelInfo]) -> list[ModelInfo]:

@@ -140,6 +140,17 @@ def test_the_agents_tool_calls_are_tool_rows_that_stay(
     assert "Failed" in words[1] and words[1].startswith("▸ Read missing.txt (Fake agent)")
 
 
+def test_an_agent_added_in_settings_can_be_picked_at_once(
+    window: MainWindow, services: AppServices
+) -> None:
+    (first,) = services.settings.settings.acp_agents
+    assert f"programs/{first.key}" in {m.key for m in window.picker.models()}
+    second, _ = make_agent("Second agent", sys.executable, [], {}, taken={first.id})
+    services.settings.update(acp_agents=(first, second))
+    assert f"programs/{second.key}" in {m.key for m in window.picker.models()}
+    assert any(e.startswith("Second agent") for e in window.picker.entries())
+
+
 def prompts(record: Path) -> list[list[str]]:
     lines = record.read_text("utf-8").splitlines() if record.exists() else []
     return [r["texts"] for r in map(json.loads, lines) if "texts" in r]
