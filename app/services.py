@@ -53,7 +53,7 @@ from engines.local.reload import LocalModels
 from engines.programs.catalogue import PROGRAMS as PROGRAM_LIST
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program_engine, program_models
-from engines.programs.mcp import SharedSource, shared_servers
+from engines.programs.mcp import SharedServer, SharedSource, shared_servers
 from engines.providers.base import ChatRequest, ProviderError, closing_stream
 from engines.providers.registry import PROVIDERS
 from engines.providers.structured import LIST_OF_STRINGS, constrained_output
@@ -513,13 +513,18 @@ class AppServices:
             log.warning("reading the secret %s failed (%s)", key, type(exc).__name__)
             return None
 
-    def program_tools(self, key: str) -> SharedSource | None:
-        """Conch's MCP servers for the program ``key``'s sessions, when the person allowed it
-        for that program (Settings → Programs); None otherwise."""
-        if key not in self.settings.settings.programs_with_tools:
-            return None
-        tools, secret = self.tools, self.secret
-        return lambda: shared_servers(tools.configs, secret)
+    def program_tools(self, key: str) -> SharedSource:
+        """Conch's MCP servers for the program ``key``'s sessions: none unless the person
+        allowed it for that program (Settings → Programs). Read as each session starts, so
+        ticking the box reaches a chat already open."""
+        settings, tools, secret = self.settings, self.tools, self.secret
+
+        def read() -> tuple[list[SharedServer], list[str]]:
+            if key not in settings.settings.programs_with_tools:
+                return [], []
+            return shared_servers(tools.configs, secret)
+
+        return read
 
     def programs(self) -> list[ModelInfo]:
         """The programs for the picker: found ones ready, missing ones saying how to install."""

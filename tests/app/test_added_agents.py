@@ -34,7 +34,7 @@ def records(path: Path) -> list[dict[str, object]]:
     )
 
 
-def add_agent(services: AppServices, record: Path, *, tools: bool = False) -> str:
+def add_agent(services: AppServices, record: Path) -> str:
     agent, secrets = make_agent(
         "My Agent",
         sys.executable,
@@ -51,7 +51,7 @@ def add_agent(services: AppServices, record: Path, *, tools: bool = False) -> st
     )
     for key, value in secrets.items():
         services.secrets.set(key, value)
-    services.settings.update(acp_agents=(agent,), programs_with_tools=(agent.key,) if tools else ())
+    services.settings.update(acp_agents=(agent,))
     return agent.key
 
 
@@ -104,9 +104,11 @@ async def test_mcp_servers_go_to_an_added_agent_only_when_allowed(tmp_path: Path
                     ),
                 )
             )
-            key = add_agent(services, record, tools=allowed)
+            key = add_agent(services, record)
             chat = services.store.create_chat(model_key=f"programs/{key}")
             conv = services.conversation(chat.id)
+            if allowed:  # ticked with the chat already open: its first session gets them
+                services.settings.update(programs_with_tools=(key,))
             try:
                 await drain(conv, "Hello")
             finally:
