@@ -8,7 +8,7 @@ import subprocess
 import tomllib
 from pathlib import Path
 
-from engines.programs.mcp import SharedServer, claude_servers, codex_config
+from engines.programs.mcp import SharedServer, acp_servers, claude_servers, codex_config
 from tests.engines.programs.test_codex import CODEX, needs_codex
 
 SERVERS = [
@@ -82,3 +82,16 @@ def test_the_real_codex_reads_the_overrides_as_its_servers(tmp_path: Path) -> No
     assert listed["gh"]["env_vars"] == ["GITHUB_TOKEN"]
     assert listed["docs"]["url"] == "https://docs.example/mcp"
     assert listed["docs"]["http_headers"] == {"X-Team": "a"}
+
+
+def test_an_acp_agent_gets_web_servers_only_when_it_takes_them() -> None:
+    names = [s.name for s in acp_servers(SERVERS, http=False)]
+    assert names == ["GitHub"]
+    both = acp_servers(SERVERS, http=True)
+    assert [s.name for s in both] == ["GitHub", "Docs"]
+    assert both[1].model_dump(mode="json", exclude_none=True) == {
+        "type": "http",
+        "name": "Docs",
+        "url": "https://docs.example/mcp",
+        "headers": [{"name": "X-Team", "value": "a"}],
+    }
