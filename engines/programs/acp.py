@@ -13,9 +13,8 @@ on such a chat says the program manages it.
 What the agent does besides answering shows as Conch's events: its tool calls and their
 updates as tool rows with their status and output (``_Calls``), its plan as one row. Its
 slash commands are kept (``slash_commands``, in a file beside the session file). Conch's MCP
-servers go in
-``session/new`` and ``session/load`` only when the person allowed it for the program
-(``mcp_servers``).
+servers go in ``session/new`` and ``session/load`` only when the person allowed it for the
+program (``mcp_servers``).
 
 Trouble is read from the process itself: a command that is not there, a line on stdout that
 is not JSON (a program started without its ACP flag prints a banner), a process that ends
