@@ -13,7 +13,7 @@ from app.conversation import Conversation
 from app.secrets import SessionSecrets
 from app.services import AppServices, build_services
 from app.tool_calls import tool_call_book
-from engines.base import Done
+from engines.base import Done, Problem
 from engines.programs.agents import make_agent
 from engines.tools.config import SecretRef, StdioServer
 
@@ -157,3 +157,33 @@ async def test_an_agents_tool_calls_are_kept_in_the_chat_log(tmp_path: Path) -> 
     # What the program's tools gave back came from outside: the chat is marked untrusted.
     assert marked is not None and marked.untrusted
     assert saved[-1].role == "assistant"
+
+
+async def test_an_agent_whose_key_left_the_keyring_says_so_and_keeps_the_message(
+    tmp_path: Path,
+) -> None:
+    services = build_services(tmp_path / "data", mock=False, secrets=SessionSecrets())
+    record = tmp_path / "received.jsonl"
+    try:
+        key = add_agent(services, record)
+        (agent,) = services.settings.settings.acp_agents
+        ref = agent.env["MY_AGENT_API_KEY"]
+        assert isinstance(ref, SecretRef)
+        services.secrets.delete(ref.secret)  # a keyring that forgot it (another computer)
+        chat = services.store.create_chat(model_key=f"programs/{key}")
+        conv = services.conversation(chat.id)
+        try:
+            events = await drain(conv, "Hello agent")
+        finally:
+            await conv.aclose()
+        saved = services.store.messages(chat.id)
+    finally:
+        await services.aclose()
+    (problem,) = [e.problem for e in events if isinstance(e, Problem)]
+    assert problem.message == (
+        "Conch could not start My Agent: the value of MY_AGENT_API_KEY is not in the keyring "
+        "any more. Enter it again in Settings → Programs."
+    )
+    assert problem.next_step is not None and problem.next_step.text == "programs"
+    assert saved[0].role == "user" and saved[0].text == "Hello agent"
+    assert not record.exists()  # nothing was started without its key
