@@ -53,6 +53,7 @@ from engines.local.reload import LocalModels
 from engines.programs.catalogue import PROGRAMS as PROGRAM_LIST
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program_engine, program_models
+from engines.programs.mcp import SharedServer, SharedSource, shared_servers
 from engines.providers.base import ChatRequest, ProviderError, closing_stream
 from engines.providers.registry import PROVIDERS
 from engines.providers.structured import LIST_OF_STRINGS, constrained_output
@@ -201,6 +202,9 @@ def standard_engine(
             latest_fold=lambda: latest_fold(store, chat_id),
             approve=approve,
             commands=services.program_commands,
+            agents=services.settings.settings.acp_agents,
+            secrets=services.secret,
+            tools=services.program_tools(model.id),
         )
     catalogue = services.catalogue
     return ApiSession(
@@ -500,9 +504,33 @@ class AppServices:
                 out[p.key] = (path, *p.command[1:])
         return out
 
+    def secret(self, key: str) -> str | None:
+        """A keyring entry of a tool server or an added agent; a keyring that fails reads as
+        a missing secret (the engine then says which value to enter again)."""
+        try:
+            return self.secrets.get(key)
+        except Exception as exc:
+            log.warning("reading the secret %s failed (%s)", key, type(exc).__name__)
+            return None
+
+    def program_tools(self, key: str) -> SharedSource:
+        """Conch's MCP servers for the program ``key``'s sessions: none unless the person
+        allowed it for that program (Settings → Programs). Read as each session starts, so
+        ticking the box reaches a chat already open."""
+        settings, tools, secret = self.settings, self.tools, self.secret
+
+        def read() -> tuple[list[SharedServer], list[str]]:
+            if key not in settings.settings.programs_with_tools:
+                return [], []
+            return shared_servers(tools.configs, secret)
+
+        return read
+
     def programs(self) -> list[ModelInfo]:
         """The programs for the picker: found ones ready, missing ones saying how to install."""
-        return [] if self.mock else program_models(self.program_commands)
+        if self.mock:
+            return []
+        return program_models(self.program_commands, self.settings.settings.acp_agents)
 
     def find_program(self, text: str) -> ModelInfo | None:
         """A program named by key ("programs/codex"), id or label, as ``conch ask --model``
@@ -513,7 +541,7 @@ class AppServices:
     def _program(self, key: str) -> ModelInfo | None:
         if self.mock or not key.startswith(f"{PROGRAMS}/"):
             return None
-        return next((m for m in program_models(self.program_commands) if m.key == key), None)
+        return next((m for m in self.programs() if m.key == key), None)
 
     def window_of(self, provider: str, model_id: str) -> int | None:
         """The listed window of another model of the provider (the summariser's cheap one)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -50,6 +51,7 @@ from app.store import StoredMessage
 from engines.base import Approval, ModelInfo, NextStep, PermissionAsk, Shortened, ToolAsk
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program
+from engines.programs.slash import SlashCommand, slash_commands_of
 from ui.approval_card import ApprovalCard
 from ui.bridge import ConversationBridge
 from ui.chat_settings import ChatSettingsPanel
@@ -158,6 +160,7 @@ class MainWindow(QMainWindow):
             colors=self.theme.color if self.theme is not None else None,
         )
         self.composer = Composer(self)
+        self.composer.slash_source = self.slash_commands
         self.approval_card = ApprovalCard(self)
         self.cut_notice = CutNotice(self)
         self.match_highlight = MatchHighlight(self.chat_view)  # a search hit's message, lit up
@@ -260,7 +263,8 @@ class MainWindow(QMainWindow):
         self.chat_view.viewport().installEventFilter(self)
         self._unsubscribe.append(self.services.catalogue.on_change(self._models_changed))
         self._unsubscribe.append(self.services.on_status(self._runtime_status))
-        self._program_paths = self.services.settings.settings.program_paths
+        now = self.services.settings.settings
+        self._program_paths = (now.program_paths, now.acp_agents)
         self._unsubscribe.append(self.services.settings.on_change(self._settings_changed))
         # The widgets can be gone before ``aclose`` runs (a window deleted on close) while a
         # model listing still under way ends: then no listener may reach them.
@@ -613,9 +617,10 @@ class MainWindow(QMainWindow):
             bridge.answer_approval(choice)
 
     def _settings_changed(self, settings: Any) -> None:
-        # A program's path set in Settings → Programs: list the programs again.
-        if settings.program_paths != self._program_paths and not self._closing:
-            self._program_paths = settings.program_paths
+        # A program's path set, or an agent added, in Settings → Programs: list them again.
+        programs = (settings.program_paths, settings.acp_agents)
+        if programs != self._program_paths and not self._closing:
+            self._program_paths = programs
             self._models_changed(self.services.catalogue.models())
 
     def _picker_models(self, models: list[ModelInfo]) -> list[ModelInfo]:
@@ -757,7 +762,25 @@ class MainWindow(QMainWindow):
                 self.import_dialog,
                 keywords=("chatgpt", "open webui", "json"),
             ),
+            *(
+                Command(
+                    f"{c.text} — {c.description}" if c.description else c.text,
+                    functools.partial(self._type_command, c.text),
+                    keywords=(c.name,),
+                )
+                for c in self.slash_commands()
+            ),
         ]
+
+    def slash_commands(self) -> tuple[SlashCommand, ...]:
+        """The current chat's program's own slash commands (the composer and the palette)."""
+        bridge = self._bridges.get(self._current) if self._current else None
+        return slash_commands_of(bridge.conversation.engine) if bridge is not None else ()
+
+    def _type_command(self, text: str) -> None:
+        """A program's command from the palette: put in the box, to add to and send."""
+        self.composer.set_text(f"{text} ")
+        self.composer.edit.setFocus()
 
     def show_shortcuts(self) -> None:
         """The sheet of every keyboard shortcut (Ctrl+/)."""
