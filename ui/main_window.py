@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QMainWindow,
     QSplitter,
+    QStackedWidget,
     QStatusBar,
     QToolButton,
     QVBoxLayout,
@@ -57,6 +58,7 @@ from ui.chat_tools import ChatToolsButton
 from ui.chat_view import ChatView
 from ui.composer import Composer, Submission
 from ui.cut_notice import CutNotice
+from ui.first_screen import FirstScreen
 from ui.icons import icon
 from ui.local_models import LocalModelsController
 from ui.match_highlight import MatchHighlight, show_message
@@ -74,6 +76,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("conch.ui.window")
 
 STATUS_MS = 5000
+DEMO_WORDS = (
+    "This is a demo: the answers are scripted and no model runs. Start Conch without --mock "
+    "to chat with a model."
+)
 
 
 FIRST_SIZE = QSize(1100, 760)  # the first window on a screen with room for it
@@ -183,7 +189,23 @@ class MainWindow(QMainWindow):
         right_layout.setContentsMargins(0, 0, 0, 0)
         right_layout.setSpacing(0)
         right_layout.addWidget(top)
-        right_layout.addWidget(self.chat_view, 1)
+        if services.mock:
+            # Said in the chat too, not only in the title bar: the answers are the demo's.
+            self.demo_banner = PlainLabel(DEMO_WORDS, right)
+            self.demo_banner.setObjectName("Banner")
+            self.demo_banner.setProperty("kind", "info")
+            self.demo_banner.setWordWrap(True)
+            banner_holder = QWidget(right)
+            banner_layout = QVBoxLayout(banner_holder)
+            banner_layout.setContentsMargins(12, 8, 12, 0)
+            banner_layout.addWidget(self.demo_banner)
+            right_layout.addWidget(banner_holder)
+        # An empty chat shows the first screen (who answers, what was found) in its place.
+        self.first_screen = FirstScreen(self)
+        self.chat_stack = QStackedWidget(right)
+        self.chat_stack.addWidget(self.chat_view)
+        self.chat_stack.addWidget(self.first_screen)
+        right_layout.addWidget(self.chat_stack, 1)
         holder = QWidget(self)  # room around the composer's rounded box
         holder_layout = QVBoxLayout(holder)
         holder_layout.setContentsMargins(12, 4, 12, 12)
@@ -229,6 +251,12 @@ class MainWindow(QMainWindow):
         self.composer.submitted.connect(self.submit)
         self.composer.stop_requested.connect(self.stop)
         self.picker.model_chosen.connect(self.switch_model)
+        self.first_screen.model_chosen.connect(self.start_with)
+        self.first_screen.settings_requested.connect(self.show_settings)
+        chat_rows = self.chat_view.chat_model
+        chat_rows.modelReset.connect(self._update_first_screen)
+        chat_rows.rowsInserted.connect(self._update_first_screen)
+        chat_rows.rowsRemoved.connect(self._update_first_screen)
         self.approval_card.answered.connect(self._approval_answered)
         self.tools_button.settings_requested.connect(lambda: self.show_settings("tools"))
         # The person's message is at ``seq``; take_step looks for it before the seq it is given.
@@ -557,6 +585,35 @@ class MainWindow(QMainWindow):
             bridge.conversation.switch_model(model)
         self.picker.select(model.key)
         self._update_meter()
+        self._update_first_screen()
+
+    def start_with(self, model: ModelInfo) -> None:
+        """The first screen's "Use <model>": this empty chat (or a new one) on ``model``."""
+        if not self._current or self.chat_view.chat_model.rowCount() > 0:
+            self.new_chat()
+        self.switch_model(model)
+        self.focus_box()
+
+    def _next_model(self) -> ModelInfo | None:
+        """The model that answers the next message typed in the box now."""
+        bridge = self._bridges.get(self._current)
+        if bridge is not None:
+            return bridge.conversation.model
+        chat = self.services.store.get_chat(self._current) if self._current else None
+        if chat is not None:
+            return self.services.model_for(chat)
+        return self.services.default_model()
+
+    def _update_first_screen(self, *_args: object) -> None:
+        """The first screen in place of an empty chat (drawn again from what is found now);
+        the messages as soon as there is one."""
+        if self._closing:
+            return
+        if self.chat_view.chat_model.rowCount() == 0:
+            self.first_screen.show_for(self.services, self._next_model())
+            self.chat_stack.setCurrentWidget(self.first_screen)
+        else:
+            self.chat_stack.setCurrentWidget(self.chat_view)
 
     def _change_engine(self, old: ConversationBridge, model: ModelInfo) -> None:
         """To or from a program: a new conversation on the new engine (the old one closes);
@@ -620,10 +677,12 @@ class MainWindow(QMainWindow):
         # The list may carry a new window for the chat's model (reloaded with 16K, or the real
         # model in place of a stand-in): the meter's share is of that window, so read it now.
         self._update_meter()
+        self._update_first_screen()  # what was found, and who answers now
 
     def _runtime_status(self, text: str) -> None:
         if not self._closing:
             self.picker.set_starting(text or None)
+            self._update_first_screen()
 
     def _provider_label(self, provider: str) -> str:
         adapter = self.services.catalogue.adapter(provider)
