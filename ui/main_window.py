@@ -27,7 +27,7 @@ from PySide6.QtCore import (
     QTimer,
     Signal,
 )
-from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
+from PySide6.QtGui import QCloseEvent, QKeySequence, QPainter, QPaintEvent, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -64,7 +64,7 @@ from ui.local_models import LocalModelsController
 from ui.match_highlight import MatchHighlight, show_message
 from ui.memory_card import MemoryCard
 from ui.model_picker import ModelPicker, provider_name
-from ui.plain import PlainLabel, shown_name, window_title
+from ui.plain import PlainLabel, plain_tip, shown_name, window_title
 from ui.problem_card import ProblemCard
 from ui.shortcuts import ShortcutsSheet, window_shortcuts
 from ui.sidebar import Sidebar
@@ -93,6 +93,26 @@ def first_size(room: QSize) -> QSize:
         min(FIRST_SIZE.width(), int(room.width() * SCREEN_SHARE)),
         min(FIRST_SIZE.height(), int(room.height() * SCREEN_SHARE)),
     )
+
+
+class ChatTitle(PlainLabel):
+    """The chat's title above it: cut with "…" where the header ends (all of it in the
+    tooltip), never a wider window."""
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        room = self.contentsRect()
+        metrics = self.fontMetrics()
+        if metrics.horizontalAdvance(self.text()) <= room.width():
+            super().paintEvent(event)  # whole: Qt draws it (and what the mouse selected)
+            return
+        painter = QPainter(self)
+        cut = metrics.elidedText(self.text(), Qt.TextElideMode.ElideRight, room.width())
+        painter.drawText(room, int(self.alignment() | Qt.AlignmentFlag.AlignVCenter), cut)
+        painter.end()
+
+    def setText(self, text: str) -> None:
+        super().setText(text)
+        self.setToolTip(plain_tip(text))
 
 
 class MainWindow(QMainWindow):
@@ -150,7 +170,7 @@ class MainWindow(QMainWindow):
         services = self.services
         self.sidebar = Sidebar(services.store, self)
         self.picker = ModelPicker(self, provider_label=self._provider_label)
-        self.title_label = PlainLabel(self)
+        self.title_label = ChatTitle(self)
         self.title_label.setObjectName("ChatTitle")
         self.title_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         # A title is any length (an imported one too): cut at the header's edge, never a
