@@ -224,6 +224,19 @@ def model_button(model: ModelInfo, parent: QWidget) -> QPushButton:
     return ModelButton(model, parent)
 
 
+@dataclass(frozen=True)
+class Seen:
+    """Everything the screen shows, to draw it again only when something changed."""
+
+    model: ModelInfo | None
+    why: str
+    mock: bool
+    demo_models: tuple[ModelInfo, ...]
+    servers: tuple[Server, ...]
+    bundled: tuple[str, ModelInfo | None]
+    keyed: tuple[str, ...]
+
+
 class FirstScreen(QScrollArea):
     """What an empty chat shows (see the module doc).
 
@@ -251,9 +264,27 @@ class FirstScreen(QScrollArea):
         self.rows: dict[str, ServerRow] = {}
         self.buttons: list[QPushButton] = []  # every button on the screen, in order
         self.model: ModelInfo | None = None
+        self._seen: Seen | None = None
 
     def show_for(self, services: AppServices, model: ModelInfo | None) -> None:
-        """Show who answers (``model``) and what the services found now."""
+        """Show who answers (``model``) and what the services found now; drawn again only
+        when that changed (the servers are looked at again every few seconds)."""
+        seen = Seen(
+            model=model,
+            why=why_this_model(model, services),
+            mock=services.mock,
+            demo_models=tuple(services.catalogue.ready_models()) if services.mock else (),
+            servers=() if services.mock else tuple(servers_found(services)),
+            bundled=bundled_line(services),
+            keyed=tuple(_companies_keyed(services)),
+        )
+        if seen == self._seen:
+            return
+        self._seen = seen
+        self._build(seen)
+
+    def _build(self, seen: Seen) -> None:
+        model = seen.model
         self.model = model
         page = QWidget()
         page.setObjectName("FirstScreenPage")
@@ -280,15 +311,15 @@ class FirstScreen(QScrollArea):
             f"{shown_name(model.name)} will answer." if model else "No model is ready yet."
         )
         layout.addWidget(self.model_name)
-        self.model_why = _sentence(why_this_model(model, services), column)
+        self.model_why = _sentence(seen.why, column)
         layout.addWidget(self.model_why)
 
         self.rows = {}
         self.buttons = []
-        if services.mock:
+        if seen.mock:
             layout.addSpacing(8)
             layout.addWidget(_heading("The demo's models", column))
-            for each in services.catalogue.ready_models():
+            for each in seen.demo_models:
                 if model is not None and each.key == model.key:
                     continue
                 button = model_button(each, column)
@@ -297,13 +328,13 @@ class FirstScreen(QScrollArea):
         else:
             layout.addSpacing(8)
             layout.addWidget(_heading("Found on this computer", column))
-            for server in servers_found(services):
+            for server in seen.servers:
                 row = ServerRow(server, column, skip=model.key if model else "")
                 self.rows[server.name] = row
                 layout.addWidget(row)
                 for button in row.buttons:
                     self._wire(button, server)
-            words, ready = bundled_line(services)
+            words, ready = seen.bundled
             self.bundled = _sentence(words, column)
             layout.addWidget(self.bundled)
             if ready is not None and (model is None or model.key != ready.key):
@@ -313,7 +344,7 @@ class FirstScreen(QScrollArea):
 
             layout.addSpacing(8)
             layout.addWidget(_heading("Model companies", column))
-            keyed = _companies_keyed(services)
+            keyed = seen.keyed
             self.companies = _sentence(
                 f"Set up: {', '.join(keyed)}. Their models are in the list above the chat."
                 if keyed

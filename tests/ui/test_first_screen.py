@@ -104,6 +104,13 @@ def test_with_nothing_found_it_says_so_and_offers_to_connect_each_server(
         assert "turned off" in screen.bundled.text()
         focused_box(qtbot, win)
 
+        # Looking for the servers again (every few seconds) finds the same: nothing is redrawn,
+        # so a button under the pointer or in the keyboard's path stays where it is.
+        page = screen.widget()
+        looked = asyncio.ensure_future(services.catalogue.refresh())
+        qtbot.waitUntil(looked.done, timeout=HANG_MS)
+        assert screen.widget() is page
+
         # "Connect Ollama…" opens Settings on the servers' page.
         qtbot.mouseClick(screen.rows["ollama"].buttons[0], Qt.MouseButton.LeftButton)
         dialog = win._settings_dialog
