@@ -141,11 +141,18 @@ class MessageUndoBar(QWidget):
         self._stamp = 0.0
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
-        self._timer.timeout.connect(self.hide)
+        self._timer.timeout.connect(self._expire)
         self.button.clicked.connect(self._undo)
         self.hide()
 
     shown_changed = Signal(bool)  # the chat makes room for the bar while it shows
+    # Undo is offered (True) or not any more (False): a chat left empty stays in view meanwhile.
+    offer_changed = Signal(bool)
+
+    @property
+    def offered(self) -> bool:
+        parent = self.parentWidget()
+        return parent is not None and self.isVisibleTo(parent)
 
     def offer(self, words: str, stamp: float) -> None:
         self.label.setText(words)
@@ -153,6 +160,11 @@ class MessageUndoBar(QWidget):
         self.show()
         self.raise_()
         self._timer.start(UNDO_MS)
+        self.offer_changed.emit(True)
+
+    def _expire(self) -> None:
+        self.hide()
+        self.offer_changed.emit(False)
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
@@ -165,6 +177,7 @@ class MessageUndoBar(QWidget):
     def _undo(self) -> None:
         self.hide()
         self.undo_clicked.emit(self._stamp)
+        self.offer_changed.emit(False)
 
 
 class ChatView(QListView):

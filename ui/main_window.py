@@ -277,6 +277,7 @@ class MainWindow(QMainWindow):
         chat_rows.modelReset.connect(self._update_first_screen)
         chat_rows.rowsInserted.connect(self._update_first_screen)
         chat_rows.rowsRemoved.connect(self._update_first_screen)
+        self.chat_view.undo_bar.offer_changed.connect(self._update_first_screen)
         self.approval_card.answered.connect(self._approval_answered)
         self.tools_button.settings_requested.connect(lambda: self.show_settings("tools"))
         # The person's message is at ``seq``; take_step looks for it before the seq it is given.
@@ -629,7 +630,8 @@ class MainWindow(QMainWindow):
         the messages as soon as there is one."""
         if self._closing:
             return
-        if self.chat_view.chat_model.rowCount() == 0:
+        # A chat whose last message was just deleted stays in view while Undo is offered.
+        if self.chat_view.chat_model.rowCount() == 0 and not self.chat_view.undo_bar.offered:
             self.first_screen.show_for(self.services, self._next_model())
             self.chat_stack.setCurrentWidget(self.first_screen)
         else:

@@ -92,3 +92,38 @@ def test_the_undo_bar_leaves_the_problem_cards_button_in_view_and_clickable(
         qtbot.mouseClick(bar.button, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: not bar.isVisible())
         assert view.viewport().geometry().bottom() > viewport.bottom()  # the strip is gone
+
+
+def test_deleting_a_chats_only_messages_keeps_the_chat_in_view_while_undo_is_offered(
+    qtbot: QtBot, services: AppServices, scripts: Scripts
+) -> None:
+    scripts.queue.append([Reply("Larch, untreated.")])
+    with shown(qtbot, services, start=True) as win:
+        win.new_chat()
+        assert win.chat_stack.currentWidget() is win.first_screen  # an empty chat
+        send(qtbot, win, "Which wood?")
+        qtbot.waitUntil(lambda: win.composer.busy, timeout=3000)
+        wait_idle(qtbot, win)
+        view = win.chat_view
+        assert win.chat_stack.currentWidget() is view
+        asked = next(
+            i
+            for i in range(view.chat_model.rowCount())
+            if (m := view.chat_model.row(i).message) is not None and m.role == "user"
+        )
+        assert view.act(asked, "delete")  # the question and its answer: nothing left
+        assert view.chat_model.rowCount() == 0
+        bar = view.undo_bar
+        # The chat, with its Undo, stays: the first screen would take Undo away with it.
+        assert win.chat_stack.currentWidget() is view
+        qtbot.waitExposed(bar)
+        assert in_view(bar, view).intersects(view.rect())
+
+        qtbot.mouseClick(bar.button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: view.chat_model.rowCount() > 0)
+        assert win.chat_stack.currentWidget() is view
+
+        # Deleted again and left to expire: the empty chat shows the first screen.
+        assert view.act(asked, "delete")
+        bar._timer.timeout.emit()  # the time to undo ran out
+        assert win.chat_stack.currentWidget() is win.first_screen
