@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 # The servers on this computer the screen always names, found or not.
 SERVERS = ("ollama", "lmstudio", "llamacpp")
 MODEL_BUTTONS = 4  # a server's ready models offered as buttons; the picker has the rest
-BUTTON_TEXT_PX = 260  # a model's button's words are cut (…) past this width, never wider
+BUTTON_TEXT_PX = 260  # a model's button asks for no more room for its words than this
 BUTTON_MIN_PX = 90  # and the button no narrower than this on a small screen
 BUTTON_COLUMNS = 2  # model buttons side by side
 ELIDE_MIDDLE = Qt.TextElideMode.ElideMiddle  # a model id's start and its size tag both show
@@ -180,8 +180,8 @@ class ServerRow(QWidget):
 
 
 class ModelButton(QPushButton):
-    """ "Use <model>": as wide as its words up to ``BUTTON_TEXT_PX``, narrower when the
-    screen is, its words then cut in the middle (all of them in its tooltip)."""
+    """ "Use <model>": asks for the width of its words up to ``BUTTON_TEXT_PX``; words wider
+    than the button it gets are cut in the middle (all of them in its tooltip)."""
 
     def __init__(self, model: ModelInfo, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -216,7 +216,7 @@ class ModelButton(QPushButton):
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
-        self._fit(max(0, min(BUTTON_TEXT_PX, event.size().width() - self._padding())))
+        self._fit(max(0, event.size().width() - self._padding()))  # all the room it got
 
 
 def model_button(model: ModelInfo, parent: QWidget) -> QPushButton:
