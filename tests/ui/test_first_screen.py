@@ -27,6 +27,7 @@ from tests.ui.windows import close_files, close_window, open_window, route_to
 from tests.waits import HANG_MS
 from ui.first_screen import BUNDLED_WHY, FirstScreen, ModelButton
 from ui.main_window import DEMO_WORDS, MainWindow
+from ui.theme import ThemeManager
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
@@ -228,3 +229,39 @@ def test_the_demo_says_it_is_a_demo_above_its_first_chat(qtbot: QtBot, data_dir:
     finally:
         close_window(qtbot, win, services)
         close_files(services)
+
+
+def ring_shows(qtbot: QtBot, win: MainWindow, button: QWidget) -> bool:
+    """Whether focusing ``button`` from the keyboard changes a good share of its edge."""
+    win.composer.edit.setFocus(Qt.FocusReason.OtherFocusReason)
+    qtbot.waitUntil(lambda: not button.hasFocus())
+    before = button.grab().toImage()
+    button.setFocus(Qt.FocusReason.TabFocusReason)
+    qtbot.waitUntil(button.hasFocus)
+    after = button.grab().toImage()
+    w, h = before.width(), before.height()
+    edge = [(x, y) for x in range(w) for y in (0, 1, h - 2, h - 1)]
+    edge += [(x, y) for y in range(h) for x in (0, 1, w - 2, w - 1)]
+    changed = sum(before.pixelColor(x, y) != after.pixelColor(x, y) for x, y in edge)
+    return changed >= min(w, h)
+
+
+def test_each_button_on_the_first_screen_shows_a_ring_from_the_keyboard(
+    qtbot: QtBot, data_dir: Path, real_services: list[AppServices], theme: ThemeManager
+) -> None:
+    route_to(data_dir)
+    services = build(data_dir, real_services)
+    win = MainWindow(services, theme=theme)
+    qtbot.addWidget(win)
+    win.show()
+    started = asyncio.ensure_future(win.start())
+    qtbot.waitUntil(started.done, timeout=HANG_MS)
+    try:
+        win.activateWindow()
+        qtbot.waitActive(win)
+        buttons = win.first_screen.buttons
+        assert len(buttons) == 4  # three servers to connect, and a key to add
+        unseen = [b.text() for b in buttons if not ring_shows(qtbot, win, b)]
+        assert unseen == []
+    finally:
+        close_window(qtbot, win, services)
