@@ -3,8 +3,9 @@
 The window wires widgets to the app's services and to one ``ConversationBridge`` per open
 chat; it never talks to an engine. A chat whose answer is still streaming keeps its bridge
 when the person looks at another chat, and a deleted chat's turn is stopped (what arrived is
-kept, and Undo brings the chat back). The palette and the settings dialog (ui/palette.py,
-ui/settings_dialog.py) are built on first use, or injected.
+kept, and Undo brings the chat back). An empty chat shows the first screen in the messages'
+place (ui/first_screen.py: who answers, what was found, one click to each). The palette and
+the settings dialog (ui/palette.py, ui/settings_dialog.py) are built on first use, or injected.
 """
 
 from __future__ import annotations
