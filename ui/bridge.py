@@ -12,7 +12,8 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
@@ -95,9 +96,16 @@ class ConversationBridge(QObject):
     tool_event = Signal(object)
     reading = Signal(object)
 
-    def __init__(self, conversation: Conversation, parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        conversation: Conversation,
+        parent: QObject | None = None,
+        *,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__(parent)
         self._conversation = conversation
+        self._now = now  # what the answer's figures are timed by (tests move it by hand)
         self._task: asyncio.Task[None] | None = None
         self._mode = ""
         self._text: list[str] = []
@@ -208,10 +216,16 @@ class ConversationBridge(QObject):
                 await asyncio.wait({waiting})
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._asking = (ask, future)
+        # The answer's figures leave out the time the card waited for the person's click.
+        clock = self._clock
+        if clock is not None:
+            clock.hold()
         self._emit(self.approval_changed, ask)
         try:
             return await future
         finally:
+            if clock is not None:
+                clock.release()
             self._asking = None
             self._emit(self.approval_changed, None)
 
@@ -353,7 +367,7 @@ class ConversationBridge(QObject):
         self._text = []
         self._thinking = []
         self._tool_events = []
-        self._clock = AnswerClock() if mode == "turn" else None
+        self._clock = AnswerClock(self._now) if mode == "turn" else None
         self._wait = reading_wait(self._conversation) if mode == "turn" else None
         self._emit(self.busy_changed, True)
         self._task = loop.create_task(self._run(stream), name=f"turn:{self.chat_id}")

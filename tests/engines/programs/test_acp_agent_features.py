@@ -119,17 +119,17 @@ async def test_an_allowed_call_ends_with_what_it_gave_back(tmp_path: Path, chat:
 async def test_the_agents_slash_commands_are_listed_and_kept(tmp_path: Path, chat: Chat) -> None:
     state = tmp_path / "sessions"
     engine = make_engine(tmp_path, chat, chat_id="c1", state_dir=state)
-    assert engine.slash_commands == ()  # nothing known before the agent said
+    assert not engine.slash_commands  # nothing known before the agent said
     try:
         await run_turn(engine, chat, "Hello")
-        listed = engine.slash_commands
+        listed: tuple[SlashCommand, ...] = engine.slash_commands
     finally:
         await engine.aclose()
+    assert [c.text for c in listed] == ["/init", "/review"]
     assert listed == (
         SlashCommand("init", "Write an AGENTS.md for this folder"),
         SlashCommand("review", "Review the changes in this folder", "what to review"),
     )
-    assert [c.text for c in listed] == ["/init", "/review"]
     # After a restart they are offered before the first turn.
     again = make_engine(tmp_path, chat, chat_id="c1", state_dir=state)
     assert again.slash_commands == listed
@@ -177,7 +177,7 @@ async def test_no_mcp_servers_without_the_persons_leave(tmp_path: Path, chat: Ch
 
 def test_shared_servers_read_secrets_and_leave_out_what_is_missing() -> None:
     keyring = {"mcp/gh/env/GITHUB_TOKEN": "ghp_secret"}
-    configs = [
+    configs: list[StdioServer | HttpServer] = [
         StdioServer(
             id="gh",
             name="GitHub",
