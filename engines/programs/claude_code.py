@@ -20,8 +20,8 @@ import os
 import re
 import shlex
 import shutil
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +159,26 @@ class _Run:
             await self.task
 
 
+@dataclass
+class _Turn:
+    """What one turn has seen so far; the message handlers read and change it."""
+
+    name: str  # the model's name, for the divider
+    first_kept_seq: int  # where Claude Code's word-for-word memory starts after a compaction
+    resumed: bool  # the run resumes a session (which Claude Code may have lost)
+    handed: HandedOff | None  # the handoff the prompt is, said once the session has started
+    run: _Run
+    wrote: bool = False  # some answer text arrived
+    streamed: set[str] = field(default_factory=set)  # messages whose text came as deltas
+    gap: bool = False  # a new assistant message began after text: it starts a paragraph
+    boundary: bool = False  # Claude Code compacted; its summary message follows
+    lost: bool = False  # Claude Code no longer has the session: start anew with the handoff
+    over: bool = False  # the turn's Done or Problem is said
+
+
+_Handler = Callable[[_Turn, Any], Awaitable[list[Event]]]
+
+
 def bundled_cli() -> Path | None:
     """The ``claude`` CLI the Claude Agent SDK's wheel carries (what the SDK runs first)."""
     import claude_agent_sdk
@@ -213,6 +233,15 @@ class ClaudeCodeEngine:
         self._asking = 0
         self._declined: list[str] = []
         self._lock = asyncio.Lock()
+        # What each message of the CLI means for the turn, by its type.
+        self._handlers: dict[type, _Handler] = {
+            _Finished: self._on_finished,
+            SystemMessage: self._on_system,
+            UserMessage: self._on_user,
+            StreamEvent: self._on_stream,
+            AssistantMessage: self._on_assistant,
+            ResultMessage: self._on_result,
+        }
 
     @property
     def session_id(self) -> str:
@@ -313,98 +342,116 @@ class ClaudeCodeEngine:
         handed: HandedOff | None = None,
     ) -> AsyncIterator[Event]:
         """Run the CLI on ``prompt``; ``restart``: a lost session starts anew with the handoff;
-        ``handed``: the handoff ``prompt`` is, said once Claude Code has started its session."""
-        name = name or (model.name if model is not None else PROGRAM)
+        ``handed``: the handoff ``prompt`` is, said once Claude Code has started its session.
+
+        Each message the CLI sends goes to the handler for its type (``_handlers``), which says
+        what the person sees and whether the turn is over or must start again."""
         self._declined = []
-        resumed = restart and bool(self.session.session_id)
-        run = _Run(self._options(), prompt)
-        wrote = False
-        streamed: set[str] = set()  # assistant messages whose text arrived as deltas
-        gap = False  # a new assistant message began after text: it starts a paragraph
-        boundary = False
+        turn = _Turn(
+            name=name or (model.name if model is not None else PROGRAM),
+            first_kept_seq=first_kept_seq,
+            resumed=restart and bool(self.session.session_id),
+            handed=handed,
+            run=_Run(self._options(), prompt),
+        )
         try:
-            while True:
+            while not turn.over:
                 try:
-                    item = await asyncio.wait_for(run.queue.get(), self.idle_timeout)
+                    item = await asyncio.wait_for(turn.run.queue.get(), self.idle_timeout)
                 except TimeoutError:
                     if self._asking:
                         continue  # the person is deciding
-                    yield Problem(
-                        problem=problems.silent(PROGRAM, self.idle_timeout, partial=wrote)
-                    )
+                    silent = problems.silent(PROGRAM, self.idle_timeout, partial=turn.wrote)
+                    yield Problem(problem=silent)
                     return
-                if isinstance(item, _Finished):
-                    if item.error is None:
-                        # The CLI ended without its result message.
-                        yield Problem(
-                            problem=problems.exited(PROGRAM, None, self._stderr, partial=wrote)
-                        )
-                        return
-                    if resumed and not wrote and self._lost_session(str(item.error)):
-                        run, handed = await self._anew(run, first_kept_seq, prompt)
-                        resumed = False
-                        continue
-                    yield Problem(problem=self._problem(item.error, partial=wrote))
-                    return
-                if isinstance(item, SystemMessage):
-                    if item.subtype == "init":
-                        self.session.remember(item.data.get("session_id"))
-                        if handed is not None:
-                            yield handed
-                            handed = None
-                    elif item.subtype == "compact_boundary":
-                        boundary = True
-                    elif item.subtype == "api_retry" and _refused_key(item.data):
-                        # Claude Code would retry a refused key for minutes; say it now.
-                        yield Problem(problem=self._not_logged_in())
-                        return
+                handler = self._handlers.get(type(item))
+                if handler is None:
                     continue
-                if isinstance(item, UserMessage):
-                    if boundary and is_summary_message(item):
-                        boundary = False
-                        summary = summary_from(text_of(item)) or KEEPS_ITS_OWN
-                        yield Compacted(first_kept_seq=first_kept_seq, summary=summary, model=name)
-                    continue
-                if isinstance(item, StreamEvent):
-                    if item.parent_tool_use_id is not None:
-                        continue  # a sub-agent's words are its own
-                    gap = gap or (wrote and item.event.get("type") == "message_start")
-                    for event in self._delta(item.event, streamed):
-                        if isinstance(event, TextDelta) and gap:
-                            # Claude Code's messages of one turn read as paragraphs, not
-                            # run together ("Let me run it.Understood;").
-                            event, gap = TextDelta(text="\n\n" + event.text), False
-                        wrote = wrote or isinstance(event, TextDelta)
-                        yield event
-                    continue
-                if isinstance(item, AssistantMessage):
-                    if item.parent_tool_use_id is not None:
-                        continue
-                    for block in item.content:
-                        if isinstance(block, TextBlock) and item.message_id not in streamed:
-                            if block.text:
-                                yield TextDelta(text=("\n\n" if wrote else "") + block.text)
-                            wrote = wrote or bool(block.text)
-                        elif isinstance(block, ToolUseBlock):
-                            call = ToolCallData(id=block.id, name=block.name, arguments=block.input)
-                            yield ToolCall(call=call)
-                    continue
-                if isinstance(item, ResultMessage):
-                    lost = item.is_error and self._lost_session(" ".join(item.errors or []))
-                    if resumed and not wrote and lost:
-                        run, handed = await self._anew(run, first_kept_seq, prompt)
-                        resumed = False
-                        continue
-                    if boundary:
-                        yield Compacted(
-                            first_kept_seq=first_kept_seq, summary=KEEPS_ITS_OWN, model=name
-                        )
-                    await run.finish()
-                    for event in self._result(item, wrote):
-                        yield event
-                    return
+                for event in await handler(turn, item):
+                    yield event
+                if turn.lost:
+                    turn.run, turn.handed = await self._anew(turn.run, first_kept_seq, prompt)
+                    turn.resumed = turn.lost = False
         finally:
-            await run.stop()
+            await turn.run.stop()
+
+    async def _on_finished(self, turn: _Turn, item: _Finished) -> list[Event]:
+        """The CLI's run ended: without its result message, or with an error."""
+        if item.error is None:
+            turn.over = True
+            return [
+                Problem(problem=problems.exited(PROGRAM, None, self._stderr, partial=turn.wrote))
+            ]
+        if turn.resumed and not turn.wrote and self._lost_session(str(item.error)):
+            turn.lost = True
+            return []
+        turn.over = True
+        return [Problem(problem=self._problem(item.error, partial=turn.wrote))]
+
+    async def _on_system(self, turn: _Turn, item: SystemMessage) -> list[Event]:
+        if item.subtype == "init":
+            self.session.remember(item.data.get("session_id"))
+            if turn.handed is not None:
+                handed, turn.handed = turn.handed, None
+                return [handed]
+        elif item.subtype == "compact_boundary":
+            turn.boundary = True
+        elif item.subtype == "api_retry" and _refused_key(item.data):
+            # Claude Code would retry a refused key for minutes; say it now.
+            turn.over = True
+            return [Problem(problem=self._not_logged_in())]
+        return []
+
+    async def _on_user(self, turn: _Turn, item: UserMessage) -> list[Event]:
+        if turn.boundary and is_summary_message(item):
+            turn.boundary = False
+            summary = summary_from(text_of(item)) or KEEPS_ITS_OWN
+            return [Compacted(first_kept_seq=turn.first_kept_seq, summary=summary, model=turn.name)]
+        return []
+
+    async def _on_stream(self, turn: _Turn, item: StreamEvent) -> list[Event]:
+        if item.parent_tool_use_id is not None:
+            return []  # a sub-agent's words are its own
+        turn.gap = turn.gap or (turn.wrote and item.event.get("type") == "message_start")
+        out: list[Event] = []
+        for event in self._delta(item.event, turn.streamed):
+            if isinstance(event, TextDelta) and turn.gap:
+                # Claude Code's messages of one turn read as paragraphs, not run together
+                # ("Let me run it.Understood;").
+                event, turn.gap = TextDelta(text="\n\n" + event.text), False
+            turn.wrote = turn.wrote or isinstance(event, TextDelta)
+            out.append(event)
+        return out
+
+    async def _on_assistant(self, turn: _Turn, item: AssistantMessage) -> list[Event]:
+        if item.parent_tool_use_id is not None:
+            return []
+        out: list[Event] = []
+        for block in item.content:
+            if isinstance(block, TextBlock) and item.message_id not in turn.streamed:
+                if block.text:
+                    out.append(TextDelta(text=("\n\n" if turn.wrote else "") + block.text))
+                turn.wrote = turn.wrote or bool(block.text)
+            elif isinstance(block, ToolUseBlock):
+                call = ToolCallData(id=block.id, name=block.name, arguments=block.input)
+                out.append(ToolCall(call=call))
+        return out
+
+    async def _on_result(self, turn: _Turn, item: ResultMessage) -> list[Event]:
+        lost = item.is_error and self._lost_session(" ".join(item.errors or []))
+        if turn.resumed and not turn.wrote and lost:
+            turn.lost = True
+            return []
+        turn.over = True
+        out: list[Event] = []
+        if turn.boundary:
+            out.append(
+                Compacted(
+                    first_kept_seq=turn.first_kept_seq, summary=KEEPS_ITS_OWN, model=turn.name
+                )
+            )
+        await turn.run.finish()
+        return out + self._result(item, turn.wrote)
 
     def _delta(self, event: dict[str, Any], streamed: set[str]) -> list[Event]:
         kind = event.get("type")
