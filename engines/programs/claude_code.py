@@ -20,6 +20,7 @@ import os
 import re
 import shlex
 import shutil
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,7 @@ from claude_agent_sdk import (
     SystemMessage,
     TextBlock,
     ToolPermissionContext,
+    ToolResultBlock,
     ToolUseBlock,
     UserMessage,
 )
@@ -60,11 +62,14 @@ from engines.base import (
     ThinkingDelta,
     ToolCall,
     ToolCallData,
+    ToolResult,
+    ToolStarted,
     TurnInput,
     TurnProblem,
     Usage,
 )
 from engines.context.session import FoldLoader, HistoryLoader, render_attachments
+from engines.context.tool_loop import preview
 from engines.programs import problems
 from engines.programs.handoff import HANDOFF_CHARS, KEEPS_ITS_OWN, ChatHandoff
 from engines.programs.process import IDLE_TIMEOUT, SessionFile, last_words
@@ -159,6 +164,35 @@ class _Run:
             await self.task
 
 
+@dataclass(frozen=True)
+class _Call:
+    """A tool call Claude Code made, waiting for its result."""
+
+    tool: str
+    arguments: dict[str, Any]
+    started: float  # time.monotonic() when the call arrived
+
+
+def result_text(content: str | list[dict[str, Any]] | None) -> str:
+    """A tool result's words (a string, or text blocks; a picture is named, not kept)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        if block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif block.get("type") == "image":
+            parts.append("[a picture]")
+    return "\n".join(parts)
+
+
+def _tokens(usage: Mapping[str, Any], key: str) -> int:
+    value = usage.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 @dataclass
 class _Turn:
     """What one turn has seen so far; the message handlers read and change it."""
@@ -172,11 +206,25 @@ class _Turn:
     streamed: set[str] = field(default_factory=set)  # messages whose text came as deltas
     gap: bool = False  # a new assistant message began after text: it starts a paragraph
     boundary: bool = False  # Claude Code compacted; its summary message follows
+    calls: dict[str, _Call] = field(default_factory=dict)  # by tool_use id, until the result
+    request: Mapping[str, Any] = field(default_factory=dict)  # the newest request's usage
+    model: str = ""  # the model the newest request went to
     lost: bool = False  # Claude Code no longer has the session: start anew with the handoff
     over: bool = False  # the turn's Done or Problem is said
 
 
 _Handler = Callable[[_Turn, Any], Awaitable[list[Event]]]
+
+
+def reported_window(result: ResultMessage, model: str) -> int:
+    """The window the CLI reports for ``model`` (the one the turn's answer came from), or for
+    its only model; 0 when it reports none."""
+    usage = result.model_usage or {}
+    found = usage.get(model) if model else None
+    if found is None and len(usage) == 1:
+        found = next(iter(usage.values()))
+    window = found.get("contextWindow") if found is not None else None
+    return window if isinstance(window, int) and window > 0 else 0
 
 
 def bundled_cli() -> Path | None:
@@ -232,6 +280,7 @@ class ClaudeCodeEngine:
         self._stderr = last_words()
         self._asking = 0
         self._declined: list[str] = []
+        self._denied: set[str] = set()  # the tool_use ids of calls the person did not allow
         self._lock = asyncio.Lock()
         # What each message of the CLI means for the turn, by its type.
         self._handlers: dict[type, _Handler] = {
@@ -279,7 +328,9 @@ class ClaudeCodeEngine:
     def context_usage(
         self, model: ModelInfo, system: str = "", answer_tokens: int | None = None
     ) -> tuple[int, int]:
-        return self.session.used, model.context  # Claude Code keeps its own answer room
+        # What the newest request read, of the window the CLI reported (Claude Code keeps its
+        # own answer room); the model's listed window until it has reported one.
+        return self.session.used, self.session.window or model.context
 
     async def aclose(self) -> None:
         return None
@@ -329,6 +380,8 @@ class ClaudeCodeEngine:
         if choice is not Approval.DENY:
             return PermissionResultAllow(updated_input=arguments)
         self._declined.append(title)
+        if context.tool_use_id:
+            self._denied.add(context.tool_use_id)
         return PermissionResultDeny(message="The person did not allow this.")
 
     async def _drive(
@@ -347,6 +400,7 @@ class ClaudeCodeEngine:
         Each message the CLI sends goes to the handler for its type (``_handlers``), which says
         what the person sees and whether the turn is over or must start again."""
         self._declined = []
+        self._denied = set()
         turn = _Turn(
             name=name or (model.name if model is not None else PROGRAM),
             first_kept_seq=first_kept_seq,
@@ -407,12 +461,40 @@ class ClaudeCodeEngine:
             turn.boundary = False
             summary = summary_from(text_of(item)) or KEEPS_ITS_OWN
             return [Compacted(first_kept_seq=turn.first_kept_seq, summary=summary, model=turn.name)]
-        return []
+        if item.parent_tool_use_id is not None or isinstance(item.content, str):
+            return []  # a sub-agent's tools are its own; a string is no tool's result
+        results = [b for b in item.content if isinstance(b, ToolResultBlock)]
+        return [self._tool_result(turn, b) for b in results if b.tool_use_id in turn.calls]
+
+    def _tool_result(self, turn: _Turn, block: ToolResultBlock) -> ToolResult:
+        """How one of Claude Code's tool calls ended, for its tool row and the chat log."""
+        call = turn.calls.pop(block.tool_use_id)
+        text = result_text(block.content)
+        denied = block.tool_use_id in self._denied
+        status = "denied" if denied else "failed" if block.is_error else "done"
+        return ToolResult(
+            call_id=block.tool_use_id,
+            tool=call.tool,
+            server=PROGRAM,
+            arguments=call.arguments,
+            status=status,
+            text=text,
+            preview=preview(text),
+            seconds=max(0.0, time.monotonic() - call.started),
+            total_chars=len(text),
+            sent_chars=len(text),
+            # What a tool read or ran came from outside the person; Conch's own refusal not.
+            untrusted=not denied,
+        )
 
     async def _on_stream(self, turn: _Turn, item: StreamEvent) -> list[Event]:
         if item.parent_tool_use_id is not None:
             return []  # a sub-agent's words are its own
-        turn.gap = turn.gap or (turn.wrote and item.event.get("type") == "message_start")
+        started = item.event.get("type") == "message_start"
+        turn.gap = turn.gap or (turn.wrote and started)
+        message = item.event.get("message")
+        if started and isinstance(message, dict) and isinstance(message.get("usage"), dict):
+            turn.request = message["usage"]  # what this request read, for the meter
         out: list[Event] = []
         for event in self._delta(item.event, turn.streamed):
             if isinstance(event, TextDelta) and turn.gap:
@@ -434,7 +516,18 @@ class ClaudeCodeEngine:
                 turn.wrote = turn.wrote or bool(block.text)
             elif isinstance(block, ToolUseBlock):
                 call = ToolCallData(id=block.id, name=block.name, arguments=block.input)
+                turn.calls[block.id] = _Call(block.name, dict(block.input), time.monotonic())
+                # Claude Code runs it (after asking the person, when it must): its row shows
+                # it running until the result comes.
                 out.append(ToolCall(call=call))
+                out.append(
+                    ToolStarted(
+                        call_id=block.id, tool=block.name, server=PROGRAM, arguments=block.input
+                    )
+                )
+        if item.usage:
+            turn.request = item.usage
+        turn.model = item.model or turn.model
         return out
 
     async def _on_result(self, turn: _Turn, item: ResultMessage) -> list[Event]:
@@ -451,7 +544,7 @@ class ClaudeCodeEngine:
                 )
             )
         await turn.run.finish()
-        return out + self._result(item, turn.wrote)
+        return out + self._result(turn, item)
 
     def _delta(self, event: dict[str, Any], streamed: set[str]) -> list[Event]:
         kind = event.get("type")
@@ -469,19 +562,25 @@ class ClaudeCodeEngine:
             return [ThinkingDelta(text=str(delta["thinking"]))]
         return []
 
-    def _result(self, result: ResultMessage, wrote: bool) -> list[Event]:
+    def _result(self, turn: _Turn, result: ResultMessage) -> list[Event]:
+        """The turn's end: the meter's figures, then Done or the problem.
+
+        The meter is what the newest request read (never the sum of the turn's requests: each
+        one reads the whole session again) against the window the CLI reports for its model."""
+        wrote = turn.wrote
         self.session.remember(result.session_id)
         events: list[Event] = []
-        usage = result.usage or {}
-        read = int(usage.get("cache_read_input_tokens") or 0)
-        write = int(usage.get("cache_creation_input_tokens") or 0)
-        fresh = int(usage.get("input_tokens") or 0)
+        request = turn.request or result.usage or {}
+        read = _tokens(request, "cache_read_input_tokens")
+        write = _tokens(request, "cache_creation_input_tokens")
+        fresh = _tokens(request, "input_tokens")
+        self.session.set_window(reported_window(result, turn.model))
         if fresh or read or write:
             self.session.set_used(fresh + read + write)
             events.append(
                 Usage(
                     input_tokens=fresh,
-                    output_tokens=int(usage.get("output_tokens") or 0),
+                    output_tokens=_tokens(result.usage or {}, "output_tokens"),
                     cache_read_tokens=read,
                     cache_write_tokens=write,
                 )
