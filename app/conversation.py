@@ -197,6 +197,8 @@ class Conversation:
             temperature=settings.temperature,
             lean=use_lean(model.context),
             continue_from=continues.text if continues is not None else "",
+            program_mode=settings.program_mode,
+            program_model=settings.program_model or "",
         )
         # A continued answer starts with the words it already has (they are saved with it).
         answer: list[str] = [continues.text] if continues is not None else []

@@ -33,6 +33,7 @@ from claude_agent_sdk import (
     CLIConnectionError,
     CLIJSONDecodeError,
     CLINotFoundError,
+    PermissionMode,
     PermissionResultAllow,
     PermissionResultDeny,
     ProcessError,
@@ -58,6 +59,7 @@ from engines.base import (
     PermissionAsk,
     Problem,
     ProblemKind,
+    ProgramMode,
     TextDelta,
     ThinkingDelta,
     ToolCall,
@@ -79,6 +81,12 @@ PROGRAM = "Claude Code"
 INSTALL = "npm install -g @anthropic-ai/claude-code"
 LOGIN = "claude /login"
 KEY_VARIABLE = "ANTHROPIC_API_KEY"  # a key here is used before a login
+# Conch's permission modes as Claude Code names them (its --permission-mode).
+PERMISSION_MODES: dict[ProgramMode, PermissionMode] = {
+    "ask": "default",
+    "accept-edits": "acceptEdits",
+    "plan": "plan",
+}
 FINISH_SECONDS = 30.0  # the CLI's own shutdown is bounded at about 20 seconds
 
 # Claude Code's own words around the summary it carries after a compaction.
@@ -273,6 +281,8 @@ class ClaudeCodeEngine:
         self._latest_fold = latest_fold
         self._approve = approve
         self._model = model
+        self._mode: ProgramMode | None = None  # the chat's choice, read at each turn
+        self._chosen_model = ""  # the chat's choice of model, read at each turn
         self._cli_path = cli_path
         self._env = dict(env or {})
         self.idle_timeout = idle_timeout
@@ -300,6 +310,7 @@ class ClaudeCodeEngine:
 
     async def turn(self, turn: TurnInput) -> AsyncIterator[Event]:
         async with self._lock:
+            self._mode, self._chosen_model = turn.program_mode, turn.program_model
             message = render_attachments(turn.text, turn.attachments)
             handed: HandedOff | None = None
             prompt = message
@@ -356,7 +367,8 @@ class ClaudeCodeEngine:
             resume=self.session.session_id or None,
             cwd=str(self.cwd),
             env=self._env,
-            model=self._model,
+            model=self._chosen_model or self._model,
+            permission_mode=PERMISSION_MODES[self._mode] if self._mode else None,
             cli_path=self._cli_path,
             include_partial_messages=True,
             can_use_tool=self._can_use_tool,

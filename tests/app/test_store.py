@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.search import search
-from app.store import ChatStore, StoreError
+from app.store import _STEPS, ChatStore, StoreError
 from engines.base import Attachment, Picture, ProblemKind, TurnProblem
 
 
@@ -118,13 +118,13 @@ def test_a_new_chat_is_untitled_and_shown_as_new_chat_until_named(data_dir: Path
 
 def test_an_untitled_chat_from_before_step_six_reads_as_untitled(data_dir: Path) -> None:
     path = data_dir / ChatStore.FILE_NAME
-    ChatStore.in_dir(data_dir).close()
     with sqlite3.connect(path) as db:  # as the Conch before step 6 kept an unnamed chat
-        version = db.execute("PRAGMA user_version").fetchone()[0]
+        for step in _STEPS[:5]:
+            db.executescript(step)
         db.execute(
             "INSERT INTO chats (id, title, created, updated) VALUES ('old', 'New chat', 1, 1)"
         )
-        db.execute(f"PRAGMA user_version = {version - 1}")
+        db.execute("PRAGMA user_version = 5")
     db.close()
     store = ChatStore.in_dir(data_dir)
     chat = store.get_chat("old")

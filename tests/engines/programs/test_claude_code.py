@@ -469,3 +469,44 @@ async def test_the_meter_shows_the_last_requests_usage_against_the_window_claude
     # A restart reads both back from the chat's session file.
     after = conversation(tmp_path, server, store, chat.id)
     assert after.context_usage() == (61_000, CLI_WINDOW)
+
+
+# --- the chat's permission mode and model -----------------------------------------------------
+
+
+async def test_accept_edits_set_for_the_chat_lets_claude_code_write_without_asking(
+    tmp_path: Path, server: ClaudeCodeServer
+) -> None:
+    asked: list[str] = []
+
+    async def decline(ask: PermissionAsk) -> Approval:
+        asked.append(ask.kind)
+        return Approval.DENY
+
+    store = ChatStore.in_dir(tmp_path / "data")
+    chat = store.create_chat(model_key=PROGRAM_MODEL.key)
+    conv = conversation(tmp_path, server, store, chat.id, approve=decline)
+    # Asked first (the default), the person says no: nothing is written.
+    await say(conv, "note it [[write]]")
+    assert asked == ["Write"] and not (tmp_path / "work" / "notes.txt").exists()
+    # With "accept edits" chosen for the chat, the next edit goes ahead without a question.
+    store.update_chat_settings(chat.id, program_mode="accept-edits")
+    await say(conv, "note it again [[write]]")
+    await conv.aclose()
+    assert asked == ["Write"]
+    assert (tmp_path / "work" / "notes.txt").read_text("utf-8") == "beds of larch\n"
+
+
+async def test_plan_mode_and_the_model_chosen_for_the_chat_reach_claude_code(
+    tmp_path: Path, server: ClaudeCodeServer
+) -> None:
+    store = ChatStore.in_dir(tmp_path / "data")
+    chat = store.create_chat(model_key=PROGRAM_MODEL.key)
+    store.update_chat_settings(chat.id, program_mode="plan", program_model="claude-haiku-4-5")
+    conv = conversation(tmp_path, server, store, chat.id)
+    events = await say(conv, "How would we lay out the beds?")
+    await conv.aclose()
+    assert any(isinstance(e, Done) for e in events)
+    sent = server.message_requests[-1].json or {}
+    assert sent["model"] == "claude-haiku-4-5"
+    assert "Plan mode is active" in json.dumps(sent)  # Claude Code's own plan-mode words
