@@ -262,6 +262,7 @@ class AppServices:
             health=health,
             piece_chars=self._piece_chars,
             model_ready=lambda chat: self._own_model(chat.model_key) is not None,
+            no_model=lambda chat: chat.model_key.startswith(f"{PROGRAMS}/"),
         )
         self._closed = False
 
