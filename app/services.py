@@ -46,6 +46,7 @@ from engines.base import (
 )
 from engines.context.session import ApiSession, chat_window, render_attachments
 from engines.context.summarise import ModelSummariser
+from engines.context.transcript import TranscriptError, transcript_path
 from engines.listeners import Listeners
 from engines.local import bundled
 from engines.local.gate import background
@@ -186,6 +187,13 @@ class EngineFactory(Protocol):
     ) -> Engine: ...
 
 
+def forget_transcript(data_dir: Path, chat_id: str) -> None:
+    """Remove the transcript an ApiSession keeps for the chat (the chat log keeps every
+    message; the next ApiSession of the chat rebuilds it from there)."""
+    with contextlib.suppress(TranscriptError, OSError):  # an id no transcript could have had
+        transcript_path(data_dir, chat_id).unlink(missing_ok=True)
+
+
 def standard_engine(
     services: AppServices, chat: Chat, model: ModelInfo, approve: Approver | None
 ) -> Engine:
@@ -193,6 +201,10 @@ def standard_engine(
     ``ApiSession`` on the catalogue's adapters."""
     store, chat_id = services.store, chat.id
     if model.provider == PROGRAMS:
+        # The program keeps (or is handed) the chat from here on, so the copy an ApiSession
+        # kept of it goes stale: it goes now, and when the chat comes back to a model the copy
+        # is made again from the chat log, with nothing to report as a mismatch.
+        forget_transcript(services.data_dir, chat_id)
         return program_engine(
             model,
             chat_id=chat_id,
