@@ -470,6 +470,16 @@ class Engine(Protocol):
 
 
 @runtime_checkable
+class Metered(Protocol):
+    """An engine that can say how full its model's memory is (the context meter), whether or
+    not Conch may fold it (Codex keeps and compacts its thread itself, and reports figures)."""
+
+    def context_usage(
+        self, model: ModelInfo, system: str = "", answer_tokens: int | None = None
+    ) -> tuple[int, int]: ...
+
+
+@runtime_checkable
 class ContextEngine(Engine, Protocol):
     """An engine that keeps the transcript itself, and so can fold it on demand."""
 
