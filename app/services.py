@@ -30,7 +30,7 @@ from app.secrets import SecretStore, SessionSecrets, open_secrets
 from app.settings import SettingsStore
 from app.store import Chat, ChatStore, StoredMessage
 from app.tool_calls import tool_call_book
-from app.tools import ChatToolHost, ToolSettings
+from app.tools import HELD_FILE, ChatToolHost, ToolSettings
 from app.trust import looks_pasted
 from engines.base import (
     Approver,
@@ -260,7 +260,7 @@ class AppServices:
         self.runtime = runtime
         # The MCP servers (Settings → Tools), one set for every chat; each starts when a chat
         # first needs its tools, and all stop in ``aclose``.
-        self.tools = ToolSettings(settings, secrets)
+        self.tools = ToolSettings(settings, secrets, held_file=data_dir / HELD_FILE)
         self._configs = dict(configs or {})  # how each adapter was built (in memory only)
         self.status = ""  # "Starting the local model…" and the like, for the window
         # Reload offers for models of this computer's servers, the reloads, Ollama pulls.
