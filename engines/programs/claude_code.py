@@ -76,6 +76,7 @@ from engines.programs import problems
 from engines.programs.handoff import HANDOFF_CHARS, KEEPS_ITS_OWN, ChatHandoff
 from engines.programs.process import IDLE_TIMEOUT, SessionFile, last_words
 from engines.providers.base import default_next_step
+from engines.window import estimate_tokens
 
 PROGRAM = "Claude Code"
 INSTALL = "npm install -g @anthropic-ai/claude-code"
@@ -217,6 +218,7 @@ class _Turn:
     calls: dict[str, _Call] = field(default_factory=dict)  # by tool_use id, until the result
     request: Mapping[str, Any] = field(default_factory=dict)  # the newest request's usage
     model: str = ""  # the model the newest request went to
+    compacted_to: int = 0  # about the tokens the session holds after a compaction (its summary)
     lost: bool = False  # Claude Code no longer has the session: start anew with the handoff
     over: bool = False  # the turn's Done or Problem is said
 
@@ -462,6 +464,8 @@ class ClaudeCodeEngine:
                 return [handed]
         elif item.subtype == "compact_boundary":
             turn.boundary = True
+            # The requests before it read the chat as it was; only later ones measure it now.
+            turn.request = {}
         elif item.subtype == "api_retry" and _refused_key(item.data):
             # Claude Code would retry a refused key for minutes; say it now.
             turn.over = True
@@ -472,6 +476,7 @@ class ClaudeCodeEngine:
         if turn.boundary and is_summary_message(item):
             turn.boundary = False
             summary = summary_from(text_of(item)) or KEEPS_ITS_OWN
+            turn.compacted_to = estimate_tokens(text_of(item))
             return [Compacted(first_kept_seq=turn.first_kept_seq, summary=summary, model=turn.name)]
         if item.parent_tool_use_id is not None or isinstance(item.content, str):
             return []  # a sub-agent's tools are its own; a string is no tool's result
@@ -582,7 +587,10 @@ class ClaudeCodeEngine:
         wrote = turn.wrote
         self.session.remember(result.session_id)
         events: list[Event] = []
-        request = turn.request or result.usage or {}
+        # After /compact no request followed the compaction: the summary is what it holds.
+        request = turn.request or ({} if turn.compacted_to else result.usage or {})
+        if not request and turn.compacted_to:
+            self.session.set_used(turn.compacted_to)
         read = _tokens(request, "cache_read_input_tokens")
         write = _tokens(request, "cache_creation_input_tokens")
         fresh = _tokens(request, "input_tokens")

@@ -510,3 +510,17 @@ async def test_plan_mode_and_the_model_chosen_for_the_chat_reach_claude_code(
     sent = server.message_requests[-1].json or {}
     assert sent["model"] == "claude-haiku-4-5"
     assert "Plan mode is active" in json.dumps(sent)  # Claude Code's own plan-mode words
+
+
+async def test_after_compact_the_meter_shows_the_summary_not_the_chat_it_replaced(
+    tmp_path: Path, server: ClaudeCodeServer
+) -> None:
+    chat = Chat()
+    engine = make_engine(tmp_path, server, chat)
+    server.reported_input = 150_000  # every request reads this much: the chat is long
+    await run_turn(engine, chat, "We plan 24 raised beds of larch.")
+    assert engine.context_usage(MODEL)[0] == 150_000
+    events = await collect(engine.compact("keep the plan", model=MODEL))
+    assert any(isinstance(e, Compacted) for e in events)
+    # The session now holds the summary Claude Code wrote, about a few hundred tokens.
+    assert 0 < engine.context_usage(MODEL)[0] < 5_000
