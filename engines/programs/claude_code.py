@@ -497,7 +497,7 @@ class ClaudeCodeEngine:
             status=status,
             text=text,
             preview=preview(text),
-            seconds=max(0.0, time.monotonic() - call.started),
+            seconds=0.0 if denied else max(0.0, time.monotonic() - call.started),
             total_chars=len(text),
             sent_chars=len(text),
             # What a tool read or ran came from outside the person; Conch's own refusal not.
