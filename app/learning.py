@@ -397,6 +397,10 @@ class QuietLearning:
         return s.remember_automatically
 
     def _ready(self, chat: Chat) -> bool:
+        """Whether the chat can be read now: its own model is ready, or no model may read it
+        (a program chat, read without one)."""
+        if self.no_model is not None and self.no_model(chat):
+            return True
         return self.model_ready is None or self.model_ready(chat)
 
     def _waiting(self) -> set[str]:
