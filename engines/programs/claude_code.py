@@ -432,7 +432,10 @@ class ClaudeCodeEngine:
                     silent = problems.silent(PROGRAM, self.idle_timeout, partial=turn.wrote)
                     yield Problem(problem=silent)
                     return
-                handler = self._handlers.get(type(item))
+                # By the message's class or the nearest it comes from (the SDK's task
+                # messages are system messages of their own class).
+                kinds = type(item).__mro__
+                handler = next((self._handlers[k] for k in kinds if k in self._handlers), None)
                 if handler is None:
                     continue
                 for event in await handler(turn, item):
