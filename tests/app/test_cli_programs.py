@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from app.store import ChatStore
-from engines.programs.claude_code import bundled_cli
 from tests.app.test_cli import ROOT, conch, isolated
 from tests.fakes.anthropic_server import ClaudeCodeServer
 
@@ -108,7 +107,9 @@ def test_a_program_chat_never_starts_the_bundled_model(tmp_path: Path, data_dir:
 def test_a_claude_code_tool_call_is_printed_and_kept_in_the_chat_log(
     tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if bundled_cli() is None:
+    # The Claude Agent SDK is an optional extra (``programs``).
+    claude_code = pytest.importorskip("engines.programs.claude_code")
+    if claude_code.bundled_cli() is None:
         pytest.skip("the Claude Agent SDK here carries no CLI")
     home = tmp_path / "home"
     home.mkdir()
