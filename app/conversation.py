@@ -27,6 +27,7 @@ from engines.base import (
     Engine,
     Event,
     Healed,
+    Metered,
     ModelInfo,
     Note,
     Picture,
@@ -128,7 +129,7 @@ class Conversation:
     def context_usage(self) -> tuple[int, int] | None:
         """(tokens the next request would send, budget): the system prompt the person wrote
         and the answer length they asked for take room from the budget, as they do in a turn."""
-        if isinstance(self.engine, ContextEngine):
+        if isinstance(self.engine, ContextEngine | Metered):
             answer = self.store.chat_settings(self.chat_id).max_answer_tokens
             return self.engine.context_usage(self._model, self._system(), answer)
         return None
@@ -197,6 +198,8 @@ class Conversation:
             temperature=settings.temperature,
             lean=use_lean(model.context),
             continue_from=continues.text if continues is not None else "",
+            program_mode=settings.program_mode,
+            program_model=settings.program_model or "",
         )
         # A continued answer starts with the words it already has (they are saved with it).
         answer: list[str] = [continues.text] if continues is not None else []

@@ -30,7 +30,7 @@ from app.secrets import SecretStore, SessionSecrets, open_secrets
 from app.settings import SettingsStore
 from app.store import Chat, ChatStore, StoredMessage
 from app.tool_calls import tool_call_book
-from app.tools import ChatToolHost, ToolSettings
+from app.tools import HELD_FILE, ChatToolHost, ToolSettings
 from app.trust import looks_pasted
 from engines.base import (
     Approver,
@@ -46,6 +46,7 @@ from engines.base import (
 )
 from engines.context.session import ApiSession, chat_window, render_attachments
 from engines.context.summarise import ModelSummariser
+from engines.context.transcript import TranscriptError, transcript_path
 from engines.listeners import Listeners
 from engines.local import bundled
 from engines.local.gate import background
@@ -187,6 +188,13 @@ class EngineFactory(Protocol):
     ) -> Engine: ...
 
 
+def forget_transcript(data_dir: Path, chat_id: str) -> None:
+    """Remove the transcript an ApiSession keeps for the chat (the chat log keeps every
+    message; the next ApiSession of the chat rebuilds it from there)."""
+    with contextlib.suppress(TranscriptError, OSError):  # an id no transcript could have had
+        transcript_path(data_dir, chat_id).unlink(missing_ok=True)
+
+
 def standard_engine(
     services: AppServices, chat: Chat, model: ModelInfo, approve: Approver | None
 ) -> Engine:
@@ -194,6 +202,10 @@ def standard_engine(
     ``ApiSession`` on the catalogue's adapters."""
     store, chat_id = services.store, chat.id
     if model.provider == PROGRAMS:
+        # The program keeps (or is handed) the chat from here on, so the copy an ApiSession
+        # kept of it goes stale: it goes now, and when the chat comes back to a model the copy
+        # is made again from the chat log, with nothing to report as a mismatch.
+        forget_transcript(services.data_dir, chat_id)
         return program_engine(
             model,
             chat_id=chat_id,
@@ -252,7 +264,7 @@ class AppServices:
         self.runtime = runtime
         # The MCP servers (Settings → Tools), one set for every chat; each starts when a chat
         # first needs its tools, and all stop in ``aclose``.
-        self.tools = ToolSettings(settings, secrets)
+        self.tools = ToolSettings(settings, secrets, held_file=data_dir / HELD_FILE)
         self._configs = dict(configs or {})  # how each adapter was built (in memory only)
         self.status = ""  # "Starting the local model…" and the like, for the window
         # Reload offers for models of this computer's servers, the reloads, Ollama pulls.
@@ -266,6 +278,7 @@ class AppServices:
             health=health,
             piece_chars=self._piece_chars,
             model_ready=lambda chat: self._own_model(chat.model_key) is not None,
+            no_model=lambda chat: chat.model_key.startswith(f"{PROGRAMS}/"),
         )
         self._closed = False
 

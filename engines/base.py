@@ -90,6 +90,14 @@ class Attachment(_Data):
     text: str
 
 
+ProgramMode = Literal["ask", "accept-edits", "plan"]
+"""How a program that acts by itself may act in a chat: "ask" before each action that needs
+the person's OK, "accept-edits" (file edits go ahead, everything else still asks), "plan"
+(it reads and plans, and changes nothing)."""
+
+PROGRAM_MODES: tuple[ProgramMode, ...] = ("ask", "accept-edits", "plan")
+
+
 class TurnInput(_Data):
     """One turn: what the person sent, where it sits in the chat log, and to which model."""
 
@@ -112,6 +120,11 @@ class TurnInput(_Data):
     # what it writes is added to that answer. Sent only to an engine whose class says
     # ``continues_answers = True``.
     continue_from: str = ""
+    # For a program that keeps its own chat (Claude Code): how it may act, and which of its
+    # models it runs ("" its own choice). None and "" leave the program's own defaults; other
+    # engines ignore both.
+    program_mode: ProgramMode | None = None
+    program_model: str = ""
 
 
 # --- problems ---------------------------------------------------------------------------------
@@ -454,6 +467,16 @@ class Engine(Protocol):
     def turn(self, turn: TurnInput) -> AsyncIterator[Event]: ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class Metered(Protocol):
+    """An engine that can say how full its model's memory is (the context meter), whether or
+    not Conch may fold it (Codex keeps and compacts its thread itself, and reports figures)."""
+
+    def context_usage(
+        self, model: ModelInfo, system: str = "", answer_tokens: int | None = None
+    ) -> tuple[int, int]: ...
 
 
 @runtime_checkable

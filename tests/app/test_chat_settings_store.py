@@ -128,3 +128,29 @@ def test_the_chat_log_from_before_chat_settings_upgrades_with_nothing_lost(data_
     again = ChatStore.in_dir(data_dir)
     assert again.chat_settings("garden000001").system_prompt == "Be brief."
     again.close()
+
+
+def test_a_program_chats_mode_and_model_survive_a_restart_and_odd_ones_are_dropped(
+    data_dir: Path,
+) -> None:
+    store = ChatStore.in_dir(data_dir)
+    chat = store.create_chat("On Claude Code")
+    store.update_chat_settings(chat.id, program_mode="plan", program_model="  opus ")
+    store.update_chat_settings(chat.id, temperature=0.5)  # another change keeps them
+    store.close()
+    again = ChatStore.in_dir(data_dir)
+    got = again.chat_settings(chat.id)
+    assert (got.program_mode, got.program_model, got.temperature) == ("plan", "opus", 0.5)
+    again.close()
+    # A mode this Conch does not know (a newer one's, a hand edit) reads as the default.
+    db = sqlite3.connect(data_dir / ChatStore.FILE_NAME)
+    db.execute(
+        "UPDATE chat_settings SET program_mode = 'yolo', program_model = '' WHERE chat_id = ?",
+        (chat.id,),
+    )
+    db.commit()
+    db.close()
+    third = ChatStore.in_dir(data_dir)
+    got = third.chat_settings(chat.id)
+    assert (got.program_mode, got.program_model) == (None, None)
+    third.close()

@@ -839,6 +839,9 @@ class OpenAIStyleServer(LoopbackServer):
 # --- the Responses API, as the Codex CLI speaks it --------------------------------------------
 
 
+CODEX_ECHOED = "larch-beds-listed"  # what the ``[[echo]]`` command prints
+
+
 def _response_said(body: dict[str, Any]) -> str:
     """The newest person text in a Responses API request (Codex sends ``input`` items)."""
     said = ""
@@ -856,12 +859,19 @@ def _response_said(body: dict[str, Any]) -> str:
 class ResponsesServer(LoopbackServer):
     """``/v1/responses`` as SSE: answers ``You said: <newest person text>`` in two deltas.
 
+    A message containing ``[[echo]]`` makes the model run ``echo`` (Codex's ``exec_command``)
+    with words of its own (``CODEX_ECHOED``) first; a request carrying the command's output is
+    answered in words. Each request reports ``input_tokens`` (the first request of a turn) or
+    ``after_tool_input`` (the one after a command) as its usage.
+
     ``/v1/models`` lists ``models``. Every request is recorded (``responses_requests``).
     """
 
     def __init__(self, models: list[str] | None = None) -> None:
         super().__init__()
         self.models = models or ["gpt-fake"]
+        self.input_tokens = 12
+        self.after_tool_input: int | None = None
 
     @property
     def responses_requests(self) -> list[Recorded]:
@@ -877,12 +887,60 @@ class ResponsesServer(LoopbackServer):
         return super().handle(request)
 
     def _events(self, body: dict[str, Any]) -> list[str]:
+        items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+        after_tool = bool(items) and items[-1].get("type") == "function_call_output"
         text = f"You said: {_response_said(body) or '(nothing)'}"
+        if after_tool:
+            text = "Understood; the command ran."
         half = len(text) // 2
         rid, mid = "resp_fake", "msg_fake"
+        tokens = self.input_tokens
+        if after_tool and self.after_tool_input is not None:
+            tokens = self.after_tool_input
 
         def event(data: dict[str, Any]) -> str:
             return f"event: {data['type']}\ndata: {json.dumps(data)}\n\n"
+
+        usage = {
+            "input_tokens": tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 5,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": tokens + 5,
+        }
+        if "[[echo]]" in _response_said(body) and not after_tool:
+            call = {
+                "id": "fc_fake",
+                "type": "function_call",
+                "status": "completed",
+                "call_id": "call_fake_1",
+                "name": "exec_command",
+                "arguments": json.dumps({"cmd": f"echo {CODEX_ECHOED}"}),
+            }
+            started: dict[str, Any] = {
+                "id": rid,
+                "object": "response",
+                "model": body.get("model"),
+                "output": [],
+            }
+            return [
+                event(
+                    {"type": "response.created", "response": {**started, "status": "in_progress"}}
+                ),
+                event({"type": "response.output_item.added", "output_index": 0, "item": call}),
+                event({"type": "response.output_item.done", "output_index": 0, "item": call}),
+                event(
+                    {
+                        "type": "response.completed",
+                        "response": {
+                            **started,
+                            "status": "completed",
+                            "output": [call],
+                            "usage": usage,
+                        },
+                    }
+                ),
+            ]
 
         message = {
             "id": mid,
@@ -926,13 +984,7 @@ class ResponsesServer(LoopbackServer):
                         **base,
                         "status": "completed",
                         "output": [message],
-                        "usage": {
-                            "input_tokens": 12,
-                            "input_tokens_details": {"cached_tokens": 0},
-                            "output_tokens": 5,
-                            "output_tokens_details": {"reasoning_tokens": 0},
-                            "total_tokens": 17,
-                        },
+                        "usage": usage,
                     },
                 }
             ),
