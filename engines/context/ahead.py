@@ -154,6 +154,20 @@ class FoldsAhead(LearnedWindows):
         """Whether a fold's summary is still to be written, after the turn that folded."""
         return bool(self._late)
 
+    async def wait_written(self) -> None:
+        """Until the summary a fold went ahead without is written, or has given up or given
+        way to a turn (``conch ask`` waits for it before its process ends)."""
+        while self._late:
+            task = self._prep_task
+            if task is None or task.done():
+                return
+            self._written.clear()
+            told = asyncio.ensure_future(self._written.wait())
+            try:
+                await asyncio.wait({task, told}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                told.cancel()
+
     async def _write_late(
         self, model: ModelInfo, window: int, template: ChatRequest | None, b: int
     ) -> None:
@@ -221,6 +235,7 @@ class FoldsAhead(LearnedWindows):
             note = await self._persist()
             if note is not None:
                 self._notes.append(note)
+            self._written.set()
         adapter = self.adapters.get(model.provider)
         if text and template is not None and self.warm_folds and adapter and adapter.local:
             # The next turn sends the new summary: the server reads it now, not then.

@@ -21,6 +21,11 @@ from engines.context.state import summary_block
 from engines.context.summarise import facts_kept, fit, summary_cap
 from engines.window import budget, estimate_message, estimate_tokens
 
+# What the model reads of the dropped turns while their summary is written, when the summary
+# before and the dropped turns' facts are both empty: a fold always leaves a summary, so the
+# chat log keeps the fold (an empty one reads as withdrawn).
+WRITING_SUMMARY = "Earlier messages of this chat are left out here; their summary is being written."
+
 
 @dataclass
 class _Summarising:
@@ -154,6 +159,7 @@ class Folding(FoldsAhead):
             if got.deferred:
                 self._late = self._capped_late(todo, window)
                 self._late_base = previous
+                text = text or WRITING_SUMMARY
         if text:
             self._summary = text
         if self._summary:

@@ -96,6 +96,7 @@ class SessionState:
         self._late: list[Message] = []
         self._late_base = ""
         self._listeners: list[SummaryListener] = []  # told when a late summary is written
+        self._written = asyncio.Event()  # set each time a late summary is taken in
         self._prepared: Prepared | None = None  # the next fold's summary, written ahead
         self._prep_job: Job | None = None
         self._prep_task: asyncio.Task[None] | None = None
