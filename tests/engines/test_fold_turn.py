@@ -26,6 +26,7 @@ from engines.base import (
     SummaryWritten,
     Usage,
 )
+from engines.context.folding import WRITING_SUMMARY
 from engines.context.protocols import SummaryResult
 from engines.context.session import SUMMARY_OPEN, ApiSession
 from engines.context.transcript import load_transcript
@@ -223,3 +224,20 @@ async def test_the_next_turn_on_this_computer_stops_the_summary_and_it_is_writte
     summariser.release.set()
     await asyncio.wait_for(session.wait_prepared(), HANG_GUARD)
     assert not session.writing and session.summary.startswith("Summary ")
+
+
+async def test_a_fold_with_nothing_to_keep_still_leaves_a_summary(data_dir: Path) -> None:
+    adapter = ScriptedAdapter(default=Answer("a" * 1_600))
+    summariser = SlowSummariser()
+    session = make(data_dir, adapter, summariser)
+    for i in range(FOLDS_AT):
+        assert isinstance(ending(await run(session, 2 * i, "Tell me more. " + TURN)), Done)
+    events = await run(session, 2 * FOLDS_AT, "Tell me more. " + TURN)
+    (compacted,) = only(events, Compacted)
+    # No summary before and no fact in what was dropped: the model is told what happened,
+    # and the chat log gets a fold it keeps (an empty summary reads as a withdrawn fold).
+    assert compacted.writing and compacted.summary == WRITING_SUMMARY
+    assert adapter.requests[-1].messages[0].text.startswith(SUMMARY_OPEN + WRITING_SUMMARY)
+    summariser.release.set()
+    await asyncio.wait_for(session.wait_written(), HANG_GUARD)
+    assert session.summary.startswith("Summary ")
