@@ -5,6 +5,10 @@
 - *summarise-at-75%*: when the request passes 75% of the window, summarise everything but
   the last ``KEEP`` messages inside that turn (the person waits for the summary).
 
+And one scenario Conch meets rather than a policy: the *surprise paste*, a chat well inside
+its budget (so no summary is written ahead) into which the person pastes a page big enough to
+force a fold on that very turn (``surprise_sizes``).
+
 Both work on token counts (estimates), so ``bench.prefix`` can simulate them and
 ``bench.ttft`` / ``bench.recall`` can run them on a real model.
 """
@@ -13,11 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engines.window import answer_reserve
+from engines.window import answer_reserve, budget
 
 SUMMARISE_AT = 0.75
 KEEP = 20  # messages kept word for word by the summarise-at-75% policy
 SUMMARY_TOKENS = 400  # what a summary costs in the simulated summarise-at-75% policy
+# The surprise paste: the chat holds this share of the budget when the page comes (under the
+# share at which the next fold's summary is written ahead, even after the tokenizer's count
+# raises the estimate), and the page this share: together past the budget, alone well inside.
+SURPRISE_BEFORE = 0.5
+SURPRISE_PASTE = 0.6
 
 
 def drop_oldest(costs: Sequence[int], room: int) -> int:
@@ -38,3 +47,9 @@ def summarise_now(sent: int, window: int, messages: int) -> bool:
 def over_window(sent: int, window: int) -> bool:
     """A request that leaves less than the usual answer room (it may be refused or cut)."""
     return sent + answer_reserve(window) > window
+
+
+def surprise_sizes(window: int, system_tokens: int) -> tuple[int, int]:
+    """(estimated tokens of chat before the paste, of the paste) for a model with ``window``."""
+    room = budget(window, system_tokens)
+    return int(SURPRISE_BEFORE * room), int(SURPRISE_PASTE * room)
