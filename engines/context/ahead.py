@@ -131,7 +131,6 @@ class FoldsAhead(LearnedWindows):
         if task is not None and not task.done():
             return
         job = None if self._late else self._next_job(b)
-        self._prep_job = job
         if self._late:
             # A fold of this turn went ahead without its summary: that comes first.
             work = self._write_late(model, window, template, b)
@@ -244,7 +243,6 @@ class FoldsAhead(LearnedWindows):
                 with background():
                     await warm(adapter, request)
         job = self._next_job(b)
-        self._prep_job = job
         if job is not None:
             await self._run_job(job, model, window, template, b)
 

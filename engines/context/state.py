@@ -15,7 +15,7 @@ from typing import Any
 from engines.base import Message, ModelInfo, Note, SummaryListener
 from engines.context import transcript as tfile
 from engines.context.calibrate import Calibrated
-from engines.context.prepare import Job, Prepared
+from engines.context.prepare import Prepared
 from engines.context.protocols import ModelDirectory, Summariser
 from engines.context.tool_loop import ToolHost
 from engines.providers.base import ProviderAdapter
@@ -98,7 +98,6 @@ class SessionState:
         self._listeners: list[SummaryListener] = []  # told when a late summary is written
         self._written = asyncio.Event()  # set each time a late summary is taken in
         self._prepared: Prepared | None = None  # the next fold's summary, written ahead
-        self._prep_job: Job | None = None
         self._prep_task: asyncio.Task[None] | None = None
         self._prep_failed: int | None = None  # the fold in which preparing failed: not retried
         # A local server evaluates the request a prepared fold will send ahead (bench.ttft
