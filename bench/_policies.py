@@ -23,10 +23,11 @@ SUMMARISE_AT = 0.75
 KEEP = 20  # messages kept word for word by the summarise-at-75% policy
 SUMMARY_TOKENS = 400  # what a summary costs in the simulated summarise-at-75% policy
 # The surprise paste: the chat holds this share of the budget when the page comes (under the
-# share at which the next fold's summary is written ahead, even after the tokenizer's count
-# raises the estimate), and the page this share: together past the budget, alone well inside.
-SURPRISE_BEFORE = 0.5
-SURPRISE_PASTE = 0.6
+# share at which the next fold's summary is written ahead, even after a real count raises the
+# estimate by a third), and the page this share: together past the budget; alone, with the
+# next short message, inside it even so (so the turn after the paste does not fold again).
+SURPRISE_BEFORE = 0.55
+SURPRISE_PASTE = 0.5
 
 
 def drop_oldest(costs: Sequence[int], room: int) -> int:
