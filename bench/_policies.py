@@ -7,7 +7,7 @@
 
 And one scenario Conch meets rather than a policy: the *surprise paste*, a chat well inside
 its budget (so no summary is written ahead) into which the person pastes a page big enough to
-force a fold on that very turn (``surprise_sizes``).
+force a fold on that very turn (``surprise_paste``).
 
 Both work on token counts (estimates), so ``bench.prefix`` can simulate them and
 ``bench.ttft`` / ``bench.recall`` can run them on a real model.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engines.window import answer_reserve, budget
+from engines.window import answer_reserve
 
 SUMMARISE_AT = 0.75
 KEEP = 20  # messages kept word for word by the summarise-at-75% policy
@@ -50,7 +50,10 @@ def over_window(sent: int, window: int) -> bool:
     return sent + answer_reserve(window) > window
 
 
-def surprise_sizes(window: int, system_tokens: int) -> tuple[int, int]:
-    """(estimated tokens of chat before the paste, of the paste) for a model with ``window``."""
-    room = budget(window, system_tokens)
-    return int(SURPRISE_BEFORE * room), int(SURPRISE_PASTE * room)
+def surprise_paste(used: int, room: int, factor: float) -> int:
+    """The surprise paste's page, in estimated tokens, once a chat holding ``used`` of its
+    ``room`` (both in its own count, ``factor`` times the estimate) is ready for it; 0 while
+    it takes more short messages first."""
+    if used < SURPRISE_BEFORE * room:
+        return 0
+    return int(SURPRISE_PASTE * room / factor)

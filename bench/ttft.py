@@ -17,7 +17,7 @@ longer one or a pasted note) runs on the bundled SmolLM2-135M (llama-cpp-python)
   inside the turn by the same model and summariser;
 - **surprise-paste**: a chat of short messages well inside the budget (so nothing is written
   ahead) into which the person pastes a page that forces a fold on that very turn
-  (``bench._policies.surprise_sizes``), then one short message more, run through Conch and on
+  (``bench._policies.surprise_paste``), then one short message more, run through Conch and on
   a no-fold control server that holds it all (twice the window, at least ``--control-window``)
   and also reads the page: the paste turn's time to first token ÷ the control's (goal
   ``GOAL_SURPRISE``), and the summary requests sent before its first token (goal: none);
@@ -112,9 +112,10 @@ POLICIES = (
 GOAL_SURPRISE = 1.5  # the paste turn's time to first token / the no-fold control's
 SURPRISE_NEXT = 20  # estimated tokens of the short message after the paste
 # The stand-in's speeds (--fake): SmolLM2 on one loaded core reads about 100-250 prompt tokens
-# a second and writes about a tenth of that; the stand-in keeps that proportion, 20 x faster.
-FAKE_PROMPT_RATE = 4_000.0
-FAKE_ANSWER_RATE = 400.0
+# a second and writes about a tenth of that; the stand-in keeps that proportion, 4-10 x faster
+# (faster still, Conch's own work in a turn would weigh more than it does beside a real model).
+FAKE_PROMPT_RATE = 1_000.0
+FAKE_ANSWER_RATE = 100.0
 CONCH = ("conch", "conch_unwarmed")
 Recorder = Probe | TimedServer  # what records a server's requests and what they made it read
 
@@ -567,36 +568,41 @@ async def run_policy(
     return run
 
 
-def surprise_script(window: int, seed: int = SEED) -> list[str]:
-    """Short messages up to ``SURPRISE_BEFORE`` of the budget (each with its answer), the page,
-    and one short message more."""
-    system_tokens = estimate_tokens(read_prompt("system_lean.txt"))
-    before, paste = _policies.surprise_sizes(window, system_tokens)
-    rng = random.Random(seed + window)
-    out: list[str] = []
-    held = 0
-    while held < before:
-        text = prose(rng, rng.randint(15, 50))
-        out.append(text)
-        held += estimate_tokens(text) + ANSWER_TOKENS
-    return [*out, prose(rng, paste), prose(rng, SURPRISE_NEXT)]
-
-
 async def _surprise_conch(
-    adapter: ProviderAdapter, probe: Recorder, model: ModelInfo, script: Sequence[str]
-) -> tuple[PolicyRun, list[int]]:
-    """Conch through the surprise script: the figures of each turn, and how many summary
-    requests each sent before its first token."""
+    adapter: ProviderAdapter, probe: Recorder, model: ModelInfo, window: int
+) -> tuple[list[str], PolicyRun, list[int]]:
+    """Conch through the surprise paste: short messages until the chat holds
+    ``SURPRISE_BEFORE`` of the budget, the page (``SURPRISE_PASTE`` of it), one short message
+    more; both sized by the chat's own count, which the server's real counts correct. Returns
+    the messages sent (the control's script), the figures of each turn, and how many summary
+    requests each turn sent before its first token."""
     adapters = {adapter.name: adapter}
     session = ApiSession(
         chat_id=CHAT_ID, data_dir=None, adapters=adapters, summariser=ModelSummariser(adapters)
     )
     system = read_prompt("system_lean.txt")
+    rng = random.Random(SEED + window)
+    script: list[str] = []
     out = PolicyRun()
     waited: list[int] = []
+    stage = "chat"  # then "paste", then "next"
     began = time.monotonic()
     try:
-        for i, text in enumerate(script):
+        while stage != "done":
+            used, room = session.context_usage(model, system)
+            page = _policies.surprise_paste(used, room, session.factor)
+            if stage == "chat" and page:
+                stage = "paste"
+            if stage == "chat":
+                text = prose(rng, rng.randint(15, 50))
+            elif stage == "paste":
+                text = prose(rng, page)
+                stage = "next"
+            else:
+                text = prose(rng, SURPRISE_NEXT)
+                stage = "done"
+            i = len(script)
+            script.append(text)
             start = len(probe.sent)
             turn = TurnInput(
                 chat_id=CHAT_ID, seq=2 * i, text=text, model=model, system=system, lean=True
@@ -618,25 +624,24 @@ async def _surprise_conch(
             out.turns.append(_figures(probe, start, ttft, fold, problem))
             out.turns[-1].message = estimate_tokens(text)
             waited.append(summaries)
-            _progress("surprise_paste", model.context, i, len(script), out.turns[-1])
+            _progress("surprise_paste", model.context, i, i + 1, out.turns[-1])
             # The person reads the answer: what is written in the background gets its time.
             await session.wait_prepared()
     finally:
         await session.aclose()
     out.seconds = time.monotonic() - began
-    return out, waited
+    return script, out, waited
 
 
 async def run_surprise(
     window: int, extra_args: tuple[str, ...], fake: bool, control_window: int
 ) -> dict[str, object]:
     """The surprise paste at ``window``: Conch against a no-fold control, turn for turn."""
-    script = surprise_script(window)
-    paste_at = len(script) - 2
     async with _server(window, extra_args, fake) as (adapter, probe, model):
-        conch, waited = await _surprise_conch(adapter, probe, model, script)
+        script, conch, waited = await _surprise_conch(adapter, probe, model, window)
         # Written while the person reads: the paste turn's summary, the read-ahead after it.
         background = sum(1 for r in probe.sent if r.background)
+    paste_at = len(script) - 2
     # Twice the window holds the whole chat and its answer, whatever the tokenizer says.
     wide = max(control_window, 2 * window)
     async with _server(wide, extra_args, fake) as (adapter, probe, model):
@@ -656,6 +661,8 @@ async def run_surprise(
     return {
         "turns": len(script),
         "paste_tokens": fold.message,
+        # Turns before the paste that folded (a real count may bring the fold earlier).
+        "folds_before_paste": sum(t.fold for t in conch.turns[:paste_at]),
         "control_window": wide,
         "folded": fold.fold,
         "problems": [f"turn {i}: {t.problem}" for i, t in enumerate(conch.turns) if t.problem],

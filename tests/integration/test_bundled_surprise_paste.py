@@ -16,13 +16,11 @@ from pathlib import Path
 import pytest
 
 from bench._garden import prose
-from bench._policies import surprise_sizes
+from bench._policies import surprise_paste
 from engines.base import Compacted, Done, Problem, TextDelta
 from engines.local.bundled import BundledRuntime, bundled_adapter
 from engines.resources import read_prompt
-from engines.window import estimate_tokens
 from tests.integration.conftest import (
-    ANSWER_TOKENS,
     SUMMARY_GUARD,
     LiveChat,
     Recorder,
@@ -48,16 +46,18 @@ async def test_a_paste_that_forces_a_fold_answers_without_a_summary_first(
     system = read_prompt("system_lean.txt")
     recorder = Recorder(bundled_adapter(runtime_2k))
     chat = LiveChat(tmp_path, recorder, bundled_model(WINDOW), system=system)
-    before, paste = surprise_sizes(WINDOW, estimate_tokens(system))
+    model = bundled_model(WINDOW)
     rng = random.Random(26)
     try:
-        held = 0
-        while held < before:
-            text = prose(rng, rng.randint(15, 50))
-            events = await chat.send(text)
+        while True:
+            # Sized by the chat's own count, which the server's real counts correct.
+            used, room = chat.session.context_usage(model, system)
+            paste = surprise_paste(used, room, chat.session.factor)
+            if paste:
+                break
+            events = await chat.send(prose(rng, rng.randint(15, 50)))
             assert any(isinstance(e, Done) for e in events), events
             assert not [e for e in events if isinstance(e, Compacted)]
-            held += estimate_tokens(text) + ANSWER_TOKENS
         assert not recorder.summary_requests()  # the fold was not near: nothing ahead
 
         start = len(recorder.sent)
