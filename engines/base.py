@@ -252,6 +252,23 @@ class Compacted(_Data):
     summary: str
     model: str  # the chat model's display name ("Earlier messages are summarised for <model>")
     summarised: bool = True  # False: no summariser gave one; turns were dropped, old summary kept
+    # The turn did not wait for a summary: ``summary`` is the one before with the dropped turns'
+    # facts kept word for word, and the new one is written after the answer (``SummaryWritten``).
+    writing: bool = False
+
+
+class SummaryWritten(_Data):
+    """The summary a fold went ahead without (``Compacted.writing``) is done, after the turn.
+
+    Not a turn's event: an engine that writes it (``WritesLater``) tells its listener. The chat
+    log records ``summary`` as the fold's, the divider shows it and the next turn sends it.
+    ``summary`` "" when none could be written: the fold keeps the facts it went ahead with.
+    """
+
+    kind: Literal["summary_written"] = "summary_written"
+    first_kept_seq: int
+    summary: str
+    model: str  # the chat model's display name, as in ``Compacted``
 
 
 class HandedOff(_Data):
@@ -467,6 +484,17 @@ class Engine(Protocol):
     def turn(self, turn: TurnInput) -> AsyncIterator[Event]: ...
 
     async def aclose(self) -> None: ...
+
+
+SummaryListener = Callable[[SummaryWritten], None]
+
+
+@runtime_checkable
+class WritesLater(Protocol):
+    """An engine that finishes a fold's summary after the turn that folded (see
+    ``SummaryWritten``); the listener is called on the engine's event loop."""
+
+    def listen(self, listener: SummaryListener) -> None: ...
 
 
 @runtime_checkable

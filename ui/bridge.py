@@ -37,6 +37,7 @@ from engines.base import (
     ProblemKind,
     Reading,
     Shortened,
+    SummaryWritten,
     TextDelta,
     ThinkingDelta,
     ToolAsk,
@@ -64,6 +65,8 @@ class ConversationBridge(QObject):
         thinking_delta(str): a piece of the model's thinking.
         message_saved(int, str): a message is in the chat log (seq, role).
         compacted(Compacted): the model's word-for-word memory now starts elsewhere.
+        summary_written(SummaryWritten): the summary a fold went ahead without is written (it
+            may come after the turn); ``summary_writing`` is False again.
         handed_off(HandedOff): a program was handed the chat; its memory starts there.
         problem(TurnProblem): the turn failed (the partial answer is kept and marked).
         healed(Healed), note(Note), usage(Usage): for Health and the context meter.
@@ -83,6 +86,7 @@ class ConversationBridge(QObject):
     thinking_delta = Signal(str)
     message_saved = Signal(int, str)
     compacted = Signal(object)
+    summary_written = Signal(object)
     handed_off = Signal(object)
     problem = Signal(object)
     healed = Signal(object)
@@ -118,6 +122,7 @@ class ConversationBridge(QObject):
         self._tool_events: list[ToolCall | ToolStarted | ToolResult] = []
         self._always: set[str] = set()  # tools allowed for the rest of this conversation
         self._handed: HandedOff | None = None  # not in the chat log: kept for a re-opened view
+        self._writing = False  # the latest fold's summary is being written after its turn
         # Learning runs end on their own schedule; hear about them whatever else is listening.
         previous = conversation.on_learning
 
@@ -127,6 +132,16 @@ class ConversationBridge(QObject):
             self._emit(self.learning_done, run)
 
         conversation.on_learning = on_learning
+        # A fold's summary is written after its turn, so it is heard of outside any turn.
+        previous_summary = conversation.on_summary
+
+        def on_summary(event: SummaryWritten) -> None:
+            if previous_summary is not None:
+                previous_summary(event)
+            self._writing = False
+            self._emit(self.summary_written, event)
+
+        conversation.on_summary = on_summary
 
     # --- state ----------------------------------------------------------------------------
 
@@ -178,6 +193,11 @@ class ConversationBridge(QObject):
         """Where the program's memory of the chat starts, if it was handed the chat and has
         not compacted since."""
         return self._handed
+
+    @property
+    def summary_writing(self) -> bool:
+        """Whether the latest fold's summary is still being written (the divider says so)."""
+        return self._writing
 
     @property
     def pending_approval(self) -> PermissionAsk | ToolAsk | None:
@@ -422,6 +442,7 @@ class ConversationBridge(QObject):
             self._emit(self.message_saved, event.seq, event.role)
         elif isinstance(event, Compacted):
             self._handed = None
+            self._writing = event.writing
             self._emit(self.compacted, event)
         elif isinstance(event, HandedOff):
             self._handed = event

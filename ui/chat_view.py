@@ -310,11 +310,14 @@ class ChatView(QListView):
     def _attach(self, bridge: ConversationBridge) -> None:
         self._bridge = bridge
         self.chat_model.set_handoff(bridge.handoff)  # kept by the bridge, not the chat log
+        if bridge.summary_writing:
+            self._compacted(None)
         pairs: list[tuple[Any, Callable[..., Any]]] = [
             (bridge.message_saved, self._message_saved),
             (bridge.text_delta, self._delta),
             (bridge.thinking_delta, self._delta),
             (bridge.compacted, self._compacted),
+            (bridge.summary_written, self._compacted),
             (bridge.handed_off, self.chat_model.set_handoff),
             (bridge.busy_changed, self._busy_changed),
             (bridge.learning_done, self._learning_done),
@@ -412,7 +415,10 @@ class ChatView(QListView):
         return self.delegate.content_width() + 2 * PAD_X + 2
 
     def _compacted(self, _event: Any) -> None:
-        self.chat_model.set_compaction(self._store.latest_compaction(self.chat_id))
+        """A fold, or its summary written after the turn: the divider as the log has it."""
+        bridge = self._bridge
+        writing = bridge is not None and bridge.summary_writing
+        self.chat_model.set_compaction(self._store.latest_compaction(self.chat_id), writing)
 
     def _busy_changed(self, busy: bool) -> None:
         if busy:
@@ -467,7 +473,7 @@ class ChatView(QListView):
         if row.kind is RowKind.DIVIDER and row.handoff is not None:
             widget = HandoffDivider(row.handoff)
         elif row.kind is RowKind.DIVIDER and row.compaction is not None:
-            widget = SummaryDivider(row.compaction)
+            widget = SummaryDivider(row.compaction, writing=row.writing)
         elif row.kind is RowKind.PROBLEM and row.message is not None:
             message = row.message
             problem = message.problem

@@ -88,6 +88,12 @@ def _texts(messages: Any) -> list[str]:
     return texts
 
 
+def _is_summary(messages: Any) -> bool:
+    """Conch's summariser asks with the summary so far at the start of its one message."""
+    texts = _texts([m for m in messages or [] if isinstance(m, dict) and m.get("role") == "user"])
+    return bool(texts) and texts[0].startswith("<summary-so-far>")
+
+
 def estimate(messages: Any) -> int:
     """About four characters per token over every text the request carries."""
     return sum(len(text) for text in _texts(messages)) // 4
@@ -394,6 +400,13 @@ class OpenAIStyleServer(LoopbackServer):
         # counts of loads that made a second instance beside a loaded one.
         self.load_gate: threading.Event | None = None
         self.duplicate_loads = 0
+        # Conch's summary requests (their message starts with the summary so far): answered
+        # with ``summary_script`` when set, and held until ``summary_gate`` is set (a summary
+        # that takes long). ``timeline`` has each request's arrival, "chat" or "summary", in
+        # order, and with either set each summary's end, "summary-end".
+        self.summary_script: Script | None = None
+        self.summary_gate: threading.Event | None = None
+        self.timeline: list[str] = []
 
     @property
     def base_url(self) -> str:
@@ -714,6 +727,11 @@ class OpenAIStyleServer(LoopbackServer):
                 return Reply.stream(pieces, kind or "text/event-stream")
             status, text = too_long_reply(self.flavour, self.window, tokens)
             return Reply.text(text, status, "application/json")
+        summary = _is_summary(body.get("messages"))
+        with self.lock:
+            self.timeline.append("summary" if summary else "chat")
+        if summary and (self.summary_gate is not None or self.summary_script is not None):
+            return self._summary(body, streaming)
         asked = body.get("max_completion_tokens") or body.get("max_tokens") or 0
         if self.answer_window is not None and tokens + int(asked) > self.answer_window:
             w = self.answer_window
@@ -734,6 +752,21 @@ class OpenAIStyleServer(LoopbackServer):
                 reply.cut_after = 3
         if fault == "slow":
             reply.head_delay = self.slow_seconds
+        return reply
+
+    def _summary(self, body: Any, streaming: bool) -> Reply:
+        gate = self.summary_gate
+        if gate is not None:
+            while not gate.wait(0.05):
+                if self.stopping.is_set():
+                    return Reply.json({"error": {"message": "shutting down"}}, status=503)
+        script, self.script = self.script, self.summary_script or self.script
+        try:
+            reply = Reply.json(self._whole()) if not streaming else Reply.stream(self._chunks(body))
+        finally:
+            self.script = script
+        with self.lock:
+            self.timeline.append("summary-end")
         return reply
 
     def _thinking_field(self) -> str:
