@@ -157,7 +157,7 @@ def person_text(n: int) -> str:
     return "\n".join(lines)
 
 
-def event_line(ev: Event) -> dict[str, Any]:
+def event_line(ev: Event | SummaryWritten) -> dict[str, Any]:
     line = {"event": type(ev).__name__, **ev.model_dump(mode="json")}
     if isinstance(ev, ToolResult):
         line["seconds"] = 0.0  # how long the tool ran: the clock's, not the engine's

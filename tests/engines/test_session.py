@@ -332,7 +332,7 @@ async def test_compact_folds_all_but_the_newest_turn_with_the_focus(data_dir: Pa
     for i in range(4):
         await run(session, 2 * i, f"topic {i}")
     events = [e async for e in session.compact("the names")]
-    assert [type(e) for e in events] == [Compacted, Usage, Done]
+    assert [type(e).__name__ for e in events] == ["Compacted", "Usage", "Done"]
     assert only(events, Usage)[0].summary_tokens == 50
     (compacted,) = only(events, Compacted)
     assert compacted.first_kept_seq == 6
