@@ -162,11 +162,12 @@ class CodexEngine:
         return given
 
     def _argv(self, *, resumed: bool, servers: CodexServers) -> list[str]:
-        argv = [*self.command, "exec", "--json", "--skip-git-repo-check", "-s", self._sandbox]
+        # The servers' overrides go before the subcommand, as Codex's own config does (never
+        # a secret: those are in its environment).
+        argv = [*self.command, *servers.args, "exec", "--json", "--skip-git-repo-check"]
+        argv += ["-s", self._sandbox]
         for item in self._config:
             argv += ["-c", item]
-        # The servers' overrides (never a secret: those are in its environment).
-        argv += servers.args
         if self._oss is not None:
             argv += ["--oss", "--local-provider", self._oss]
         if self._model:

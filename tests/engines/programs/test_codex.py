@@ -286,10 +286,10 @@ async def test_codexs_commands_are_kept_as_tool_rows_and_the_meter_is_the_newest
 async def test_conchs_servers_reach_codex_only_when_allowed_and_no_secret_is_on_a_command_line(
     tmp_path: Path, server: ResponsesServer
 ) -> None:
-    # Codex 0.169's ``exec`` here starts no MCP server before its model asks for a tool (the
-    # loopback model never does), so what Codex was given is read where it starts: a wrapper
-    # writes down its command line and environment, then runs the real codex. That codex
-    # reads these overrides as its servers is test_mcp_forms' check.
+    # Codex 0.169's ``exec`` started no MCP server against this fake (even when its model ran
+    # a command), so what Codex was given is read where it starts: a wrapper writes down its
+    # command line and environment, then runs the real codex. That codex reads these
+    # overrides as its servers is test_mcp_forms' check.
     control = tmp_path / "mcp"
     for allowed in (False, True):
         chat = Chat()
