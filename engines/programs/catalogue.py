@@ -61,9 +61,9 @@ class Program:
 
     @property
     def takes_tools(self) -> bool:
-        """Whether Conch's MCP servers reach it when the person allows it: each kind takes
-        them in its own form (``engines/programs/mcp.py``)."""
-        return True
+        """Whether Conch's MCP servers reach it when the person allows it: every kind takes
+        them, each in its own form (``engines/programs/mcp.py``)."""
+        return self.kind in ("acp", "claude-code", "codex")
 
 
 PROGRAMS: tuple[Program, ...] = (
