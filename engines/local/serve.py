@@ -51,7 +51,13 @@ from typing import Any, NoReturn
 import httpx
 
 from engines.local.processes import alive, die_with
-from engines.local.slot_states import PREPARE_PATH, ChatSlot, StateStore, chat_slot_of
+from engines.local.slot_states import (
+    PREPARE_PATH,
+    SAVE_AFTER,
+    ChatSlot,
+    StateStore,
+    chat_slot_of,
+)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -65,7 +71,7 @@ HOLD_PATH = "/conch/hold"
 RELEASE_PATH = "/conch/release"
 EXITS_KEPT = 50  # lines of the exits file kept when it is trimmed
 EXITS_MAX_BYTES = 16_000
-SAVE_TICK = 5.0  # seconds between two looks at whether the chat's slot is idle enough to save
+SAVE_TICK = 1.0  # seconds between two looks at whether the chat's slot is idle enough to save
 
 
 @dataclass(frozen=True)
@@ -410,6 +416,7 @@ def llama_args(args: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--n_cache_reuse", type=int, default=0)
     # Where the chat slot's state is saved (engines/local/slot_states.py); none: not kept.
     parser.add_argument("--states", type=Path, default=None)
+    parser.add_argument("--save_after", type=float, default=SAVE_AFTER)  # idle seconds
     return parser.parse_args(list(args))
 
 
@@ -451,7 +458,8 @@ def llama_app(args: Sequence[str]) -> ASGIApp:
     base = str(server.listening_address)
     slots = None
     if given.states is not None and given.n_ctx > 0:
-        slots = ChatSlot(base, StateStore(given.states, Path(given.model), given.n_ctx))
+        store = StateStore(given.states, Path(given.model), given.n_ctx)
+        slots = ChatSlot(base, store, save_after=given.save_after)
     return PassThrough(base, keep=server, slots=slots)
 
 

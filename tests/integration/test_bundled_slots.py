@@ -12,6 +12,7 @@ cached part of them), never from a clock. Each test prints one JSON line of figu
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -21,11 +22,13 @@ from pathlib import Path
 import pytest
 
 from engines.base import Message, Note, TextDelta, Usage
+from engines.local import serve
 from engines.local.bundled import MODEL_ID, BundledRuntime, bundled_adapter
 from engines.local.gate import background, gated
 from engines.local.slot_states import STATE_SUFFIX
 from engines.providers.base import ChatRequest, ProviderAdapter
 from tests.integration.conftest import LiveChat, Recorder, bundled_model, needs_bundled
+from tests.waits import HANG_SECONDS
 
 pytestmark = [
     pytest.mark.bundled,
@@ -218,3 +221,39 @@ async def test_a_damaged_or_foreign_state_is_not_used_and_health_says_so_once(
     assert any("slot0.bin" in text for text in notes)
     assert not state.exists() and not (runtime.states_path / "slot0.bin").exists()
     assert [m.role for m in answered[-2:]] == ["user", "assistant"] and answered[-1].text
+
+
+async def test_a_chat_left_idle_is_saved_while_the_runtime_runs(data_dir: Path) -> None:
+    # Saved after a short idle time here (a minute in Conch): a crash of Conch, which takes
+    # the runtime with it before it can save anything, then loses nothing already idle.
+    idle = (sys.executable, "-m", serve.MODULE, "--save_after", "0.5")
+    runtime = BundledRuntime(data_dir, server=idle)
+    adapter = gated(bundled_adapter(runtime))
+    try:
+        chat = [*chat_so_far(), Message(role="user", text="What is first on my list?")]
+        first = await answer(adapter, request(chat))
+        deadline = time.monotonic() + HANG_SECONDS  # a hang guard only
+        while not list(runtime.states_path.glob(f"*{STATE_SUFFIX}")):
+            assert time.monotonic() < deadline, "the idle chat was never saved"
+            await asyncio.sleep(0.05)
+        assert runtime.running()  # saved while it runs, not only when it ends
+    finally:
+        await adapter.aclose()
+        await runtime.stop()
+    assert first.read > 300
+    (state,) = runtime.states_path.glob(f"*{STATE_SUFFIX}")  # and not saved twice
+    assert state.with_suffix(".json").exists()
+
+
+async def test_the_exact_prompt_count_is_what_the_server_reads(data_dir: Path) -> None:
+    runtime = BundledRuntime(data_dir)
+    adapter = bundled_adapter(runtime)
+    try:
+        assert (await runtime.start()).phase == "ready"
+        sent = request([*chat_so_far(), Message(role="user", text="What is first on my list?")])
+        counted = await adapter.prompt_tokens(sent)  # type: ignore[attr-defined]
+        read = await answer(adapter, sent)
+    finally:
+        await adapter.aclose()
+        await runtime.stop()
+    assert counted == read.read + read.cached
