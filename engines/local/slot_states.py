@@ -19,7 +19,8 @@ only what differs: a state never changes what is sent or what comes back.
 ``StateStore`` keeps the files under ``<data dir>/local-model-states``: ``<name>.state`` (what
 llama.cpp wrote) beside ``<name>.json`` (the model file's identity, the window, the prompt's
 length and hash, the state's size and CRC). A state for another model or window is removed
-unused; a damaged one, or a file Conch did not write there, is removed with one note for Health.
+unused (and left for the cap); a damaged one, or a file Conch did not write there, is removed
+with one note for Health.
 All of them together stay under ``CAP_BYTES`` and ``FREE_SHARE`` of the free disk, the least
 recently used going first.
 """
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -104,6 +106,7 @@ class Saved:
     size: int
     crc: int
     used: float  # saved or last restored (wall clock): the least recently used goes first
+    usable: bool = True  # for this model file and window (another's is kept, never used)
 
 
 class StateStore:
@@ -174,16 +177,14 @@ class StateStore:
         return found, notes
 
     def _read(self, name: str) -> tuple[Saved | None, str]:
-        """One state's record; (None, "") for a state of another model or window (removed
-        quietly: it was Conch's, and is of no use now), (None, sentence) for a damaged one."""
+        """One state's record (``usable`` False for another model file or window: another
+        Conch on this data folder may use it, and the cap removes it in its turn), or (None,
+        sentence) for a damaged one, removed."""
         sidecar, state = self.sidecar_path(name), self.state_path(name)
         try:
             data = json.loads(sidecar.read_text(encoding="utf-8"))
             if not isinstance(data, dict) or data.get("version") != VERSION:
                 raise ValueError("not a record Conch writes")
-            if data.get("model") != self.model or data.get("n_ctx") != self.n_ctx:
-                self.drop(name)
-                return None, ""
             saved = Saved(
                 name=name,
                 chars=int(data["chars"]),
@@ -192,6 +193,7 @@ class StateStore:
                 size=int(data["size"]),
                 crc=int(data["crc"]),
                 used=float(data.get("used") or data.get("saved") or 0.0),
+                usable=data.get("model") == self.model and data.get("n_ctx") == self.n_ctx,
             )
             if state.stat().st_size != saved.size:
                 raise ValueError("its size changed")
@@ -211,7 +213,9 @@ class StateStore:
         """The states whose prompt starts ``text``, longest first, and notes from the scan."""
         found, notes = self.scan()
         matching = [
-            s for s in found if s.chars <= len(text) and text_digest(text[: s.chars]) == s.digest
+            s
+            for s in found
+            if s.usable and s.chars <= len(text) and text_digest(text[: s.chars]) == s.digest
         ]
         matching.sort(key=lambda s: s.chars, reverse=True)
         return matching, notes
@@ -249,8 +253,10 @@ class StateStore:
             return None
         found, _ = self.scan()
         for other in found:
-            same_chat = other.chars <= saved.chars and (
-                text_digest(text[: other.chars]) == other.digest
+            same_chat = (
+                other.usable
+                and other.chars <= saved.chars
+                and text_digest(text[: other.chars]) == other.digest
             )
             if other.name != name and same_chat:
                 self.drop(other.name)  # the same chat, saved before it went on
@@ -258,6 +264,7 @@ class StateStore:
         return saved
 
     def _write_sidecar(self, saved: Saved) -> None:
+        """The record of a usable state (only this model and window's are written)."""
         record = {
             "version": VERSION,
             "model": self.model,
@@ -276,7 +283,7 @@ class StateStore:
 
     def touch(self, saved: Saved) -> Saved:
         """``saved`` was just used: it goes last when the cap needs room."""
-        fresh = Saved(**{**saved.__dict__, "used": time.time()})
+        fresh = dataclasses.replace(saved, used=time.time())
         with contextlib.suppress(OSError):
             self._write_sidecar(fresh)
         return fresh

@@ -92,18 +92,20 @@ def test_the_cap_is_a_tenth_of_the_free_disk_when_that_is_less(tmp_path: Path, m
     assert sum(s.size for s in found) <= store.limit(sum(s.size for s in found))
 
 
-def test_a_state_for_another_model_or_window_is_never_used_and_removed_quietly(
+def test_a_state_for_another_model_or_window_is_never_used_but_counts_for_the_cap(
     tmp_path: Path, model: Path
 ) -> None:
-    saved = saved_state(store_for(tmp_path, model), CHAT)
-    other_window = StateStore(tmp_path / "states", model, 4_096)
+    saved = saved_state(store_for(tmp_path, model), CHAT, MB)
+    other_window = StateStore(tmp_path / "states", model, 4_096, cap=MB + MB // 2)
     assert other_window.best(CHAT + "more") == ([], [])
-    assert not other_window.state_path(saved.name).exists()
+    assert store_for(tmp_path, model).best(CHAT + "more")[0] == [saved]  # still there
 
-    saved = saved_state(store_for(tmp_path, model), CHAT)
     model.write_bytes(b"GGUF" + bytes(128))  # the model file was replaced by another
-    assert store_for(tmp_path, model).best(CHAT + "more") == ([], [])
-    assert not (tmp_path / "states" / f"{saved.name}.state").exists()
+    replaced = store_for(tmp_path, model, cap=MB + MB // 2)
+    assert replaced.best(CHAT + "more") == ([], [])
+    # The next state saved for this model needs the room: the unusable one goes.
+    fresh = saved_state(replaced, "another chat", MB)
+    assert [s.name for s in replaced.scan()[0]] == [fresh.name]
 
 
 def test_a_foreign_file_is_removed_with_one_note(tmp_path: Path, model: Path) -> None:
