@@ -65,6 +65,7 @@ SIDECAR_SUFFIX = ".json"
 PART_SUFFIX = ".part"
 VERSION = 1
 CRC_CHUNK = 1 << 20
+LEFTOVER_AGE = 60.0  # seconds after which a part file or a lone record is a leftover, not a save
 
 
 def text_digest(text: str) -> str:
@@ -155,12 +156,13 @@ class StateStore:
                 continue
             if path.name.endswith(PART_SUFFIX):
                 # A save cut short (the runtime killed meanwhile): never complete.
-                if time.time() - _mtime(path) > 60:
+                if time.time() - _mtime(path) > LEFTOVER_AGE:
                     _remove(path)
                 continue
             if path.suffix == SIDECAR_SUFFIX:
-                if f"{path.stem}{STATE_SUFFIX}" not in names:
-                    _remove(path)  # its state is gone (removed by hand): nothing to use
+                lone = f"{path.stem}{STATE_SUFFIX}" not in names
+                if lone and time.time() - _mtime(path) > LEFTOVER_AGE:
+                    _remove(path)  # its state never came (or was removed by hand)
                 continue
             if path.suffix != STATE_SUFFIX or f"{path.stem}{SIDECAR_SUFFIX}" not in names:
                 notes.append(
@@ -233,19 +235,20 @@ class StateStore:
     def keep(self, part: Path, name: str, text: str, tokens: int) -> Saved | None:
         """Make the file llama.cpp just wrote at ``part`` a saved state for prompt ``text``; the
         states it supersedes (a shorter start of the same chat) go, and the cap is kept."""
-        state = self.state_path(name)
+        # The record first, then the state under its name: a runtime ended part-way leaves a
+        # part file or a record alone, both removed quietly, never a state without a record.
         try:
-            os.replace(part, state)
             saved = Saved(
                 name=name,
                 chars=len(text),
                 digest=text_digest(text),
                 tokens=tokens,
-                size=state.stat().st_size,
-                crc=file_crc(state),
+                size=part.stat().st_size,
+                crc=file_crc(part),
                 used=time.time(),
             )
             self._write_sidecar(saved)
+            os.replace(part, self.state_path(name))
         except OSError as exc:
             log.info("local model: could not keep a saved state (%s)", exc)
             _remove(part)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,23 @@ def test_common_start() -> None:
     assert common_start("abcdef", "abcxyz") == 3
     assert common_start("", "abc") == 0
     assert common_start("abc", "abc") == 3
+
+
+def test_a_save_cut_short_leaves_no_note_and_is_cleared_once_old(
+    tmp_path: Path, model: Path
+) -> None:
+    # The runtime ended part-way through a save: llama.cpp's part file, or the record written
+    # before the state was put under its name. Neither is a foreign file.
+    store = store_for(tmp_path, model)
+    kept = saved_state(store, CHAT)
+    part = store.folder / f"{store.new_name()}{PART_SUFFIX}"
+    part.write_bytes(b"half a state")
+    lone = store.sidecar_path(store.new_name())
+    lone.write_text(store.sidecar_path(kept.name).read_text(), encoding="utf-8")
+    assert store.scan() == ([kept], [])
+    assert part.exists() and lone.exists()  # perhaps a save under way in another runtime
+    old = time.time() - 3_600
+    for path in (part, lone):
+        os.utime(path, (old, old))
+    assert store.scan() == ([kept], [])
+    assert not part.exists() and not lone.exists()
