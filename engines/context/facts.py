@@ -890,7 +890,7 @@ def _shapes(
             block = block[head.end() :]
         lines = [x.strip() for x in block.splitlines() if x.strip()]
         logged = sum(1 for x in lines if _LOG_START.match(x))
-        tabled = sum(1 for x in lines if _row(x))
+        tabled = sum(1 for x in lines if _CELLS.search(x) and any(c.isdigit() for c in x))
         columns = ""
         if lines and _CELLS.search(lines[0]) and not any(c.isdigit() for c in lines[0]):
             cells = [c.strip() for c in _CELLS.split(lines[0]) if c.strip()]
