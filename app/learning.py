@@ -18,6 +18,8 @@ Rules, each enforced here whoever asks:
 - an empty list is an answer a model that cannot do the task gives too: when the person said
   something plainly about themselves there, the words stay unread, for ``EMPTY_TRIES`` looks
   at most; with nothing plain said, the empty list is believed and the words are read;
+- a model's memory made of words or numbers the person never wrote (``made_up``) is left
+  out: a small model held to a list's shape fills it with whatever it likes;
 - when the model gives nothing usable (empty or unreadable), the person's own clear
   statements about themselves ("My name is…", "we decided…") are kept as they said them
   (``self_statements``), and always wait for their OK.
@@ -295,6 +297,30 @@ def self_statements(messages: Sequence[StoredMessage], limit: int = EXTRACT_MAX)
     return found
 
 
+# --- a model's memory must come from the person's words ------------------------------------
+
+_CONTENT = re.compile(r"[^\W\d_]{4,}")
+_DIGITS = re.compile(r"\d+")
+# Words any memory may use that the person need not have said.
+_ANY_MEMORY_WORDS = (
+    "person people their they them this that with from have been what when where which would "
+    "could should about also just like likes really very much more most some into only other "
+    "than then there these those your yours will over such prefers wants named called lives "
+    "works uses keeps always never"
+)
+_ANY_MEMORY = frozenset(_ANY_MEMORY_WORDS.split())
+
+
+def made_up(memory: str, said: str) -> bool:
+    """True when ``memory`` holds a number the person never wrote in ``said``, or words of
+    which none is theirs (a word counts by its first four letters: "lives" is "live")."""
+    if set(_DIGITS.findall(memory)) - set(_DIGITS.findall(said)):
+        return True
+    words = {w for w in _CONTENT.findall(memory.lower()) if w not in _ANY_MEMORY}
+    heard = {w[:4] for w in _CONTENT.findall(said.lower())}
+    return bool(words) and not any(w[:4] in heard for w in words)
+
+
 # --- the learner ------------------------------------------------------------------------------
 
 
@@ -528,6 +554,8 @@ class QuietLearning:
                     break
                 items = parse_memories(answer)
                 usable = [s for s in (scrub(item).strip() for item in items or ()) if s]
+                # A small model held to a list's shape may fill it with what nobody said.
+                usable = [s for s in usable if not made_up(s, text)]
                 looked_to = group[-1].seq
                 # The last piece covers the answers after it too: nothing of the person's is left.
                 group_end = last_seq if i == len(groups) - 1 else group[-1].seq
