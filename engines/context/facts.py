@@ -1,22 +1,30 @@
-"""The fact keeper: facts a person would hate to lose from a summary, kept word for word.
+"""The fact keeper: what a person would hate to lose from a summary, kept word for word, and
+the summary's four parts.
 
-A cheap model writing a summary drops the exact things people come back for: the file name,
-the amount, the date, the link. This is a deterministic pass over the folded text that finds
-those facts, and appends the ones a summary left out under a short heading. It runs on text
-that has already been scrubbed, so a secret left out stays left out; the list itself is
-scrubbed once more item by item (it is sent on every later turn), and so is a list carried
-over from an earlier summary, which may predate a scrubbing rule.
+A cheap model writing a summary drops the exact things people come back for: who they are,
+the amount, the date, the decision. This is a deterministic pass over the folded text that
+finds those facts and keeps the ones a summary left out. It runs on text that has already been
+scrubbed, so a secret left out stays left out; the kept lines are scrubbed once more (they are
+sent on every later turn), and so are lines carried over from an earlier summary.
 
-What it keeps is ranked by whose words a fact came from, then by kind. The person's own names,
-files, links, amounts, dates and decisions come first (the earliest of them first: who the
-person is and works with comes up at the start of a chat); then what the assistant said (a
-model may have made it up); then what the person pasted (a log, a table, code, an attached
-file); numbers and code names from pastes, and whatever tools returned, come last. The list is
-capped at ``FACTS_SHARE`` of the budget, counted the way tokenizers count digits (one each),
-and when the cap leaves facts out a line under the list says how many and of which kind, so
-the summary line in the chat can show it. Room left under the cap turns the person's bare facts
-into the short sentences they said them in ("Priya Raman chairs the garden committee"): a small
-model answers from those, where a bare name tells it nothing (bench.recall's control).
+What it keeps is ranked by whose words a fact came from, then by what it is about. The
+person's own statements about themselves and the people, places, money and dates of their
+life, their decisions ("we decided…", "I will…"), then their names, files, links, amounts and
+dates come first (the earliest of them first: who the person is comes up at the start of a
+chat); then what the assistant said (a model may have made it up); then what the person pasted
+(a message the chat log marks pasted, or a block that reads as a log, a table or code); what
+tools returned comes last. Each fact is kept with the few words that say what it is ("Our rent
+is 3,100 zloty, due on the 10th", not "3,100"), bare only when those do not fit. The numbers
+and dates of a pasted table or log are one line saying its shape ("Pasted: a table of 90 rows
+(date, kwh), 2026-01-01 to 2026-12-06"), never a list. The kept lines are capped at
+``FACTS_SHARE`` of the budget, counted the way tokenizers count digits (one each), and when
+the cap leaves facts out a line says how many and of which kind.
+
+The summary is always written in the seed's four parts (``SECTIONS``): what the person wants,
+what was decided or done, facts to keep, what is still open. The model's lines (when its
+summary passed ``summarise.judge``) stand plain under the part it wrote them in; the lines
+Conch kept start with "- " under the part they belong to; a part with neither says "(nothing
+noted)"; the last line says who wrote what (``compose``, read back by ``kept_parts``).
 
 Every pattern starts only at a token boundary and uses bounded or unambiguous quantifiers, so a
 huge paste costs linear time.

@@ -9,8 +9,10 @@ result (name): ..."), scrubbed of secrets, and cut into pieces small enough that
 ever exceeds the summarising model's window. Each piece is folded into the summary so far. A
 reply that is not a summary (a refusal, a tool call, nothing, an echo, a runaway, a word or
 line over and over, code or markup, another language than the chat's, names and numbers the
-chat never had) is thrown away and the next model tries. The fact keeper then appends, word
-for word, any name, number, date, amount, path or link the summary left out.
+chat never had, a bare list of numbers) is thrown away and the next model tries. The fact
+keeper then writes the summary in its four parts, keeping word for word the person's own
+statements and every name, number, date, amount, path or link the summary left out
+(``engines.context.facts``).
 
 A summary is a help, never a gate: provider failures and timeouts give ``text=None`` with the
 reason in words, never an exception. The one exception is ``GaveWayError``: a summary written in
