@@ -588,11 +588,10 @@ def fit(summary: str, cap_tokens: int, cap_chars: int) -> str:
     while kept and over("\n".join(["- " + x for x in kept] + [note]), 2):
         kept = kept[:-1]  # the newest kept lines go first: the person's earliest stay
         note = ""
-    base = (
-        compose(empty, kept, note, trimmed=True)
-        if kept
-        else compose([[], [], [], ["."]], [], "", trimmed=True)
-    )
+    # What the result costs before any of the model's lines: the four headings, the kept
+    # lines, who wrote what (one short model line stands in for an empty summary's frame).
+    frame = [[], [], [], ["."]] if not kept else empty
+    base = compose(frame, kept, note, trimmed=True)
     room_chars = cap_chars - len(base)
     room_tokens = cap_tokens - estimate_tokens(base)
     lines = [(i, x) for i, part in enumerate(model) for x in part]
