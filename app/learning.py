@@ -235,6 +235,8 @@ _NOT_A_FACT = re.compile(
     r"story|example|translate|roleplay|character|unless|what\s+if)\b",
     re.IGNORECASE,
 )
+# A word that points back to something said earlier in the sentence.
+_POINTS_BACK = re.compile(r"\b(?:it|its|this|that|these|those|them|there)\b", re.IGNORECASE)
 _QUOTES = re.compile(r"[\"“”«»„]|(?:^|\s)'|'(?:\s|$)")
 _OPENER = re.compile(
     r"^(?:(?:hi|hey|hello|well|so|ok|okay|also|and|btw|oh|yes|yeah|anyway|actually)\b[\s,!.-]*)+",
@@ -287,6 +289,10 @@ def self_statements(messages: Sequence[StoredMessage], limit: int = EXTRACT_MAX)
             for clause in (c for c in _CLAUSE_END.split(sentence.rstrip(".!")) if c):
                 lead = _OPENER.sub("", clause.strip(" \t,-–—")).strip()
                 fact = None if _NOT_A_FACT.search(before) else _fact_of(lead)
+                if fact is not None and before.strip() and _POINTS_BACK.search(lead):
+                    # "…firmware v2.4.1; we agreed not to update it": without the start of
+                    # the sentence, "it" is nothing. Keep the sentence as they said it.
+                    fact = _quoted(sentence.rstrip(" .!"))
                 before += " " + clause
                 if fact is None or fact.casefold() in seen:
                     continue
