@@ -193,7 +193,8 @@ _CLAUSE_END = re.compile(
 _RELATIONS = (
     r"wife|husband|partner|fianc[eé]e?|spouse|son|daughter|kids|children|child|boyfriend|"
     r"girlfriend|mother|mum|mom|father|dad|parents|brother|sister|boss|manager|dog|cat|"
-    r"budget|deadline|birthday|team|company|employer|landlord|doctor"
+    r"budget|deadline|birthday|team|company|employer|landlord|doctor|rent|mortgage|salary|"
+    r"address|flat|house"
 )
 _I_AM = r"i(?:['’]m|\s+am)"
 # (a clause's start, and the fact about "the person" it makes; "" keeps the person's words)
@@ -213,7 +214,7 @@ _STATEMENTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
             "The person is {a} {x}.",
         ),
         (
-            rf"my\s+(?P<rel>{_RELATIONS})(?P<poss>['’]s)?\s+(?P<x>.+)",
+            rf"(?:my|our)\s+(?P<rel>{_RELATIONS})(?P<poss>['’]s)?\s+(?P<x>.+)",
             "The person's {rel}{poss} {x}.",
         ),
         (r"(?:we|i)\s+(?:have\s+|['’]ve\s+)?(?:decided|agreed|settled\s+on|chose)\b.+", ""),
