@@ -26,6 +26,13 @@ a few kilobytes (notes, a table, a log) every ``--paste-every`` turns, and full-
 (``--answer-tokens`` caps them; 0, the default with ``--person``, leaves them whole). Between
 turns the bench waits for the summary being written ahead, as a person reading gives it time.
 
+With ``--person`` the person also says who they are in the first turns (``PERSON_PLANTED``:
+a name, a town, a wife, the rent, a job, two decisions), and the run prints one JSON line each
+for drop-the-oldest, "the model's summary only" (the summary's own lines, without what Conch
+kept) and Conch (last, with every figure above): the person's facts in the summary the divider
+shows, learned as memories, answered; junk memories (from a paste, or holding no planted fact);
+memories learned per fold.
+
 With the bundled model, after the chat the model is asked about each planted fact, once with
 what Conch would send next (summary, kept turns, memories) and once with drop-the-oldest's
 turns, and a fact counts as answered when the answer contains it. A 135M model answers few
