@@ -18,6 +18,8 @@ Rules, each enforced here whoever asks:
 - an empty list is an answer a model that cannot do the task gives too: when the person said
   something plainly about themselves there, the words stay unread, for ``EMPTY_TRIES`` looks
   at most; with nothing plain said, the empty list is believed and the words are read;
+- a model's memory made of words or numbers the person never wrote (``made_up``) is left
+  out: a small model held to a list's shape fills it with whatever it likes;
 - when the model gives nothing usable (empty or unreadable), the person's own clear
   statements about themselves ("My name is…", "we decided…") are kept as they said them
   (``self_statements``), and always wait for their OK.
@@ -191,7 +193,8 @@ _CLAUSE_END = re.compile(
 _RELATIONS = (
     r"wife|husband|partner|fianc[eé]e?|spouse|son|daughter|kids|children|child|boyfriend|"
     r"girlfriend|mother|mum|mom|father|dad|parents|brother|sister|boss|manager|dog|cat|"
-    r"budget|deadline|birthday|team|company|employer|landlord|doctor"
+    r"budget|deadline|birthday|team|company|employer|landlord|doctor|rent|mortgage|salary|"
+    r"address|flat|house"
 )
 _I_AM = r"i(?:['’]m|\s+am)"
 # (a clause's start, and the fact about "the person" it makes; "" keeps the person's words)
@@ -211,7 +214,7 @@ _STATEMENTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
             "The person is {a} {x}.",
         ),
         (
-            rf"my\s+(?P<rel>{_RELATIONS})(?P<poss>['’]s)?\s+(?P<x>.+)",
+            rf"(?:my|our)\s+(?P<rel>{_RELATIONS})(?P<poss>['’]s)?\s+(?P<x>.+)",
             "The person's {rel}{poss} {x}.",
         ),
         (r"(?:we|i)\s+(?:have\s+|['’]ve\s+)?(?:decided|agreed|settled\s+on|chose)\b.+", ""),
@@ -233,6 +236,8 @@ _NOT_A_FACT = re.compile(
     r"story|example|translate|roleplay|character|unless|what\s+if)\b",
     re.IGNORECASE,
 )
+# A word that points back to something said earlier in the sentence.
+_POINTS_BACK = re.compile(r"\b(?:it|its|this|that|these|those|them|there)\b", re.IGNORECASE)
 _QUOTES = re.compile(r"[\"“”«»„]|(?:^|\s)'|'(?:\s|$)")
 _OPENER = re.compile(
     r"^(?:(?:hi|hey|hello|well|so|ok|okay|also|and|btw|oh|yes|yeah|anyway|actually)\b[\s,!.-]*)+",
@@ -285,6 +290,10 @@ def self_statements(messages: Sequence[StoredMessage], limit: int = EXTRACT_MAX)
             for clause in (c for c in _CLAUSE_END.split(sentence.rstrip(".!")) if c):
                 lead = _OPENER.sub("", clause.strip(" \t,-–—")).strip()
                 fact = None if _NOT_A_FACT.search(before) else _fact_of(lead)
+                if fact is not None and before.strip() and _POINTS_BACK.search(lead):
+                    # "…firmware v2.4.1; we agreed not to update it": without the start of
+                    # the sentence, "it" is nothing. Keep the sentence as they said it.
+                    fact = _quoted(sentence.rstrip(" .!"))
                 before += " " + clause
                 if fact is None or fact.casefold() in seen:
                     continue
@@ -293,6 +302,30 @@ def self_statements(messages: Sequence[StoredMessage], limit: int = EXTRACT_MAX)
                 if len(found) >= limit:
                     return found
     return found
+
+
+# --- a model's memory must come from the person's words ------------------------------------
+
+_CONTENT = re.compile(r"[^\W\d_]{4,}")
+_DIGITS = re.compile(r"\d+")
+# Words any memory may use that the person need not have said.
+_ANY_MEMORY_WORDS = (
+    "person people their they them this that with from have been what when where which would "
+    "could should about also just like likes really very much more most some into only other "
+    "than then there these those your yours will over such prefers wants named called lives "
+    "works uses keeps always never"
+)
+_ANY_MEMORY = frozenset(_ANY_MEMORY_WORDS.split())
+
+
+def made_up(memory: str, said: str) -> bool:
+    """True when ``memory`` holds a number the person never wrote in ``said``, or words of
+    which none is theirs (a word counts by its first four letters: "lives" is "live")."""
+    if set(_DIGITS.findall(memory)) - set(_DIGITS.findall(said)):
+        return True
+    words = {w for w in _CONTENT.findall(memory.lower()) if w not in _ANY_MEMORY}
+    heard = {w[:4] for w in _CONTENT.findall(said.lower())}
+    return bool(words) and not any(w[:4] in heard for w in words)
 
 
 # --- the learner ------------------------------------------------------------------------------
@@ -561,6 +594,8 @@ class QuietLearning:
                     break
                 items = parse_memories(answer)
                 usable = [s for s in (scrub(item).strip() for item in items or ()) if s]
+                # A small model held to a list's shape may fill it with what nobody said.
+                usable = [s for s in usable if not made_up(s, text)]
                 looked_to = group[-1].seq
                 # The last piece covers the answers after it too: nothing of the person's is left.
                 group_end = last_seq if i == len(groups) - 1 else group[-1].seq

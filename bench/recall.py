@@ -26,6 +26,13 @@ a few kilobytes (notes, a table, a log) every ``--paste-every`` turns, and full-
 (``--answer-tokens`` caps them; 0, the default with ``--person``, leaves them whole). Between
 turns the bench waits for the summary being written ahead, as a person reading gives it time.
 
+With ``--person`` the person also says who they are in the first turns (``PERSON_PLANTED``:
+a name, a town, a wife, the rent, a job, two decisions), and the run prints one JSON line each
+for drop-the-oldest, "the model's summary only" (the summary's own lines, without what Conch
+kept) and Conch (last, with every figure above): the person's facts in the summary the divider
+shows, learned as memories, answered; junk memories (from a paste, or holding no planted fact);
+memories learned per fold.
+
 With the bundled model, after the chat the model is asked about each planted fact, once with
 what Conch would send next (summary, kept turns, memories) and once with drop-the-oldest's
 turns, and a fact counts as answered when the answer contains it. A 135M model answers few
@@ -65,7 +72,7 @@ if str(ROOT) not in sys.path:
 
 from app.conversation import Conversation  # noqa: E402
 from app.health import HealthLog  # noqa: E402
-from app.learning import QuietLearning  # noqa: E402
+from app.learning import QuietLearning, parse_memories  # noqa: E402
 from app.memories import MemoryBook  # noqa: E402
 from app.services import build_system_prompt, history_messages  # noqa: E402
 from app.settings import SettingsStore  # noqa: E402
@@ -90,6 +97,7 @@ from engines.base import (  # noqa: E402
     TurnInput,
 )
 from engines.context.calibrate import count_request  # noqa: E402
+from engines.context.facts import split_kept  # noqa: E402
 from engines.context.protocols import Summariser, SummaryResult  # noqa: E402
 from engines.context.session import SUMMARY_CLOSE, SUMMARY_OPEN, ApiSession  # noqa: E402
 from engines.context.summarise import ModelSummariser  # noqa: E402
@@ -220,6 +228,21 @@ PLANTED: tuple[tuple[Fact, ...], ...] = (
 )
 FACTS: tuple[Fact, ...] = tuple(f for turn in PLANTED for f in turn)
 
+# With --person, the person also says who they are, over the first turns: facts about
+# themselves that a summary and the Memory page should keep.
+PERSON_PLANTED: tuple[tuple[Fact, ...], ...] = (
+    (
+        Fact("self", "Alina Kowalczyk", "My name is Alina Kowalczyk."),
+        Fact("self", "Gdańsk", "I live in Gdańsk, near the old shipyard."),
+    ),
+    (Fact("self", "Ewa", "My wife Ewa keeps the bees on the allotment."),),
+    (Fact("self", "3,100 zloty", "Our rent is 3,100 zloty, due on the 10th of each month."),),
+    (Fact("self", "nurse", "I work as a nurse at the children's hospital."),),
+    (Fact("decision", "Thursdays", "We decided to move the piano lessons to Thursdays."),),
+    (Fact("decision", "repaint the shed", "I will repaint the shed in May."),),
+)
+PERSON_FACTS: tuple[Fact, ...] = tuple(f for turn in PERSON_PLANTED for f in turn)
+
 # What the model is asked about each fact at the end (keyed by the fact's words).
 QUESTIONS: dict[str, str] = {
     "Priya Raman": "Who chairs the garden committee?",
@@ -247,14 +270,30 @@ QUESTIONS: dict[str, str] = {
     "no pesticides": "What did we decide about pesticides?",
     "water_schedule.next_run()": "What should I check in the controller script if the pumps stop?",
 }
-assert set(QUESTIONS) == {f.key for f in FACTS}
+QUESTIONS.update(
+    {
+        "Alina Kowalczyk": "What is my name?",
+        "Gdańsk": "Which city do I live in?",
+        "Ewa": "What is my wife's name?",
+        "3,100 zloty": "How much is our rent?",
+        "nurse": "What is my job?",
+        "Thursdays": "Which day did we move the piano lessons to?",
+        "repaint the shed": "What will I do in May?",
+    }
+)
+assert set(QUESTIONS) == {f.key for f in (*FACTS, *PERSON_FACTS)}
 
 
 def chat_script(
-    turns: int, seed: int = SEED, tokens: int = MESSAGE_TOKENS, paste_every: int = 0
+    turns: int,
+    seed: int = SEED,
+    tokens: int = MESSAGE_TOKENS,
+    paste_every: int = 0,
+    person: bool = False,
 ) -> list[str]:
     """The person's messages: facts in the first ten, ordinary talk of ``tokens`` each, and
-    with ``paste_every`` a pasted text (notes, a table, a log) every that many turns after."""
+    with ``paste_every`` a pasted text (notes, a table, a log) every that many turns after;
+    with ``person``, what the person says about themselves first (``PERSON_PLANTED``)."""
     rng = random.Random(seed)
     messages: list[str] = []
     pasted = 0
@@ -268,6 +307,8 @@ def chat_script(
                 f"{parts[0]} I pasted this from our files:\n\n{paste}\n\n{rng.choice(_QUESTIONS)}"
             )
             continue
+        if person and i < len(PERSON_PLANTED):
+            parts.extend(f.sentence for f in PERSON_PLANTED[i])
         if i < len(PLANTED):
             parts.extend(f.sentence for f in PLANTED[i])
         size = sum(len(p) + 1 for p in parts)
@@ -432,6 +473,10 @@ class Outcome:
     heals: int = 0
     log: list[tuple[Message, Message]] = field(default_factory=list)
     memories: list[str] = field(default_factory=list)  # learned (with --person)
+    waiting: list[str] = field(default_factory=list)  # of those, the ones waiting for an OK
+    model_memories: list[str] = field(default_factory=list)  # what the model itself wrote
+    learned_by_turn: list[int] = field(default_factory=list)  # memories after each turn
+    fold_turns: list[int] = field(default_factory=list)  # the turn each fold came in
     system: str = ""  # the system prompt the next turn would get (memories included)
     asked: dict[str, list[str]] = field(default_factory=dict)  # policy -> facts answered
     answers: dict[str, dict[str, str]] = field(default_factory=dict)  # policy -> key -> answer
@@ -469,7 +514,15 @@ async def run_person_chat(
         summariser=timed,
         history=lambda: history_messages(store.messages(chat.id)),
     )
-    learner = QuietLearning(store, book, settings, asker(adapter, model), health=health)
+    out = Outcome()
+    plain_ask = asker(adapter, model)
+
+    async def ask(prompt: str, text: str, *, model_key: str = "") -> str | None:
+        answer = await plain_ask(prompt, text, model_key=model_key)
+        out.model_memories.extend(parse_memories(answer) or [])
+        return answer
+
+    learner = QuietLearning(store, book, settings, ask, health=health)
     conversation = Conversation(
         chat.id,
         store=store,
@@ -479,7 +532,6 @@ async def run_person_chat(
         health=health,
         system_prompt=lambda m: build_system_prompt(m, book),
     )
-    out = Outcome()
     try:
         for i, text in enumerate(script):
             answer: list[str] = []
@@ -504,9 +556,12 @@ async def run_person_chat(
             )
             # The person reads the answer and types the next message meanwhile.
             await session.wait_prepared()
+            out.learned_by_turn.append(len(book.list()))
+            out.fold_turns.extend(i for _ in range(len(out.folds) - len(out.fold_turns)))
     finally:
         await conversation.aclose()  # lets a learning run under way finish
         out.memories = [m.text for m in book.list()]
+        out.waiting = [m.text for m in book.list() if m.status == "waiting"]
         out.system = build_system_prompt(model, book)
         store.close()
         health.close()
@@ -547,8 +602,26 @@ async def ask_facts(
     return out
 
 
-async def ask_both(adapter: Recording, model: ModelInfo, outcome: Outcome) -> None:
-    """Ask about every fact with Conch's next request and with drop-the-oldest's turns."""
+def model_only(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` with the summary block holding only the model's own lines: what "the
+    model's summary only" would have sent (nothing Conch kept word for word)."""
+    out = list(messages)
+    if out and out[0].text.startswith(SUMMARY_OPEN):
+        text = out[0].text
+        end = text.find(SUMMARY_CLOSE)
+        if end >= 0:
+            body, _kept = split_kept(text[len(SUMMARY_OPEN) : end])
+            rest = text[end + len(SUMMARY_CLOSE) :].lstrip("\n")
+            block = f"{SUMMARY_OPEN}{body}\n{SUMMARY_CLOSE}\n\n" if body else ""
+            out[0] = out[0].model_copy(update={"text": block + rest})
+    return out
+
+
+async def ask_both(
+    adapter: Recording, model: ModelInfo, outcome: Outcome, facts: Sequence[Fact] = FACTS
+) -> None:
+    """Ask about every fact with Conch's next request, with drop-the-oldest's turns, and (for
+    ``--person``) with the model's summary only."""
     final = adapter.last_chat
     if final is None:
         return
@@ -561,11 +634,13 @@ async def ask_both(adapter: Recording, model: ModelInfo, outcome: Outcome) -> No
         "conch": (system, conch),
         "drop_oldest": (base, drop_oldest(outcome.log, room)),
     }
+    if facts is not FACTS:
+        policies["model_summary_only"] = (base, model_only(conch))
     for name, (sys_prompt, messages) in policies.items():
-        print(f"asking about {len(FACTS)} facts ({name})", file=sys.stderr, flush=True)
-        replies = await ask_facts(adapter.inner, model, sys_prompt, messages)
+        print(f"asking about {len(facts)} facts ({name})", file=sys.stderr, flush=True)
+        replies = await ask_facts(adapter.inner, model, sys_prompt, messages, only=facts)
         outcome.answers[name] = replies
-        outcome.asked[name] = [f.key for f in FACTS if answers(f, replies[f.key])]
+        outcome.asked[name] = [f.key for f in facts if answers(f, replies[f.key])]
 
 
 async def run_chat(
@@ -642,7 +717,7 @@ def report(
         asked[f"{policy}_answered"] = len(right)
         asked[f"{policy}_answered_share"] = _share(len(right), len(FACTS))
         asked[f"{policy}_answered_facts"] = right
-    return {
+    figures: dict[str, object] = {
         "bench": "recall",
         "model": model_name,
         "mode": "person" if options.person else "plain",
@@ -678,11 +753,96 @@ def report(
         "learn_requests": adapter.learn_requests,
         "seconds": round(seconds, 1),
     }
+    if options.person:
+        base = {
+            "bench": "recall",
+            "mode": "person",
+            "model": model_name,
+            "window": window,
+            "turns": turns,
+            "folds": len(outcome.folds),
+        }
+        figures["policies"] = person_lines(outcome, adapter, base)
+    return figures
+
+
+# Words only the pasted texts have: a memory holding one came from a paste.
+PASTE_WORDS = ("Ines", "Jonas", "irrigation", "moisture", "Adeyemi", "Brandt", "holder")
+
+
+def junk_memories(memories: Sequence[str]) -> list[str]:
+    """The memories that came from a paste, or hold no planted fact (not about the person)."""
+    planted = (*FACTS, *PERSON_FACTS)
+    out: list[str] = []
+    for memory in memories:
+        from_paste = any(w.casefold() in memory.casefold() for w in PASTE_WORDS)
+        if from_paste or not reachable(planted, memory):
+            out.append(memory)
+    return out
+
+
+def per_fold(outcome: Outcome) -> list[int]:
+    """Memories learned after each fold, until the next (or the end)."""
+    counts, turns = outcome.learned_by_turn, outcome.fold_turns
+    out: list[int] = []
+    for k, turn in enumerate(turns):
+        before = counts[turn - 1] if 0 < turn <= len(counts) else 0
+        nxt = turns[k + 1] if k + 1 < len(turns) else None
+        after = counts[nxt - 1] if nxt is not None and nxt > 0 else len(outcome.memories)
+        out.append(after - before)
+    return out
+
+
+def person_lines(
+    outcome: Outcome, adapter: Recording, base: dict[str, object]
+) -> list[dict[str, object]]:
+    """One line per policy (drop the oldest, the model's summary only, Conch): the person's
+    planted facts in the summary the divider shows, learned as memories, answered; junk."""
+    final = adapter.last_chat
+    summary, _kept = split_request(final) if final is not None else ("", "")
+    model_body, _lines = split_kept(summary)
+    every = (*FACTS, *PERSON_FACTS)
+    person = {f.key for f in PERSON_FACTS}
+    learned_by = {
+        "drop_oldest": [],
+        "model_summary_only": list(dict.fromkeys(outcome.model_memories)),
+        "conch": outcome.memories,
+    }
+    summary_of = {"drop_oldest": "", "model_summary_only": model_body, "conch": summary}
+    out: list[dict[str, object]] = []
+    for policy in ("drop_oldest", "model_summary_only", "conch"):
+        text, memories = summary_of[policy], learned_by[policy]
+        held = [f for f in PERSON_FACTS if any(reachable((f,), m) for m in memories)]
+        answered = outcome.asked.get(policy)
+        line: dict[str, object] = {
+            **base,
+            "policy": policy,
+            "person_planted": len(PERSON_FACTS),
+            "person_in_summary": len(reachable(PERSON_FACTS, text)),
+            "person_in_summary_share": _share(
+                len(reachable(PERSON_FACTS, text)), len(PERSON_FACTS)
+            ),
+            "person_learned": len(held),
+            "person_learned_share": _share(len(held), len(PERSON_FACTS)),
+            "memories": len(memories),
+            "junk_memories": len(junk_memories(memories)),
+            "junk": junk_memories(memories),
+            "all_planted": len(every),
+            "all_in_summary": len(reachable(every, text)),
+        }
+        if answered is not None:
+            line["person_answered"] = sum(1 for k in answered if k in person)
+            line["all_answered"] = len(answered)
+        if policy == "conch":
+            line["memories_waiting"] = len(outcome.waiting)
+            line["memories_per_fold"] = per_fold(outcome)
+        out.append(line)
+    return out
 
 
 async def run(options: Options) -> dict[str, object]:
     turns, window = options.turns, options.window
-    script = chat_script(turns, paste_every=options.paste_every)
+    script = chat_script(turns, paste_every=options.paste_every, person=options.person)
     started = time.monotonic()
     if options.mock:
         adapter = Recording(PoorModel(), answer_tokens=None)
@@ -723,7 +883,8 @@ async def run(options: Options) -> dict[str, object]:
             else:
                 outcome = await run_chat(adapter, timed, model, script)
             if options.ask:
-                await ask_both(adapter, model, outcome)
+                asked = (*FACTS, *PERSON_FACTS) if options.person else FACTS
+                await ask_both(adapter, model, outcome, asked)
         finally:
             await adapter.aclose()
     return report(
@@ -873,7 +1034,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"{exc} (or run with --mock)", file=sys.stderr)
         print(json.dumps({"bench": "recall", "error": str(exc)}, ensure_ascii=False))
         raise SystemExit(2) from None
+    lines = figures.pop("policies", None)
     print_table(figures)
+    if isinstance(lines, list):
+        # Drop the oldest and the model's summary only first; Conch's line, with every figure
+        # above, last (bench's one JSON object on its last line).
+        for line in lines[:-1]:
+            print(json.dumps(line, ensure_ascii=False))
+        figures = {**figures, **lines[-1]}
     print(json.dumps(figures, ensure_ascii=False))
 
 

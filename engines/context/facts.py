@@ -1,22 +1,30 @@
-"""The fact keeper: facts a person would hate to lose from a summary, kept word for word.
+"""The fact keeper: what a person would hate to lose from a summary, kept word for word, and
+the summary's four parts.
 
-A cheap model writing a summary drops the exact things people come back for: the file name,
-the amount, the date, the link. This is a deterministic pass over the folded text that finds
-those facts, and appends the ones a summary left out under a short heading. It runs on text
-that has already been scrubbed, so a secret left out stays left out; the list itself is
-scrubbed once more item by item (it is sent on every later turn), and so is a list carried
-over from an earlier summary, which may predate a scrubbing rule.
+A cheap model writing a summary drops the exact things people come back for: who they are,
+the amount, the date, the decision. This is a deterministic pass over the folded text that
+finds those facts and keeps the ones a summary left out. It runs on text that has already been
+scrubbed, so a secret left out stays left out; the kept lines are scrubbed once more (they are
+sent on every later turn), and so are lines carried over from an earlier summary.
 
-What it keeps is ranked by whose words a fact came from, then by kind. The person's own names,
-files, links, amounts, dates and decisions come first (the earliest of them first: who the
-person is and works with comes up at the start of a chat); then what the assistant said (a
-model may have made it up); then what the person pasted (a log, a table, code, an attached
-file); numbers and code names from pastes, and whatever tools returned, come last. The list is
-capped at ``FACTS_SHARE`` of the budget, counted the way tokenizers count digits (one each),
-and when the cap leaves facts out a line under the list says how many and of which kind, so
-the summary line in the chat can show it. Room left under the cap turns the person's bare facts
-into the short sentences they said them in ("Priya Raman chairs the garden committee"): a small
-model answers from those, where a bare name tells it nothing (bench.recall's control).
+What it keeps is ranked by whose words a fact came from, then by what it is about. The
+person's own statements about themselves and the people, places, money and dates of their
+life, their decisions ("we decided…", "I will…"), then their names, files, links, amounts and
+dates come first (the earliest of them first: who the person is comes up at the start of a
+chat); then what the assistant said (a model may have made it up); then what the person pasted
+(a message the chat log marks pasted, or a block that reads as a log, a table or code); what
+tools returned comes last. Each fact is kept with the few words that say what it is ("Our rent
+is 3,100 zloty, due on the 10th", not "3,100"), bare only when those do not fit. The numbers
+and dates of a pasted table or log are one line saying its shape ("Pasted: a table of 90 rows
+(date, kwh), 2026-01-01 to 2026-12-06"), never a list. The kept lines are capped at
+``FACTS_SHARE`` of the budget, counted the way tokenizers count digits (one each), and when
+the cap leaves facts out a line says how many and of which kind.
+
+The summary is always written in the seed's four parts (``SECTIONS``): what the person wants,
+what was decided or done, facts to keep, what is still open. The model's lines (when its
+summary passed ``summarise.judge``) stand plain under the part it wrote them in; the lines
+Conch kept start with "- " under the part they belong to; a part with neither says "(nothing
+noted)"; the last line says who wrote what (``compose``, read back by ``kept_parts``).
 
 Every pattern starts only at a token boundary and uses bounded or unambiguous quantifiers, so a
 huge paste costs linear time.
@@ -28,24 +36,54 @@ import bisect
 import functools
 import re
 import unicodedata
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 from engines.scrub import scrub
 from engines.window import budget
 
-HEADING = "Kept word for word:"
+HEADING = "Kept word for word:"  # an older summary's list (before the four parts): still read
 LEFT_OUT = "(Left out of this list to keep it short:"  # starts the line naming what the cap cut
-FACTS_SHARE = 0.10  # of a request's budget the kept list may take
+FACTS_SHARE = 0.20  # of a request's budget the kept lines may take
+
+# The summary's four parts, in the seed's order. Every summary shows all four, whatever the
+# model wrote: its lines under the part they belong to, plain; the lines Conch kept from the
+# chat under theirs, each starting with "- "; a part with neither says so.
+WANTS, DONE, FACTS, OPEN = 0, 1, 2, 3
+SECTIONS = ("What the person wants:", "Decided or done:", "Facts to keep:", "Still open:")
+NOTHING = "(nothing noted)"
+# The last line says who wrote what (the person reads it in the divider, the model reads it too).
+BY_BOTH = (
+    '(Plain lines are the model\'s summary; lines starting with "- " Conch kept from the chat.)'
+)
+BY_CONCH = "(Every line kept by Conch from the chat; no summary by the model is used here.)"
+BY_MODEL = "(Written by the model.)"
+TRIMMED = "(Earlier details were left out to keep this summary short.)"
+SHAPE = "Pasted: "  # starts a line saying what a pasted table or log held, not its numbers
 
 # Kinds of fact. The rank a fact is kept by comes from its kind and from whose words it is in.
 _LINK, _WHEN, _NUMBER, _CODE, _NAME, _DECISION, _SENTENCE = 0, 1, 2, 3, 4, 5, 6
+# The person's statement about themselves, what they want, what is still open, a paste's shape.
+_SELF, _WANT, _OPEN, _SHAPE = 7, 8, 9, 10
 
 # Whose words a fact is in.
 PERSON, CARRIED, ASSISTANT, PASTED, TOOL = "person", "carried", "assistant", "pasted", "tool"
 # Within a tier: decisions and names with files, links, dates and money, then numbers with a
 # unit, then code names and plain numbers.
-_KIND_ORDER = {_DECISION: 0, _SENTENCE: 0, _NAME: 0, _LINK: 0, _WHEN: 0, _NUMBER: 1, _CODE: 2}
+_KIND_ORDER = {
+    _SELF: 0,
+    _DECISION: 0,
+    _SENTENCE: 0,
+    _SHAPE: 0,
+    _NAME: 0,
+    _LINK: 0,
+    _WHEN: 0,
+    _WANT: 1,
+    _OPEN: 1,
+    _NUMBER: 1,
+    _CODE: 2,
+}
 _NOISY_KINDS = frozenset({_WHEN, _NUMBER, _CODE})  # a log's timestamps, a table's cells
 
 
@@ -158,7 +196,9 @@ _PATTERNS: tuple[tuple[int, re.Pattern[str]], ...] = (
         _WHEN,
         re.compile(
             r"(?<![\w.,])\d[\d,.]*\d?\s?"
-            r"(?:USD|EUR|GBP|JPY|CHF|CAD|AUD|INR|SEK|NOK|DKK|PLN|CNY|dollars?|euros?|pounds?)\b"
+            r"(?:USD|EUR|GBP|JPY|CHF|CAD|AUD|INR|SEK|NOK|DKK|PLN|CNY|dollars?|euros?|pounds?"
+            r"|zlotys?|złoty|zł|kronor|kroner|krona|francs?|yen|rupees?|pesos?|lira|reais|rand"
+            r"|forints?|korun[ay]?)(?!\w)"
         ),
     ),
     # dates
@@ -421,42 +461,29 @@ def _is_note(line: str) -> bool:
     return line.strip().startswith(LEFT_OUT)
 
 
-def split_kept(summary: str) -> tuple[str, list[str]]:
-    """The summary without an earlier "Kept word for word:" list (nor the line saying what it
-    left out), and that list's items."""
-    body, items, _note = kept_parts(summary)
+def split_kept(summary: str, trusted: Collection[str] | None = None) -> tuple[str, list[str]]:
+    """The summary's own words (the model's, under their parts), and the lines Conch kept
+    word for word. ``trusted``: see ``keep_facts``."""
+    body, items, _note = kept_parts(summary, trusted)
     return body, items
 
 
-def kept_parts(summary: str) -> tuple[str, list[str], str]:
-    """(the summary's own words, the items kept word for word, the line saying what the cap
+def kept_parts(summary: str, trusted: Collection[str] | None = None) -> tuple[str, list[str], str]:
+    """(the summary's own words, the lines kept word for word, the line saying what the cap
     left out or "")."""
-    lines = summary.rstrip().splitlines()
-    note = next((x.strip() for x in lines if _is_note(x)), "")
-    lines = [x for x in lines if not _is_note(x)]
-    for i, line in enumerate(lines):
-        if line.strip() == HEADING:
-            items: list[str] = []
-            j = i + 1
-            while j < len(lines) and lines[j].lstrip().startswith("- "):
-                items.append(lines[j].strip()[2:].strip())
-                j += 1
-            rest = lines[:i] + lines[j:]
-            return "\n".join(rest).rstrip(), [x for x in items if x], note
-    return "\n".join(lines).rstrip(), [], note
-
-
-def _block(items: list[str], note: str = "") -> str:
-    block = HEADING + "\n" + "\n".join(f"- {x}" for x in items)
-    return f"{block}\n{note}" if note else block
+    model, items, note = _parse(summary, trusted)
+    body = "\n".join("\n".join([SECTIONS[i], *lines]) for i, lines in enumerate(model) if lines)
+    return body, items, note
 
 
 # --- whose words: the person's, the assistant's, pasted, a tool's -----------------------------
 
 # The lines ``summarise.render`` writes: each message starts with who said it.
 _SPEAKER = re.compile(
-    r"(?m)^(?:(Person)|(Assistant)(?: used [^:\n]{1,80})?|(Tool result)(?: \([^)\n]{0,80}\))?): "
+    r"(?m)^(?:(Person)( \(pasted\))?|(Assistant)(?: used [^:\n]{1,80})?"
+    r"|(Tool result)(?: \([^)\n]{0,80}\))?): "
 )
+PASTED_SPEAKER = "Person (pasted): "  # a person message the chat log marks pasted or attached
 _FENCE = re.compile(r"^\s{0,3}(?:```|~~~)")
 _FRAME_OPEN = re.compile(r"^\s*<attached-file\b")
 _FRAME_CLOSE = re.compile(r"</attached-file>\s*$")
@@ -542,9 +569,10 @@ class _Origins:
         speakers = list(_SPEAKER.finditer(text))
         for k, m in enumerate(speakers):
             end = speakers[k + 1].start() if k + 1 < len(speakers) else len(text)
-            who = PERSON if m.group(1) else ASSISTANT if m.group(2) else TOOL
+            who = (PASTED if m.group(2) else PERSON) if m.group(1) else ASSISTANT
+            who = TOOL if m.group(4) else who
             self._mark(m.start(), who)
-            if who == TOOL:
+            if who in (TOOL, PASTED):
                 continue
             long_message = end - m.end() >= _LONG_MESSAGE
             for b_start, b_end, fenced in _blocks(text, m.end(), end):
@@ -569,6 +597,13 @@ class _Origins:
     def at(self, pos: int) -> str:
         return self.origins[bisect.bisect_right(self.starts, pos) - 1]
 
+    def spans(self, *kinds: str) -> list[tuple[int, int]]:
+        """The (start, end) of each stretch in ``kinds`` of words (end -1: the text's end)."""
+        ends = [*self.starts[1:], -1]
+        return [
+            (s, e) for s, e, o in zip(self.starts, ends, self.origins, strict=True) if o in kinds
+        ]
+
     def typed(self) -> list[tuple[int, int, str]]:
         """The spans the person typed, and an earlier list's items: (start, end, origin)."""
         ends = [*self.starts[1:], -1]
@@ -579,11 +614,43 @@ class _Origins:
         ]
 
 
-# A decision in the person's own words: "we decided …", "I'll go with …", "decision: …".
+# A decision in the person's own words: "we decided …", "I'll go with …", "I will …".
 _DECIDED = re.compile(
     r"(?i)\b(?:we|i|they)(?:'ve|’ve| have)?\s+(?:decided|agreed|chose|settled on|opted)\b"
     r"|\b(?:let'?s|let’s|we(?:'ll|’ll| will)|i(?:'ll|’ll| will))\s+go\s+with\b"
+    r"|\b(?:i|we)\s+will\s+(?!be\b|have\b|see\b|try\b|think\b|let\b|need\b)\w+"
     r"|\bdecision\s*:"
+)
+# What the person says about themselves and the people, places, money and dates of their life.
+_RELATIONS = (
+    r"wife|husband|partner|fianc[eé]e?|spouse|son|daughter|kids|children|child|boyfriend|"
+    r"girlfriend|mother|mum|mom|father|dad|parents|brother|sister|boss|manager|dog|cat|"
+    r"landlord|landlady|doctor|rent|mortgage|salary|budget|deadline|birthday|address|flat|"
+    r"house|team|company|employer|school|neighbou?r"
+)
+_SELF_RE = re.compile(
+    r"(?i)\bmy\s+name\s+is\b|\bi(?:['’]m|\s+am)\s+called\b|\bcall\s+me\s+[A-Z]"
+    r"|\bi\s+live\s+(?:in|at|on|near)\b|\bi(?:['’]m|\s+am)\s+(?:from|based\s+in|living\s+in)\b"
+    r"|\bi\s+(?:work|study)\s+(?:as|at|for|in)\b|\bi(?:['’]m|\s+am)\s+(?:a|an)\s+\w+"
+    r"|\bi(?:['’]m|\s+am)\s+allergic\b|\bi\s+(?:was\s+born|grew\s+up)\b"
+    rf"|\b(?:my|our)\s+(?:{_RELATIONS})\b"
+)
+# What the person wants, and what they say is still open.
+_WANTS_RE = re.compile(
+    r"(?i)\b(?:i|we)(?:['’]d|\s+would)?\s+(?:want|need|would\s+like|like\s+to|hope)\s+to\b"
+    r"|\b(?:i|we)(?:['’]m|\s+am|['’]re|\s+are)\s+(?:trying|looking|planning|hoping)\s+to\b"
+    r"|\b(?:my|our)\s+(?:goal|aim|plan)\s+is\b|\bhelp\s+me\s+\w+"
+)
+_OPEN_RE = re.compile(
+    r"(?i)\bstill\s+(?:need|have\s+to|waiting|open|undecided|to\s+\w+)\b|\bnot\s+(?:yet\s+)?"
+    r"(?:decided|sure|booked|sorted)\b|\bhaven['’]t\s+(?:yet\s+)?(?:decided|found|booked|chosen|"
+    r"heard)\b|\byet\s+to\b|\bnext\s+step\b|\bto\s+do\s*:|\bopen\s+question\b"
+)
+_SAID_KINDS = (
+    (_DECIDED, _DECISION, 0),
+    (_SELF_RE, _SELF, 0),
+    (_WANTS_RE, _WANT, 2),  # the first two: the person's aim is said early
+    (_OPEN_RE, _OPEN, -2),  # the last two: what is open now
 )
 _DECISION_CHARS = 200  # a decision longer than this is kept from its start, cut at a word
 _SENTENCE_END = ".!?;"  # followed by a space (so "v2.4.1" is one word), or a line's end
@@ -596,30 +663,50 @@ def _ends_sentence(text: str, at: int) -> bool:
     return text[at] in _SENTENCE_END and (at + 1 >= len(text) or text[at + 1].isspace())
 
 
-def _decisions(text: str, origins: _Origins) -> list[Fact]:
-    """The sentences where the person says what was decided, word for word."""
+def _sentence_at(
+    text: str, m_start: int, m_end: int, span_start: int, span_end: int
+) -> tuple[int, str]:
+    """(where it starts, the sentence around ``text[m_start:m_end]``), within the span."""
+    start = m_start
+    floor = max(span_start, start - _DECISION_CHARS)
+    while start > floor and not _ends_sentence(text, start - 1):
+        start -= 1
+    while start < m_start and text[start].isspace():
+        start += 1
+    head = _SPEAKER.match(text, start)
+    if head is not None:
+        start = head.end()
+    stop = m_end
+    ceiling = min(span_end, start + _DECISION_CHARS)
+    while stop < ceiling and not _ends_sentence(text, stop):
+        stop += 1
+    sentence = text[start:stop].strip()
+    if stop >= ceiling and stop < span_end and not _ends_sentence(text, stop):
+        sentence = sentence.rsplit(" ", 1)[0]  # cut at a word, not inside one
+    return start, sentence
+
+
+def _said(text: str, origins: _Origins) -> list[Fact]:
+    """The sentences of the person's own words that say what was decided, something about
+    themselves, what they want or what is still open, word for word."""
     out: list[Fact] = []
-    for span_start, span_end, origin in origins.typed():
-        end_of_span = len(text) if span_end < 0 else span_end
-        for m in _DECIDED.finditer(text, span_start, end_of_span):
-            start = m.start()
-            floor = max(span_start, start - _DECISION_CHARS)
-            while start > floor and not _ends_sentence(text, start - 1):
-                start -= 1
-            while start < m.start() and text[start].isspace():
-                start += 1
-            head = _SPEAKER.match(text, start)
-            if head is not None:
-                start = head.end()
-            stop = m.end()
-            ceiling = min(end_of_span, start + _DECISION_CHARS)
-            while stop < ceiling and not _ends_sentence(text, stop):
-                stop += 1
-            sentence = text[start:stop].strip()
-            if stop >= ceiling and stop < end_of_span and not _ends_sentence(text, stop):
-                sentence = sentence.rsplit(" ", 1)[0]  # cut at a word, not inside one
-            if len(sentence) >= 8 and _usable(sentence):
-                out.append(Fact(sentence, _DECISION, start, origin))
+    for pattern, kind, keep in _SAID_KINDS:
+        of_kind: list[Fact] = []
+        seen: set[int] = set()
+        for span_start, span_end, origin in origins.typed():
+            end_of_span = len(text) if span_end < 0 else span_end
+            for m in pattern.finditer(text, span_start, end_of_span):
+                start, sentence = _sentence_at(text, m.start(), m.end(), span_start, end_of_span)
+                if start in seen or sentence.endswith("?"):
+                    continue  # a question says nothing about the person yet
+                seen.add(start)
+                if len(sentence) >= 8 and _usable(sentence):
+                    of_kind.append(Fact(sentence, kind, start, origin))
+        if keep > 0:
+            of_kind = of_kind[:keep]
+        elif keep < 0:
+            of_kind = of_kind[keep:]
+        out.extend(of_kind)
     return out
 
 
@@ -665,6 +752,7 @@ class _Packer:
         self.limit_chars = limit_chars
         self.limit_tokens = limit_tokens
         self.chosen: list[list[Any]] = []
+        # The parts' headings and the line saying who wrote what count in the summary's cap.
         self.size, self.tokens = len(HEADING), list_tokens(HEADING + "\n")
         self._hay = _haystack("")
 
@@ -682,6 +770,21 @@ class _Packer:
         chars, cost = _cost(fact.text)
         self.chosen.append([fact, fact.text])
         self._count(chars, cost)
+
+    def try_line(self, fact: Fact, line: str) -> bool:
+        """Keep ``fact`` by ``line`` if it fits (the lines it holds go); whether it did."""
+        hay = _haystack(line)
+        inside = [e for e in self.chosen if _present(e[1], hay)]
+        entry = [fact, fact.text]
+        chars, tokens = self.widening(entry, line, inside)
+        chars, tokens = chars + _cost(fact.text)[0], tokens + _cost(fact.text)[1]
+        if not self.fits(chars, tokens):
+            return False
+        self.chosen.append(entry)
+        entry[1] = line
+        self.chosen[:] = [e for e in self.chosen if not any(e is x for x in inside)]
+        self._count(chars, tokens)
+        return True
 
     def pop(self) -> None:
         """The least important line goes."""
@@ -716,7 +819,9 @@ def _candidates(
     earlier: list[str], folded_text: str, minor_text: str
 ) -> tuple[dict[str, Fact], _Origins]:
     """Every fact the list may keep (an earlier list's items, the folded text's facts and
-    decisions, then what only tools returned), and whose words each position is in."""
+    the person's sentences, then what only tools returned), and whose words each position is
+    in. The numbers and dates of a pasted table or log, and of a tool's result, come as one
+    line saying what it held (``_shapes``), not one by one."""
     # Items an earlier pass kept stay candidates even if this text no longer holds them.
     found: dict[str, Fact] = {}
     for i, item in enumerate(earlier):
@@ -731,19 +836,87 @@ def _candidates(
         at = 0
         for line in folded_text[: first.start()].split("\n"):
             item = line.strip().removeprefix("- ").strip()
-            if _usable(item) and item != HEADING and not _is_note(item):
+            if item in _OWN_LINES or _PART_RE.match(item) or _is_note(item):
+                pass  # a summary's own frame, not a fact
+            elif _usable(item):
                 _add(found, Fact(item, _rank_of(item), at - first.start(), CARRIED))
             at += len(line) + 1
-    for fact in _facts(folded_text):
-        _add(found, Fact(fact.text, fact.rank, fact.pos, origins.at(fact.pos)))
-    for fact in _decisions(folded_text, origins):
+    # A shape line an earlier pass kept stays whole: its dates are not facts of their own.
+    # A message shortened for the summary says how much it left out: not a fact.
+    scanned = _CUT_MARK.sub(lambda m: " " * len(m.group(0)), folded_text)
+    if first is not None:
+        head = _SHAPE_LINE.sub(lambda m: " " * len(m.group(0)), folded_text[: first.start()])
+        scanned = head + scanned[first.start() :]
+    facts = [Fact(f.text, f.rank, f.pos, origins.at(f.pos)) for f in _facts(scanned)]
+    shapes, shaped = _shapes(folded_text, origins.spans(PASTED, TOOL), facts, 0)
+    for fact in facts:
+        if fact.pos not in shaped:
+            _add(found, fact)
+    for fact in [*_said(folded_text, origins), *shapes]:
         _add(found, fact)
     if minor_text:
         offset = len(folded_text) + 1
-        for fact in _facts(minor_text):
-            if _norm(fact.text) not in found:
-                _add(found, Fact(fact.text, fact.rank, offset + fact.pos, TOOL))
+        minor = [Fact(f.text, f.rank, offset + f.pos, TOOL) for f in _facts(minor_text)]
+        entries = [(m.start(), -1) for m in _SPEAKER.finditer(minor_text)] or [(0, -1)]
+        bounds = [
+            (s, entries[i + 1][0] if i + 1 < len(entries) else -1)
+            for i, (s, _e) in enumerate(entries)
+        ]
+        shapes, shaped = _shapes(minor_text, bounds, minor, offset)
+        for fact in [*minor, *shapes]:
+            if fact.pos not in shaped and _norm(fact.text) not in found:
+                _add(found, fact)
     return found, origins
+
+
+_CUT_MARK = re.compile(r"\[… [\d,]+ characters left out …\]")
+_SHAPE_LINE = re.compile(r"(?m)^(?:- )?(?:Pasted|Tool result): [^\n]*$")
+SHAPE_MIN = 6  # a pasted block with this many numbers and dates is described, not listed
+_ISO_DAY = re.compile(r"(?<!\d)(\d{4}-\d{2}-\d{2})(?!\d)")
+_CELLS = re.compile(r"[,|\t;]")
+
+
+def _shapes(
+    text: str, spans: list[tuple[int, int]], facts: list[Fact], offset: int
+) -> tuple[list[Fact], set[int]]:
+    """One line for each pasted block (or tool result) holding ``SHAPE_MIN`` numbers and dates
+    or more ("Pasted: a table of 90 rows (date, kwh), 2026-01-01 to 2026-12-31"), and the
+    positions of the facts it stands for. ``facts``' positions are ``offset`` past ``text``'s."""
+    out: list[Fact] = []
+    shaped: set[int] = set()
+    noisy = [f for f in facts if f.rank in _NOISY_KINDS]
+    starts = [f.pos - offset for f in noisy]
+    for start, end in spans:
+        stop = len(text) if end < 0 else end
+        lo, hi = bisect.bisect_left(starts, start), bisect.bisect_left(starts, stop)
+        inside = noisy[lo:hi]
+        if len(inside) < SHAPE_MIN:
+            continue
+        block = text[start:stop]
+        head = _SPEAKER.match(block)
+        if head is not None:
+            block = block[head.end() :]
+        lines = [x.strip() for x in block.splitlines() if x.strip()]
+        logged = sum(1 for x in lines if _LOG_START.match(x))
+        tabled = sum(1 for x in lines if _CELLS.search(x) and any(c.isdigit() for c in x))
+        columns = ""
+        if lines and _CELLS.search(lines[0]) and not any(c.isdigit() for c in lines[0]):
+            cells = [c.strip() for c in _CELLS.split(lines[0]) if c.strip()]
+            columns = f" ({', '.join(cells[:6])}{', …' if len(cells) > 6 else ''})"
+            lines = lines[1:]
+        if 2 * logged >= len(lines):
+            what = f"a log of {len(lines)} lines"
+        elif 2 * tabled >= len(lines):
+            what = f"a table of {len(lines)} rows{columns}"
+        else:
+            what = f"{len(lines)} lines with {len(inside)} numbers and dates"
+        days = sorted(set(_ISO_DAY.findall(block)))
+        when = f", {days[0]} to {days[-1]}" if len(days) > 1 else ""
+        label = "Tool result" if head is not None and head.group(4) else "Pasted"
+        line = scrub(f"{label}: {what}{when}")[:200]
+        out.append(Fact(line, _SHAPE, offset + start, PASTED if label == "Pasted" else TOOL))
+        shaped.update(f.pos for f in inside)
+    return out, shaped
 
 
 def _note_room(packer: _Packer, order: list[Fact]) -> str:
@@ -771,7 +944,7 @@ def _in_sentences(
     note_tokens = list_tokens(note + "\n") if note else 0
     for entry in list(packer.chosen):
         fact = entry[0]
-        if entry not in packer.chosen or fact.rank == _DECISION:
+        if entry not in packer.chosen or fact.rank in (_DECISION, _SELF, _WANT, _OPEN, _SHAPE):
             continue
         if fact.origin == PERSON:
             sentence = _sentence_around(folded_text, fact, origins)
@@ -793,20 +966,23 @@ def keep_facts(
     *,
     minor_text: str = "",
     limit_tokens: int | None = None,
+    trusted: Collection[str] | None = None,
 ) -> str:
-    """``summary`` with every fact from ``folded_text`` it left out appended under
-    "Kept word for word:".
+    """``summary`` in its four parts, with the facts of ``folded_text`` it left out kept.
 
     ``folded_text`` is the folded turns as ``summarise.render`` writes them ("Person: …",
-    "Assistant: …", "Tool result: …"; text before the first of those is an earlier list's
-    items); text without those marks counts as the person's. The appended block (heading
-    and the line naming what was left out included) is at most ``limit_chars`` long and, when
-    given, ``limit_tokens`` (digits counted one a token). What goes first when everything
-    does not fit: see the module's docstring. Facts found only in ``minor_text`` (what tools
-    returned) come last. An earlier "Kept word for word:" list in ``summary`` is merged, not
-    repeated. The texts must already be scrubbed: this only ever copies from them.
+    "Person (pasted): …", "Assistant: …", "Tool result: …"; text before the first of those is
+    an earlier list's items); text without those marks counts as the person's. The kept lines
+    (and the line naming what was left out) are at most ``limit_chars`` long and, when given,
+    ``limit_tokens`` (digits counted one a token). What goes first when everything does not
+    fit: see the module's docstring. Facts found only in ``minor_text`` (what tools returned)
+    come last. The lines an earlier pass kept in ``summary`` are merged, not repeated;
+    ``trusted``: when ``summary`` is a model's reply, the kept lines it may have copied from
+    the summary it was given (its other "- " lines are its own words). The texts must
+    already be scrubbed: this only ever copies from them.
     """
-    body, earlier = split_kept(summary)
+    model, earlier, _note = _parse(summary, trusted)
+    body = "\n".join(x for part in model for x in part)
     found, origins = _candidates(earlier, folded_text, minor_text)
     candidates = sorted(found.values(), key=lambda f: f.pos)
     haystack = _haystack(body)
@@ -814,7 +990,7 @@ def keep_facts(
         f for f in candidates if not _present(f.text, haystack) and scrub(f.text) == f.text
     ]  # the list goes out on every turn: never a secret in it
     if not missing or limit_chars <= len(HEADING) + 4:
-        return body
+        return compose(model, [], "")
     # Most important first; the person's earliest words first (who they are, who they work
     # with), elsewhere the newest (likelier to matter next).
     order = sorted(
@@ -822,11 +998,18 @@ def keep_facts(
         key=lambda f: (f.tier, _KIND_ORDER.get(f.rank, 2), f.pos if f.tier <= 1 else -f.pos),
     )
     packer = _Packer(limit_chars, limit_tokens if limit_tokens is not None else 1 << 30)
-    # An earlier list's sentences first count as the bare facts they hold (which are
-    # candidates of their own), so old sentences never crowd out new facts; they come back
-    # whole below while there is room.
+    sentences = [f.text for f in order if f.rank == _SENTENCE]
+    # An earlier list's sentences first count as the facts they hold (which are candidates of
+    # their own), so old sentences never crowd out new facts. Each fact is kept with the few
+    # words around it that say what it is ("rent 3,100 zloty due on the 10th"), bare only when
+    # those do not fit.
     for fact in order:
-        if not packer.covered(fact) and fact.rank != _SENTENCE and packer.fits(*_cost(fact.text)):
+        if packer.covered(fact) or fact.rank == _SENTENCE:
+            continue
+        line = _line_for(fact, folded_text, origins, sentences)
+        if line != fact.text and scrub(line) == line and packer.try_line(fact, line):
+            continue
+        if packer.fits(*_cost(fact.text)):
             packer.add(fact)
     note = _note_room(packer, order)
     _in_sentences(packer, order, folded_text, origins, note)
@@ -840,26 +1023,184 @@ def keep_facts(
             note = f"{LEFT_OUT} {len(left)} more.)"
         else:
             note = _left_out(left)
-    if not packer.chosen:
-        return body
     lines_kept: list[str] = []
     for _fact, line in sorted(packer.chosen, key=lambda e: e[0].pos):
         if line not in lines_kept:
             lines_kept.append(line)
-    block = _block(lines_kept, note)
-    return f"{body}\n\n{block}" if body else block
+    return compose(model, lines_kept, note)
+
+
+_PHRASE_CHARS = 110  # a sentence up to this long is kept whole with its fact
+_PHRASE_WORDS = 5  # else this many words either side of it, within its sentence
+
+
+def _line_for(fact: Fact, text: str, origins: _Origins, sentences: list[str]) -> str:
+    """The line that keeps ``fact`` with the words that say what it is: its short sentence,
+    a few words either side, the earlier line that held it, or the fact itself."""
+    if fact.rank in (_DECISION, _SELF, _WANT, _OPEN, _SHAPE, _SENTENCE):
+        return fact.text
+    if fact.origin == PERSON:
+        found = _sentence_around(text, fact, origins, _PHRASE_CHARS) or _words_around(
+            text, fact, origins
+        )
+        return found or fact.text
+    if fact.origin in (ASSISTANT, PASTED):  # never a bare number: the words beside it
+        return _words_around(text, fact, origins) or fact.text
+    if fact.origin == CARRIED:
+        hay = [
+            x for x in sentences if len(x) <= _CONTEXT_CHARS and _present(fact.text, _haystack(x))
+        ]
+        return hay[0] if hay else fact.text
+    return fact.text
+
+
+def _words_around(text: str, fact: Fact, origins: _Origins) -> str | None:
+    """``fact`` with up to ``_PHRASE_WORDS`` words either side, within its sentence and its
+    speaker's words."""
+    pos, end = fact.pos, fact.pos + len(fact.text)
+    if end > len(text) or text[pos:end] != fact.text:
+        return None
+    who = origins.at(pos)
+    left = text[max(0, pos - 80) : pos]
+    for stop in ("\n", ". ", "! ", "? ", "; ", ": "):
+        at = left.rfind(stop)
+        if at >= 0:
+            left = left[at + len(stop) :]
+    head = _SPEAKER.match(left)
+    if head is not None:
+        left = left[head.end() :]
+    right = text[end : end + 80]
+    cut = min(
+        (i for i in (right.find(x) for x in ("\n", ". ", "! ", "? ", "; ")) if i >= 0),
+        default=len(right),
+    )
+    right = right[:cut]
+    before = left.split()[-_PHRASE_WORDS:] if left.strip() else []
+    after = [w for w in right.split() if any(c.isalnum() for c in w)][:_PHRASE_WORDS]
+    if not before and not after:
+        return None
+    start = pos - len(" ".join(before)) - (1 if before else 0)
+    if origins.at(max(0, start)) != who or origins.at(max(pos, end + len(right) - 1)) != who:
+        return None
+    phrase = _clean(" ".join([*before, fact.text]) + (" " + " ".join(after) if after else ""))
+    return phrase if fact.text in phrase else None
+
+
+# --- the summary's four parts ------------------------------------------------------------------
+
+_PART_RE = re.compile(
+    r"^[\s#*_>•-]*(what the person wants|decided or done|facts to keep|still open)\b"
+    r"[^:\n]{0,60}:[\s*_]*(.*)$",
+    re.IGNORECASE,
+)
+_PARTS = {x.lower().rstrip(":"): i for i, x in enumerate(SECTIONS)}
+_OWN_LINES = frozenset({BY_BOTH, BY_CONCH, BY_MODEL, TRIMMED, NOTHING, HEADING})
+
+
+def _parse(
+    summary: str, trusted: Collection[str] | None = None
+) -> tuple[list[list[str]], list[str], str]:
+    """(the model's lines under each of the four parts, the lines Conch kept, the line naming
+    what was left out). ``trusted``: see ``keep_facts`` (None: every "- " line is Conch's)."""
+    model: list[list[str]] = [[], [], [], []]
+    kept: list[str] = []
+    note = ""
+    part = DONE  # a model's summary without parts says what happened
+    in_old_list = False
+    trusted_keys = None if trusted is None else {_norm(x) for x in trusted}
+    for raw in summary.splitlines():
+        line = raw.strip()
+        if not line or line in _OWN_LINES:
+            in_old_list = in_old_list and line == HEADING
+            if line == HEADING:
+                in_old_list = True
+            continue
+        if _is_note(line):
+            note = line
+            continue
+        m = _PART_RE.match(line)
+        if m is not None:
+            part = _PARTS[m.group(1).lower()]
+            in_old_list = False
+            rest = m.group(2).strip()
+            if rest and rest != NOTHING:
+                model[part].append(rest)
+            continue
+        if line.startswith("- ") or line.startswith("-\t"):
+            item = line[2:].strip()
+            if not item:
+                continue
+            if in_old_list or trusted_keys is None or _norm(item) in trusted_keys:
+                kept.append(item)
+                continue
+            line = item  # the model's own bullet: its words
+        else:
+            in_old_list = False
+        model[part].append(line.lstrip("*• ").strip())
+    return [[x for x in p if x] for p in model], kept, note
+
+
+def _part_of(line: str) -> int:
+    """Which of the four parts a kept line belongs under."""
+    if line.startswith(SHAPE) or line.startswith("Tool result: "):
+        return FACTS
+    if _DECIDED.search(line):
+        return DONE
+    if _SELF_RE.search(line):
+        return FACTS
+    if _OPEN_RE.search(line):
+        return OPEN
+    if _WANTS_RE.search(line):
+        return WANTS
+    return FACTS
+
+
+def compose(model: list[list[str]], kept: list[str], note: str, trimmed: bool = False) -> str:
+    """The summary as the divider shows it and the model reads it: the four parts, the
+    model's lines plain, Conch's kept lines after "- ", and who wrote what ("" when there is
+    nothing at all)."""
+    if not any(model) and not kept:
+        return ""
+    kept_in: list[list[str]] = [[], [], [], []]
+    for line in kept:
+        kept_in[_part_of(line)].append(line)
+    out = [TRIMMED] if trimmed else []
+    for i, head in enumerate(SECTIONS):
+        lines = [*model[i], *(f"- {x}" for x in kept_in[i])]
+        if i == FACTS and note:
+            lines.append(note)
+        if model[i]:  # the model's first line goes beside the heading, as a model writes it
+            out.extend([f"{head} {lines[0]}", *lines[1:]])
+        else:
+            out.extend([head, *lines] if lines else [f"{head} {NOTHING}"])
+    by_model, by_conch = any(model), bool(kept)
+    out.append(BY_BOTH if by_model and by_conch else BY_CONCH if by_conch else BY_MODEL)
+    return "\n".join(out)
+
+
+def parts(summary: str) -> tuple[list[list[str]], list[str], str, bool]:
+    """(the model's lines under each part, Conch's kept lines, the left-out line, whether an
+    earlier trim left details out) of a summary this module wrote (or an older one)."""
+    model, kept, note = _parse(summary)
+    return model, kept, note, TRIMMED in summary.splitlines()
 
 
 _CONTEXT_CHARS = 140  # a sentence longer than this is not kept whole; its fact is, bare
 
 
-def _sentence_around(text: str, fact: Fact, origins: _Origins) -> str | None:
-    """The sentence of the person's own words that ``fact`` is in, when it is short."""
+def _sentence_around(
+    text: str, fact: Fact, origins: _Origins, limit: int = _CONTEXT_CHARS
+) -> str | None:
+    """The sentence of the person's (or the assistant's) own words that ``fact`` is in, when
+    it is at most ``limit`` characters."""
     pos = fact.pos
-    if pos >= len(text) or origins.at(pos) != PERSON:
+    if pos >= len(text):
+        return None
+    who = origins.at(pos)
+    if who not in (PERSON, ASSISTANT):
         return None
     start, stop = pos, pos + len(fact.text)
-    floor = max(0, pos - _CONTEXT_CHARS)
+    floor = max(0, pos - limit)
     while start > floor and not _ends_sentence(text, start - 1):
         start -= 1
     if start == floor and start > 0 and not _ends_sentence(text, start - 1):
@@ -867,12 +1208,12 @@ def _sentence_around(text: str, fact: Fact, origins: _Origins) -> str | None:
     head = _SPEAKER.match(text, start)
     if head is not None:
         start = head.end()
-    ceiling = min(len(text), start + _CONTEXT_CHARS + 1)
+    ceiling = min(len(text), start + limit + 1)
     while stop < ceiling and not _ends_sentence(text, stop):
         stop += 1
     if stop >= ceiling and stop < len(text):
         return None
-    if origins.at(start) != PERSON or origins.at(max(start, stop - 1)) != PERSON:
+    if origins.at(start) != who or origins.at(max(start, stop - 1)) != who:
         return None
     sentence = _clean(text[start:stop])
     if fact.text not in sentence or sentence == fact.text or "\n" in sentence:
@@ -882,8 +1223,16 @@ def _sentence_around(text: str, fact: Fact, origins: _Origins) -> str | None:
 
 def _rank_of(item: str) -> int:
     """The kind of a fact seen on its own (an item of an earlier list, a backticked span)."""
+    if item.startswith(SHAPE) or item.startswith("Tool result: "):
+        return _SHAPE
     if _DECIDED.search(item):
         return _DECISION
+    if _SELF_RE.search(item):
+        return _SELF
+    if _OPEN_RE.search(item):
+        return _OPEN
+    if _WANTS_RE.search(item) and item.count(" ") >= 3:
+        return _WANT
     if item.count(" ") >= 3:
         return _SENTENCE  # a fact kept with the words it was said in
     found: dict[str, Fact] = {}

@@ -9,8 +9,10 @@ result (name): ..."), scrubbed of secrets, and cut into pieces small enough that
 ever exceeds the summarising model's window. Each piece is folded into the summary so far. A
 reply that is not a summary (a refusal, a tool call, nothing, an echo, a runaway, a word or
 line over and over, code or markup, another language than the chat's, names and numbers the
-chat never had) is thrown away and the next model tries. The fact keeper then appends, word
-for word, any name, number, date, amount, path or link the summary left out.
+chat never had, a bare list of numbers) is thrown away and the next model tries. The fact
+keeper then writes the summary in its four parts, keeping word for word the person's own
+statements and every name, number, date, amount, path or link the summary left out
+(``engines.context.facts``).
 
 A summary is a help, never a gate: provider failures and timeouts give ``text=None`` with the
 reason in words, never an exception. The one exception is ``GaveWayError``: a summary written in
@@ -30,7 +32,14 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from engines.base import Event, Message, ModelInfo, TextDelta, ToolCall, Usage
-from engines.context.facts import HEADING, facts_cap, keep_facts, split_kept
+from engines.context.facts import (
+    PASTED_SPEAKER,
+    compose,
+    facts_cap,
+    keep_facts,
+    parts,
+    split_kept,
+)
 from engines.context.protocols import SummaryResult
 from engines.local.gate import GaveWayError
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError, closing_stream
@@ -46,7 +55,7 @@ ANSWER_MAX = 1_024  # tokens a summary reply may take
 ANSWER_MIN = 128
 MIN_PIECE_TOKENS = 150  # below this a window cannot hold a useful piece
 SMALL_WINDOW_CHARS = 6_000  # a summary for an 8K model stays under this
-FACTS_MAX_CHARS = 3_000  # the "Kept word for word" list never grows past this
+FACTS_MAX_CHARS = 3_000  # the lines Conch keeps word for word never grow past this
 MESSAGE_CHARS = 24_000  # so is anything else longer than a whole piece
 OVERHEAD_TOKENS = 48  # chat template, role markers, the frame's own words
 
@@ -480,6 +489,21 @@ def _invented(body: str, source: str) -> bool:
     return n >= 5 or (n >= INVENTED_TOLERANCE and n * 4 > len(seen))
 
 
+def _bare_list(body: str) -> bool:
+    """True when the reply is a list of numbers, dates or amounts with hardly a word to say
+    what they are."""
+    tokens = _TOKEN.findall(body)
+    if len(tokens) < 5:
+        return False
+    numeric = sum(any(c.isdigit() for c in t) for t in tokens)
+    worded = sum(len(t) >= 3 and t.isalpha() for t in tokens)
+    if numeric >= 5 and worded * 3 < numeric:
+        return True
+    lines = [x.strip().lstrip("-*• ").strip() for x in body.splitlines() if x.strip()]
+    bare = [x for x in lines if any(c.isdigit() for c in x) and len(_WORD.findall(x)) <= 1]
+    return len(lines) >= 4 and len(bare) * 10 >= len(lines) * 6
+
+
 def judge(
     reply: str, piece: str, previous: str, answer_tokens: int, focus: str = ""
 ) -> tuple[str | None, str]:
@@ -503,7 +527,10 @@ def judge(
         if len(_WORD.findall(text)) < 3:
             return None, "repeated the request's frame instead of summarising"
     source = "\n".join((piece, previous, focus))
-    body, _kept = split_kept(text)
+    # Lines copied from the summary it was given are not the model's own words.
+    body, _kept = split_kept(text, trusted=split_kept(previous)[1])
+    if _bare_list(body):
+        return None, "wrote a bare list instead of a summary"
     if _markup(text, source):
         return None, "wrote code or markup the chat never had"
     # "[secret left out]" is Conch's own and may stand many times in a fair summary.
@@ -513,7 +540,7 @@ def judge(
         return None, "wrote in another language than the chat's"
     if _invented(body, source):
         return None, "named people, places or numbers the chat never mentioned"
-    if _off_topic(text, piece + "\n" + previous):
+    if _off_topic(body, piece + "\n" + previous):
         return None, "wrote about something the chat never mentioned"
     return text, ""
 
@@ -533,52 +560,77 @@ def summary_cap(window: int) -> tuple[int, int]:
     return cap_tokens, cap_chars
 
 
-_TRIMMED = "(Earlier details were left out to keep this summary short.)"
-
-
 def fit(summary: str, cap_tokens: int, cap_chars: int) -> str:
-    """``summary`` within the cap: the kept facts stay, and the newest lines of the rest."""
+    """``summary`` within the cap, still in its four parts: the kept lines stay (the earliest
+    first, at most half the cap), and the newest of the model's lines."""
     if len(summary) <= cap_chars and estimate_tokens(summary) <= cap_tokens:
         return summary
-    body, kept = split_kept(summary)
-    body = body.replace(_TRIMMED, "").strip()  # a model may have copied an earlier note
-    block = (HEADING + "\n" + "\n".join(f"- {x}" for x in kept)) if kept else ""
-    while block and (len(block) > cap_chars // 2 or estimate_tokens(block) > cap_tokens // 2):
-        kept = kept[1:]  # the oldest kept facts go first
-        block = (HEADING + "\n" + "\n".join(f"- {x}" for x in kept)) if kept else ""
-    note = _TRIMMED
-    room_chars = cap_chars - len(block) - len(note) - 4
-    room_tokens = cap_tokens - estimate_tokens(block) - estimate_tokens(note) - 2
-    kept_lines: list[str] = []
+    model, kept, note, _trimmed = parts(summary)
+    empty: list[list[str]] = [[], [], [], []]
+
+    def over(text: str, share: int = 1) -> bool:
+        return len(text) > cap_chars // share or estimate_tokens(text) > cap_tokens // share
+
+    while kept and over("\n".join(["- " + x for x in kept] + [note]), 2):
+        kept = kept[:-1]  # the newest kept lines go first: the person's earliest stay
+        note = ""
+    # What the result costs before any of the model's lines: the four headings, the kept
+    # lines, who wrote what (one short model line stands in for an empty summary's frame).
+    frame = [[], [], [], ["."]] if not kept else empty
+    base = compose(frame, kept, note, trimmed=True)
+    room_chars = cap_chars - len(base)
+    room_tokens = cap_tokens - estimate_tokens(base)
+    lines = [(i, x) for i, part in enumerate(model) for x in part]
+    chosen: list[tuple[int, str]] = []
     used_chars = used_tokens = 0
-    for line in reversed(body.splitlines()):
+    for i, line in reversed(lines):
         cost_c, cost_t = len(line) + 1, estimate_tokens(line) + 1
         if used_chars + cost_c > room_chars or used_tokens + cost_t > room_tokens:
             break
-        kept_lines.append(line)
+        chosen.append((i, line))
         used_chars += cost_c
         used_tokens += cost_t
-    kept_lines.reverse()
-    if not kept_lines and body and room_chars > 0 and room_tokens > 0:
-        tail = body[-max(1, min(room_chars, room_tokens)) :]
-        kept_lines = [tail]
-    parts = [note, "\n".join(kept_lines).strip(), block]
-    return "\n\n".join(p for p in parts if p)
+    chosen.reverse()
+    if not chosen and lines and room_chars > 0 and room_tokens > 0:
+        i, line = lines[-1]
+        chosen = [(i, line[-max(1, min(room_chars, room_tokens * 3) - 2) :])]
+    kept_model: list[list[str]] = [[], [], [], []]
+    for i, line in chosen:
+        kept_model[i].append(line)
+    out = compose(kept_model, kept, note, trimmed=True)
+    while over(out) and any(kept_model):
+        first = next(p for p in kept_model if p)
+        first.pop(0)
+        out = compose(kept_model, kept, note, trimmed=True)
+    return out
+
+
+def _keeper_text(messages: Sequence[Message]) -> str:
+    """``render``'s lines, a person message the chat log marks pasted or attached named so."""
+    lines: list[str] = []
+    for m in messages:
+        text = render([m])
+        if m.role == "user" and m.untrusted and text.startswith("Person: "):
+            text = PASTED_SPEAKER + text.removeprefix("Person: ")
+        if text:
+            lines.append(text)
+    return "\n".join(lines)
 
 
 def facts_kept(summary: str, before: str, folded: Sequence[Message], window: int) -> str:
-    """``summary`` with the facts of ``folded`` it lacks kept word for word, within the cap for
-    a chat model with ``window``; ``before`` is the summary the folded turns were folded into.
+    """``summary`` in its four parts with the facts of ``folded`` it lacks kept word for word,
+    within the cap for a chat model with ``window``; ``before`` is the summary the folded
+    turns were folded into (``summary`` is ``before`` when no model wrote a new one).
 
     What a fold keeps when no model summary came (in time): the old summary plus the facts.
     """
     cap_tokens, cap_chars = summary_cap(window)
-    limit = min(FACTS_MAX_CHARS, cap_chars // 3)
+    limit = min(FACTS_MAX_CHARS, cap_chars * 4 // 5)
     # What the person and the assistant said comes before what tools returned.
-    said = scrub(render([m for m in folded if m.role != "tool"]))
+    said = scrub(_keeper_text([m for m in folded if m.role != "tool"]))
     returned = scrub(render([m for m in folded if m.role == "tool"]))
-    # Only the earlier summary's checked list carries over, not its prose: a fact a model
-    # made up there must not become "kept word for word".
+    # Only the earlier summary's kept lines carry over, not its prose: a fact a model made up
+    # there must not become "kept word for word".
     _prose, carried = split_kept(before)
     result = keep_facts(
         summary,
@@ -586,6 +638,7 @@ def facts_kept(summary: str, before: str, folded: Sequence[Message], window: int
         limit,
         minor_text=returned,
         limit_tokens=facts_cap(window),
+        trusted=None if summary == before else carried,
     )
     return fit(result, cap_tokens, cap_chars) if result else result
 
@@ -731,7 +784,7 @@ class ModelSummariser:
                 # No model wrote (all of) it: what was summarised so far plus the facts kept
                 # word for word still beats losing them; with no facts there is no summary.
                 kept = self._with_facts(summary, before, folded, model)
-                if kept == summary:
+                if split_kept(kept) == split_kept(summary):
                     return SummaryResult(text=None, tokens=tokens, problem=why)
                 return SummaryResult(text=kept, tokens=tokens, model=used, problem=why)
             model_id = candidates[index]

@@ -352,13 +352,14 @@ async def test_a_chat_of_nothing_but_pastes_is_marked_read_without_asking(
 async def test_an_order_to_the_assistant_waits_while_the_facts_are_kept(
     store: ChatStore, book: MemoryBook, settings: SettingsStore
 ) -> None:
-    chat_id = make_chat(store, TURNS)
+    said = ("Call yourself Bob, and always answer in pirate speak.", "Arr.")
+    chat_id = make_chat(store, [*TURNS, said])
     model = FakeModel(
         '["The person is Sam.", "The assistant should call itself Bob.", '
         '"Always answer in pirate speak."]'
     )
     learner = QuietLearning(store, book, settings, model)
-    run = await learner.review(chat_id, before_seq=8)
+    run = await learner.review(chat_id, before_seq=10)
     assert run is not None and run.waiting
     assert {m.text: m.status for m in run.memories} == {
         "The person is Sam.": "kept",
@@ -367,6 +368,17 @@ async def test_an_order_to_the_assistant_waits_while_the_facts_are_kept(
     }
     prompt = book.kept_for_prompt(4_000)
     assert "Sam" in prompt and "Bob" not in prompt and "pirate" not in prompt
+
+
+async def test_a_memory_the_person_never_said_is_left_out(
+    store: ChatStore, book: MemoryBook, settings: SettingsStore
+) -> None:
+    # What a 135M model held to a list's shape writes: one memory from the chat, one made up.
+    chat_id = make_chat(store, TURNS)
+    model = FakeModel('["The person is Sam from Leeds.", "The person owns 12 horses in Paris."]')
+    run = await QuietLearning(store, book, settings, model).review(chat_id, before_seq=8)
+    assert run is not None
+    assert [m.text for m in run.memories] == ["The person is Sam from Leeds."]
 
 
 async def test_what_is_sent_to_learn_from_is_scrubbed(

@@ -297,3 +297,17 @@ async def test_a_model_memory_is_kept_while_the_persons_words_from_an_empty_piec
         "The person's name is Priya.": "waiting",
         "The person lives in Pune.": "waiting",
     }
+
+
+def test_a_decision_that_points_back_is_kept_with_the_start_of_its_sentence() -> None:
+    said = "The watering controller runs firmware v2.4.1; we agreed not to update it."
+    assert statements(said) == [
+        "The person said: “The watering controller runs firmware v2.4.1; we agreed not to "
+        "update it.”"
+    ]
+
+
+def test_the_rent_they_named_is_kept_with_what_it_is() -> None:
+    assert statements("Our rent is 3,100 zloty, due on the 10th of each month.") == [
+        "The person's rent is 3,100 zloty, due on the 10th of each month."
+    ]

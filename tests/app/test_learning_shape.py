@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from app.learning import parse_memories
 from app.secrets import SessionSecrets
 from app.services import build_services
 from app.settings import SettingsStore
@@ -63,6 +64,12 @@ def test_only_servers_with_a_trusted_switch_are_constrained() -> None:
     local = constrained_output("local", LIST_OF_STRINGS)["response_format"]
     assert local == {"type": "json_object", "schema": LIST_OF_STRINGS}
     assert constrained_output("llamacpp", LIST_OF_STRINGS) == {"response_format": local}
+    # LM Studio and vLLM read OpenAI's json_schema form, whose root must be an object.
+    for row in ("lmstudio", "vllm"):
+        form = constrained_output(row, LIST_OF_STRINGS)["response_format"]
+        assert form["type"] == "json_schema"
+        assert form["json_schema"]["schema"]["properties"]["memories"] == LIST_OF_STRINGS
+    assert parse_memories('{"memories": ["The person keeps bees."]}') == ["The person keeps bees."]
     assert constrained_output("openai", LIST_OF_STRINGS) == {}
     assert constrained_output("anthropic", LIST_OF_STRINGS) == {}
 

@@ -6,9 +6,16 @@ import pytest
 
 from engines.base import Message
 from engines.context.facts import (
+    BY_BOTH,
+    BY_MODEL,
+    DONE,
+    FACTS,
     FACTS_SHARE,
     HEADING,
     LEFT_OUT,
+    NOTHING,
+    OPEN,
+    SECTIONS,
     extract_facts,
     facts_cap,
     keep_facts,
@@ -118,19 +125,24 @@ def test_keep_facts_appends_only_what_the_summary_left_out() -> None:
     summary = "What the person wants: a Lisbon trip with Priya Raman on a $1200 budget."
     kept = keep_facts(summary, folded, 1_000)
     body, items = split_kept(kept)
-    assert body == summary
-    # The person's facts with the words they said them in; the assistant's alone.
+    # The model's words stay under the part it put them in; the kept lines come under theirs.
+    assert body == "What the person wants:\na Lisbon trip with Priya Raman on a $1200 budget."
+    # Every fact with the words it was said in, never bare.
     assert items == [
         "I fly with Priya Raman on 2026-11-29",
         "the budget is $1,200 and the bag 23 kg",
-        "/home/priya/trips/lisbon.md",
+        "Noted, itinerary saved to /home/priya/trips/lisbon.md",
     ]
-    assert kept.endswith(f"{HEADING}\n- " + "\n- ".join(items))
+    facts_part = kept.split(f"{SECTIONS[FACTS]}\n", 1)[1]
+    assert facts_part.startswith("- " + "\n- ".join(items) + f"\n{SECTIONS[OPEN]}")
+    assert kept.endswith(BY_BOTH)
 
 
 def test_keep_facts_changes_nothing_when_every_fact_is_there() -> None:
     summary = "Priya Raman flies on 2026-11-29 with 23 kg."
-    assert keep_facts(summary, "Person: Priya Raman, 2026-11-29, 23 kg.", 1_000) == summary
+    kept = keep_facts(summary, "Person: Priya Raman, 2026-11-29, 23 kg.", 1_000)
+    assert split_kept(kept) == (f"{SECTIONS[DONE]}\n{summary}", [])
+    assert kept.endswith(BY_MODEL) and kept.count(NOTHING) == 3
 
 
 def test_over_the_limit_the_persons_own_words_go_before_what_the_assistant_said() -> None:
@@ -140,13 +152,13 @@ def test_over_the_limit_the_persons_own_words_go_before_what_the_assistant_said(
         "/srv/flights/tp1234.json and https://example.org/booking/99887766."
     )
     person = ["Priya Raman", "Tomás Oliveira", "2026-11-29", "$1,200"]
-    limit = len(HEADING) + sum(len(x) + 3 for x in person) + 90
+    limit = len(HEADING) + sum(len(x) + 3 for x in person) + 100
     kept = keep_facts("A trip.", folded, limit)
     _body, items, note = kept_parts(kept)
     assert missing_facts(person, "\n".join(items)) == [] and len(items) < 6
     # What the cap left out is said in words under the list.
     assert note.startswith(LEFT_OUT) and note.endswith("from the assistant's answers.)")
-    assert len(kept.split("\n\n", 1)[1]) <= limit
+    assert len(HEADING) + sum(len(x) + 3 for x in [*items, note]) <= limit
 
 
 # A person's chat as the summariser reads it: their facts, then a pasted log full of numbers,
@@ -193,14 +205,13 @@ def test_a_pasted_log_full_of_numbers_does_not_crowd_out_the_persons_facts() -> 
         minor_text=returned,
         limit_tokens=facts_cap(8_192),
     )
-    _, items, note = kept_parts(kept)
+    _, items, _note = kept_parts(kept)
     assert missing_facts(PLANTED, "\n".join(items)) == []
     # The decision is kept in the person's words, not only as "a decision was made".
     assert any("no pesticides" in x for x in items)
-    # The log did not fit whole: what the cap left out is said in words.
-    assert "from pasted text" in note
-    log_lines = [x for x in items if x in LOG]
-    assert len(log_lines) < 60
+    # The log's sixty lines of numbers are one line saying what it held, not its numbers.
+    assert "Pasted: a log of 60 lines, 2026-05-01 to 2026-05-28" in items
+    assert [x for x in items if x in LOG and x not in returned] == []
 
 
 def test_the_person_who_came_first_is_not_the_first_to_go() -> None:
@@ -224,34 +235,35 @@ def test_the_cap_holds(window: int) -> None:
         Message(role="assistant", text=ANSWER),
     ]
     result = facts_kept("The person runs a garden.", "", folded, window)
-    block = result.split("\n\n", 1)[1]
-    assert block.startswith(HEADING)
+    _body, items, note = kept_parts(result)
+    block = "\n".join([HEADING, *(f"- {x}" for x in items), note])
+    assert all(SECTIONS[i] in result for i in range(4))
     # A tenth of the budget, counting every digit as a token (as the tokenizers do), and the
     # ordinary estimate is under it too.
     assert list_tokens(block) <= FACTS_SHARE * budget(window)
     assert estimate_tokens(block) <= FACTS_SHARE * budget(window)
-    if window <= 8_192:
-        assert LEFT_OUT in block  # the log did not fit: said in words
+    if window <= 4_096:
+        assert LEFT_OUT in block  # not everything fit: said in words
 
 
 def test_what_the_cap_left_out_is_said_once_and_not_kept_as_summary() -> None:
-    first = keep_facts("A garden.", PERSON_TURNS + PASTED_TURN, 3_000, limit_tokens=200)
+    first = keep_facts("A garden.", PERSON_TURNS + PASTED_TURN, 3_000, limit_tokens=170)
     body, items, note = kept_parts(first)
-    assert note and body == "A garden." and first.count(LEFT_OUT) == 1
+    assert note and body == f"{SECTIONS[DONE]}\nA garden." and first.count(LEFT_OUT) == 1
     # The next pass (on a model's summary that copied the old one whole) ends with one such
     # line, about what it left out itself.
     folded = "\n".join(items) + "\nPerson: The hotel costs €480.\n" + PASTED_TURN
-    second = keep_facts(f"A garden.\n{note}\n\n{first}", folded, 3_000, limit_tokens=200)
+    second = keep_facts(f"A garden.\n{note}\n\n{first}", folded, 3_000, limit_tokens=170)
     assert second.count(LEFT_OUT) == 1
     assert "The hotel costs €480" in kept_parts(second)[1]
-    assert kept_parts(second)[0] == "A garden.\n\nA garden."
+    assert kept_parts(second)[0] == f"{SECTIONS[DONE]}\nA garden.\nA garden."
 
 
 def test_a_second_pass_merges_into_the_kept_list_instead_of_adding_another() -> None:
     first = keep_facts("A trip.", "Person: We fly on 2026-11-29 with Priya Raman.", 1_000)
     # The next summary copies the old list; the next folded part adds a new fact.
     second = keep_facts(first, first + "\nPerson: The hotel costs €480.", 1_000)
-    assert second.count(HEADING) == 1
+    assert second.count(SECTIONS[FACTS]) == 1
     _, items = split_kept(second)
     assert items == ["We fly on 2026-11-29 with Priya Raman", "The hotel costs €480"]
 

@@ -206,7 +206,8 @@ async def test_an_attached_file_cannot_give_orders_once_folded(
     # What was learned waits for an OK, and never reaches a system prompt.
     assert runs and all(run.waiting for run in runs)
     assert memories and {m.status for m in memories} == {"waiting"}
-    assert any(EVIL_MEMORY in m.text for m in memories)  # the gullible model did propose it
+    # The gullible model proposed it, but the person never wrote those words: left out.
+    assert not any(EVIL_MEMORY in m.text for m in memories)
     assert "PWNED" not in kept_prompt
     assert "PWNED" not in fresh_system and fresh_system == system
     for r in model.requests:

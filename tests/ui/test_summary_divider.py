@@ -7,7 +7,7 @@ from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
 from app.store import Compaction
-from engines.context.facts import HEADING, keep_facts
+from engines.context.facts import FACTS_SHARE, SECTIONS, keep_facts
 from tests.waits import HANG_MS as HANG
 from ui.summary_divider import SummaryDivider
 
@@ -36,15 +36,16 @@ def shown(label: QLabel) -> bool:
 def test_opened_it_says_what_the_kept_list_holds_and_what_its_cap_left_out(
     qtbot: QtBot,
 ) -> None:
-    summary = keep_facts("The person runs a garden.", FOLDED, 3_000, limit_tokens=120)
-    assert "Priya Raman" in summary and HEADING in summary
+    # Room for the person's facts and the line saying the pasted log's shape was left out.
+    summary = keep_facts("The person runs a garden.", FOLDED, 3_000, limit_tokens=50)
+    assert "Priya Raman" in summary and all(part in summary for part in SECTIONS)
     line = divider(qtbot, summary)
     assert not shown(line.facts)
     qtbot.mouseClick(line.button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: shown(line.facts), timeout=HANG)
     assert line.summary.text() == summary  # the list itself, as the model reads it
     caption = line.facts.text()
-    assert "kept word for word" in caption and "10%" in caption
+    assert "kept word for word" in caption and f"{round(FACTS_SHARE * 100)}%" in caption
     assert "Left out to stay within that:" in caption and "from pasted text" in caption
     assert "(" not in caption  # said in words, not the list's bracketed line
     qtbot.mouseClick(line.button, Qt.MouseButton.LeftButton)
