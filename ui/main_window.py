@@ -45,6 +45,7 @@ from PySide6.QtWidgets import (
 from app.background import Background
 from app.export import SUFFIXES, ExportError, export_chat, suggested_name
 from app.export import Kind as ExportKind
+from app.import_fold import chats_to_fold
 from app.importers import SOURCE_NAMES, ImportFailedError, Parsed, read_file, save
 from app.services import ServicesError
 from app.settings import SettingsError
@@ -1021,7 +1022,21 @@ class MainWindow(QMainWindow):
         self.show_status(
             f"Imported {n} chat{'s' if n != 1 else ''} from {SOURCE_NAMES[parsed.source]}."
         )
+        await self._fold_imported(ids)
         return ids
+
+    async def _fold_imported(self, ids: list[str]) -> None:
+        """Fold each imported chat too long for its model now, its summary written in the
+        background, so its first reply waits on nothing (the divider says it is being
+        written)."""
+        services = self.services
+        long = await asyncio.to_thread(chats_to_fold, services, ids)
+        for chat_id in long:
+            if self._closing:
+                return
+            bridge = self.bridge(chat_id, quiet=True)
+            if bridge is not None:
+                bridge.fold_to_fit()
 
     # --- small helpers --------------------------------------------------------------------
 
