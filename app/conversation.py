@@ -27,6 +27,7 @@ from engines.base import (
     Done,
     Engine,
     Event,
+    FoldsToFit,
     Healed,
     Metered,
     ModelInfo,
@@ -488,6 +489,19 @@ class Conversation:
             return
         async for event in self.engine.compact(focus, model=self._model):
             self._observe(event, self._model)
+            yield event
+
+    async def fold_to_fit(self) -> AsyncIterator[Event]:
+        """Fold a chat too long for its model's window now, before its first turn (a long
+        imported chat), with the chat's own model only, and only when that model is ready:
+        otherwise nothing is sent and the first turn folds as usual. The fold is recorded
+        like a turn's; its summary is written in the background (``on_summary``)."""
+        model = self._model
+        if not isinstance(self.engine, FoldsToFit) or not model.ready:
+            return
+        answer = self.store.chat_settings(self.chat_id).max_answer_tokens
+        async for event in self.engine.fold_to_fit(model, self._system(), answer):
+            self._observe(event, model)
             yield event
 
     async def aclose(self) -> None:

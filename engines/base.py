@@ -498,6 +498,16 @@ class WritesLater(Protocol):
 
 
 @runtime_checkable
+class FoldsToFit(Protocol):
+    """An engine that can fold a transcript too long for the model's window outside any turn
+    (a long chat just imported), writing the fold's summary in the background."""
+
+    def fold_to_fit(
+        self, model: ModelInfo, system: str = "", answer_tokens: int | None = None
+    ) -> AsyncIterator[Event]: ...
+
+
+@runtime_checkable
 class Metered(Protocol):
     """An engine that can say how full its model's memory is (the context meter), whether or
     not Conch may fold it (Codex keeps and compacts its thread itself, and reports figures)."""

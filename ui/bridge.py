@@ -123,6 +123,7 @@ class ConversationBridge(QObject):
         self._always: set[str] = set()  # tools allowed for the rest of this conversation
         self._handed: HandedOff | None = None  # not in the chat log: kept for a re-opened view
         self._writing = False  # the latest fold's summary is being written after its turn
+        self._folding: asyncio.Task[None] | None = None  # a fold before the first turn
         # Learning runs end on their own schedule; hear about them whatever else is listening.
         previous = conversation.on_learning
 
@@ -355,6 +356,40 @@ class ConversationBridge(QObject):
         self._start(self._conversation.compact(focus), "compact")
         return True
 
+    def fold_to_fit(self) -> None:
+        """Fold a chat too long for its model now, before its first turn (a long imported
+        chat): the divider shows at once, saying its summary is being written, and the
+        person's turn is not held up (the fold sends nothing; the summary gives way)."""
+        if self._closed or self._folding is not None:
+            return
+
+        async def run() -> None:
+            try:
+                async with closing_stream(self._conversation.fold_to_fit()) as events:
+                    async for event in events:
+                        if isinstance(event, Compacted):
+                            self._handed = None
+                            self._writing = event.writing
+                            self._emit(self.compacted, event)
+                        elif isinstance(event, Note):
+                            self._emit(self.note, event)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a fold ahead is a help: the first turn folds as usual
+                log.warning(
+                    "folding an imported chat ahead of its first turn failed", exc_info=True
+                )
+
+        self._folding = asyncio.get_running_loop().create_task(
+            run(), name=f"fold-to-fit:{self.chat_id}"
+        )
+
+    async def wait_folded(self) -> None:
+        """Until the fold ``fold_to_fit`` started (if any) is done (tests)."""
+        if self._folding is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(self._folding)
+
     def stop(self) -> None:
         """Cancel the running turn; the conversation keeps what arrived, marked "Stopped"."""
         self._withdraw_approval()
@@ -372,6 +407,10 @@ class ConversationBridge(QObject):
         """Stop the turn, wait for it, and close the conversation (its engine)."""
         self._closed = True
         self.stop()
+        if self._folding is not None:
+            self._folding.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._folding
         await self.wait()
         try:
             await self._conversation.aclose()

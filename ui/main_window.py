@@ -23,6 +23,7 @@ from PySide6.QtCore import (
     QChildEvent,
     QEvent,
     QObject,
+    QPoint,
     QSize,
     QStandardPaths,
     Qt,
@@ -45,6 +46,7 @@ from PySide6.QtWidgets import (
 from app.background import Background
 from app.export import SUFFIXES, ExportError, export_chat, suggested_name
 from app.export import Kind as ExportKind
+from app.import_fold import chats_to_fold
 from app.importers import SOURCE_NAMES, ImportFailedError, Parsed, read_file, save
 from app.services import ServicesError
 from app.settings import SettingsError
@@ -86,16 +88,23 @@ DEMO_WORDS = (
 )
 
 
-FIRST_SIZE = QSize(1100, 760)  # the first window on a screen with room for it
-SCREEN_SHARE = 0.9  # of the screen's free area, at most, on a smaller screen
+FIRST_SIZE = QSize(1100, 760)  # the least first window on a screen with room for it
+FIRST_SHARE = (0.65, 0.8)  # of a big screen's free area (width, height)
+SCREEN_SHARE = 0.9  # of the screen's free area, at most, on any screen
+COMPOSER_SIDE = 12  # room beside the message box, at least
 
 
 def first_size(room: QSize) -> QSize:
-    """The first window's size: ``FIRST_SIZE``, or a share of the screen's free area when that
-    is smaller, so Send, the cards' buttons and the gear are never off-screen."""
+    """The first window's size: a share of the screen's free area (``FIRST_SHARE``), at least
+    ``FIRST_SIZE`` where that fits, never more than ``SCREEN_SHARE`` of it, so Send, the
+    cards' buttons and the gear are never off-screen and a big screen gets a window to match."""
+    share_w, share_h = FIRST_SHARE
     return QSize(
-        min(FIRST_SIZE.width(), int(room.width() * SCREEN_SHARE)),
-        min(FIRST_SIZE.height(), int(room.height() * SCREEN_SHARE)),
+        min(int(room.width() * SCREEN_SHARE), max(FIRST_SIZE.width(), int(room.width() * share_w))),
+        min(
+            int(room.height() * SCREEN_SHARE),
+            max(FIRST_SIZE.height(), int(room.height() * share_h)),
+        ),
     )
 
 
@@ -238,8 +247,9 @@ class MainWindow(QMainWindow):
         self.chat_stack.addWidget(self.first_screen)
         right_layout.addWidget(self.chat_stack, 1)
         holder = QWidget(self)  # room around the composer's rounded box
+        self.composer_holder = holder
         holder_layout = QVBoxLayout(holder)
-        holder_layout.setContentsMargins(12, 4, 12, 12)
+        holder_layout.setContentsMargins(COMPOSER_SIDE, 4, COMPOSER_SIDE, 12)
         holder_layout.addWidget(self.approval_card)  # a program's question, above the box
         holder_layout.addWidget(self.cut_notice)  # "Conch sent the first and last N characters"
         holder_layout.addWidget(self.composer)
@@ -311,6 +321,8 @@ class MainWindow(QMainWindow):
         # focus on to the next control in the chain ("New chat", where Space starts a chat).
         self.chat_view.undo_bar.undo_clicked.connect(lambda _stamp: self.focus_box())
         self.chat_view.viewport().installEventFilter(self)
+        self.composer_holder.installEventFilter(self)
+        self.chat_stack.currentChanged.connect(lambda _i: self._line_up_composer())
         self._unsubscribe.append(self.services.catalogue.on_change(self._models_changed))
         self._unsubscribe.append(self.services.on_status(self._runtime_status))
         now = self.services.settings.settings
@@ -328,6 +340,10 @@ class MainWindow(QMainWindow):
         self.chat_view.destroyed.connect(stop_listening)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Resize and (
+            watched is self.composer_holder or watched is self.chat_view.viewport()
+        ):
+            self._line_up_composer()
         # Cards become children of the chat's viewport when the chat view shows them.
         if (
             event.type() == QEvent.Type.ChildAdded
@@ -377,6 +393,27 @@ class MainWindow(QMainWindow):
                 self._settings_dialog.close()
         super().closeEvent(event)
         self.closed.emit()
+
+    def _line_up_composer(self) -> None:
+        """The message box (and the notes above it) as wide as the messages' column and
+        centred under it, however wide the window: not a box across a 2560-pixel screen."""
+        holder = self.composer_holder
+        layout = holder.layout()
+        if layout is None or self._closing:
+            return
+        view = self.chat_view.viewport()
+        if self.chat_stack.currentWidget() is self.chat_view and view.width() > 0:
+            area = view.width()
+            left_edge = view.mapTo(self, QPoint(0, 0)).x() - holder.mapTo(self, QPoint(0, 0)).x()
+        else:  # the first screen: the column the messages will have, centred in the window
+            area = holder.width() - self.chat_view.verticalScrollBar().sizeHint().width()
+            left_edge = 0
+        column = self.chat_view.delegate.column_width(max(0, area))
+        left = max(COMPOSER_SIDE, left_edge + (area - column) // 2)
+        right = max(COMPOSER_SIDE, holder.width() - left - column)
+        margins = layout.contentsMargins()
+        if (margins.left(), margins.right()) != (left, right):
+            layout.setContentsMargins(left, margins.top(), right, margins.bottom())
 
     def _restore_geometry(self) -> None:
         saved = self.services.settings.settings.window_geometry
@@ -1021,7 +1058,21 @@ class MainWindow(QMainWindow):
         self.show_status(
             f"Imported {n} chat{'s' if n != 1 else ''} from {SOURCE_NAMES[parsed.source]}."
         )
+        await self._fold_imported(ids)
         return ids
+
+    async def _fold_imported(self, ids: list[str]) -> None:
+        """Fold each imported chat too long for its model now, its summary written in the
+        background, so its first reply waits on nothing (the divider says it is being
+        written)."""
+        services = self.services
+        long = await asyncio.to_thread(chats_to_fold, services, ids)
+        for chat_id in long:
+            if self._closing:
+                return
+            bridge = self.bridge(chat_id, quiet=True)
+            if bridge is not None:
+                bridge.fold_to_fit()
 
     # --- small helpers --------------------------------------------------------------------
 

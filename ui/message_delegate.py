@@ -144,6 +144,19 @@ class MessageDelegate(QStyledItemDelegate):
         left = rect.left() + (rect.width() - width) // 2
         return QRect(left, rect.top(), width, rect.height())
 
+    def column_width(self, viewport: int) -> int:
+        """How wide the message column is in a view ``viewport`` pixels wide (the composer
+        below lines up with it)."""
+        cap = READING_CHARS * QFontMetrics(self._view.font()).averageCharWidth()
+        return min(viewport, max(120, min(viewport - 2 * PAD_X - 2, cap)) + 2 * PAD_X + 2)
+
+    def updateEditorGeometry(
+        self, editor: QWidget, option: QStyleOptionViewItem, index: _Index
+    ) -> None:
+        # A card, the divider or a message being edited sits in the messages' column, not
+        # across a wide window.
+        editor.setGeometry(self.column(option.rect))
+
     def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
         row: Row | None = index.data(ROW_ROLE)
         width = self._view.viewport().width()
@@ -154,7 +167,7 @@ class MessageDelegate(QStyledItemDelegate):
             widget = cast("QWidget | None", self._view.indexWidget(index))
             if widget is None:
                 return QSize(width, 32)
-            w = max(120, width - 2)
+            w = max(120, self.column(QRect(0, 0, width, 0)).width())
             wanted = widget.heightForWidth(w) if widget.hasHeightForWidth() else -1
             return QSize(width, (wanted if wanted > 0 else widget.sizeHint().height()) + GAP)
         cw = self.content_width()

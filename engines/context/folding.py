@@ -203,6 +203,41 @@ class Folding(FoldsAhead):
             kept.pop(0)
         return kept
 
+    async def fold_to_fit(
+        self, model: ModelInfo, system: str = "", answer_tokens: int | None = None
+    ) -> AsyncIterator[Event]:
+        """Fold a transcript that outgrew ``model``'s window now, outside any turn (a long
+        chat just imported), by the rules of a fold in a turn: whole turns dropped with the
+        summary before and the fact keeper's list, and their summary written in the
+        background (``SummaryWritten``), giving way to the person's turn on this computer.
+        The chat's first turn then neither folds nor waits. Yields the fold's events
+        (``Compacted``, notes); nothing when the chat fits."""
+        async with (
+            self._lock,
+            contextlib.aclosing(self._fold_to_fit(model, system, answer_tokens)) as events,
+        ):
+            async for ev in events:
+                yield ev
+
+    async def _fold_to_fit(
+        self, model: ModelInfo, system: str, answer_tokens: int | None
+    ) -> AsyncGenerator[Event, None]:
+        self._ensure_loaded()
+        await self._catch_up(None)
+        while self._notes:
+            yield self._notes.pop(0)
+        self._last_model = model
+        window = self._window(model, estimate_tokens(system), 0)
+        b = self._budget(window, system, (), answer_tokens)
+        if b <= 0 or self._closed:
+            return
+        plan = self._plan(b)
+        if not plan.drop:
+            return
+        async for ev in self._fold(self._drop_for(plan.drop), model):
+            yield ev
+        self._prepare_next_fold(model, window, b)
+
     async def compact(
         self, focus: str = "", *, model: ModelInfo | None = None
     ) -> AsyncIterator[Event]:

@@ -407,6 +407,7 @@ class OpenAIStyleServer(LoopbackServer):
         self.summary_script: Script | None = None
         self.summary_gate: threading.Event | None = None
         self.timeline: list[str] = []
+        self.summary_arrived = threading.Event()  # set when a summary request arrives
 
     @property
     def base_url(self) -> str:
@@ -730,6 +731,8 @@ class OpenAIStyleServer(LoopbackServer):
         summary = _is_summary(body.get("messages"))
         with self.lock:
             self.timeline.append("summary" if summary else "chat")
+        if summary:
+            self.summary_arrived.set()
         if summary and (self.summary_gate is not None or self.summary_script is not None):
             return self._summary(body, streaming)
         asked = body.get("max_completion_tokens") or body.get("max_tokens") or 0

@@ -13,6 +13,7 @@ from pytestqt.qtbot import QtBot
 from app.services import AppServices, build_services
 from tests.ui.windows import closed_after, shown
 from tests.waits import HANG_MS
+from ui.chat_model import RowKind
 from ui.main_window import FIRST_SIZE, MainWindow, first_size
 
 # The offscreen platform cannot resize windows to their hints; it says so at WARNING.
@@ -37,11 +38,12 @@ def on_screen(widget: QWidget, win: MainWindow) -> bool:
     [
         (QSize(800, 600), QSize(720, 540)),
         (QSize(1024, 700), QSize(921, 630)),
-        (QSize(1920, 1080), FIRST_SIZE),
-        (QSize(2560, 1440), FIRST_SIZE),
+        (QSize(1280, 800), QSize(FIRST_SIZE.width(), 720)),
+        (QSize(1920, 1080), QSize(1248, 864)),
+        (QSize(2560, 1440), QSize(1664, 1152)),
     ],
 )
-def test_the_first_size_is_a_share_of_a_small_screen_and_never_larger(
+def test_the_first_size_is_a_share_of_the_screen_and_never_larger(
     screen: QSize, expected: QSize
 ) -> None:
     assert first_size(screen) == expected
@@ -75,3 +77,36 @@ def test_the_demo_says_it_is_a_demo_in_the_title_bar(qtbot: QtBot, services: App
         if win.current_chat_id:
             chat = services.store.get_chat(win.current_chat_id)
             assert chat is not None and win.windowTitle().startswith(chat.title)
+
+
+def test_on_a_wide_window_the_message_box_and_the_divider_keep_to_the_messages_column(
+    qtbot: QtBot, services: AppServices
+) -> None:
+    with shown(qtbot, services, start=True) as win:
+        assert win.current_chat_id  # the demo chat, with its divider
+        win.resize(2400, 1300)
+        view = win.chat_view
+        qtbot.waitUntil(lambda: view.viewport().width() > 1800, timeout=HANG_MS)
+        column = view.delegate.column(view.viewport().rect())
+        assert column.width() < view.viewport().width() // 2  # the messages stay narrow
+        left = view.viewport().mapTo(win, column.topLeft()).x()
+
+        def box_left() -> int:
+            return win.composer.mapTo(win, QPoint(0, 0)).x()
+
+        # The message box is the column's width, right under it.
+        qtbot.waitUntil(lambda: abs(win.composer.width() - column.width()) <= 1, timeout=HANG_MS)
+        assert abs(box_left() - left) <= 1
+        # So is the divider (a card row): not across the whole window.
+        divider = view.widget_at(RowKind.DIVIDER)
+        assert divider is not None and divider.isVisible()
+        qtbot.waitUntil(lambda: divider.width() == column.width(), timeout=HANG_MS)
+        assert divider.mapTo(win, QPoint(0, 0)).x() == left
+
+        # Back to a narrow window: the box takes the width there is, less its margins.
+        win.resize(700, 600)
+        qtbot.waitUntil(lambda: view.viewport().width() < 700, timeout=HANG_MS)
+        qtbot.waitUntil(
+            lambda: win.composer.width() >= win.composer_holder.width() - 2 * 12 - 1,
+            timeout=HANG_MS,
+        )
