@@ -149,7 +149,7 @@ async def test_a_long_imported_chat_folds_at_once_and_a_turn_meanwhile_answers_f
         api.summary_gate.set()
         await asyncio.wait_for(written.wait(), HANG_SECONDS)
         (done,) = heard
-        assert done.summary.startswith(SUMMARY)
+        assert SUMMARY in done.summary
         logged = store.latest_compaction(chat_id)
         assert logged is not None and logged.summary == done.summary
         assert logged.first_kept_seq == fold.first_kept_seq
@@ -195,7 +195,7 @@ async def test_an_imported_chat_on_a_local_model_is_summarised_only_by_that_mode
         asked = [r.json for r in nearby.chat_requests]
         assert asked and all(body["model"] == LOCAL.id for body in asked)
         logged = store.latest_compaction(chat_id)
-        assert logged is not None and logged.summary.startswith(SUMMARY)
+        assert logged is not None and SUMMARY in logged.summary
         assert api.requests == []  # the model API heard nothing of this chat
     finally:
         await conversation.aclose()

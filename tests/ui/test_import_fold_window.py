@@ -124,7 +124,7 @@ def test_a_long_imported_chat_is_folded_at_once_and_answers_before_its_summary(
             cloud.summary_gate.set()
         filled = win.chat_view.widget_at(RowKind.DIVIDER)
         assert isinstance(filled, SummaryDivider) and not filled.writing_label.isVisible()
-        assert filled.compaction.summary.startswith(SUMMARY)
+        assert SUMMARY in filled.compaction.summary
     finally:
         close_window(qtbot, win, app)
 
