@@ -39,6 +39,27 @@ log = logging.getLogger("conch.catalogue")
 LIST_TIMEOUT = 15.0  # seconds one provider may take to list its models
 
 
+class Fact(Protocol):
+    """A kept window (``app.settings.LearnedWindow``)."""
+
+    @property
+    def window(self) -> int: ...
+
+    @property
+    def listed(self) -> int: ...
+
+
+class WindowMemory(Protocol):
+    """Where windows servers on this computer named in a refusal are kept, for every process
+    (``app.settings.SettingsStore``)."""
+
+    def learned_window(self, key: str) -> Fact | None: ...
+
+    def learn_window(self, key: str, window: int, listed: int) -> None: ...
+
+    def forget_window(self, key: str) -> None: ...
+
+
 class HealthNotes(Notes, Protocol):
     """Health, with what it remembers of which servers were down."""
 
@@ -62,6 +83,12 @@ def server_key(adapter: ProviderAdapter) -> str:
     except ValueError:
         return adapter.name
     return f"{adapter.name} {where}{parts.path.rstrip('/')}"
+
+
+def window_key(adapter: ProviderAdapter, model_id: str) -> str:
+    """Which server and model a learned window belongs to: the server's name and address
+    (``server_key``), then the model's id."""
+    return f"{server_key(adapter)} {model_id}"
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -119,6 +146,7 @@ class ModelCatalogue:
         health: HealthNotes | None = None,
         probed: Collection[str] = (),
         timeout: float = LIST_TIMEOUT,
+        windows: WindowMemory | None = None,
     ) -> None:
         self._adapters: dict[str, ProviderAdapter] = {}
         for adapter in adapters:
@@ -126,7 +154,9 @@ class ModelCatalogue:
         self.health = health
         self.probed: set[str] = set(probed)
         self.timeout = timeout
+        self.windows = windows
         self._models: dict[str, list[ModelInfo]] = {}
+        self._listed_windows: dict[str, int] = {}  # model key → the window its server's list says
         self.unreachable: dict[str, str] = {}  # provider → why, from the latest refresh
         self.problems: dict[str, str] = {}  # provider → other failures (a refused key, …)
         self._listeners: Listeners[[list[ModelInfo]]] = Listeners("a catalogue listener")
@@ -218,13 +248,64 @@ class ModelCatalogue:
                 was_unreachable = name in self.unreachable
                 self.unreachable.pop(name, None)
                 self.problems.pop(name, None)
-                self._models[name] = [with_window(m, adapter.local) for m in result]
+                listed = [with_window(m, adapter.local) for m in result]
+                self._models[name] = [self._with_fact(adapter, m) for m in listed]
                 if was_unreachable:
                     log.info("%s is reachable again", adapter.label)
                 self._reachable(adapter)
             self.refreshed = True
         self._changed()
         return self.models()
+
+    # --- windows servers named --------------------------------------------------------------
+
+    def _with_fact(self, adapter: ProviderAdapter, model: ModelInfo) -> ModelInfo:
+        """``model`` with the window its server named in a refusal, while the server still
+        lists what it listed then (a new list means it was started again)."""
+        self._listed_windows[model.key] = model.context
+        if self.windows is None or not (adapter.local or model.local):
+            return model
+        key = window_key(adapter, model.id)
+        fact = self.windows.learned_window(key)
+        if fact is None:
+            return model
+        if fact.listed and fact.listed != model.context:
+            log.info("%s lists another window for %s; forgetting %s", adapter.label, model.id, fact)
+            self.windows.forget_window(key)
+            return model
+        return model.model_copy(update={"context": min(model.context, fact.window)})
+
+    def window_learned(self, model: ModelInfo, window: int) -> None:
+        """A refusal named ``window`` for ``model`` (the engine says so): kept for every
+        process, and the model is listed with it from now on."""
+        adapter = self._adapters.get(model.provider)
+        if self.windows is None or adapter is None or not (adapter.local or model.local):
+            return
+        listed = self._listed_windows.get(model.key, model.context)
+        self.windows.learn_window(window_key(adapter, model.id), window, listed)
+        self._set_context(model, min(listed, window))
+
+    def window_answered(self, model: ModelInfo, tokens: int) -> None:
+        """The server read ``tokens`` for ``model``: a kept window smaller than that is wrong
+        (the server was started again with a larger one) and is dropped."""
+        adapter = self._adapters.get(model.provider)
+        if self.windows is None or adapter is None:
+            return
+        key = window_key(adapter, model.id)
+        fact = self.windows.learned_window(key)
+        if fact is None or tokens <= fact.window:
+            return
+        self.windows.forget_window(key)
+        self._set_context(model, self._listed_windows.get(model.key, model.context))
+
+    def _set_context(self, model: ModelInfo, context: int) -> None:
+        models = self._models.get(model.provider)
+        if not models:
+            return
+        self._models[model.provider] = [
+            m.model_copy(update={"context": context}) if m.id == model.id else m for m in models
+        ]
+        self._changed()
 
     def _failed(self, adapter: ProviderAdapter, exc: Exception) -> None:
         name = adapter.name

@@ -729,7 +729,9 @@ def build_services(
     else:
         keys = secrets or open_secrets()
         setup = build_adapters(settings.settings, keys)
-        catalogue = ModelCatalogue(setup.adapters, health=health, probed=setup.probed)
+        catalogue = ModelCatalogue(
+            setup.adapters, health=health, probed=setup.probed, windows=settings
+        )
         configs = setup.configs
     return AppServices(
         data_dir=data_dir,

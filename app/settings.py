@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engines.files import aside_name, write_atomically
 from engines.listeners import Listeners
@@ -29,6 +29,18 @@ _MAX_BYTES = 4 * 1024 * 1024  # a settings file is a few hundred bytes; anything
 
 class SettingsError(Exception):
     """The only error the settings code raises: text that is not settings, or a failed save."""
+
+
+class LearnedWindow(BaseModel):
+    """A window a server on this computer named when it refused a request (a fact, not a
+    setting): kept so every process, the window and ``conch ask`` alike, plans with it."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    window: int = Field(gt=0)
+    # What the server's own list said when the window was learned: when it lists another
+    # window, the server was started again with another and the fact is dropped.
+    listed: int = Field(default=0, ge=0)
 
 
 class Settings(BaseModel):
@@ -69,6 +81,9 @@ class Settings(BaseModel):
     # MCP servers (Settings → Tools), in the order shown. A secret in one is a keyring entry's
     # name (engines.tools.config.SecretRef), never the value.
     tool_servers: tuple[ServerConfig, ...] = ()
+    # Windows servers on this computer named in a refusal, by ``window_key`` (the server's
+    # name and address, then the model id). Not shown in Settings; Conch keeps them.
+    learned_windows: dict[str, LearnedWindow] = {}
 
 
 _FIELDS = tuple(Settings.model_fields)
@@ -260,6 +275,39 @@ class SettingsStore:
         self.save(new)
         return new
 
+    # --- windows servers named (``app.catalogue.WindowMemory``) --------------------------------
+
+    def learned_window(self, key: str) -> LearnedWindow | None:
+        """The window a server named for ``key``, as this process last read or wrote it."""
+        return self._settings.learned_windows.get(key)
+
+    def learn_window(self, key: str, window: int, listed: int) -> None:
+        """Keep the window a server named. The file is read again first, so a window another
+        process (``conch ask``) learned meanwhile is kept too. Never raises: a fact that cannot
+        be saved is learned again from the next refusal."""
+        fact = LearnedWindow(window=max(1, window), listed=max(0, listed))
+        self._change_windows(key, fact)
+
+    def forget_window(self, key: str) -> None:
+        """The server was started again or read more than the window: drop the fact."""
+        self._change_windows(key, None)
+
+    def _change_windows(self, key: str, fact: LearnedWindow | None) -> None:
+        with contextlib.suppress(SettingsError, OSError):
+            if self.path.exists():
+                on_disk, bad = parse_settings(self.path.read_bytes())
+                if not bad:
+                    self._settings = on_disk
+            windows = dict(self._settings.learned_windows)
+            if fact is None:
+                if windows.pop(key, None) is None:
+                    return
+            elif windows.get(key) == fact:
+                return
+            else:
+                windows[key] = fact
+            self.save(self._settings.model_copy(update={"learned_windows": windows}))
+
     def on_change(self, listener: Callable[[Settings], None]) -> Callable[[], None]:
         """Call ``listener`` after every save; returns a function that stops it."""
         return self._listeners.add(listener)
@@ -272,6 +320,7 @@ class SettingsStore:
 
 __all__ = [
     "SETTINGS_FILE",
+    "LearnedWindow",
     "Settings",
     "SettingsError",
     "SettingsStore",

@@ -20,6 +20,7 @@ TRANSCRIPT_CAP = 100_000  # tokens of transcript sent per turn, whatever the win
 ANSWER_MIN = 1_024
 ANSWER_MAX = 16_384
 FACTOR_CAP = 4.0
+FACTOR_MIN = 0.25  # an exact count below this share of the estimate is not believed
 
 # The window assumed when nobody says, and where lean mode begins: at or below
 # LEAN_WINDOW the short system and summary prompts are used and tools come on demand.
@@ -122,12 +123,17 @@ def message_bytes(m: Message) -> int:
     return len(m.model_dump_json().encode("utf-8"))
 
 
-def update_factor(factor: float, real: int | float, estimated: int | float) -> float:
-    """Correct the chat's estimate factor from a response's real input usage; never downward.
+def update_factor(
+    factor: float, real: int | float, estimated: int | float, *, exact: bool = False
+) -> float:
+    """Correct the chat's estimate factor from a real count of the input that was estimated.
 
-    Never downward because Ollama reports only what it did not cache. Capped at 4.0: one bogus
-    usage report (a server counting the whole cache, or an estimate of nearly nothing) must not
-    make the chat fold on every later turn.
+    ``exact``: the count is the whole input by the server's own tokenizer (a tokenize
+    endpoint, or usage that includes cached tokens), so the factor follows it both ways (a
+    count below ``FACTOR_MIN`` of the estimate is not believed). Otherwise never downward,
+    because Ollama reports only what it did not cache. Capped at 4.0 either way: one bogus
+    report (a server counting the whole cache, or an estimate of nearly nothing) must not make
+    the chat fold on every later turn.
     """
     base = factor if factor > 0 and factor == factor else 1.0  # also rejects NaN
     if not (real > 0 and estimated > 0):
@@ -135,6 +141,9 @@ def update_factor(factor: float, real: int | float, estimated: int | float) -> f
     ratio = float(real) / float(estimated)
     if ratio != ratio:
         return base
+    if exact:
+        # Below FACTOR_MIN no tokenizer counts that little: a report of some other figure.
+        return min(ratio, FACTOR_CAP) if ratio >= FACTOR_MIN else base
     return max(base, min(ratio, FACTOR_CAP))
 
 

@@ -76,7 +76,7 @@ class Healing(Sending):
     ) -> bool:
         """Count the request as it would be sent now with the server's own tokenizer, where
         the server reports no usage, when it matters (``needs_calibration``; ``force``: now);
-        True when the count raised the factor."""
+        True when the count raised the factor (a tokenizer's count is exact: it may lower it)."""
         transcript = self._ledger.tokens + self._summary_tokens  # uncorrected
         fold = self._first_kept_seq()  # changes exactly at a fold
         if not force and not needs_calibration(transcript, b, self._factor, fold, self._calibrated):
@@ -85,7 +85,7 @@ class Healing(Sending):
         if real is None:
             return False
         before = self._factor
-        self._factor = update_factor(self._factor, real, self._sent_estimate(turn))
+        self._factor = update_factor(self._factor, real, self._sent_estimate(turn), exact=True)
         self._calibrated = Calibrated(fold, transcript)
         return self._factor > before
 
@@ -133,7 +133,7 @@ class Healing(Sending):
         the fold stays)."""
         real = await count_request(adapter, self._request(turn, window))
         if real is not None:
-            self._factor = update_factor(self._factor, real, self._sent_estimate(turn))
+            self._factor = update_factor(self._factor, real, self._sent_estimate(turn), exact=True)
             self._calibrated = Calibrated(
                 self._first_kept_seq(), self._ledger.tokens + self._summary_tokens
             )

@@ -27,6 +27,7 @@ from engines.context.continuation import continuing, prefills
 from engines.context.folding import Folding
 from engines.context.state import summary_block
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
+from engines.providers.tokens import usage_is_whole
 from engines.tools.rules import tool_list_tokens as _tools_tokens
 from engines.window import answer_reserve, estimate_tokens, update_factor
 
@@ -65,6 +66,7 @@ class Attempt:
     began: bool = False  # some answer (text, thinking or a tool call) arrived
     done: Done | None = None
     error: ProviderError | None = None
+    read: int = 0  # input tokens the server read, by an exact count (0: none given)
 
 
 class Sending(Folding):
@@ -123,8 +125,11 @@ class Sending(Folding):
                     out.calls.append(ev.call)
                     yield ev
                 elif isinstance(ev, Usage):
-                    real = ev.input_tokens + ev.cache_read_tokens + ev.cache_write_tokens
-                    self._factor = update_factor(self._factor, real, sent)
+                    exact = usage_is_whole(adapter)  # its input_tokens hold the cached ones
+                    real = ev.input_tokens if exact else ev.input_tokens + ev.cache_read_tokens
+                    real += 0 if exact else ev.cache_write_tokens
+                    self._factor = update_factor(self._factor, real, sent, exact=exact)
+                    out.read = real if exact else 0
                     extra, self._pending_summary_tokens = self._pending_summary_tokens, 0
                     yield ev.model_copy(update={"summary_tokens": ev.summary_tokens + extra})
                 elif isinstance(ev, AssistantRaw):
@@ -160,3 +165,5 @@ class Sending(Folding):
         async with contextlib.aclosing(self._attempt(adapter, request, sent, out)) as events:
             async for ev in events:
                 yield ev
+        if out.read:
+            self._read_whole(turn.model, out.read)

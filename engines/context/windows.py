@@ -1,8 +1,14 @@
 """Windows a too-long refusal named: believed down to a plausible floor, and after a restart
-only as a hint for healing the next refusal, so a bogus refusal never locks a chat."""
+only as a hint for healing the next refusal, so a bogus refusal never locks a chat.
+
+The model directory (the app's catalogue) is told of each learned window
+(``window_learned``), so that a server on this computer is listed with it in every process
+from then on, and of each request a server read in full by its own exact count
+(``window_answered``), which proves a smaller window wrong."""
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -13,6 +19,8 @@ from engines.context.tool_loop import specs_for
 from engines.tools.lean import lean_for
 from engines.tools.rules import tool_list_tokens as _tools_tokens
 from engines.window import estimate_tokens, smallest_window, unknown_window
+
+log = logging.getLogger("conch.context.windows")
 
 
 def listed_window(model: ModelInfo) -> int:
@@ -91,6 +99,7 @@ class LearnedWindows(LogSync):
         self._windows[model.key] = plausible
         self._hints.pop(model.key, None)
         self._learned_at[model.key] = time.time()
+        self._tell_directory("window_learned", model, plausible)
         if plausible > learned:
             text = (
                 f"{model.name} said it reads at most {learned:,} tokens at once, too few to be "
@@ -99,6 +108,23 @@ class LearnedWindows(LogSync):
         else:
             text = f"{model.name} reads at most {plausible:,} tokens at once."
         return Note(topic="window-learned", text=text)
+
+    def _read_whole(self, model: ModelInfo, tokens: int) -> None:
+        """The server read a request of ``tokens`` by its own exact count: a window learned
+        smaller than that is wrong (or the server was started again with a larger one)."""
+        learned = self._windows.get(model.key)
+        if learned is not None and tokens > learned:
+            self.forget_window(model.key)
+        self._tell_directory("window_answered", model, tokens)
+
+    def _tell_directory(self, name: str, model: ModelInfo, tokens: int) -> None:
+        told = getattr(self.directory, name, None)
+        if not callable(told):
+            return
+        try:
+            told(model, tokens)
+        except Exception:  # the directory is the app's; a failure only loses the fact
+            log.exception("telling the model directory %s failed", name)
 
     def context_usage(
         self, model: ModelInfo, system: str = "", answer_tokens: int | None = None

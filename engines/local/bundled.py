@@ -1367,6 +1367,7 @@ class BundledAdapter:
     name = ROWS["local"].name
     label = ROWS["local"].label
     local = True
+    usage_counts_cache = True  # llama-server's usage and timings include cached tokens
 
     def __init__(self, runtime: BundledRuntime, *, client: httpx.AsyncClient | None = None) -> None:
         self.runtime = runtime

@@ -234,6 +234,7 @@ class AnthropicAdapter:
     """``ProviderAdapter`` for the Anthropic Messages API."""
 
     name = "anthropic"
+    usage_counts_cache = True  # its usage is summed with the cache's reads and writes
     label = PROVIDERS["anthropic"].label
     local = False
     continues_answer = (

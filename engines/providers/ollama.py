@@ -211,6 +211,7 @@ class OllamaAdapter:
     """
 
     name = "ollama"
+    usage_counts_cache = False  # prompt_eval_count leaves out what it had cached
     label = PROVIDERS["ollama"].label
     local = True
     continues_answer = (

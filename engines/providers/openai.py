@@ -100,6 +100,8 @@ def _list_not_json(response: httpx.Response) -> ProviderError:
 class OpenAIAdapter:
     """``ProviderAdapter`` for every OpenAI-style provider, configured by an ``OpenAIStyleRow``."""
 
+    usage_counts_cache = True  # prompt_tokens and llama-server's timings include cached tokens
+
     def __init__(
         self,
         row: OpenAIStyleRow,

@@ -31,6 +31,16 @@ TEMPLATE_TOKENS = 5  # a chat template's tokens around one message (ChatML, Gemm
 _MISSING = (404, 405, 501)  # the server has no such endpoint: try the next kind
 
 
+def usage_is_whole(adapter: object) -> bool:
+    """Whether ``adapter``'s usage counts the whole input, cached tokens included, in its
+    ``input_tokens`` (OpenAI-style ``prompt_tokens``, llama-server's timings, Anthropic's sum),
+    so that it is exact and the chat's factor may follow it down. Ollama's
+    ``prompt_eval_count`` leaves out what it had cached: its adapter says False, as does any
+    adapter that does not say (a local server's gate passes the question to what it guards)."""
+    inner = getattr(adapter, "inner", adapter)
+    return getattr(inner, "usage_counts_cache", False) is True
+
+
 class TokenizerMissingError(Exception):
     """The server has no tokenizer endpoint of this kind."""
 

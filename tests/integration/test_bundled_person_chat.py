@@ -224,9 +224,10 @@ async def test_a_person_like_chat_answers_every_turn_through_every_fold(
         next(m for m in r.messages if m.role == "user").text.startswith(SUMMARY_OPEN)
         for r in recorder.chat_requests()[folds[0][0] :]
     )
-    # The estimate was corrected by the runtime's own tokenizer (it streams no usage).
+    # The estimate was corrected by the runtime's own tokenizer (it streams no usage); the
+    # count is exact, so the factor is the last count's, above or below 1.
     assert recorder.counts >= len(folds)
-    assert session.factor > 1.0
+    assert session.factor != 1.0
     print(
         f"\n{len(SCRIPT)} turns in {seconds:.0f} s; folds at turns {[i for i, _f in folds]}; "
         f"{len(recorder.summary_requests())} summary requests, {summaries_in_fold_turns} "
