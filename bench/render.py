@@ -44,7 +44,7 @@ def answers() -> dict[str, str]:
 def _measure(app: Any, view: Any, seq: int) -> dict[str, float]:
     from PySide6.QtCore import QTimer
 
-    from ui.chat_model import RowKind
+    from ui.chat.chat_model import RowKind
 
     model = view.chat_model
     i = model.find(RowKind.MESSAGE, seq)
@@ -86,10 +86,10 @@ def _measure(app: Any, view: Any, seq: int) -> dict[str, float]:
 def main(before: bool = False) -> dict[str, object]:
     from PySide6.QtWidgets import QApplication
 
-    import ui.chat_model as model_module
+    import ui.chat.chat_model as model_module
     from app.services import build_services
-    from ui.chat_view import ChatView
-    from ui.markdown import Piece
+    from ui.chat.chat_view import ChatView
+    from ui.chat.markdown import Piece
     from ui.start import route_qt_messages
 
     route_qt_messages()

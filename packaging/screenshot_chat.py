@@ -89,7 +89,7 @@ def point_at_last_answer(window: Any) -> None:
     """Move the pointer over the chat's last answer, as a person would: its buttons show."""
     from PySide6.QtTest import QTest
 
-    from ui.chat_model import RowKind
+    from ui.chat.chat_model import RowKind
 
     view = window.chat_view
     rows = view.chat_model.rows()

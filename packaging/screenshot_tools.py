@@ -91,7 +91,7 @@ async def render_tools(
 ) -> None:
     """tool-approval.png (the card and the waiting tool line), tool-call.png (the line opened
     after the answer) and tools.png (Settings → Tools with the server ready)."""
-    from ui.chat_model import RowKind
+    from ui.chat.chat_model import RowKind
 
     window.open_chat(add_tool_chat(services, folder))
     await settle(0.2)

@@ -159,7 +159,7 @@ async def render(out: Path, width: int, height: int) -> list[Path]:
     from PySide6.QtWidgets import QApplication
 
     from app.services import build_services
-    from ui.chat_model import RowKind
+    from ui.chat.chat_model import RowKind
     from ui.main_window import MainWindow
     from ui.theme import ThemeManager
 

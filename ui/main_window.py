@@ -5,7 +5,8 @@ chat; it never talks to an engine. A chat whose answer is still streaming keeps 
 when the person looks at another chat, and a deleted chat's turn is stopped (what arrived is
 kept, and Undo brings the chat back). An empty chat shows the first screen in the messages'
 place (ui/first_screen.py: who answers, what was found, one click to each). The palette and
-the settings dialog (ui/palette.py, ui/settings_dialog.py) are built on first use, or injected.
+the settings dialog (ui/palette.py, ui/settings/settings_dialog.py) are built on first use,
+or injected.
 """
 
 from __future__ import annotations
@@ -56,22 +57,22 @@ from engines.base import Approval, ModelInfo, NextStep, PermissionAsk, Shortened
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program
 from engines.programs.slash import SlashCommand, slash_commands_of
-from ui.approval_card import ApprovalCard
-from ui.bridge import ConversationBridge
-from ui.chat_settings import ChatSettingsPanel
-from ui.chat_tools import ChatToolsButton
-from ui.chat_view import ChatView
-from ui.composer import Composer, Submission
-from ui.cut_notice import CutNotice
+from ui.cards.approval_card import ApprovalCard
+from ui.cards.cut_notice import CutNotice
+from ui.cards.memory_card import MemoryCard
+from ui.cards.problem_card import ProblemCard
+from ui.chat.bridge import ConversationBridge
+from ui.chat.chat_settings import ChatSettingsPanel
+from ui.chat.chat_tools import ChatToolsButton
+from ui.chat.chat_view import ChatView
+from ui.chat.composer import Composer, Submission
+from ui.chat.forks import ForkActions, OriginLink
+from ui.chat.match_highlight import MatchHighlight, show_message
+from ui.chat.model_picker import ModelPicker, provider_name
 from ui.first_screen import FirstScreen
-from ui.forks import ForkActions, OriginLink
 from ui.icons import icon
-from ui.local_models import LocalModelsController
-from ui.match_highlight import MatchHighlight, show_message
-from ui.memory_card import MemoryCard
-from ui.model_picker import ModelPicker, provider_name
 from ui.plain import PlainLabel, plain_tip, shown_name, window_title
-from ui.problem_card import ProblemCard
+from ui.settings.local_models import LocalModelsController
 from ui.shortcuts import ShortcutsSheet, window_shortcuts
 from ui.sidebar import Sidebar
 
@@ -830,7 +831,7 @@ class MainWindow(QMainWindow):
         if not bridge.resend(message.seq):
             self.show_status("Wait for the answer to finish, or stop it first.")
 
-    # --- palette, settings, export (ui/palette.py and ui/settings_dialog.py call these) --
+    # --- palette, settings, export (ui/palette.py and ui/settings/settings_dialog.py call these) --
 
     def palette_commands(self) -> list[Any]:
         from ui.palette import Command
@@ -956,7 +957,7 @@ class MainWindow(QMainWindow):
             if self._settings_factory is not None:
                 self._settings_dialog = self._settings_factory(self)
             else:
-                from ui.settings_dialog import SettingsDialog
+                from ui.settings.settings_dialog import SettingsDialog
 
                 dialog = SettingsDialog.for_services(self.services, self.theme, parent=self)
                 dialog.providers_changed.connect(

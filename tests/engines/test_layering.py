@@ -44,7 +44,7 @@ def test_importing_every_module_loads_no_qt(package: str) -> None:
 
 
 def test_the_check_sees_qt_when_a_module_loads_it() -> None:
-    assert "PySide6.QtCore" in qt_loaded_by(["ui.chat_view"])
+    assert "PySide6.QtCore" in qt_loaded_by(["ui.chat.chat_view"])
 
 
 def loaded_by(modules: list[str], prefix: str) -> list[str]:

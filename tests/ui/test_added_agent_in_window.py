@@ -19,10 +19,10 @@ from app.services import AppServices, build_services
 from engines.programs.agents import make_agent
 from engines.programs.slash import SlashCommand
 from tests.ui.windows import closed_after, shown
-from ui.chat_model import RowKind
-from ui.composer import COMPACT_HINT, NOT_THE_PROGRAMS, Composer, Submission
+from ui.chat.chat_model import RowKind
+from ui.chat.composer import COMPACT_HINT, NOT_THE_PROGRAMS, Composer, Submission
+from ui.chat.tool_rows import ToolRows
 from ui.main_window import MainWindow
-from ui.tool_rows import ToolRows
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

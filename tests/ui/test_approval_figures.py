@@ -12,7 +12,7 @@ from app.conversation import Conversation
 from app.store import ChatStore
 from engines.base import Approval, Done, Event, TextDelta, ToolAsk, TurnInput, Usage
 from tests.ui.conftest import MOCK_MODEL
-from ui.bridge import ConversationBridge
+from ui.chat.bridge import ConversationBridge
 
 CLICK_WAIT_S = 45.0  # how long the person took to answer the card
 

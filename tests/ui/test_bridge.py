@@ -10,8 +10,8 @@ from shiboken6 import Shiboken
 from engines.base import Compacted, ProblemKind, TurnProblem
 from engines.mock import CompactBefore, Fail, Reply
 from tests.ui.conftest import LEARNED, Chat
-from ui.bridge import ConversationBridge
-from ui.chat_model import mark_for
+from ui.chat.bridge import ConversationBridge
+from ui.chat.chat_model import mark_for
 
 ANSWER = "Larch lasts eight to ten years without any treatment at all."
 

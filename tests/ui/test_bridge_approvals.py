@@ -17,7 +17,7 @@ from app.conversation import Conversation
 from app.store import ChatStore
 from engines.base import Approval, Done, Event, PermissionAsk, TextDelta, TurnInput
 from tests.ui.conftest import MOCK_MODEL
-from ui.bridge import ConversationBridge
+from ui.chat.bridge import ConversationBridge
 
 
 class AsksFromItsOwnTask:

@@ -10,7 +10,7 @@ from pytestqt.qtbot import QtBot
 from engines.base import TurnProblem
 from engines.mock import Reply
 from tests.ui.conftest import Chat
-from ui.bridge import ConversationBridge
+from ui.chat.bridge import ConversationBridge
 
 
 @pytest.mark.allow_error_log  # the failed save is logged with its traceback

@@ -10,10 +10,10 @@ from pytestqt.qtbot import QtBot
 
 from engines.base import ModelInfo, NextStep, ProblemKind, TurnProblem
 from tests.ui.conftest import LEARNED, Chat
-from ui.context_meter import ContextMeter, describe
-from ui.memory_card import MemoryCard
-from ui.model_picker import ModelPicker, window_label
-from ui.problem_card import ProblemCard
+from ui.cards.memory_card import MemoryCard
+from ui.cards.problem_card import ProblemCard
+from ui.chat.context_meter import ContextMeter, describe
+from ui.chat.model_picker import ModelPicker, window_label
 
 # The offscreen platform cannot resize windows to their hints; it says so at WARNING.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
@@ -47,7 +47,7 @@ def test_too_long_card_offers_the_bigger_model(qtbot: QtBot) -> None:
 
 
 def test_the_switch_button_names_the_window_once() -> None:
-    from ui.problem_card import step_label
+    from ui.cards.problem_card import step_label
 
     named = ModelInfo(provider="mock", id="large", label="Mock model (128K)", context=131_072)
     step = NextStep(kind="switch-model", label="Switch", model=named)

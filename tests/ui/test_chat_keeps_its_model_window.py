@@ -16,8 +16,8 @@ from app.store import ChatStore
 from engines.local.bundled import MODEL_ID
 from tests.fakes.openai_server import FakeModel, OpenAIStyleServer
 from tests.ui.windows import close_window, open_window, route_to
-from ui.chat_model import RowKind
-from ui.problem_card import ProblemCard
+from ui.cards.problem_card import ProblemCard
+from ui.chat.chat_model import RowKind
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

@@ -21,15 +21,15 @@ from engines.base import ModelInfo, TurnInput
 from engines.mock import MockEngine, Reply
 from tests.ui.windows import open_window
 from tests.waits import HANG_MS
-from ui.chat_settings import (
+from ui.chat.chat_settings import (
     AUTOMATIC,
     MODE_WORDS,
     SERVER_DEFAULT,
     ChatSettingsPanel,
     DefaultPromptPage,
 )
+from ui.chat.model_picker import KEY_ROLE
 from ui.main_window import MainWindow
-from ui.model_picker import KEY_ROLE
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
@@ -168,7 +168,7 @@ def test_the_default_prompt_is_written_in_settings_and_shown_in_a_chat_that_uses
 
 
 def test_the_settings_window_has_a_chat_page(qtbot: QtBot, services: AppServices) -> None:
-    from ui.settings_dialog import SettingsDialog
+    from ui.settings.settings_dialog import SettingsDialog
 
     dialog = SettingsDialog.for_services(services)
     qtbot.addWidget(dialog)

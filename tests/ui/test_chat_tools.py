@@ -17,7 +17,7 @@ from app.secrets import SessionSecrets
 from app.settings import SettingsStore
 from app.store import ChatStore
 from app.tools import ChatToolHost, ToolSettings
-from ui.chat_tools import SETTINGS_ENTRY, ChatToolsButton
+from ui.chat.chat_tools import SETTINGS_ENTRY, ChatToolsButton
 
 pytestmark = [
     pytest.mark.qt_log_ignore("This plugin does not support"),

@@ -13,11 +13,11 @@ from app.store import ChatStore
 from engines.mock import Fail, Reply
 from tests.ui.conftest import Chat
 from tests.waits import HANG_MS
-from ui.bridge import ConversationBridge
-from ui.chat_model import PAGE, ROW_ROLE, ChatModel, Row, RowKind
-from ui.chat_view import ChatView
-from ui.markdown import MarkdownRenderer, code_blocks
-from ui.summary_divider import SummaryDivider
+from ui.cards.summary_divider import SummaryDivider
+from ui.chat.bridge import ConversationBridge
+from ui.chat.chat_model import PAGE, ROW_ROLE, ChatModel, Row, RowKind
+from ui.chat.chat_view import ChatView
+from ui.chat.markdown import MarkdownRenderer, code_blocks
 
 # The offscreen platform cannot resize windows to their hints; it says so at WARNING.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")

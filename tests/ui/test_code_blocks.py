@@ -12,9 +12,9 @@ from PySide6.QtGui import QColor, QFontDatabase, QFontMetricsF, QTextCursor
 from pytestqt.qtbot import QtBot
 
 from tests.ui.conftest import Chat
-from ui.chat_model import RowKind
-from ui.chat_view import ChatView
-from ui.message_delegate import PAD_X, PAD_Y
+from ui.chat.chat_model import RowKind
+from ui.chat.chat_view import ChatView
+from ui.chat.message_delegate import PAD_X, PAD_Y
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

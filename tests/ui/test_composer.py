@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QApplication, QLabel, QToolButton, QVBoxLayout, QW
 from pytestqt.qtbot import QtBot
 
 from tests.cost import cpu_seconds
-from ui.composer import COMPACT_HINT, PASTE_LIMIT, Composer, Submission, parse_compact
+from ui.chat.composer import COMPACT_HINT, PASTE_LIMIT, Composer, Submission, parse_compact
 
 # The offscreen platform cannot resize windows to their hints; it says so at WARNING.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")

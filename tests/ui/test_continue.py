@@ -22,8 +22,8 @@ from engines.base import ProblemKind
 from tests.fakes.ollama_server import FakeModel, FakeOllama, FakeReply, running_ollama
 from tests.ui.windows import close_files, close_window, open_window, route_to
 from tests.waits import HANG_MS
-from ui.chat_model import RowKind
-from ui.chat_view import ChatView
+from ui.chat.chat_model import RowKind
+from ui.chat.chat_view import ChatView
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

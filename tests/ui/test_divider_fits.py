@@ -15,9 +15,9 @@ from app.services import build_services
 from app.store import Compaction
 from engines.base import HandedOff
 from tests.ui.windows import close_files, shown
-from ui.chat_model import RowKind
-from ui.handoff_divider import HandoffDivider
-from ui.summary_divider import SummaryDivider
+from ui.cards.handoff_divider import HandoffDivider
+from ui.cards.summary_divider import SummaryDivider
+from ui.chat.chat_model import RowKind
 from ui.theme import ThemeManager
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")

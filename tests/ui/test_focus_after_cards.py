@@ -14,10 +14,10 @@ from engines.base import NextStep, ProblemKind
 from engines.mock import CompactBefore, Refuse, Reply
 from tests.ui.test_main_window import send, wait_idle
 from tests.ui.windows import Scripts
-from ui.chat_model import RowKind
+from ui.cards.memory_card import MemoryCard
+from ui.cards.problem_card import ProblemCard
+from ui.chat.chat_model import RowKind
 from ui.main_window import MainWindow
-from ui.memory_card import MemoryCard
-from ui.problem_card import ProblemCard
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

@@ -23,9 +23,9 @@ from app.services import AppServices, build_services
 from tests.fakes.openai_server import FakeModel, OpenAIStyleServer, Script
 from tests.ui.windows import close_window, open_window, route_to
 from tests.waits import HANG_MS
-from ui.chat_model import RowKind
+from ui.cards.summary_divider import WRITING, SummaryDivider
+from ui.chat.chat_model import RowKind
 from ui.main_window import MainWindow
-from ui.summary_divider import WRITING, SummaryDivider
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

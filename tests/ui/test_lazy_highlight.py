@@ -9,8 +9,8 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from tests.ui.conftest import Chat
-from ui.chat_model import Row, RowKind
-from ui.chat_view import ChatView
+from ui.chat.chat_model import Row, RowKind
+from ui.chat.chat_view import ChatView
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

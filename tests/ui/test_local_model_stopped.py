@@ -19,11 +19,11 @@ from app.store import Chat
 from engines.base import Approver, ModelInfo, ProblemKind
 from engines.local.bundled import CrashBook, rebuild_step, source_checkout
 from engines.mock import MockEngine, Refuse
-from ui.chat_model import RowKind
-from ui.health_page import HealthPage
+from ui.cards.problem_card import ProblemCard
+from ui.chat.chat_model import RowKind
+from ui.chat.model_picker import KEY_ROLE, ModelPicker
 from ui.main_window import MainWindow
-from ui.model_picker import KEY_ROLE, ModelPicker
-from ui.problem_card import ProblemCard
+from ui.settings.health_page import HealthPage
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

@@ -27,10 +27,10 @@ from tests.fakes.openai_server import FakeModel as LmModel
 from tests.fakes.openai_server import OpenAIStyleServer, too_long_reply
 from tests.ui.windows import close_window, closed_after, open_window, route_to
 from tests.waits import HANG_MS
-from ui.chat_model import RowKind
-from ui.model_picker import PULL_TEXT, ModelPicker
-from ui.problem_card import ProblemCard
-from ui.pull_dialog import PullDialog
+from ui.cards.problem_card import ProblemCard
+from ui.chat.chat_model import RowKind
+from ui.chat.model_picker import PULL_TEXT, ModelPicker
+from ui.settings.pull_dialog import PullDialog
 from ui.theme import ThemeManager
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")

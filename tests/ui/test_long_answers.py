@@ -16,10 +16,10 @@ from pytestqt.qtbot import QtBot
 from engines.mock import Reply
 from tests.ui.conftest import Chat
 from tests.waits import HANG_MS
-from ui.bridge import ConversationBridge
-from ui.chat_model import RowKind
-from ui.chat_view import ChatView
-from ui.markdown import (
+from ui.chat.bridge import ConversationBridge
+from ui.chat.chat_model import RowKind
+from ui.chat.chat_view import ChatView
+from ui.chat.markdown import (
     EXPAND_HREF,
     PIECE_CHARS,
     MarkdownRenderer,

@@ -21,9 +21,9 @@ from app.secrets import SessionSecrets
 from app.settings import SettingsStore
 from app.store import ChatStore
 from engines.base import ModelInfo
-from ui.model_picker import ModelPicker
+from ui.chat.model_picker import ModelPicker
 from ui.palette import MAX_ROWS, Command, CommandPalette
-from ui.settings_dialog import SettingsDialog
+from ui.settings.settings_dialog import SettingsDialog
 from ui.sidebar import Sidebar
 from ui.theme import ThemeManager
 
@@ -95,7 +95,7 @@ def test_the_undo_bar_is_painted_over_the_sidebar(
 def test_the_sidebar_and_composer_paint_their_own_backgrounds(
     qtbot: QtBot, theme: ThemeManager, data_dir: Path
 ) -> None:
-    from ui.composer import Composer
+    from ui.chat.composer import Composer
 
     store = ChatStore.in_dir(data_dir)
     try:

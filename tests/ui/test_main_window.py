@@ -23,12 +23,12 @@ from engines.base import NextStep, ProblemKind
 from engines.mock import CompactBefore, Refuse, Reply, ShortenBefore
 from tests.ui.windows import Scripts
 from tests.waits import HANG_MS
-from ui.chat_model import RowKind
+from ui.cards.memory_card import MemoryCard
+from ui.cards.problem_card import ProblemCard
+from ui.cards.summary_divider import SummaryDivider
+from ui.chat.chat_model import RowKind
 from ui.main_window import MainWindow
-from ui.memory_card import MemoryCard
-from ui.problem_card import ProblemCard
 from ui.start import QUIT_AFTER_ENV, quit_after_ms
-from ui.summary_divider import SummaryDivider
 
 # The offscreen platform cannot resize windows to their hints; it says so at WARNING.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")

@@ -23,9 +23,9 @@ from tests.fakes.openai_server import FakeModel, OpenAIStyleServer, Script, Scri
 from tests.integration.test_mcp_filesystem import filesystem_server
 from tests.ui.windows import route_to
 from tests.waits import HANG_MS
-from ui.chat_model import RowKind
+from ui.chat.chat_model import RowKind
+from ui.chat.tool_rows import ToolRows
 from ui.main_window import MainWindow
-from ui.tool_rows import ToolRows
 
 pytestmark = [
     pytest.mark.slow,

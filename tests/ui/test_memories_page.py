@@ -12,7 +12,7 @@ from pytestqt.qtbot import QtBot
 
 from app.memories import Memory, MemoryBook
 from app.settings import SettingsStore
-from ui.memories_page import MemoriesPage, MemoryRow
+from ui.settings.memories_page import MemoriesPage, MemoryRow
 
 # The offscreen platform says at WARNING that it cannot do some window things; nothing to fix.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")

@@ -12,10 +12,10 @@ from app.services import AppServices
 from engines.mock import CompactBefore, Reply
 from tests.ui.test_main_window import chat_of_two_turns, send, wait_idle
 from tests.ui.windows import Scripts
-from ui.chat_model import RowKind
+from ui.cards.memory_card import MemoryCard
+from ui.cards.summary_divider import SummaryDivider
+from ui.chat.chat_model import RowKind
 from ui.main_window import MainWindow
-from ui.memory_card import MemoryCard
-from ui.summary_divider import SummaryDivider
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

@@ -9,7 +9,7 @@ from pytestqt.qtbot import QtBot
 
 from app.memories import MemoryBook
 from app.settings import SettingsStore
-from ui.memories_page import EVERYWHERE, MemoriesPage
+from ui.settings.memories_page import EVERYWHERE, MemoriesPage
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

@@ -20,9 +20,9 @@ from engines.mock import Reply
 from tests.ui.conftest import Chat
 from tests.ui.test_main_window import send, wait_idle
 from tests.ui.windows import Scripts
-from ui.bridge import ConversationBridge
-from ui.chat_model import Row, RowKind
-from ui.chat_view import EDIT_HINT, REFOLD_NOTE, ChatView
+from ui.chat.bridge import ConversationBridge
+from ui.chat.chat_model import Row, RowKind
+from ui.chat.chat_view import EDIT_HINT, REFOLD_NOTE, ChatView
 from ui.main_window import MainWindow
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")

@@ -12,11 +12,11 @@ from pytestqt.qtbot import QtBot
 
 from engines.mock import Reply
 from tests.ui.conftest import Chat
-from ui.bridge import ConversationBridge
-from ui.chat_model import COLLAPSE_CHARS, Row, RowKind
-from ui.chat_view import ChatView
-from ui.markdown import EXPAND_HREF
-from ui.message_delegate import READING_CHARS
+from ui.chat.bridge import ConversationBridge
+from ui.chat.chat_model import COLLAPSE_CHARS, Row, RowKind
+from ui.chat.chat_view import ChatView
+from ui.chat.markdown import EXPAND_HREF
+from ui.chat.message_delegate import READING_CHARS
 from ui.theme import Scheme, build_palette, load_theme
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")

@@ -19,8 +19,8 @@ from app.services import AppServices
 from tests.fakes.http import LoopbackServer
 from tests.ui.windows import shown
 from tests.waits import HANG_MS, HANG_SECONDS
-from ui.chat_model import RowKind
-from ui.chat_view import ChatView
+from ui.chat.chat_model import RowKind
+from ui.chat.chat_view import ChatView
 from ui.main_window import MainWindow
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
@@ -66,7 +66,7 @@ def test_a_message_document_loads_nothing_even_from_raw_html(
         f"""
         from PySide6.QtCore import QUrl
         from PySide6.QtGui import QGuiApplication, QImage, QPainter, QTextDocument
-        from ui.markdown import MessageDocument
+        from ui.chat.markdown import MessageDocument
         app = QGuiApplication([])
         plain = QTextDocument()
         plain.setHtml({f'<img src="{picture}">'!r})

@@ -42,13 +42,13 @@ from tests.attacks import Attack, FifoTripwire, markup, names
 from tests.fakes.openai_server import FakeModel, OpenAIStyleServer, Script, ScriptedCall
 from tests.ui.windows import close_files, route_to, shown
 from tests.waits import HANG_MS, HANG_SECONDS
-from ui.chat_model import RowKind
+from ui.cards.memory_card import MemoryCard
+from ui.cards.problem_card import ProblemCard
+from ui.cards.summary_divider import SummaryDivider
+from ui.chat.chat_model import RowKind
+from ui.chat.tool_rows import ToolRows
 from ui.main_window import MainWindow
-from ui.memory_card import MemoryCard
 from ui.plain import button_words, plain_tip, shown_name, window_title
-from ui.problem_card import ProblemCard
-from ui.summary_divider import SummaryDivider
-from ui.tool_rows import ToolRows
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

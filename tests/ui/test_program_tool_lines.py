@@ -14,7 +14,7 @@ from engines.base import PermissionAsk, ToolCall, ToolResult, ToolStarted
 from engines.programs.acp import PLAN_TOOL
 from tests.engines.programs.test_acp import Chat, make_engine, run_turn
 from tests.waits import HANG_MS
-from ui.tool_rows import entries_from, line_text
+from ui.chat.tool_rows import entries_from, line_text
 
 ToolEvent = ToolCall | ToolStarted | ToolResult
 

@@ -30,11 +30,11 @@ from tests.engines.programs.test_codex import CODEX
 from tests.fakes.anthropic_server import ClaudeCodeServer
 from tests.fakes.openai_server import FakeModel, OpenAIStyleServer, ResponsesServer
 from tests.ui.windows import closed_after, route_to, shown
-from ui.chat_model import RowKind
-from ui.handoff_divider import HandoffDivider
+from ui.cards.handoff_divider import HandoffDivider
+from ui.cards.problem_card import ProblemCard
+from ui.cards.summary_divider import SummaryDivider
+from ui.chat.chat_model import RowKind
 from ui.main_window import MainWindow
-from ui.problem_card import ProblemCard
-from ui.summary_divider import SummaryDivider
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

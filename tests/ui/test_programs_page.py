@@ -14,7 +14,7 @@ from app.secrets import SERVICE, KeyringSecrets
 from app.settings import SettingsStore
 from engines.tools.config import SecretRef
 from tests.fakes.memory_keyring import MemoryKeyring
-from ui.programs_page import NO_AGENTS, SECRET_SHOWN, ProgramsPage
+from ui.settings.programs_page import NO_AGENTS, SECRET_SHOWN, ProgramsPage
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

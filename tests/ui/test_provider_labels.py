@@ -19,8 +19,8 @@ from engines.base import ModelInfo
 from engines.local.bundled import BundledAdapter
 from engines.providers.registry import COMPANIES, LOCAL_SERVERS, PROVIDERS
 from tests.waits import HANG_MS, HANG_SECONDS
-from ui.model_picker import ModelPicker
-from ui.settings_dialog import SettingsDialog
+from ui.chat.model_picker import ModelPicker
+from ui.settings.settings_dialog import SettingsDialog
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

@@ -18,9 +18,9 @@ from pytestqt.qtbot import QtBot
 
 from engines.mock import ReadFirst, Reply
 from tests.ui.conftest import Chat
-from ui.bridge import ConversationBridge
-from ui.chat_model import Row, RowKind
-from ui.chat_view import ChatView
+from ui.chat.bridge import ConversationBridge
+from ui.chat.chat_model import Row, RowKind
+from ui.chat.chat_view import ChatView
 
 # The offscreen platform cannot resize windows to their hints; it says so at WARNING.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")

@@ -25,10 +25,10 @@ from engines.context.session import ApiSession
 from engines.context.tool_loop import ToolHost
 from tests.engines.tools.test_loop import Runner
 from tests.waits import HANG_MS
-from ui.bridge import ConversationBridge
-from ui.chat_model import RowKind
-from ui.chat_view import ChatView
-from ui.tool_rows import ToolRows
+from ui.chat.bridge import ConversationBridge
+from ui.chat.chat_model import RowKind
+from ui.chat.chat_view import ChatView
+from ui.chat.tool_rows import ToolRows
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

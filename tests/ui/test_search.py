@@ -12,7 +12,7 @@ from pytestqt.qtbot import QtBot
 from app.services import AppServices
 from tests.ui.windows import shown
 from tests.waits import HANG_MS
-from ui.chat_model import PAGE, RowKind
+from ui.chat.chat_model import PAGE, RowKind
 from ui.main_window import MainWindow
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")

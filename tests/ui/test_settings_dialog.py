@@ -20,7 +20,7 @@ from tests.fakes.anthropic_server import AnthropicServer, FakeClaude
 from tests.fakes.http import LoopbackServer, Recorded, Reply, free_port
 from tests.fakes.memory_keyring import MemoryKeyring, installed
 from tests.fakes.openai_server import FakeModel, OpenAIStyleServer
-from ui.settings_dialog import SettingsDialog
+from ui.settings.settings_dialog import SettingsDialog
 from ui.theme import ThemeManager, load_theme
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")

@@ -17,7 +17,7 @@ from pytestqt.qtbot import QtBot
 
 from app.store import ChatStore
 from tests.waits import HANG_MS
-from ui.chat_settings import ChatSettingsPanel
+from ui.chat.chat_settings import ChatSettingsPanel
 from ui.theme import ThemeManager
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")

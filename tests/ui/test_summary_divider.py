@@ -9,7 +9,7 @@ from pytestqt.qtbot import QtBot
 from app.store import Compaction
 from engines.context.facts import FACTS_SHARE, SECTIONS, keep_facts
 from tests.waits import HANG_MS as HANG
-from ui.summary_divider import SummaryDivider
+from ui.cards.summary_divider import SummaryDivider
 
 LOG = "\n".join(
     f"2026-05-{1 + n % 28:02d} 06:{n % 60:02d}:41 irrigation INFO zone {1 + n % 4} "

@@ -20,10 +20,10 @@ from engines.base import Compacted, Message, ModelInfo
 from engines.context.protocols import SummaryResult
 from engines.context.session import ApiSession
 from tests.waits import HANG_MS
-from ui.bridge import ConversationBridge
-from ui.chat_model import RowKind
-from ui.chat_view import ChatView
-from ui.summary_divider import WRITING, SummaryDivider
+from ui.cards.summary_divider import WRITING, SummaryDivider
+from ui.chat.bridge import ConversationBridge
+from ui.chat.chat_model import RowKind
+from ui.chat.chat_view import ChatView
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

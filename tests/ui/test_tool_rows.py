@@ -36,12 +36,12 @@ from engines.base import (
 )
 from engines.context.session import ApiSession
 from engines.providers.base import ChatRequest
-from ui.approval_card import ApprovalCard
-from ui.bridge import ConversationBridge
-from ui.chat_model import RowKind
-from ui.chat_view import ChatView
+from ui.cards.approval_card import ApprovalCard
+from ui.chat.bridge import ConversationBridge
+from ui.chat.chat_model import RowKind
+from ui.chat.chat_view import ChatView
+from ui.chat.tool_rows import ToolRows, entries_from, line_text
 from ui.theme import ThemeManager
-from ui.tool_rows import ToolRows, entries_from, line_text
 
 pytestmark = [
     pytest.mark.qt_log_ignore("This plugin does not support"),

@@ -27,9 +27,9 @@ from engines.tools.rules import tool_list_tokens
 from tests.fakes.openai_server import FakeModel, OpenAIStyleServer, Script, ScriptedCall
 from tests.ui.windows import route_to, shown
 from tests.waits import HANG_MS
-from ui.chat_model import RowKind
+from ui.chat.chat_model import RowKind
+from ui.chat.tool_rows import ToolRows
 from ui.main_window import MainWindow
-from ui.tool_rows import ToolRows
 
 pytestmark = [
     pytest.mark.qt_log_ignore("This plugin does not support"),

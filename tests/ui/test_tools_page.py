@@ -20,7 +20,7 @@ from app.settings import SettingsStore
 from app.tools import ToolSettings
 from engines.tools.config import SecretRef, StdioServer
 from tests.fakes.memory_keyring import MemoryKeyring
-from ui.tools_page import SECRET_SHOWN, ToolsPage
+from ui.settings.tools_page import SECRET_SHOWN, ToolsPage
 
 pytestmark = [
     pytest.mark.qt_log_ignore("This plugin does not support"),

@@ -15,8 +15,8 @@ from engines.context.transcript import transcript_path
 from tests.ui.windows import shown
 from tests.waits import HANG_MS
 from ui.main_window import MainWindow
+from ui.settings.trash_page import TrashPage
 from ui.theme import ThemeManager
-from ui.trash_page import TrashPage
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

@@ -15,8 +15,8 @@ from engines.base import NextStep, ProblemKind
 from engines.mock import Refuse, Reply
 from tests.ui.test_main_window import send, wait_idle
 from tests.ui.windows import Scripts, closed_after, shown
-from ui.chat_model import RowKind
-from ui.problem_card import ProblemCard
+from ui.cards.problem_card import ProblemCard
+from ui.chat.chat_model import RowKind
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 

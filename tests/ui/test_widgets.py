@@ -9,9 +9,9 @@ from pytestqt.qtbot import QtBot
 from app.store import Compaction
 from engines.base import ProblemKind, TurnProblem
 from tests.waits import HANG_MS as HANG
-from ui.problem_card import ProblemCard
-from ui.summary_divider import SummaryDivider
-from ui.tool_rows import ToolEntry, ToolLine
+from ui.cards.problem_card import ProblemCard
+from ui.cards.summary_divider import SummaryDivider
+from ui.chat.tool_rows import ToolEntry, ToolLine
 
 MARKUP = "<b>bold</b> & <a href='https://example.com'>a link</a>"
 

@@ -13,7 +13,7 @@ from pytestqt.qtbot import QtBot
 from app.services import AppServices, build_services
 from tests.ui.windows import closed_after, shown
 from tests.waits import HANG_MS
-from ui.chat_model import RowKind
+from ui.chat.chat_model import RowKind
 from ui.main_window import FIRST_SIZE, MainWindow, first_size
 
 # The offscreen platform cannot resize windows to their hints; it says so at WARNING.

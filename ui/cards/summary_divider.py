@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 from app.store import Compaction
 from engines.context.facts import FACTS_SHARE, LEFT_OUT, kept_parts
 from ui._widgets import LineButton, outside_text
-from ui.message_delegate import copy_to_clipboard
+from ui.chat.message_delegate import copy_to_clipboard
 from ui.plain import PlainLabel, button_words, shown_name
 
 NO_SUMMARY = (

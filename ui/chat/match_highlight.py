@@ -12,8 +12,8 @@ from PySide6.QtCore import QPersistentModelIndex, QRectF, Qt, QTimer
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QAbstractItemView, QWidget
 
-from ui.chat_model import RowKind
-from ui.chat_view import ChatView
+from ui.chat.chat_model import RowKind
+from ui.chat.chat_view import ChatView
 
 HIGHLIGHT_MS = 1600
 FETCH_MARGIN = 20  # messages read beyond the match, so it does not sit on the page's edge

@@ -2,10 +2,11 @@
 
 HTML is rendered once per message version (Markdown parsing is the slow part) and a row's
 height once per width; both are cached, so scrolling and a streaming answer only lay out the
-rows that changed. A long message shown whole is one row per piece (``ui.markdown.split_long``):
-the view asks every row's height at once, so a piece is laid out only while this turn of the
-event loop has time (``GROW_BUDGET_S``); the rest get an estimate and are laid out on later
-turns, so "Show all" on a megabyte never stops the window answering.
+rows that changed. A long message shown whole is one row per piece
+(``ui.chat.markdown.split_long``): the view asks every row's height at once, so a piece is laid
+out only while this turn of the event loop has time (``GROW_BUDGET_S``); the rest get an
+estimate and are laid out on later turns, so "Show all" on a megabyte never stops the window
+answering.
 
 Links inside a message are hit-tested on click: a code block's "Copy", the "Thinking" toggle,
 "Show all" under a long message, and ordinary web links. Messages are set in a centred column
@@ -52,8 +53,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ui.chat_model import ACTIONS, ROW_ROLE, WIDGET_KINDS, Row, RowKind, mark_for, preview
-from ui.markdown import (
+from ui.chat.chat_model import ACTIONS, ROW_ROLE, WIDGET_KINDS, Row, RowKind, mark_for, preview
+from ui.chat.markdown import (
     COPY_SCHEME,
     DARK,
     EXPAND_HREF,

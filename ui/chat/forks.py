@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QWidget
 from app.forks import fork_from, from_summary, origin_words
 from app.store import ChatStore, StoreError
 from engines.base import Compacted, TurnProblem
-from ui.bridge import ConversationBridge
+from ui.chat.bridge import ConversationBridge
 from ui.plain import PlainLabel
 
 

@@ -17,9 +17,9 @@ from app.store import Chat, ChatStore, StoreError
 from app.trash import empty_trash
 from ui._widgets import hint_label, page_layout, page_title
 from ui.icons import icon
-from ui.memories_page import when_text
 from ui.plain import PlainLabel, shown_name
-from ui.row_list import RowList
+from ui.settings.memories_page import when_text
+from ui.settings.row_list import RowList
 from ui.sidebar import UndoBar
 
 EMPTY_KEY = "empty-trash"  # the Undo bar's key for an emptying that may still be undone

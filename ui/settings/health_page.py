@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 from app.health import HealthLog, HealthNote
 from engines.local.bundled import CrashBook
 from ui.plain import PlainLabel, shown_name
-from ui.row_list import RowList
+from ui.settings.row_list import RowList
 
 log = logging.getLogger("conch.ui.health")
 

@@ -51,16 +51,16 @@ from engines.providers.base import ProviderError
 from engines.providers.errors import plain_os_error
 from engines.providers.registry import COMPANIES, LOCAL_SERVERS, PROVIDERS
 from ui._widgets import form_card, hint_label, list_card, page_layout
-from ui.chat_settings import DefaultPromptPage
-from ui.health_page import HealthPage, StartLocal
+from ui.chat.chat_settings import DefaultPromptPage
 from ui.icons import ON_ACCENT, icon
-from ui.memories_page import ChatTitle, MemoriesPage
 from ui.plain import PlainLabel
-from ui.programs_page import ProgramsPage
-from ui.settings_sync import listen_to_settings, save_remember, set_checked_quietly
+from ui.settings.health_page import HealthPage, StartLocal
+from ui.settings.memories_page import ChatTitle, MemoriesPage
+from ui.settings.programs_page import ProgramsPage
+from ui.settings.settings_sync import listen_to_settings, save_remember, set_checked_quietly
+from ui.settings.tools_page import ToolsPage
+from ui.settings.trash_page import TrashPage
 from ui.theme import ThemeManager, set_style_property
-from ui.tools_page import ToolsPage
-from ui.trash_page import TrashPage
 
 if TYPE_CHECKING:
     from app.services import AppServices

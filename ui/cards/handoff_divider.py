@@ -13,8 +13,8 @@ from PySide6.QtWidgets import QWidget
 
 from app.store import Compaction
 from engines.base import HandedOff
+from ui.cards.summary_divider import SummaryDivider
 from ui.plain import button_words, plain_tip
-from ui.summary_divider import SummaryDivider
 
 
 def nothing_before(program: str) -> str:

@@ -28,11 +28,11 @@ from app.background import Background
 from engines.base import ModelInfo, NextStep, ProblemKind
 from engines.local.reload import ReloadOffer
 from engines.providers.base import ProviderError
-from ui.bridge import ConversationBridge
-from ui.chat_model import RowKind
-from ui.model_picker import window_label
-from ui.problem_card import ProblemCard
-from ui.pull_dialog import PullDialog
+from ui.cards.problem_card import ProblemCard
+from ui.chat.bridge import ConversationBridge
+from ui.chat.chat_model import RowKind
+from ui.chat.model_picker import window_label
+from ui.settings.pull_dialog import PullDialog
 
 if TYPE_CHECKING:
     from ui.main_window import MainWindow

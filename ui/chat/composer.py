@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 from engines.base import Attachment, Picture
 from engines.programs.slash import SlashCommand, matching
 from engines.window import PICTURE_TOKENS, estimate_tokens
-from ui.context_meter import ContextMeter
+from ui.chat.context_meter import ContextMeter
 from ui.icons import MUTED, ON_ACCENT, icon
 from ui.plain import PlainLabel, shown_name
 from ui.theme import set_style_property

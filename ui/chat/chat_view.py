@@ -51,17 +51,17 @@ from PySide6.QtWidgets import (
 
 from app.reading import READING_AFTER_S
 from app.store import ChatStore
-from ui.bridge import ConversationBridge
-from ui.chat_model import ROW_ROLE, WIDGET_KINDS, ChatModel, Row, RowKind, RunSource
-from ui.handoff_divider import HandoffDivider
+from ui.cards.handoff_divider import HandoffDivider
+from ui.cards.memory_card import MemoryActions, MemoryCard
+from ui.cards.problem_card import ProblemCard
+from ui.cards.summary_divider import SummaryDivider
+from ui.chat.bridge import ConversationBridge
+from ui.chat.chat_model import ROW_ROLE, WIDGET_KINDS, ChatModel, Row, RowKind, RunSource
+from ui.chat.markdown import code_blocks
+from ui.chat.message_delegate import PAD_X, MessageDelegate, copy_to_clipboard
+from ui.chat.tool_rows import ToolRows, entries_from
 from ui.icons import icon
-from ui.markdown import code_blocks
-from ui.memory_card import MemoryActions, MemoryCard
-from ui.message_delegate import PAD_X, MessageDelegate, copy_to_clipboard
 from ui.plain import PlainLabel
-from ui.problem_card import ProblemCard
-from ui.summary_divider import SummaryDivider
-from ui.tool_rows import ToolRows, entries_from
 
 log = logging.getLogger("conch.ui.chat_view")
 

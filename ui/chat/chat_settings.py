@@ -40,9 +40,9 @@ from engines.base import ModelInfo, ProgramMode
 from engines.programs.catalogue import CLAUDE_CODE
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.window import estimate_tokens
-from ui.model_picker import ModelPicker, entry_text
+from ui.chat.model_picker import ModelPicker, entry_text
 from ui.plain import PlainLabel, shown_name
-from ui.settings_sync import listen_to_settings
+from ui.settings.settings_sync import listen_to_settings
 
 TEMPERATURE_STEP = 0.1
 ANSWER_STEP = 256

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 
 from engines.local.reload import PullError, PullProgress
 from engines.providers.base import ProviderError
-from ui.model_picker import memory_label
+from ui.chat.model_picker import memory_label
 from ui.plain import PlainLabel
 
 log = logging.getLogger("conch.ui.pull")

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 from engines.base import NextStep, ProblemKind, TurnProblem
 from engines.local.reload import ReloadOffer
 from ui._widgets import outside_text
-from ui.model_picker import memory_note, reload_label, window_label
+from ui.chat.model_picker import memory_note, reload_label, window_label
 from ui.plain import PlainLabel, button_words
 
 

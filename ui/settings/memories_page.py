@@ -35,8 +35,8 @@ from app.settings import Settings, SettingsStore
 from ui._widgets import hint_label, page_layout
 from ui.icons import MUTED, ON_ACCENT, icon
 from ui.plain import PlainLabel, shown_name
-from ui.row_list import RowList
-from ui.settings_sync import listen_to_settings, save_remember, set_checked_quietly
+from ui.settings.row_list import RowList
+from ui.settings.settings_sync import listen_to_settings, save_remember, set_checked_quietly
 
 log = logging.getLogger("conch.ui.memories")
 

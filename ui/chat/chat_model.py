@@ -28,8 +28,8 @@ from app.answer_stats import AnswerStats, stats_book
 from app.store import ChatStore, Compaction, StoredMessage, Versions
 from app.tool_calls import tool_call_book
 from engines.base import HandedOff, ProblemKind, ToolResult
-from ui.markdown import pieces_of
-from ui.tool_rows import stored_entry
+from ui.chat.markdown import pieces_of
+from ui.chat.tool_rows import stored_entry
 
 PAGE = 40  # messages read per page; a screen shows far fewer
 COLLAPSE_CHARS = 2_000  # a longer message shows its start and "Show all"
@@ -48,7 +48,7 @@ class RowKind(StrEnum):
     DIVIDER = "divider"
     PROBLEM = "problem"
     MEMORIES = "memories"
-    TOOLS = "tools"  # an answer's tool calls (ui/tool_rows.py)
+    TOOLS = "tools"  # an answer's tool calls (ui/chat/tool_rows.py)
 
 
 WIDGET_KINDS = frozenset({RowKind.DIVIDER, RowKind.PROBLEM, RowKind.MEMORIES, RowKind.TOOLS})
@@ -84,9 +84,9 @@ class Row:
     stats: AnswerStats | None = None  # an answer's speed and tokens, shown under it
     versions: Versions | None = None  # a regenerated answer's versions ("‹ 2/3 ›")
     editing: bool = False  # the person's message is open for editing under it
-    tools: tuple[Any, ...] = ()  # the TOOLS row: its calls (ui.tool_rows.ToolEntry)
+    tools: tuple[Any, ...] = ()  # the TOOLS row: its calls (ui.chat.tool_rows.ToolEntry)
     continuable: bool = False  # the last answer, stopped by the person: "Continue" goes on
-    # A long message shown whole is one row per piece (``ui.markdown.split_long``): a row
+    # A long message shown whole is one row per piece (``ui.chat.markdown.split_long``): a row
     # has a height limit, and each piece is laid out on its own, a few per turn.
     part: int = 0
     parts: int = 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QProgressBar, QSizePolicy, QWidget
 
-from ui.model_picker import window_label
+from ui.chat.model_picker import window_label
 from ui.theme import set_style_property
 
 SOON = 0.8  # from this share of the budget on, the tooltip warns that a summary is near

@@ -1,0 +1,3 @@
+"""The cards and dividers shown in a chat: approvals, problems, memories, summaries, handoffs, cut
+notices.
+"""

@@ -1,0 +1,3 @@
+"""The Settings dialog and its pages: providers, local models, programs, tools, memories, health,
+trash.
+"""
