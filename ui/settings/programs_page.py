@@ -24,7 +24,6 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
-    QFileDialog,
     QFrame,
     QGridLayout,
     QHBoxLayout,
@@ -46,11 +45,11 @@ from engines.programs.catalogue import CLAUDE_CODE, PROGRAMS
 from engines.tools.config import SecretRef
 from ui._widgets import form_card, hint_label, list_card, page_layout
 from ui.plain import PlainLabel
+from ui.settings.import_form import heading, pick_json_file, read_import, result_label
 from ui.theme import set_style_property
 
 TOOLS_BOX = "Give it Conch's tools (Settings → Tools)"
 NO_AGENTS = "No agents added yet. Add one by its command below, or import Zed's agent_servers."
-IMPORT_MAX_BYTES = 1024 * 1024  # Zed's settings file is a few KB
 SECRET_SHOWN = "•••"
 
 # Commands a Python package carries its own copy of (Claude Code's CLI in the SDK's wheel).
@@ -187,13 +186,7 @@ class AgentRow(QFrame):
 
 
 def _pick_file(parent: QWidget, chosen: Callable[[str], None]) -> None:
-    # open(), not exec(): a modal loop would stall the asyncio loop's tasks.
-    dialog = QFileDialog(parent, "Import Zed's agents")
-    dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
-    dialog.setNameFilter("JSON (*.json);;All files (*)")
-    dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-    dialog.fileSelected.connect(chosen)
-    dialog.open()
+    pick_json_file(parent, "Import Zed's agents", chosen)
 
 
 class ProgramsPage(QWidget):
@@ -237,7 +230,7 @@ class ProgramsPage(QWidget):
             self._show_found(command.name)
         layout.addWidget(card)
 
-        layout.addWidget(self._heading("Agents you added"))
+        layout.addWidget(heading("Agents you added"))
         layout.addWidget(
             hint_label(
                 "Any program that speaks the Agent Client Protocol, run exactly as given here. "
@@ -251,7 +244,7 @@ class ProgramsPage(QWidget):
         self._agent_list.addWidget(self.empty)
         layout.addWidget(list_frame)
         layout.addWidget(self._add_form())
-        layout.addWidget(self._heading("Import from Zed"))
+        layout.addWidget(heading("Import from Zed"))
         layout.addWidget(
             hint_label(
                 "Paste Zed's settings.json (or its “agent_servers” part), or choose the file."
@@ -263,21 +256,6 @@ class ProgramsPage(QWidget):
         self.refresh_agents()
 
     # --- building ---------------------------------------------------------------------------
-
-    @staticmethod
-    def _heading(text: str) -> QLabel:
-        label = PlainLabel(text)
-        label.setProperty("role", "heading")
-        return label
-
-    @staticmethod
-    def _result() -> QLabel:
-        label = PlainLabel()
-        label.setObjectName("TestResult")
-        label.setWordWrap(True)
-        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        label.hide()
-        return label
 
     def _add_form(self) -> QWidget:
         card, grid = form_card(QGridLayout)
@@ -311,7 +289,7 @@ class ProgramsPage(QWidget):
         self.add_button.setProperty("variant", "primary")
         self.add_button.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
         self.add_button.clicked.connect(self.add_agent)
-        self.add_result = self._result()
+        self.add_result = result_label()
         row = QHBoxLayout()
         row.addWidget(self.add_result, 1)
         row.addWidget(self.add_button, 0, Qt.AlignmentFlag.AlignRight)
@@ -338,7 +316,7 @@ class ProgramsPage(QWidget):
         self.file_button = QPushButton("Choose a file…")
         self.file_button.setProperty("variant", "ghost")
         self.file_button.clicked.connect(lambda: self._pick_file(self, self._import_chosen))
-        self.import_result = self._result()
+        self.import_result = result_label()
         row = QHBoxLayout()
         row.addWidget(self.import_result, 1)
         row.addWidget(self.file_button)
@@ -417,19 +395,9 @@ class ProgramsPage(QWidget):
 
     def import_file(self, path: str) -> int:
         """Import the agents in Zed's settings file at ``path`` (its text shows in the box)."""
-        file = Path(path)
-        try:
-            if file.stat().st_size > IMPORT_MAX_BYTES:
-                self._say(
-                    self.import_result,
-                    f"“{file.name}” is too large to be Zed's settings; choose its settings.json.",
-                    "error",
-                )
-                return 0
-            text = file.read_text("utf-8-sig")
-        except (OSError, UnicodeDecodeError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not text"
-            self._say(self.import_result, f"“{file.name}” could not be read ({why}).", "error")
+        text, why = read_import(path, "Zed's settings; choose its settings.json.")
+        if text is None:
+            self._say(self.import_result, why, "error")
             return 0
         self.import_field.setPlainText(text)
         return self.import_text(text)

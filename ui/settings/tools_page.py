@@ -15,13 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QFileDialog,
     QFrame,
     QGridLayout,
     QHBoxLayout,
@@ -43,11 +41,11 @@ from engines.tools.servers import ServerState
 from ui._widgets import form_card, hint_label, list_card, page_layout
 from ui.icons import icon
 from ui.plain import PlainLabel, shown_name
+from ui.settings.import_form import heading, pick_json_file, read_import, result_label
 from ui.theme import set_style_property
 
 log = logging.getLogger("conch.ui.tools")
 
-IMPORT_MAX_BYTES = 1024 * 1024  # an mcpServers file is a few KB; anything far larger is not one
 SECRET_SHOWN = "•••"
 EMPTY = "No tool servers yet. Add one below, or import the list you use in another app."
 
@@ -113,13 +111,7 @@ def _form(*fields: QWidget) -> QWidget:
 
 
 def _pick_file(parent: QWidget, chosen: Callable[[str], None]) -> None:
-    # open(), not exec(): a modal loop would stall the asyncio loop's tasks.
-    dialog = QFileDialog(parent, "Import MCP servers")
-    dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
-    dialog.setNameFilter("JSON (*.json);;All files (*)")
-    dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-    dialog.fileSelected.connect(chosen)
-    dialog.open()
+    pick_json_file(parent, "Import MCP servers", chosen)
 
 
 class SecretsForm(QWidget):
@@ -251,10 +243,10 @@ class ToolsPage(QWidget):
         layout.addWidget(card)
 
         layout.addSpacing(4)
-        layout.addWidget(self._heading("Add a server"))
+        layout.addWidget(heading("Add a server"))
         layout.addWidget(self._add_form())
         layout.addSpacing(4)
-        layout.addWidget(self._heading("Import"))
+        layout.addWidget(heading("Import"))
         layout.addWidget(
             hint_label(
                 "Paste the “mcpServers” JSON from Claude Desktop, Cursor or LM Studio's "
@@ -269,21 +261,6 @@ class ToolsPage(QWidget):
         self.refresh()
 
     # --- building ---------------------------------------------------------------------------
-
-    @staticmethod
-    def _heading(text: str) -> QLabel:
-        label = PlainLabel(text)
-        label.setProperty("role", "heading")
-        return label
-
-    @staticmethod
-    def _result() -> QLabel:
-        label = PlainLabel()
-        label.setObjectName("TestResult")
-        label.setWordWrap(True)
-        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        label.hide()
-        return label
 
     def _add_form(self) -> QWidget:
         card, grid = form_card(QGridLayout)
@@ -322,7 +299,7 @@ class ToolsPage(QWidget):
         self.add_button.setProperty("variant", "primary")
         self.add_button.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
         self.add_button.clicked.connect(self.add_server)
-        self.add_result = self._result()
+        self.add_result = result_label()
         row = QHBoxLayout()
         row.addWidget(self.add_result, 1)
         row.addWidget(self.add_button, 0, Qt.AlignmentFlag.AlignRight)
@@ -347,7 +324,7 @@ class ToolsPage(QWidget):
         self.file_button = QPushButton("Choose a file…")
         self.file_button.setProperty("variant", "ghost")
         self.file_button.clicked.connect(lambda: self._pick_file(self, self._import_chosen))
-        self.import_result = self._result()
+        self.import_result = result_label()
         row = QHBoxLayout()
         row.addWidget(self.import_result, 1)
         row.addWidget(self.file_button)
@@ -458,20 +435,11 @@ class ToolsPage(QWidget):
 
     def import_file(self, path: str) -> int:
         """Import the servers in the file at ``path`` (its text shows in the box)."""
-        file = Path(path)
-        try:
-            if file.stat().st_size > IMPORT_MAX_BYTES:
-                self._say(
-                    self.import_result,
-                    f"“{file.name}” is too large to be a list of servers; choose its mcp.json "
-                    "or Claude Desktop's config.",
-                    "error",
-                )
-                return 0
-            text = file.read_text("utf-8-sig")
-        except (OSError, UnicodeDecodeError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not text"
-            self._say(self.import_result, f"“{file.name}” could not be read ({why}).", "error")
+        text, why = read_import(
+            path, "a list of servers; choose its mcp.json or Claude Desktop's config."
+        )
+        if text is None:
+            self._say(self.import_result, why, "error")
             return 0
         self.import_field.setPlainText(text)
         return self.import_text(text)
