@@ -42,9 +42,10 @@ def facts_caption(summary: str) -> str:
     share = f"{round(FACTS_SHARE * 100)}%"
     n = len(items)
     text = (
-        f"{n} fact{'' if n == 1 else 's'} kept word for word: the names, numbers, files, links "
-        "and decisions of your own messages first, numbers from pasted text and tool results "
-        f"last, in at most {share} of what the model reads at once."
+        f"{n} fact{'' if n == 1 else 's'} kept word for word: what you said about yourself, "
+        "the people and places around you, money, dates and decisions first, each with the "
+        "words that give it its meaning; a pasted table or a tool's result is one line saying "
+        f"what it held. At most {share} of what the model reads at once."
     )
     left = note.removeprefix(LEFT_OUT).strip().removesuffix(".)").removesuffix(")").strip()
     if left:
