@@ -31,8 +31,8 @@ from engines.base import (
     ProblemKind,
     TextDelta,
     TurnInput,
+    render_attachments,
 )
-from engines.context.session import render_attachments
 from engines.mock import MockEngine, Refuse, echo_reply, first_line
 from engines.providers.base import ChatRequest
 from engines.resources import resources_dir

@@ -43,8 +43,9 @@ from engines.base import (
     TextDelta,
     ToolApprover,
     TurnProblem,
+    render_attachments,
 )
-from engines.context.session import ApiSession, chat_window, render_attachments
+from engines.context.session import ApiSession, chat_window
 from engines.context.summarise import ModelSummariser
 from engines.context.transcript import TranscriptError, transcript_path
 from engines.listeners import Listeners

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from engines.base import Message, ModelInfo, Note, SummaryListener
+from engines.base import FoldLoader, HistoryLoader, Message, ModelInfo, Note, SummaryListener
 from engines.context import transcript as tfile
 from engines.context.calibrate import Calibrated
 from engines.context.prepare import Prepared
@@ -28,9 +28,7 @@ SUMMARY_OPEN = f"<{FRAME_TAG}>\n"
 SUMMARY_CLOSE = f"\n</{FRAME_TAG}>\n\n"
 
 
-HistoryLoader = Callable[[], Sequence[tuple[int, Message]]]
 Fold = tuple[int, str]  # the chat log's latest fold: (first kept seq, summary)
-FoldLoader = Callable[[], Fold | None]
 
 
 def summary_block(summary: str) -> str:

@@ -78,6 +78,7 @@ from engines.local import serve
 from engines.local.gate import in_background
 from engines.local.processes import alive as _alive
 from engines.local.processes import death_signal_hook as death_signal_hook
+from engines.local.processes import ending_words, signal_number
 from engines.local.slot_states import (
     BACKGROUND_SLOT,
     CHAT_SLOT,
@@ -173,42 +174,8 @@ _WHEN_WORDS: dict[When, str] = {
 }
 
 
-def _signal_number(name: str) -> int | None:
-    found = getattr(signal, name, None)
-    return int(found) if found is not None else None
-
-
-_SIGILL = _signal_number("SIGILL")
-_SIGSEGV = _signal_number("SIGSEGV")
-# What a person reads for each way a process can die; SIGKILL from nobody they know of is
-# usually the kernel's out-of-memory killer.
-_SIGNAL_WORDS: dict[int, str] = {
-    number: words
-    for name, words in (
-        ("SIGILL", "stopped (illegal instruction)"),
-        ("SIGSEGV", "crashed (segmentation fault)"),
-        ("SIGKILL", "was killed (often: out of memory)"),
-        ("SIGABRT", "aborted"),
-        ("SIGBUS", "crashed (bus error)"),
-        ("SIGFPE", "crashed (arithmetic error)"),
-        ("SIGTERM", "was stopped by another program"),
-    )
-    if (number := _signal_number(name)) is not None
-}
-
-
-def ending_words(returncode: int) -> str:
-    """How a process ended, in words: "stopped (illegal instruction)", "exited with code 1"."""
-    if returncode < 0:
-        number = -returncode
-        known = _SIGNAL_WORDS.get(number)
-        if known is not None:
-            return known
-        try:
-            return f"stopped ({signal.Signals(number).name})"
-        except ValueError:
-            return f"stopped (signal {number})"
-    return f"exited with code {returncode}"
+_SIGILL = signal_number("SIGILL")
+_SIGSEGV = signal_number("SIGSEGV")
 
 
 def source_checkout() -> Path | None:

@@ -199,3 +199,42 @@ async def _group_ended(group: int) -> None:
                 loop.remove_reader(fd)
         finally:
             os.close(fd)
+
+
+# --- how a process ended, in words (the runtime's crash notes, a tool server's) ---------------
+
+
+def signal_number(name: str) -> int | None:
+    found = getattr(signal, name, None)
+    return int(found) if found is not None else None
+
+
+# What a person reads for each way a process can die; SIGKILL from nobody they know of is
+# usually the kernel's out-of-memory killer.
+_SIGNAL_WORDS: dict[int, str] = {
+    number: words
+    for name, words in (
+        ("SIGILL", "stopped (illegal instruction)"),
+        ("SIGSEGV", "crashed (segmentation fault)"),
+        ("SIGKILL", "was killed (often: out of memory)"),
+        ("SIGABRT", "aborted"),
+        ("SIGBUS", "crashed (bus error)"),
+        ("SIGFPE", "crashed (arithmetic error)"),
+        ("SIGTERM", "was stopped by another program"),
+    )
+    if (number := signal_number(name)) is not None
+}
+
+
+def ending_words(returncode: int) -> str:
+    """How a process ended, in words: "stopped (illegal instruction)", "exited with code 1"."""
+    if returncode < 0:
+        number = -returncode
+        known = _SIGNAL_WORDS.get(number)
+        if known is not None:
+            return known
+        try:
+            return f"stopped ({signal.Signals(number).name})"
+        except ValueError:
+            return f"stopped (signal {number})"
+    return f"exited with code {returncode}"

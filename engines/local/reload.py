@@ -29,11 +29,16 @@ from typing import Any, Protocol
 import httpx
 
 from engines.base import ModelInfo, ProblemKind
-from engines.local.ollama_window import model_key, supports_no_truncate, total_memory, window_cap
 from engines.providers import ndjson
 from engines.providers.base import ProviderError, closing_stream
 from engines.providers.errors import error_from_response, error_from_transport
 from engines.providers.http import make_client, request_json, root_of
+from engines.providers.ollama_window import (
+    model_key,
+    supports_no_truncate,
+    total_memory,
+    window_cap,
+)
 
 # The windows a reload offers, smallest first: the first that is clearly bigger is offered.
 WINDOW_STEPS = (16_384, 32_768, 65_536, 131_072)

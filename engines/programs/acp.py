@@ -70,7 +70,9 @@ from engines.base import (
     Approver,
     Done,
     Event,
+    FoldLoader,
     HandedOff,
+    HistoryLoader,
     PermissionAsk,
     Problem,
     ProblemKind,
@@ -84,8 +86,8 @@ from engines.base import (
     TurnInput,
     TurnProblem,
     Usage,
+    render_attachments,
 )
-from engines.context.session import FoldLoader, HistoryLoader, render_attachments
 from engines.context.tool_loop import preview
 from engines.files import write_atomically
 from engines.programs import problems

@@ -55,7 +55,9 @@ from engines.base import (
     Compacted,
     Done,
     Event,
+    FoldLoader,
     HandedOff,
+    HistoryLoader,
     ModelInfo,
     Note,
     PermissionAsk,
@@ -71,8 +73,8 @@ from engines.base import (
     TurnInput,
     TurnProblem,
     Usage,
+    render_attachments,
 )
-from engines.context.session import FoldLoader, HistoryLoader, render_attachments
 from engines.context.tool_loop import preview
 from engines.programs import problems
 from engines.programs.handoff import HANDOFF_CHARS, KEEPS_ITS_OWN, ChatHandoff

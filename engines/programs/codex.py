@@ -34,7 +34,9 @@ from typing import Any, Literal
 from engines.base import (
     Done,
     Event,
+    FoldLoader,
     HandedOff,
+    HistoryLoader,
     ModelInfo,
     Note,
     Problem,
@@ -47,8 +49,8 @@ from engines.base import (
     TurnInput,
     TurnProblem,
     Usage,
+    render_attachments,
 )
-from engines.context.session import FoldLoader, HistoryLoader, render_attachments
 from engines.context.tool_loop import preview
 from engines.programs import problems
 from engines.programs.handoff import HANDOFF_CHARS, ChatHandoff

@@ -32,12 +32,6 @@ from engines.base import (
     ToolCallData,
     Usage,
 )
-from engines.local.ollama_window import (
-    ContextFor,
-    model_key,
-    supports_no_truncate,
-    total_memory,
-)
 from engines.providers import ndjson
 from engines.providers.base import ChatRequest, ProviderError, closing_stream
 from engines.providers.deadlines import (
@@ -59,6 +53,12 @@ from engines.providers.errors import (
     is_redirect,
 )
 from engines.providers.http import make_client, request_json
+from engines.providers.ollama_window import (
+    ContextFor,
+    model_key,
+    supports_no_truncate,
+    total_memory,
+)
 from engines.providers.registry import PROVIDERS
 from engines.window import PICTURE_TOKENS, UNKNOWN_WINDOW_LOCAL, estimate_tokens
 

@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from engines.local.bundled import ending_words
-from engines.local.processes import close_transport, death_signal_hook
+from engines.local.processes import close_transport, death_signal_hook, ending_words
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams

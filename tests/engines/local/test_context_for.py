@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engines.local.ollama_window import (
+from engines.providers.ollama_window import (
     GIB,
     ContextFor,
     _meminfo_total,

@@ -29,9 +29,9 @@ from engines.local.bundled import (
     CrashBook,
     RuntimeCrashError,
     bundled_adapter,
-    ending_words,
 )
 from engines.local.gate import background
+from engines.local.processes import ending_words
 from engines.providers.base import ChatRequest, ProviderError
 
 FAKE = Path(__file__).with_name("fake_runtime.py")
