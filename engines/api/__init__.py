@@ -1,4 +1,4 @@
-"""Old import paths kept for code and checks that use them: ``engines.api.context`` (the
-window arithmetic, now ``engines.window``), ``engines.api.too_long`` (now
-``engines.providers.too_long``) and ``engines.api.scrub`` (now ``engines.scrub``). The
-transcript-keeping engine itself lives in ``engines.context``."""
+"""Old import paths kept for the checks that use them (DESIGN §3): ``engines.api.context``
+(the window arithmetic, now ``engines.window``) and ``engines.api.too_long`` (now
+``engines.providers.too_long``). The transcript-keeping engine itself lives in
+``engines.context``; the secret scrubber in ``engines.scrub``."""
