@@ -369,10 +369,6 @@ class QuietLearning:
         """After a fold: read what the person said before ``before_seq`` and not yet read."""
         return await self._review(chat_id, before_seq, "fold")
 
-    async def review_all(self, chat_id: str) -> LearningRun | None:
-        """Read everything the person said in the chat that nothing has read yet."""
-        return await self._review(chat_id, None, "tidy")
-
     def due_for_tidy(self, now: float | None = None) -> bool:
         last = self.book.last_tidy
         when = self.clock() if now is None else now

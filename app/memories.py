@@ -382,12 +382,6 @@ class MemoryBook:
                 raise
         return self.run(run_id)
 
-    def is_known(self, text: str) -> bool:
-        norm = normalise(clean_text(text))
-        with self._lock:
-            row = self._db.execute("SELECT 1 FROM memories WHERE norm = ? LIMIT 1", (norm,))
-            return row.fetchone() is not None
-
     # --- changing ---------------------------------------------------------------------------
 
     def _move(

@@ -103,10 +103,6 @@ class KeyringSecrets:
     def warning(self) -> str:
         return self._fallback.warning if self._fallback is not None else ""
 
-    @property
-    def in_keyring(self) -> bool:
-        return self._fallback is None
-
     def _fall_back(self, why: str) -> SessionSecrets:
         if self._fallback is None:
             log.warning("keyring unusable (%s); keeping keys in memory", why)
