@@ -1,6 +1,8 @@
 """How an answer went: time to its first token, tokens per second, and tokens used.
 
-``AnswerClock`` watches one turn's events; the token counts are the provider's own (its
+``AnswerClock`` watches one turn's events; time the turn spent waiting for the person (a tool
+call's approval card) is left out of both figures, since it says nothing about the model. The
+token counts are the provider's own (its
 ``Usage``) where it gives them, otherwise the answer's estimated size, marked as an estimate.
 ``AnswerStatsBook`` keeps the figures beside each answer, in a table of the chat log's own
 file (``answer_stats``, keyed like ``messages`` by chat and seq), made by the chat log's
@@ -23,7 +25,8 @@ MIN_SPAN_S = 0.05  # a shorter stream says nothing about speed (it came in one p
 
 @dataclass(frozen=True, slots=True)
 class AnswerStats:
-    first_token_s: float | None  # from sending to the first token (thinking counts)
+    first_token_s: float | None  # from sending to the first token (thinking counts), less
+    # the time an approval card waited for the person
     tokens_per_s: float | None
     input_tokens: int  # 0: the provider did not say
     output_tokens: int
@@ -55,6 +58,26 @@ class AnswerClock:
         self._text: list[str] = []
         self._usage: Usage | None = None
         self._failed = False
+        self._held_at: float | None = None  # since when the turn waits for the person
+        self._waits: list[tuple[float, float]] = []
+
+    def hold(self) -> None:
+        """The turn waits for the person (an approval card is up): the clock stops."""
+        if self._held_at is None:
+            self._held_at = self._now()
+
+    def release(self) -> None:
+        """The person answered: the clock runs again."""
+        if self._held_at is not None:
+            self._waits.append((self._held_at, self._now()))
+            self._held_at = None
+
+    def _waited(self, start: float, end: float) -> float:
+        """How long of ``start``..``end`` the turn waited for the person."""
+        spans = list(self._waits)
+        if self._held_at is not None:
+            spans.append((self._held_at, max(end, self._held_at)))
+        return sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans)
 
     def observe(self, event: object) -> None:
         if isinstance(event, TextDelta | ThinkingDelta) and event.text:
@@ -82,10 +105,11 @@ class AnswerClock:
         counted = usage.output_tokens if usage is not None else 0
         estimated = not counted
         output = counted or estimate_tokens("".join(self._text))
-        span = self._last - self._first
+        span = self._last - self._first - self._waited(self._first, self._last)
         speed = output / span if span >= MIN_SPAN_S and output else None
+        to_first = self._first - self._sent - self._waited(self._sent, self._first)
         return AnswerStats(
-            first_token_s=max(0.0, self._first - self._sent),
+            first_token_s=max(0.0, to_first),
             tokens_per_s=speed,
             input_tokens=usage.input_tokens if usage is not None else 0,
             output_tokens=output,

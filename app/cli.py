@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, TextIO
 
 from app.arguments import parse_arguments
-from app.conversation import MessageSaved
+from app.conversation import Conversation, MessageSaved
 from app.data_dir import DataDirError, prepare_data_dir
 from app.logs import configure_logging, report_unhandled
 from app.memories import LearningRun
-from app.reading import READING_AFTER_S, ReadingWait, reading_wait
+from app.reading import READING_AFTER_S, SUMMARISING, ReadingWait, reading_wait
 from app.secrets import EnvironmentKeys, SecretStore, open_secrets
 from app.services import AppServices, ServicesError, build_services
 from app.store import StoreError
@@ -501,6 +501,16 @@ async def _ask(
             store.delete_chat(chat.id)
 
 
+async def _finish_summary(conv: Conversation, err: TextIO) -> None:
+    """A fold's summary still being written after the answer: this process waits for it, so
+    the next ``conch ask`` sends it (the answer is out; the wait says so)."""
+    engine = conv.engine
+    if not isinstance(engine, ApiSession) or not engine.writing:
+        return
+    err.write(SUMMARISING + "\n")
+    await engine.wait_written()
+
+
 async def _turn(
     services: AppServices,
     chat_id: str,
@@ -554,7 +564,9 @@ async def _turn(
                     err.write(f"New chat: {chat_id}\n")
             elif isinstance(event, Compacted):
                 line = f"Earlier messages are summarised for {event.model}."
-                if not event.summarised:
+                if event.writing:
+                    line += " (The answer did not wait for the summary; it is written next.)"
+                elif not event.summarised:
                     line += " (No summary could be written; the oldest turns were set aside.)"
                 err.write(line + "\n")
             elif isinstance(event, Healed):
@@ -583,7 +595,10 @@ async def _turn(
         aclose = getattr(events, "aclose", None)
         if aclose is not None:
             await aclose()
-        await conv.aclose()  # lets a learning run that started finish
+        try:
+            await _finish_summary(conv, err)
+        finally:
+            await conv.aclose()  # lets a learning run that started finish
     if out.replaced:
         err.write(
             "conch ask: this terminal cannot show some characters of the answer (printed as "

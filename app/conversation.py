@@ -27,18 +27,21 @@ from engines.base import (
     Engine,
     Event,
     Healed,
+    Metered,
     ModelInfo,
     Note,
     Picture,
     Problem,
     ProblemKind,
     Shortened,
+    SummaryWritten,
     TextDelta,
     ThinkingDelta,
     ToolCall,
     ToolResult,
     TurnInput,
     TurnProblem,
+    WritesLater,
 )
 from engines.context.continuation import join_answer
 from engines.providers.base import default_next_step
@@ -85,6 +88,7 @@ class Conversation:
         system_prompt: Callable[[ModelInfo], str] | None = None,
         on_learning: Callable[[Any], None] | None = None,
         ready: ReadyCheck | None = None,
+        on_summary: Callable[[SummaryWritten], None] | None = None,
     ) -> None:
         self.chat_id = chat_id
         self.store = store
@@ -95,7 +99,11 @@ class Conversation:
         self.system_prompt = system_prompt
         self.on_learning = on_learning
         self.ready = ready
+        # A fold's summary written after its turn: recorded here, then passed on (the divider).
+        self.on_summary = on_summary
         self._learning: set[asyncio.Task[None]] = set()
+        if isinstance(engine, WritesLater):
+            engine.listen(self._summary_written)
 
     @property
     def model(self) -> ModelInfo:
@@ -128,7 +136,7 @@ class Conversation:
     def context_usage(self) -> tuple[int, int] | None:
         """(tokens the next request would send, budget): the system prompt the person wrote
         and the answer length they asked for take room from the budget, as they do in a turn."""
-        if isinstance(self.engine, ContextEngine):
+        if isinstance(self.engine, ContextEngine | Metered):
             answer = self.store.chat_settings(self.chat_id).max_answer_tokens
             return self.engine.context_usage(self._model, self._system(), answer)
         return None
@@ -197,6 +205,8 @@ class Conversation:
             temperature=settings.temperature,
             lean=use_lean(model.context),
             continue_from=continues.text if continues is not None else "",
+            program_mode=settings.program_mode,
+            program_model=settings.program_model or "",
         )
         # A continued answer starts with the words it already has (they are saved with it).
         answer: list[str] = [continues.text] if continues is not None else []
@@ -492,6 +502,16 @@ class Conversation:
                 self.health.add("unreachable", p.detail or p.message, model=model.name)
             elif p.kind is ProblemKind.RUNTIME_STOPPED:  # with the runtime's last log lines
                 self.health.add("local-model", f"{p.message}\n\n{p.detail}", model=model.name)
+
+    def _summary_written(self, event: SummaryWritten) -> None:
+        """The summary a fold went ahead without is written: the chat log records it as the
+        fold's (the engine sends it from the next turn on, and checks the log agrees)."""
+        if event.summary:
+            self.store.add_compaction(
+                self.chat_id, event.first_kept_seq, scrub(event.summary), event.model
+            )
+        if self.on_summary is not None:
+            self.on_summary(event)
 
     def _start_learning(self, before_seq: int) -> None:
         if self.learner is None:

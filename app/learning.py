@@ -312,6 +312,7 @@ class QuietLearning:
         piece_chars: int | Callable[[Chat], int] = PIECE_CHARS,
         clock: Callable[[], float] = time.time,
         model_ready: Callable[[Chat], bool] | None = None,
+        no_model: Callable[[Chat], bool] | None = None,
     ) -> None:
         self.store = store
         self.book = book
@@ -319,6 +320,10 @@ class QuietLearning:
         self.ask_model = ask_model
         # Whether the chat's own model can be asked now; None: always (tests, the mock).
         self.model_ready = model_ready
+        # Whether no model of Conch's may ever read the chat (a program keeps it: its words
+        # go only to that program). Such a chat keeps the person's plain statements, to wait
+        # for their OK, and is marked read: it never waits for a model that cannot come.
+        self.no_model = no_model
         self.health = health
         self.piece_chars = piece_chars
         self.clock = clock
@@ -392,6 +397,10 @@ class QuietLearning:
         return s.remember_automatically
 
     def _ready(self, chat: Chat) -> bool:
+        """Whether the chat can be read now: its own model is ready, or no model may read it
+        (a program chat, read without one)."""
+        if self.no_model is not None and self.no_model(chat):
+            return True
         return self.model_ready is None or self.model_ready(chat)
 
     def _waiting(self) -> set[str]:
@@ -440,6 +449,28 @@ class QuietLearning:
         tries = self._tries()
         if tries.pop(chat_id, None) is not None:
             self.book.set_meta(TRIES_KEY, json.dumps(tries, sort_keys=True))
+
+    def _keep_as_said(
+        self, chat: Chat, person: Sequence[StoredMessage], last_seq: int, source: Source
+    ) -> LearningRun | None:
+        """A chat no model may read: the person's own clear statements, waiting for their OK,
+        and the chat read up to ``last_seq``."""
+        said = self_statements(person)
+        run = None
+        if said:
+            run = self.book.add_run(
+                chat.id,
+                said,
+                seq_from=person[0].seq,
+                seq_to=person[-1].seq,
+                waiting=True,
+                source=source,
+                held=said,
+            )
+        self.store.set_read_until(chat.id, last_seq, self.clock())
+        self._set_waiting(chat.id, False)
+        self._forget_tries(chat.id)
+        return run
 
     @staticmethod
     def _may_learn(chat: Chat) -> bool:
@@ -501,6 +532,8 @@ class QuietLearning:
                 self.store.set_read_until(chat_id, last_seq, self.clock())
                 self._set_waiting(chat_id, False)
                 return None
+            if self.no_model is not None and self.no_model(chat):
+                return self._keep_as_said(chat, person, last_seq, source)
             if self.ask_model is None:
                 return None  # no model: the daily tidy-up will try again
             if not self._ready(chat):

@@ -22,6 +22,9 @@ from engines.programs.catalogue import PROVIDER as PROGRAMS
 log = logging.getLogger("conch.reading")
 
 READING_AFTER_S = 2.0  # a shorter wait is an ordinary one and says nothing
+# A summary the person waits for: /compact, or ``conch ask`` finishing a fold's summary
+# before it ends (a turn never waits for one).
+SUMMARISING = "Summarising the start of this chat…"
 
 
 def about(tokens: int) -> str:

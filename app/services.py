@@ -30,7 +30,7 @@ from app.secrets import SecretStore, SessionSecrets, open_secrets
 from app.settings import SettingsStore
 from app.store import Chat, ChatStore, StoredMessage
 from app.tool_calls import tool_call_book
-from app.tools import ChatToolHost, ToolSettings
+from app.tools import HELD_FILE, ChatToolHost, ToolSettings
 from app.trust import looks_pasted
 from engines.base import (
     Approver,
@@ -46,6 +46,7 @@ from engines.base import (
 )
 from engines.context.session import ApiSession, chat_window, render_attachments
 from engines.context.summarise import ModelSummariser
+from engines.context.transcript import TranscriptError, transcript_path
 from engines.listeners import Listeners
 from engines.local import bundled
 from engines.local.gate import background
@@ -53,6 +54,7 @@ from engines.local.reload import LocalModels
 from engines.programs.catalogue import PROGRAMS as PROGRAM_LIST
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program_engine, program_models
+from engines.programs.mcp import SharedServer, SharedSource, shared_servers
 from engines.providers.base import ChatRequest, ProviderError, closing_stream
 from engines.providers.registry import PROVIDERS
 from engines.providers.structured import LIST_OF_STRINGS, constrained_output
@@ -186,6 +188,13 @@ class EngineFactory(Protocol):
     ) -> Engine: ...
 
 
+def forget_transcript(data_dir: Path, chat_id: str) -> None:
+    """Remove the transcript an ApiSession keeps for the chat (the chat log keeps every
+    message; the next ApiSession of the chat rebuilds it from there)."""
+    with contextlib.suppress(TranscriptError, OSError):  # an id no transcript could have had
+        transcript_path(data_dir, chat_id).unlink(missing_ok=True)
+
+
 def standard_engine(
     services: AppServices, chat: Chat, model: ModelInfo, approve: Approver | None
 ) -> Engine:
@@ -193,6 +202,10 @@ def standard_engine(
     ``ApiSession`` on the catalogue's adapters."""
     store, chat_id = services.store, chat.id
     if model.provider == PROGRAMS:
+        # The program keeps (or is handed) the chat from here on, so the copy an ApiSession
+        # kept of it goes stale: it goes now, and when the chat comes back to a model the copy
+        # is made again from the chat log, with nothing to report as a mismatch.
+        forget_transcript(services.data_dir, chat_id)
         return program_engine(
             model,
             chat_id=chat_id,
@@ -201,6 +214,9 @@ def standard_engine(
             latest_fold=lambda: latest_fold(store, chat_id),
             approve=approve,
             commands=services.program_commands,
+            agents=services.settings.settings.acp_agents,
+            secrets=services.secret,
+            tools=services.program_tools(model.id),
         )
     catalogue = services.catalogue
     return ApiSession(
@@ -248,7 +264,7 @@ class AppServices:
         self.runtime = runtime
         # The MCP servers (Settings → Tools), one set for every chat; each starts when a chat
         # first needs its tools, and all stop in ``aclose``.
-        self.tools = ToolSettings(settings, secrets)
+        self.tools = ToolSettings(settings, secrets, held_file=data_dir / HELD_FILE)
         self._configs = dict(configs or {})  # how each adapter was built (in memory only)
         self.status = ""  # "Starting the local model…" and the like, for the window
         # Reload offers for models of this computer's servers, the reloads, Ollama pulls.
@@ -262,6 +278,7 @@ class AppServices:
             health=health,
             piece_chars=self._piece_chars,
             model_ready=lambda chat: self._own_model(chat.model_key) is not None,
+            no_model=lambda chat: chat.model_key.startswith(f"{PROGRAMS}/"),
         )
         self._closed = False
 
@@ -500,9 +517,33 @@ class AppServices:
                 out[p.key] = (path, *p.command[1:])
         return out
 
+    def secret(self, key: str) -> str | None:
+        """A keyring entry of a tool server or an added agent; a keyring that fails reads as
+        a missing secret (the engine then says which value to enter again)."""
+        try:
+            return self.secrets.get(key)
+        except Exception as exc:
+            log.warning("reading the secret %s failed (%s)", key, type(exc).__name__)
+            return None
+
+    def program_tools(self, key: str) -> SharedSource:
+        """Conch's MCP servers for the program ``key``'s sessions: none unless the person
+        allowed it for that program (Settings → Programs). Read as each session starts, so
+        ticking the box reaches a chat already open."""
+        settings, tools, secret = self.settings, self.tools, self.secret
+
+        def read() -> tuple[list[SharedServer], list[str]]:
+            if key not in settings.settings.programs_with_tools:
+                return [], []
+            return shared_servers(tools.configs, secret)
+
+        return read
+
     def programs(self) -> list[ModelInfo]:
         """The programs for the picker: found ones ready, missing ones saying how to install."""
-        return [] if self.mock else program_models(self.program_commands)
+        if self.mock:
+            return []
+        return program_models(self.program_commands, self.settings.settings.acp_agents)
 
     def find_program(self, text: str) -> ModelInfo | None:
         """A program named by key ("programs/codex"), id or label, as ``conch ask --model``
@@ -513,7 +554,7 @@ class AppServices:
     def _program(self, key: str) -> ModelInfo | None:
         if self.mock or not key.startswith(f"{PROGRAMS}/"):
             return None
-        return next((m for m in program_models(self.program_commands) if m.key == key), None)
+        return next((m for m in self.programs() if m.key == key), None)
 
     def window_of(self, provider: str, model_id: str) -> int | None:
         """The listed window of another model of the provider (the summariser's cheap one)."""

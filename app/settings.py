@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from engines.files import aside_name, write_atomically
 from engines.listeners import Listeners
+from engines.programs.agents import AgentConfig
 from engines.tools.config import ServerConfig
 
 SETTINGS_FILE = "settings.json"
@@ -56,6 +57,12 @@ class Settings(BaseModel):
     # ("claude", "codex", "gemini"); its usual arguments (``--acp``) still follow it. Empty:
     # found on the PATH.
     program_paths: dict[str, str] = {}
+    # ACP agents the person added (Settings → Programs), run exactly as given: command,
+    # arguments, environment. A secret in one is a keyring entry's name, never the value.
+    acp_agents: tuple[AgentConfig, ...] = ()
+    # The programs, by key ("codex", "agent-<id>"), the person lets have Conch's MCP servers
+    # (Settings → Tools) in their own sessions; none by default.
+    programs_with_tools: tuple[str, ...] = ()
     # The person's own system prompt for every chat (Settings → Chat); a chat's own one, set
     # in its Chat settings, wins. Sent with every message and counted in the budget.
     system_prompt: str = ""

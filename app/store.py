@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from app.sqlite import StorageError, open_database
 from app.trust import untrusted_message
-from engines.base import Attachment, Picture, TurnProblem
+from engines.base import PROGRAM_MODES, Attachment, Picture, ProgramMode, TurnProblem
 
 Role = Literal["user", "assistant", "tool"]
 
@@ -121,6 +121,11 @@ ALTER TABLE chats ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE chats ADD COLUMN folder TEXT NOT NULL DEFAULT '';
 ALTER TABLE chats ADD COLUMN forked_from TEXT;
 """,
+    # Step 8: how a program chat's program may act, and its model (``ChatSettings``).
+    """
+ALTER TABLE chat_settings ADD COLUMN program_mode TEXT;
+ALTER TABLE chat_settings ADD COLUMN program_model TEXT;
+""",
 )
 
 FOLDER_NAME_MAX = 80  # characters of a folder's name (the sidebar elides what it cannot show)
@@ -214,12 +219,18 @@ class ChatSettings:
       window); a number is sent as the answer's limit and reserved in the budget.
     - ``tool_servers``: the ids of the MCP servers (Settings → Tools) this chat may use; None
       follows the default there.
+    - ``program_mode``: on a program that acts by itself (Claude Code), how it may act
+      (``engines.base.ProgramMode``); None leaves its own default (it asks).
+    - ``program_model``: that program's model, as the program names it ("sonnet"); None
+      leaves its own choice.
     """
 
     system_prompt: str | None = None
     temperature: float | None = None
     max_answer_tokens: int | None = None
     tool_servers: tuple[str, ...] | None = None
+    program_mode: ProgramMode | None = None
+    program_model: str | None = None
 
     def checked(self) -> ChatSettings:
         """The same settings with values out of range brought into it (a hand-edited file,
@@ -237,7 +248,9 @@ class ChatSettings:
         servers = self.tool_servers
         if servers is not None:
             servers = tuple(dict.fromkeys(str(s) for s in servers if str(s)))
-        return ChatSettings(self.system_prompt, temperature, answer, servers)
+        mode = self.program_mode if self.program_mode in PROGRAM_MODES else None
+        program_model = " ".join(str(self.program_model or "").split()) or None
+        return ChatSettings(self.system_prompt, temperature, answer, servers, mode, program_model)
 
 
 @dataclass(frozen=True, slots=True)
@@ -502,8 +515,9 @@ class ChatStore:
                     )
                 self._db.execute(
                     "INSERT INTO chat_settings (chat_id, system_prompt, temperature, "
-                    "max_answer_tokens, tool_servers) SELECT ?, system_prompt, temperature, "
-                    "max_answer_tokens, tool_servers FROM chat_settings WHERE chat_id = ?",
+                    "max_answer_tokens, tool_servers, program_mode, program_model) "
+                    "SELECT ?, system_prompt, temperature, max_answer_tokens, tool_servers, "
+                    "program_mode, program_model FROM chat_settings WHERE chat_id = ?",
                     (cid, source),
                 )
                 if fold is not None:
@@ -864,18 +878,20 @@ class ChatStore:
         """What the person set for the chat; every field None (the defaults) when nothing."""
         with self._lock:
             row = self._db.execute(
-                "SELECT system_prompt, temperature, max_answer_tokens, tool_servers "
-                "FROM chat_settings WHERE chat_id = ?",
+                "SELECT system_prompt, temperature, max_answer_tokens, tool_servers, "
+                "program_mode, program_model FROM chat_settings WHERE chat_id = ?",
                 (chat_id,),
             ).fetchone()
         if row is None:
             return ChatSettings()
-        system_prompt, temperature, answer, servers = row
+        system_prompt, temperature, answer, servers, mode, program_model = row
         return ChatSettings(
             system_prompt=system_prompt if isinstance(system_prompt, str) else None,
             temperature=float(temperature) if isinstance(temperature, int | float) else None,
             max_answer_tokens=int(answer) if isinstance(answer, int) else None,
             tool_servers=_load_ids(servers),
+            program_mode=mode if mode in PROGRAM_MODES else None,
+            program_model=program_model if isinstance(program_model, str) else None,
         ).checked()
 
     def set_chat_settings(self, chat_id: str, settings: ChatSettings) -> ChatSettings:
@@ -883,13 +899,22 @@ class ChatStore:
         new = settings.checked()
         servers = None if new.tool_servers is None else json.dumps(list(new.tool_servers))
         self._exec(
-            "INSERT INTO chat_settings "
-            "(chat_id, system_prompt, temperature, max_answer_tokens, tool_servers) "
-            "VALUES (?,?,?,?,?) ON CONFLICT(chat_id) DO UPDATE SET "
+            "INSERT INTO chat_settings (chat_id, system_prompt, temperature, "
+            "max_answer_tokens, tool_servers, program_mode, program_model) "
+            "VALUES (?,?,?,?,?,?,?) ON CONFLICT(chat_id) DO UPDATE SET "
             "system_prompt = excluded.system_prompt, temperature = excluded.temperature, "
             "max_answer_tokens = excluded.max_answer_tokens, "
-            "tool_servers = excluded.tool_servers",
-            (chat_id, new.system_prompt, new.temperature, new.max_answer_tokens, servers),
+            "tool_servers = excluded.tool_servers, program_mode = excluded.program_mode, "
+            "program_model = excluded.program_model",
+            (
+                chat_id,
+                new.system_prompt,
+                new.temperature,
+                new.max_answer_tokens,
+                servers,
+                new.program_mode,
+                new.program_model,
+            ),
         )
         return new
 

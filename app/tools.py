@@ -6,6 +6,12 @@ off and removing a server changes settings here, and the running servers follow 
 removed or changed server is stopped, a new one waits until a chat needs it (nothing starts when
 Conch starts). ``stop`` (on quit) stops them all.
 
+A server that failed and is held (it did not start, or stopped twice in a row) is written down
+in ``held_file`` for ``HOLD_SECONDS``: the next run of Conch (another ``conch ask``, the
+window started again) leaves it out at once, saying why, instead of waiting up to
+``START_TIMEOUT`` for it every time. Starting it again in Settings → Tools, a changed server,
+or the time passing lifts that.
+
 Which servers a chat may use is the chat's own choice (``ChatSettings.tool_servers`` in the chat
 log): None means every enabled server; a list names the ones the person left on for that chat.
 """
@@ -14,14 +20,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import logging
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from app.background import Background
 from app.secrets import SecretStore
 from app.settings import SettingsError, SettingsStore
 from engines.context.tool_loop import ToolHost
+from engines.files import write_atomically
 from engines.listeners import Listeners
 from engines.scrub import contains_secret
 from engines.tools.catalogue import Catalogue
@@ -47,11 +58,19 @@ from engines.tools.servers import (
 
 log = logging.getLogger("conch.tools")
 
+HOLD_SECONDS = 600.0  # a held server is left out of later runs of Conch this long
+HELD_FILE = "tool-servers-held.json"  # in the data dir
+
 Listener = Callable[[], None]
 
 
 class ToolsError(Exception):
     """A server that cannot be added as given; the text says what to change."""
+
+
+def _fingerprint(config: ServerConfig) -> str:
+    """What a server runs or reaches, as a short digest: a changed server is tried again."""
+    return hashlib.sha256(config.model_dump_json().encode("utf-8")).hexdigest()[:32]
 
 
 def secret_refs(config: ServerConfig) -> list[tuple[str, str]]:
@@ -119,9 +138,13 @@ class ToolSettings:
         secrets: SecretStore,
         *,
         start_timeout: float = START_TIMEOUT,
+        held_file: Path | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._settings = settings
         self._secrets = secrets
+        self._held_file = held_file
+        self._clock = clock
         self._listeners: Listeners[[]] = Listeners("a tool settings listener")
         self._tasks = Background(log, "the tool servers could not follow settings")
         self._configs = tuple(settings.settings.tool_servers)
@@ -137,6 +160,8 @@ class ToolSettings:
         self.call = self.servers.call
         self._stop_listening = settings.on_change(lambda s: self._follow(tuple(s.tool_servers)))
         self._closed = False
+        self._restoring = False  # holds read back are not written down again
+        self._restore_holds()
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -161,8 +186,80 @@ class ToolSettings:
     def _tell(self) -> None:
         self._listeners.tell()
 
-    def _state_changed(self, _sid: str, _state: ServerState) -> None:
+    def _state_changed(self, sid: str, state: ServerState) -> None:
+        self._note_hold(sid, state)
         self._tell()
+
+    # --- holds across runs ------------------------------------------------------------------
+
+    def _holds(self) -> dict[str, dict[str, object]]:
+        if self._held_file is None:
+            return {}
+        try:
+            data = json.loads(self._held_file.read_text("utf-8"))
+        except (OSError, ValueError):
+            return {}
+        servers = data.get("servers") if isinstance(data, dict) else None
+        if not isinstance(servers, dict):
+            return {}
+        return {str(k): v for k, v in servers.items() if isinstance(v, dict)}
+
+    def _write_holds(self, holds: Mapping[str, Mapping[str, object]]) -> None:
+        if self._held_file is None:
+            return
+        data = json.dumps({"version": 1, "servers": holds}, sort_keys=True)
+        try:
+            write_atomically(self._held_file, data.encode("utf-8"))
+        except OSError as exc:  # the hold then lasts for this run only
+            log.info("could not write %s: %s", self._held_file.name, exc)
+
+    def _fresh(self, record: Mapping[str, object], config: ServerConfig) -> bool:
+        at = record.get("at")
+        return (
+            record.get("config") == _fingerprint(config)
+            and isinstance(at, int | float)
+            and 0 <= self._clock() - at < HOLD_SECONDS
+        )
+
+    def _note_hold(self, sid: str, state: ServerState) -> None:
+        """Write down a server that became held (or forget one that is ready again)."""
+        config = self.config(sid)
+        if self._held_file is None or config is None or self._restoring:
+            return
+        holds = self._holds()
+        record = holds.get(sid)
+        if state.phase == "ready" and record is not None:
+            del holds[sid]
+            self._write_holds(holds)
+            return
+        try:
+            held = self.servers[sid].held
+        except KeyError:
+            return
+        if state.phase != "failed" or not held:
+            return
+        holds[sid] = {"config": _fingerprint(config), "reason": state.reason, "at": self._clock()}
+        self._write_holds(holds)
+
+    def _restore_holds(self) -> None:
+        """Hold the servers an earlier run of Conch found failed a moment ago."""
+        self._restoring = True
+        try:
+            self._hold_again(self._holds())
+        finally:
+            self._restoring = False
+
+    def _hold_again(self, holds: Mapping[str, Mapping[str, object]]) -> None:
+        for sid, record in holds.items():
+            config = self.config(sid)
+            if config is None or not config.enabled or not self._fresh(record, config):
+                continue
+            at = record.get("at")
+            ago = max(0, round((self._clock() - at) / 60)) if isinstance(at, int | float) else 0
+            when = "just now" if ago < 1 else f"{ago} min ago"
+            reason = str(record.get("reason") or "it did not start")
+            with contextlib.suppress(KeyError):
+                self.servers[sid].hold(f"{reason}, when Conch last tried {when}")
 
     def _lookup(self, key: str) -> str | None:
         try:

@@ -15,6 +15,12 @@ longer one or a pasted note) runs on the bundled SmolLM2-135M (llama.cpp's serve
 - **drop-oldest**: the oldest messages cut every turn so the request fits the budget;
 - **summarise-at-75%**: at 75% of the window, everything but the last 20 messages summarised
   inside the turn by the same model and summariser;
+- **surprise-paste**: a chat of short messages well inside the budget (so nothing is written
+  ahead) into which the person pastes a page that forces a fold on that very turn
+  (``bench._policies.surprise_paste``), then one short message more, run through Conch and on
+  a no-fold control server that holds it all (twice the window, at least ``--control-window``)
+  and also reads the page: the paste turn's time to first token ÷ the control's (goal
+  ``GOAL_SURPRISE``), and the summary requests sent before its first token (goal: none);
 - **no-fold** (the matched control): the same messages with nothing folded, on a server whose
   window (``--control-window``, 8,192 by default: SmolLM2's trained window) holds the whole
   chat, run once and compared turn by turn with each window's Conch runs. A fold turn's time
@@ -37,7 +43,11 @@ prompt tokens the server evaluated beyond what the control evaluated for that tu
 turn's own new text).
 
     python -m bench.ttft [--turns N] [--windows 2048,4096] [--policies conch,...]
-                         [--control-window N] [--server-cache]
+                         [--control-window N] [--server-cache] [--fake]
+
+``--fake`` runs every policy on ``bench._timed.TimedServer`` instead of the bundled model: a
+stand-in that takes a CPU server's time (prompt tokens read, answer written, its prompt cache)
+in a fraction of it, for a machine too busy or too slow for the real run.
 
 Prints a line per window and policy, then one JSON object on its last line.
 """
@@ -46,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -53,7 +64,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,6 +75,7 @@ if str(ROOT) not in sys.path:
 from bench import _policies  # noqa: E402
 from bench._bundled import Probe, UnavailableError, running  # noqa: E402
 from bench._garden import prose  # noqa: E402
+from bench._timed import TimedServer  # noqa: E402
 from engines.base import (  # noqa: E402
     Compacted,
     Done,
@@ -92,8 +104,23 @@ GOAL_VS_DROP = 0.5  # Conch's median / drop-oldest's
 SHORT = 100  # estimated tokens: a message under this costs the server little to read
 CHAT_ID = "ttft-bench"
 CONTROL_WINDOW = 8_192  # SmolLM2's trained window: the 60-turn chat fits (about 6,500 tokens)
-POLICIES = ("conch", "conch_unwarmed", "drop_oldest", "summarise_at_75", "no_fold")
+POLICIES = (
+    "conch",
+    "conch_unwarmed",
+    "drop_oldest",
+    "summarise_at_75",
+    "surprise_paste",
+    "no_fold",
+)
+GOAL_SURPRISE = 1.5  # the paste turn's time to first token / the no-fold control's
+SURPRISE_NEXT = 20  # estimated tokens of the short message after the paste
+# The stand-in's speeds (--fake): SmolLM2 on one loaded core reads about 100-250 prompt tokens
+# a second and writes about a tenth of that; the stand-in keeps that proportion, 4-10 x faster
+# (faster still, Conch's own work in a turn would weigh more than it does beside a real model).
+FAKE_PROMPT_RATE = 1_000.0
+FAKE_ANSWER_RATE = 100.0
 CONCH = ("conch", "conch_unwarmed")
+Recorder = Probe | TimedServer  # what records a server's requests and what they made it read
 
 
 def chat_script(turns: int, seed: int = SEED) -> list[str]:
@@ -137,11 +164,11 @@ class PolicyRun:
     counts: int = 0  # requests counted with the runtime's tokenizer
 
 
-def _requests_since(probe: Probe, start: int, *, background: bool) -> list[int]:
+def _requests_since(probe: Recorder, start: int, *, background: bool) -> list[int]:
     return [i for i in range(start, len(probe.sent)) if probe.sent[i].background is background]
 
 
-def _read_ahead(probe: Probe, before: int, request: ChatRequest) -> bool:
+def _read_ahead(probe: Recorder, before: int, request: ChatRequest) -> bool:
     """Whether ``request`` starts with a request sent ahead in the background since index
     ``before`` (its last message may be the start of the request's message at that place)."""
     for sent in probe.sent[before:]:
@@ -158,7 +185,9 @@ def _read_ahead(probe: Probe, before: int, request: ChatRequest) -> bool:
     return False
 
 
-def _figures(probe: Probe, start: int, ttft: float | None, fold: bool, problem: str) -> TurnFigures:
+def _figures(
+    probe: Recorder, start: int, ttft: float | None, fold: bool, problem: str
+) -> TurnFigures:
     fg = _requests_since(probe, start, background=False)
     chats = [i for i in fg if probe.sent[i].kind == "chat"]
     last = chats[-1] if chats else None
@@ -190,7 +219,7 @@ def _figures(probe: Probe, start: int, ttft: float | None, fold: bool, problem: 
 
 async def run_conch(
     adapter: ProviderAdapter,
-    probe: Probe,
+    probe: Recorder,
     model: ModelInfo,
     script: Sequence[str],
     *,
@@ -271,7 +300,7 @@ def _with_summary(messages: list[Message], summary: str) -> list[Message]:
 async def run_reference(
     policy: str,
     adapter: ProviderAdapter,
-    probe: Probe,
+    probe: Recorder,
     model: ModelInfo,
     script: Sequence[str],
 ) -> PolicyRun:
@@ -512,14 +541,8 @@ def matched(run: PolicyRun, control: PolicyRun) -> dict[str, object]:
     }
 
 
-async def run_policy(
-    policy: str,
-    window: int,
-    script: Sequence[str],
-    extra_args: tuple[str, ...] = (),
-) -> PolicyRun:
-    """One policy on a freshly started server of ``window`` tokens."""
-    model = ModelInfo(
+def _model(window: int) -> ModelInfo:
+    return ModelInfo(
         provider="local",
         id=bundled.MODEL_ID,
         label=bundled.MODEL_LABEL,
@@ -527,6 +550,28 @@ async def run_policy(
         local=True,
         loaded=True,
     )
+
+
+@contextlib.asynccontextmanager
+async def _server(
+    window: int, extra_args: tuple[str, ...], fake: bool
+) -> AsyncIterator[tuple[ProviderAdapter, Recorder, ModelInfo]]:
+    """A fresh server of ``window`` tokens (the bundled model, or the stand-in when ``fake``)
+    behind the gate as the app wires it: (adapter, what records its requests, the model)."""
+    if fake:
+        probe: Recorder = TimedServer(
+            window,
+            prompt_rate=FAKE_PROMPT_RATE,
+            answer_rate=FAKE_ANSWER_RATE,
+            answer_tokens=ANSWER_TOKENS,
+            summary_tokens=SUMMARY_TOKENS,
+        )
+        adapter = gated(probe)
+        try:
+            yield adapter, probe, _model(window).model_copy(update={"provider": adapter.name})
+        finally:
+            await adapter.aclose()
+        return
     async with running(window, extra_args) as runtime:
         probe = Probe(
             runtime,
@@ -534,16 +579,142 @@ async def run_policy(
             summary_tokens=SUMMARY_TOKENS,
         )
         adapter = gated(probe)
-        model = model.model_copy(update={"provider": adapter.name})
         try:
-            if policy in CONCH:
-                run = await run_conch(adapter, probe, model, script, warm=policy == "conch")
-            else:
-                run = await run_reference(policy, adapter, probe, model, script)
+            yield adapter, probe, _model(window).model_copy(update={"provider": adapter.name})
         finally:
             await adapter.aclose()
+
+
+async def run_policy(
+    policy: str,
+    window: int,
+    script: Sequence[str],
+    extra_args: tuple[str, ...] = (),
+    fake: bool = False,
+) -> PolicyRun:
+    """One policy on a freshly started server of ``window`` tokens."""
+    async with _server(window, extra_args, fake) as (adapter, probe, model):
+        if policy in CONCH:
+            run = await run_conch(adapter, probe, model, script, warm=policy == "conch")
+        else:
+            run = await run_reference(policy, adapter, probe, model, script)
         run.counts = probe.counts
     return run
+
+
+async def _surprise_conch(
+    adapter: ProviderAdapter, probe: Recorder, model: ModelInfo, window: int
+) -> tuple[list[str], PolicyRun, list[int]]:
+    """Conch through the surprise paste: short messages until the chat holds
+    ``SURPRISE_BEFORE`` of the budget, the page (``SURPRISE_PASTE`` of it), one short message
+    more; both sized by the chat's own count, which the server's real counts correct. Returns
+    the messages sent (the control's script), the figures of each turn, and how many summary
+    requests each turn sent before its first token."""
+    adapters = {adapter.name: adapter}
+    session = ApiSession(
+        chat_id=CHAT_ID, data_dir=None, adapters=adapters, summariser=ModelSummariser(adapters)
+    )
+    system = read_prompt("system_lean.txt")
+    rng = random.Random(SEED + window)
+    script: list[str] = []
+    out = PolicyRun()
+    waited: list[int] = []
+    stage = "chat"  # then "paste", then "next"
+    began = time.monotonic()
+    try:
+        while stage != "done":
+            used, room = session.context_usage(model, system)
+            page = _policies.surprise_paste(used, room, session.factor)
+            if stage == "chat" and page:
+                stage = "paste"
+            if stage == "chat":
+                text = prose(rng, rng.randint(15, 50))
+            elif stage == "paste":
+                text = prose(rng, page)
+                stage = "next"
+            else:
+                text = prose(rng, SURPRISE_NEXT)
+                stage = "done"
+            i = len(script)
+            script.append(text)
+            start = len(probe.sent)
+            turn = TurnInput(
+                chat_id=CHAT_ID, seq=2 * i, text=text, model=model, system=system, lean=True
+            )
+            t0 = time.monotonic()
+            ttft: float | None = None
+            fold = False
+            problem = ""
+            summaries = 0
+            async for event in session.turn(turn):
+                if isinstance(event, TextDelta) and ttft is None and event.text:
+                    ttft = time.monotonic() - t0
+                    sent = probe.sent[start:]
+                    summaries = sum(1 for r in sent if r.kind == "summary" and not r.background)
+                elif isinstance(event, Compacted):
+                    fold = True
+                elif isinstance(event, Problem):
+                    problem = f"{event.problem.kind.value}: {event.problem.detail}"[:200]
+            out.turns.append(_figures(probe, start, ttft, fold, problem))
+            out.turns[-1].message = estimate_tokens(text)
+            waited.append(summaries)
+            _progress("surprise_paste", model.context, i, i + 1, out.turns[-1])
+            # The person reads the answer: what is written in the background gets its time.
+            await session.wait_prepared()
+    finally:
+        await session.aclose()
+    out.seconds = time.monotonic() - began
+    return script, out, waited
+
+
+async def run_surprise(
+    window: int, extra_args: tuple[str, ...], fake: bool, control_window: int
+) -> dict[str, object]:
+    """The surprise paste at ``window``: Conch against a no-fold control, turn for turn."""
+    async with _server(window, extra_args, fake) as (adapter, probe, model):
+        script, conch, waited = await _surprise_conch(adapter, probe, model, window)
+        # Written while the person reads: the paste turn's summary, the read-ahead after it.
+        background = sum(1 for r in probe.sent if r.background)
+    paste_at = len(script) - 2
+    # Twice the window holds the whole chat and its answer, whatever the tokenizer says.
+    wide = max(control_window, 2 * window)
+    async with _server(wide, extra_args, fake) as (adapter, probe, model):
+        control = await run_reference("no_fold", adapter, probe, model, script)
+    fold, against = conch.turns[paste_at], control.turns[paste_at]
+    after, after_control = conch.turns[-1], control.turns[-1]
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return _r(a / b) if a is not None and b else None
+
+    vs_control = ratio(fold.ttft, against.ttft)
+    normal = [
+        t.ttft / c.ttft
+        for t, c in zip(conch.turns[:paste_at], control.turns[:paste_at], strict=True)
+        if t.ttft is not None and c.ttft
+    ]
+    return {
+        "turns": len(script),
+        "paste_tokens": fold.message,
+        # Turns before the paste that folded (a real count may bring the fold earlier).
+        "folds_before_paste": sum(t.fold for t in conch.turns[:paste_at]),
+        "control_window": wide,
+        "folded": fold.fold,
+        "problems": [f"turn {i}: {t.problem}" for i, t in enumerate(conch.turns) if t.problem],
+        "summary_requests_before_first_token": waited[paste_at],
+        "ttft_paste": _r(fold.ttft),
+        "ttft_paste_control": _r(against.ttft),
+        "paste_vs_control": vs_control,
+        "goal_paste_vs_control_met": vs_control is not None and vs_control <= GOAL_SURPRISE,
+        "evaluated_paste": fold.evaluated,
+        "evaluated_paste_control": against.evaluated,
+        # The turn after: it sends the summary written after the paste turn.
+        "ttft_next": _r(after.ttft),
+        "ttft_next_control": _r(after_control.ttft),
+        "next_vs_control": ratio(after.ttft, after_control.ttft),
+        "normal_vs_control_median": _r(_median(normal)),
+        "background_requests": background,
+        "seconds": round(conch.seconds + control.seconds, 1),
+    }
 
 
 def _said(window: int, policy: str, figures: dict[str, object]) -> None:
@@ -562,13 +733,26 @@ async def run_window(
     extra_args: tuple[str, ...] = (),
     policies: Sequence[str] = POLICIES,
     control: PolicyRun | None = None,
+    fake: bool = False,
+    control_window: int = CONTROL_WINDOW,
 ) -> dict[str, object]:
     out: dict[str, object] = {}
     against: dict[str, dict[str, object]] = {}  # each Conch run against the control
     for policy in policies:
         if policy == "no_fold":
             continue  # run once for every window, in ``run``
-        run = await run_policy(policy, window, script, extra_args)
+        if policy == "surprise_paste":
+            surprise = await run_surprise(window, extra_args, fake, control_window)
+            out[policy] = surprise
+            print(
+                f"{window:>5} surprise_paste   paste turn {surprise['ttft_paste']} s against "
+                f"{surprise['ttft_paste_control']} s in the control "
+                f"({surprise['paste_vs_control']} x); summary requests before its first "
+                f"token: {surprise['summary_requests_before_first_token']}",
+                flush=True,
+            )
+            continue
+        run = await run_policy(policy, window, script, extra_args, fake)
         figures = summarise_run(run)
         if policy in CONCH:
             figures["tokenizer_counts"] = run.counts
@@ -624,6 +808,7 @@ async def run(
     extra_args: tuple[str, ...] = (),
     policies: Sequence[str] = POLICIES,
     control_window: int = CONTROL_WINDOW,
+    fake: bool = False,
 ) -> dict[str, object]:
     script = chat_script(turns)
     started = time.monotonic()
@@ -636,13 +821,16 @@ async def run(
         "goal_fold_vs_normal": GOAL_FOLD,
         "goal_fold_vs_control_worst": GOAL_WORST,
         "goal_conch_vs_drop_oldest": GOAL_VS_DROP,
+        "goal_surprise_paste_vs_control": GOAL_SURPRISE,
+        # The timed stand-in (bench._timed), not the bundled model, when true.
+        "fake": fake,
         "cores": os.cpu_count(),
         "server_args": list(extra_args),
         "load_before": _load(),
     }
     control: PolicyRun | None = None
     if "no_fold" in policies:
-        control = await run_policy("no_fold", control_window, script, extra_args)
+        control = await run_policy("no_fold", control_window, script, extra_args, fake)
         figures = summarise_run(control)
         peak = figures["prompt_tokens_max"]
         figures["window"] = control_window
@@ -658,7 +846,9 @@ async def run(
         result["load_after_control"] = _load()
         _said(control_window, "no_fold", figures)
     for window in windows:
-        result[str(window)] = await run_window(window, script, extra_args, policies, control)
+        result[str(window)] = await run_window(
+            window, script, extra_args, policies, control, fake, control_window
+        )
         result[f"load_after_{window}"] = _load()
     result["load_after"] = _load()
     result["seconds"] = round(time.monotonic() - started, 1)
@@ -691,6 +881,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         help=f"the no_fold control's window (default {CONTROL_WINDOW}, the model's trained "
         "window; larger works with a warning from llama.cpp)",
     )
+    parser.add_argument(
+        "--fake",
+        action="store_true",
+        help="run on a timed stand-in for the bundled model (bench._timed), not the model",
+    )
     args = parser.parse_args(argv)
     policies = [p.strip() for p in str(args.policies).split(",") if p.strip()]
     if not policies or any(p not in POLICIES for p in policies):
@@ -703,7 +898,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error("--turns must be at least 2 and every window at least 1024")
     try:
         extra = ("--cache", "True") if args.server_cache else ()
-        figures = asyncio.run(run(args.turns, windows, extra, policies, args.control_window))
+        figures = asyncio.run(
+            run(args.turns, windows, extra, policies, args.control_window, args.fake)
+        )
     except UnavailableError as exc:
         print(json.dumps({"bench": "ttft", "error": str(exc)}, ensure_ascii=False))
         raise SystemExit(2) from None

@@ -90,6 +90,14 @@ class Attachment(_Data):
     text: str
 
 
+ProgramMode = Literal["ask", "accept-edits", "plan"]
+"""How a program that acts by itself may act in a chat: "ask" before each action that needs
+the person's OK, "accept-edits" (file edits go ahead, everything else still asks), "plan"
+(it reads and plans, and changes nothing)."""
+
+PROGRAM_MODES: tuple[ProgramMode, ...] = ("ask", "accept-edits", "plan")
+
+
 class TurnInput(_Data):
     """One turn: what the person sent, where it sits in the chat log, and to which model."""
 
@@ -112,6 +120,11 @@ class TurnInput(_Data):
     # what it writes is added to that answer. Sent only to an engine whose class says
     # ``continues_answers = True``.
     continue_from: str = ""
+    # For a program that keeps its own chat (Claude Code): how it may act, and which of its
+    # models it runs ("" its own choice). None and "" leave the program's own defaults; other
+    # engines ignore both.
+    program_mode: ProgramMode | None = None
+    program_model: str = ""
 
 
 # --- problems ---------------------------------------------------------------------------------
@@ -239,6 +252,23 @@ class Compacted(_Data):
     summary: str
     model: str  # the chat model's display name ("Earlier messages are summarised for <model>")
     summarised: bool = True  # False: no summariser gave one; turns were dropped, old summary kept
+    # The turn did not wait for a summary: ``summary`` is the one before with the dropped turns'
+    # facts kept word for word, and the new one is written after the answer (``SummaryWritten``).
+    writing: bool = False
+
+
+class SummaryWritten(_Data):
+    """The summary a fold went ahead without (``Compacted.writing``) is done, after the turn.
+
+    Not a turn's event: an engine that writes it (``WritesLater``) tells its listener. The chat
+    log records ``summary`` as the fold's, the divider shows it and the next turn sends it.
+    ``summary`` "" when none could be written: the fold keeps the facts it went ahead with.
+    """
+
+    kind: Literal["summary_written"] = "summary_written"
+    first_kept_seq: int
+    summary: str
+    model: str  # the chat model's display name, as in ``Compacted``
 
 
 class HandedOff(_Data):
@@ -454,6 +484,27 @@ class Engine(Protocol):
     def turn(self, turn: TurnInput) -> AsyncIterator[Event]: ...
 
     async def aclose(self) -> None: ...
+
+
+SummaryListener = Callable[[SummaryWritten], None]
+
+
+@runtime_checkable
+class WritesLater(Protocol):
+    """An engine that finishes a fold's summary after the turn that folded (see
+    ``SummaryWritten``); the listener is called on the engine's event loop."""
+
+    def listen(self, listener: SummaryListener) -> None: ...
+
+
+@runtime_checkable
+class Metered(Protocol):
+    """An engine that can say how full its model's memory is (the context meter), whether or
+    not Conch may fold it (Codex keeps and compacts its thread itself, and reports figures)."""
+
+    def context_usage(
+        self, model: ModelInfo, system: str = "", answer_tokens: int | None = None
+    ) -> tuple[int, int]: ...
 
 
 @runtime_checkable

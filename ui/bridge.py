@@ -12,7 +12,8 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
@@ -36,6 +37,7 @@ from engines.base import (
     ProblemKind,
     Reading,
     Shortened,
+    SummaryWritten,
     TextDelta,
     ThinkingDelta,
     ToolAsk,
@@ -63,6 +65,8 @@ class ConversationBridge(QObject):
         thinking_delta(str): a piece of the model's thinking.
         message_saved(int, str): a message is in the chat log (seq, role).
         compacted(Compacted): the model's word-for-word memory now starts elsewhere.
+        summary_written(SummaryWritten): the summary a fold went ahead without is written (it
+            may come after the turn); ``summary_writing`` is False again.
         handed_off(HandedOff): a program was handed the chat; its memory starts there.
         problem(TurnProblem): the turn failed (the partial answer is kept and marked).
         healed(Healed), note(Note), usage(Usage): for Health and the context meter.
@@ -82,6 +86,7 @@ class ConversationBridge(QObject):
     thinking_delta = Signal(str)
     message_saved = Signal(int, str)
     compacted = Signal(object)
+    summary_written = Signal(object)
     handed_off = Signal(object)
     problem = Signal(object)
     healed = Signal(object)
@@ -95,9 +100,16 @@ class ConversationBridge(QObject):
     tool_event = Signal(object)
     reading = Signal(object)
 
-    def __init__(self, conversation: Conversation, parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        conversation: Conversation,
+        parent: QObject | None = None,
+        *,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__(parent)
         self._conversation = conversation
+        self._now = now  # what the answer's figures are timed by (tests move it by hand)
         self._task: asyncio.Task[None] | None = None
         self._mode = ""
         self._text: list[str] = []
@@ -110,6 +122,7 @@ class ConversationBridge(QObject):
         self._tool_events: list[ToolCall | ToolStarted | ToolResult] = []
         self._always: set[str] = set()  # tools allowed for the rest of this conversation
         self._handed: HandedOff | None = None  # not in the chat log: kept for a re-opened view
+        self._writing = False  # the latest fold's summary is being written after its turn
         # Learning runs end on their own schedule; hear about them whatever else is listening.
         previous = conversation.on_learning
 
@@ -119,6 +132,16 @@ class ConversationBridge(QObject):
             self._emit(self.learning_done, run)
 
         conversation.on_learning = on_learning
+        # A fold's summary is written after its turn, so it is heard of outside any turn.
+        previous_summary = conversation.on_summary
+
+        def on_summary(event: SummaryWritten) -> None:
+            if previous_summary is not None:
+                previous_summary(event)
+            self._writing = False
+            self._emit(self.summary_written, event)
+
+        conversation.on_summary = on_summary
 
     # --- state ----------------------------------------------------------------------------
 
@@ -172,6 +195,11 @@ class ConversationBridge(QObject):
         return self._handed
 
     @property
+    def summary_writing(self) -> bool:
+        """Whether the latest fold's summary is still being written (the divider says so)."""
+        return self._writing
+
+    @property
     def pending_approval(self) -> PermissionAsk | ToolAsk | None:
         """The request waiting for the person (a re-opened chat shows its card)."""
         return self._asking[0] if self._asking is not None else None
@@ -208,10 +236,16 @@ class ConversationBridge(QObject):
                 await asyncio.wait({waiting})
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._asking = (ask, future)
+        # The answer's figures leave out the time the card waited for the person's click.
+        clock = self._clock
+        if clock is not None:
+            clock.hold()
         self._emit(self.approval_changed, ask)
         try:
             return await future
         finally:
+            if clock is not None:
+                clock.release()
             self._asking = None
             self._emit(self.approval_changed, None)
 
@@ -353,7 +387,7 @@ class ConversationBridge(QObject):
         self._text = []
         self._thinking = []
         self._tool_events = []
-        self._clock = AnswerClock() if mode == "turn" else None
+        self._clock = AnswerClock(self._now) if mode == "turn" else None
         self._wait = reading_wait(self._conversation) if mode == "turn" else None
         self._emit(self.busy_changed, True)
         self._task = loop.create_task(self._run(stream), name=f"turn:{self.chat_id}")
@@ -408,6 +442,7 @@ class ConversationBridge(QObject):
             self._emit(self.message_saved, event.seq, event.role)
         elif isinstance(event, Compacted):
             self._handed = None
+            self._writing = event.writing
             self._emit(self.compacted, event)
         elif isinstance(event, HandedOff):
             self._handed = event

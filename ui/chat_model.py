@@ -71,6 +71,7 @@ class Row:
     key: tuple[Any, ...]
     message: StoredMessage | None = None
     compaction: Compaction | None = None
+    writing: bool = False  # the divider's summary is still being written (after its turn)
     handoff: HandedOff | None = None  # a divider where a program's memory starts
     run: Any = None  # LearningRun
     text: str = ""  # the streaming answer so far
@@ -186,6 +187,7 @@ class ChatModel(QAbstractListModel):
         self._chat_id = ""
         self._messages: list[StoredMessage] = []
         self._compaction: Compaction | None = None
+        self._writing = False  # the latest fold's summary is being written after its turn
         self._handoff: HandedOff | None = None
         self._runs: list[Any] = []
         self._open_thinking: set[int] = set()
@@ -331,6 +333,7 @@ class ChatModel(QAbstractListModel):
         self._expanded.clear()
         self._editing = None
         self._handoff = None
+        self._writing = False
         self._end_stream_state()
         if chat_id:
             count = self._store.message_count(chat_id)
@@ -417,10 +420,17 @@ class ChatModel(QAbstractListModel):
                     self._apply(self._build())
                 return
 
-    def set_compaction(self, compaction: Compaction | None) -> None:
+    def set_compaction(self, compaction: Compaction | None, writing: bool = False) -> None:
+        """Show ``compaction`` as the divider; ``writing``: its summary is still being written
+        (the divider says so, and is drawn again when it is done)."""
         self._compaction = compaction
+        self._writing = writing
         self._handoff = None  # a fold after the handoff is where the memory starts now
         self._apply(self._build())
+
+    @property
+    def summary_writing(self) -> bool:
+        return self._writing
 
     def set_handoff(self, handoff: HandedOff | None) -> None:
         """Show the divider where a program's memory starts (not saved: a program chat's
@@ -673,8 +683,9 @@ class ChatModel(QAbstractListModel):
         comp = self._compaction
         if comp is None:
             return -1, None
-        key = ("d", comp.created, comp.first_kept_seq)
-        return comp.first_kept_seq, Row(RowKind.DIVIDER, key, compaction=comp)
+        key = ("d", comp.created, comp.first_kept_seq, self._writing)
+        row = Row(RowKind.DIVIDER, key, compaction=comp, writing=self._writing)
+        return comp.first_kept_seq, row
 
     def _apply(self, new: list[Row]) -> None:
         """Turn the current rows into ``new`` with one remove and one insert at most."""

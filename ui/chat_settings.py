@@ -1,5 +1,6 @@
-"""One chat's settings (its model, system prompt, temperature and answer length), and the page
-in Settings where the person writes the system prompt every chat starts with.
+"""One chat's settings (its model, system prompt, temperature and answer length; on Claude Code
+how it may act and which of its models it runs), and the page in Settings where the person
+writes the system prompt every chat starts with.
 
 Both are non-modal and save only when the person says so; a failed save says why in one
 sentence and keeps what was typed. The cost of a system prompt is shown in tokens, because it
@@ -35,7 +36,9 @@ from app.store import (
     ChatSettings,
     ChatStore,
 )
-from engines.base import ModelInfo
+from engines.base import ModelInfo, ProgramMode
+from engines.programs.catalogue import CLAUDE_CODE
+from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.window import estimate_tokens
 from ui.model_picker import ModelPicker, entry_text
 from ui.plain import PlainLabel, shown_name
@@ -46,6 +49,14 @@ ANSWER_STEP = 256
 # The spin boxes' lowest value stands for "not set" (shown as these words).
 SERVER_DEFAULT = "The model's own"
 AUTOMATIC = "Automatic"
+# How Claude Code may act in the chat, as the person reads it (None: its own default, asking).
+MODE_WORDS: dict[ProgramMode | None, str] = {
+    None: "Ask before each action",
+    "accept-edits": "Edit files without asking",
+    "plan": "Plan only, change nothing",
+}
+PROGRAM_MODELS = ("sonnet", "opus", "haiku")  # the names Claude Code takes for its models
+OWN_CHOICE = "Claude Code's own choice"
 
 
 def prompt_cost(text: str) -> str:
@@ -127,15 +138,38 @@ class ChatSettingsPanel(QDialog):
             "so a higher limit leaves less room for the chat, which is summarised sooner."
         )
 
-        form = QFormLayout()
+        # Shown for a chat on Claude Code only: it acts by itself, and runs a model of its own.
+        self.program_mode = QComboBox()
+        self.program_mode.setObjectName("ChatSettingsProgramMode")
+        for mode, words in MODE_WORDS.items():
+            self.program_mode.addItem(words, mode)
+        self.program_mode.setToolTip(
+            "Whether Claude Code asks before it edits files or runs commands, edits files "
+            "without asking, or only reads and plans."
+        )
+        self.program_model = QComboBox()
+        self.program_model.setObjectName("ChatSettingsProgramModel")
+        self.program_model.setEditable(True)
+        self.program_model.addItems(["", *PROGRAM_MODELS])
+        line = self.program_model.lineEdit()
+        if line is not None:
+            line.setPlaceholderText(OWN_CHOICE)
+        self.program_model.setToolTip(
+            "A model name Claude Code knows (sonnet, opus, haiku, or a full model id); empty "
+            "leaves its own choice."
+        )
+
+        self.form = QFormLayout()
         for words, field in (
             ("Model", self.model),
             ("Temperature", self.temperature),
             ("Longest answer", self.answer),
+            ("Permissions", self.program_mode),
+            ("Claude Code's model", self.program_model),
         ):
             name = PlainLabel(words)  # as the row's own label would be, but plain text
             name.setBuddy(field)
-            form.addRow(name, field)
+            self.form.addRow(name, field)
 
         self.error = _error_label()
         self.buttons = QDialogButtonBox(
@@ -146,7 +180,7 @@ class ChatSettingsPanel(QDialog):
         layout.setContentsMargins(20, 20, 20, 16)
         layout.setSpacing(10)
         layout.addWidget(self.heading)
-        layout.addLayout(form)
+        layout.addLayout(self.form)
         layout.addWidget(_label("System prompt", "SettingsSection"))
         layout.addWidget(self.use_default)
         layout.addWidget(self.prompt, 1)
@@ -177,6 +211,9 @@ class ChatSettingsPanel(QDialog):
             self.temperature.minimum() if values.temperature is None else values.temperature
         )
         self.answer.setValue(values.max_answer_tokens or 0)
+        self.program_mode.setCurrentIndex(max(0, self.program_mode.findData(values.program_mode)))
+        self.program_model.setCurrentText(values.program_model or "")
+        self._show_program_rows(current_key)
         self.error.hide()
         self.show()
         self.raise_()
@@ -198,6 +235,7 @@ class ChatSettingsPanel(QDialog):
         # The picker shows the open chat; the panel may show another one, whose model the
         # chat log keeps (a switch is saved there before the picker shows it).
         self.set_models(picker.listed(), chat.model_key)
+        self._show_program_rows(chat.model_key)
 
     def set_models(self, models: Sequence[ModelInfo], current_key: str) -> None:
         self._models = [m for m in models if m.ready or m.key == current_key]
@@ -215,11 +253,14 @@ class ChatSettingsPanel(QDialog):
         answer = self.answer.value() or None
         prompt = None if self.use_default.isChecked() else self.prompt.toPlainText()
         kept = self._store.chat_settings(self.chat_id)  # what this panel does not show
+        mode = self.program_mode.currentData()
         return ChatSettings(
             system_prompt=prompt,
             temperature=temperature,
             max_answer_tokens=answer,
             tool_servers=kept.tool_servers,
+            program_mode=mode if mode in MODE_WORDS else None,
+            program_model=self.program_model.currentText().strip() or None,
         )
 
     def save(self) -> bool:
@@ -257,7 +298,13 @@ class ChatSettingsPanel(QDialog):
 
     def _model_activated(self, index: int) -> None:
         if 0 <= index < len(self._models):
+            self._show_program_rows(self._models[index].key)
             self.model_chosen.emit(self.chat_id, self._models[index])
+
+    def _show_program_rows(self, model_key: str) -> None:
+        on_claude_code = model_key == f"{PROGRAMS}/{CLAUDE_CODE}"
+        self.form.setRowVisible(self.program_mode, on_claude_code)
+        self.form.setRowVisible(self.program_model, on_claude_code)
 
 
 class DefaultPromptPage(QWidget):

@@ -28,6 +28,7 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import (
     QColor,
+    QHideEvent,
     QKeyEvent,
     QKeySequence,
     QMouseEvent,
@@ -35,6 +36,7 @@ from PySide6.QtGui import (
     QPaintEvent,
     QPalette,
     QResizeEvent,
+    QShowEvent,
 )
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -66,6 +68,7 @@ log = logging.getLogger("conch.ui.chat_view")
 FLUSH_MS = 40  # how often streamed text reaches the screen
 READING_TICK_MS = 1_000  # how often a wait before the first word says how long it has been
 UNDO_MS = 10_000  # how long "Message deleted. Undo" stays
+UNDO_GAP = 6  # pixels above and below "Message deleted. Undo", in its own strip
 EDIT_HINT = "Editing your message — Enter to resend, Shift+Enter for a new line, Esc to cancel"
 # An edit or delete above the summary line: the fold that summarised it no longer holds.
 REFOLD_NOTE = "It is above the summary line, so the summary will be made again when needed."
@@ -139,9 +142,18 @@ class MessageUndoBar(QWidget):
         self._stamp = 0.0
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
-        self._timer.timeout.connect(self.hide)
+        self._timer.timeout.connect(self._expire)
         self.button.clicked.connect(self._undo)
         self.hide()
+
+    shown_changed = Signal(bool)  # the chat makes room for the bar while it shows
+    # Undo is offered (True) or not any more (False): a chat left empty stays in view meanwhile.
+    offer_changed = Signal(bool)
+
+    @property
+    def offered(self) -> bool:
+        parent = self.parentWidget()
+        return parent is not None and self.isVisibleTo(parent)
 
     def offer(self, words: str, stamp: float) -> None:
         self.label.setText(words)
@@ -149,10 +161,24 @@ class MessageUndoBar(QWidget):
         self.show()
         self.raise_()
         self._timer.start(UNDO_MS)
+        self.offer_changed.emit(True)
+
+    def _expire(self) -> None:
+        self.hide()
+        self.offer_changed.emit(False)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self.shown_changed.emit(True)
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
+        self.shown_changed.emit(False)
 
     def _undo(self) -> None:
         self.hide()
         self.undo_clicked.emit(self._stamp)
+        self.offer_changed.emit(False)
 
 
 class ChatView(QListView):
@@ -212,6 +238,7 @@ class ChatView(QListView):
         self._hovered = QPersistentModelIndex()  # the row under the pointer: its buttons show
         self.undo_bar = MessageUndoBar(self)
         self.undo_bar.undo_clicked.connect(self._undelete)
+        self.undo_bar.shown_changed.connect(self._undo_bar_shown)
 
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)
@@ -283,11 +310,14 @@ class ChatView(QListView):
     def _attach(self, bridge: ConversationBridge) -> None:
         self._bridge = bridge
         self.chat_model.set_handoff(bridge.handoff)  # kept by the bridge, not the chat log
+        if bridge.summary_writing:
+            self._compacted(None)
         pairs: list[tuple[Any, Callable[..., Any]]] = [
             (bridge.message_saved, self._message_saved),
             (bridge.text_delta, self._delta),
             (bridge.thinking_delta, self._delta),
             (bridge.compacted, self._compacted),
+            (bridge.summary_written, self._compacted),
             (bridge.handed_off, self.chat_model.set_handoff),
             (bridge.busy_changed, self._busy_changed),
             (bridge.learning_done, self._learning_done),
@@ -385,7 +415,10 @@ class ChatView(QListView):
         return self.delegate.content_width() + 2 * PAD_X + 2
 
     def _compacted(self, _event: Any) -> None:
-        self.chat_model.set_compaction(self._store.latest_compaction(self.chat_id))
+        """A fold, or its summary written after the turn: the divider as the log has it."""
+        bridge = self._bridge
+        writing = bridge is not None and bridge.summary_writing
+        self.chat_model.set_compaction(self._store.latest_compaction(self.chat_id), writing)
 
     def _busy_changed(self, busy: bool) -> None:
         if busy:
@@ -440,7 +473,7 @@ class ChatView(QListView):
         if row.kind is RowKind.DIVIDER and row.handoff is not None:
             widget = HandoffDivider(row.handoff)
         elif row.kind is RowKind.DIVIDER and row.compaction is not None:
-            widget = SummaryDivider(row.compaction)
+            widget = SummaryDivider(row.compaction, writing=row.writing)
         elif row.kind is RowKind.PROBLEM and row.message is not None:
             message = row.message
             problem = message.problem
@@ -796,16 +829,25 @@ class ChatView(QListView):
             self.status.emit("Message restored")
 
     def _place_undo_bar(self) -> None:
+        # The bar gets a strip of its own below the messages, never over them: the last row
+        # is often a problem card whose button the person still needs.
         bar = self.undo_bar
         hint = bar.sizeHint()
+        self.setViewportMargins(0, 0, 0, hint.height() + 2 * UNDO_GAP)
         area = self.viewport().geometry()
         width = min(area.width() - 16, max(hint.width(), 320))
         bar.setGeometry(
             area.left() + (area.width() - width) // 2,
-            area.bottom() - hint.height() - 8,
+            area.bottom() + 1 + UNDO_GAP,
             width,
             hint.height(),
         )
+
+    def _undo_bar_shown(self, shown: bool) -> None:
+        if shown:
+            self._place_undo_bar()
+        else:
+            self.setViewportMargins(0, 0, 0, 0)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)

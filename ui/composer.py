@@ -6,14 +6,16 @@ a text file. Attachments are pictures or text files; the conversation marks a ch
 one as untrusted for learning, and so a message with text pasted (or dropped) into the box,
 however short (``Submission.pasted``: only the box knows a paste happened).
 ``/compact [what to keep]`` is recognised while typing (a hint shows) and goes to the
-conversation's fold instead of the model.
+conversation's fold instead of the model. On a program that lists its own slash commands
+(``slash_source``), typing "/" shows them under the box: a click or Tab puts one in the box,
+and it goes to the program as the message.
 """
 
 from __future__ import annotations
 
 import base64
 import mimetypes
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +25,8 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
     QHBoxLayout,
+    QListWidget,
+    QListWidgetItem,
     QPlainTextEdit,
     QPushButton,
     QToolButton,
@@ -31,6 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from engines.base import Attachment, Picture
+from engines.programs.slash import SlashCommand, matching
 from engines.window import PICTURE_TOKENS, estimate_tokens
 from ui.context_meter import ContextMeter
 from ui.icons import MUTED, ON_ACCENT, icon
@@ -51,6 +56,8 @@ PICTURE_TYPES = {
 }
 COMPACT_HINT = "/compact [what to keep] — summarise the start of this chat now"
 OTHER_COMMAND_HINT = "Only /compact is a command; anything else is sent as a message."
+NOT_THE_PROGRAMS = "Not one of the program's commands; it is sent as a message."
+COMMAND_ROWS = 6  # more of a program's commands scroll
 
 
 @dataclass(frozen=True)
@@ -131,6 +138,13 @@ class ComposerEdit(QPlainTextEdit):
         self.document().contentsChanged.connect(self._grow)
         # The box has no border of its own: the composer's rounded frame shows the focus ring.
         self.setProperty("focus_ring_on", "Composer")
+        # Tab completes a program's slash command when one is offered (else it moves on).
+        self.complete: Callable[[], bool] | None = None
+
+    def focusNextPrevChild(self, next: bool) -> bool:
+        if next and self.complete is not None and self.complete():
+            return True
+        return super().focusNextPrevChild(next)
 
     def focusInEvent(self, event: QFocusEvent) -> None:
         self._ring(True)
@@ -249,6 +263,16 @@ class Composer(QWidget):
         self.file_dialog_factory: Callable[[QWidget], QFileDialog] = self._default_dialog
 
         self.edit = ComposerEdit(self)
+        self.edit.complete = self.complete_command
+        # The program's own slash commands (the window sets where they come from).
+        self.slash_source: Callable[[], Sequence[SlashCommand]] = lambda: ()
+        self.commands = QListWidget(self)
+        self.commands.setObjectName("ComposerCommands")
+        self.commands.setAccessibleName("The program's commands")
+        self.commands.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.commands.itemClicked.connect(self._command_clicked)
+        self.commands.setVisible(False)
+        self._command_hint = ""  # the hint the slash commands showed last
 
         self.hint = PlainLabel(self)
         self.hint.setObjectName("ComposerHint")
@@ -302,6 +326,7 @@ class Composer(QWidget):
         layout.setContentsMargins(12, 8, 8, 8)
         layout.setSpacing(4)
         layout.addWidget(self.hint)
+        layout.addWidget(self.commands)
         layout.addWidget(self.chips)
         layout.addWidget(self.edit)
         layout.addLayout(buttons)
@@ -398,6 +423,8 @@ class Composer(QWidget):
             return  # Enter while an answer streams keeps the draft; Stop first
         text = self.text()
         focus = parse_compact(text)
+        if focus is not None and any(c.name == "compact" for c in self.slash_source()):
+            focus = None  # the program's own /compact: it goes to the program as typed
         if focus is not None:
             submission = Submission(text=text, compact_focus=focus)
         elif text.strip() or self._pictures or self._attachments:
@@ -522,17 +549,55 @@ class Composer(QWidget):
     # --- the /compact hint ----------------------------------------------------------------
 
     def _is_command_hint(self) -> bool:
-        return self.hint.text() in (COMPACT_HINT, OTHER_COMMAND_HINT)
+        shown = self.hint.text()
+        return bool(shown) and (
+            shown == self._command_hint or shown in (COMPACT_HINT, OTHER_COMMAND_HINT)
+        )
 
     def _update_hint(self) -> None:
         # Only the first line matters; never copy a huge document on every keystroke.
         first = self.edit.document().firstBlock().text()[:200]
         if not first.startswith("/"):
+            self._show_commands([])
             if self._is_command_hint():
                 self.show_hint("")
             return
         word = first.split(" ", 1)[0].lower()
-        if "/compact".startswith(word) or word == "/compact":
+        own = tuple(self.slash_source())
+        typing_word = " " not in first
+        found = matching(own, word)
+        self._show_commands(found if typing_word else [])
+        exact = next((c for c in own if c.text.lower() == word), None)
+        if exact is not None:
+            hint = f"{exact.text} [{exact.hint}]" if exact.hint else exact.text
+            self.show_hint(f"{hint} — {exact.description}" if exact.description else hint)
+        elif "/compact".startswith(word) or word == "/compact":
             self.show_hint(COMPACT_HINT)
+        elif found:
+            self.show_hint("")
         else:
-            self.show_hint(OTHER_COMMAND_HINT)
+            self.show_hint(NOT_THE_PROGRAMS if own else OTHER_COMMAND_HINT)
+        self._command_hint = self.hint.text()
+
+    def _show_commands(self, found: list[SlashCommand]) -> None:
+        self.commands.clear()
+        for command in found:
+            words = f"{command.text} — {command.description}" if command.description else ""
+            item = QListWidgetItem(words or command.text)
+            item.setData(Qt.ItemDataRole.UserRole, command.text)
+            self.commands.addItem(item)
+        if found:
+            rows = min(len(found), COMMAND_ROWS)
+            self.commands.setFixedHeight(rows * self.commands.sizeHintForRow(0) + 4)
+        self.commands.setVisible(bool(found))
+
+    def _command_clicked(self, item: QListWidgetItem) -> None:
+        self.set_text(f"{item.data(Qt.ItemDataRole.UserRole)} ")
+        self.edit.setFocus()
+
+    def complete_command(self) -> bool:
+        """Put the first offered command in the box (Tab); False when none is offered."""
+        if not self.commands.isVisible() or self.commands.count() == 0:
+            return False
+        self._command_clicked(self.commands.item(0))
+        return True

@@ -3,14 +3,16 @@
 The window wires widgets to the app's services and to one ``ConversationBridge`` per open
 chat; it never talks to an engine. A chat whose answer is still streaming keeps its bridge
 when the person looks at another chat, and a deleted chat's turn is stopped (what arrived is
-kept, and Undo brings the chat back). The palette and the settings dialog (ui/palette.py,
-ui/settings_dialog.py) are built on first use, or injected.
+kept, and Undo brings the chat back). An empty chat shows the first screen in the messages'
+place (ui/first_screen.py: who answers, what was found, one click to each). The palette and
+the settings dialog (ui/palette.py, ui/settings_dialog.py) are built on first use, or injected.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -27,12 +29,13 @@ from PySide6.QtCore import (
     QTimer,
     Signal,
 )
-from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
+from PySide6.QtGui import QCloseEvent, QKeySequence, QPainter, QPaintEvent, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QMainWindow,
     QSplitter,
+    QStackedWidget,
     QStatusBar,
     QToolButton,
     QVBoxLayout,
@@ -50,6 +53,7 @@ from app.store import StoredMessage
 from engines.base import Approval, ModelInfo, NextStep, PermissionAsk, Shortened, ToolAsk
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program
+from engines.programs.slash import SlashCommand, slash_commands_of
 from ui.approval_card import ApprovalCard
 from ui.bridge import ConversationBridge
 from ui.chat_settings import ChatSettingsPanel
@@ -57,13 +61,14 @@ from ui.chat_tools import ChatToolsButton
 from ui.chat_view import ChatView
 from ui.composer import Composer, Submission
 from ui.cut_notice import CutNotice
+from ui.first_screen import FirstScreen
 from ui.forks import ForkActions, OriginLink
 from ui.icons import icon
 from ui.local_models import LocalModelsController
 from ui.match_highlight import MatchHighlight, show_message
 from ui.memory_card import MemoryCard
 from ui.model_picker import ModelPicker, provider_name
-from ui.plain import PlainLabel, shown_name, window_title
+from ui.plain import PlainLabel, plain_tip, shown_name, window_title
 from ui.problem_card import ProblemCard
 from ui.shortcuts import ShortcutsSheet, window_shortcuts
 from ui.sidebar import Sidebar
@@ -75,6 +80,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("conch.ui.window")
 
 STATUS_MS = 5000
+DEMO_WORDS = (
+    "This is a demo: the answers are scripted and no model runs. Start Conch without --mock "
+    "to chat with a model."
+)
 
 
 FIRST_SIZE = QSize(1100, 760)  # the first window on a screen with room for it
@@ -88,6 +97,26 @@ def first_size(room: QSize) -> QSize:
         min(FIRST_SIZE.width(), int(room.width() * SCREEN_SHARE)),
         min(FIRST_SIZE.height(), int(room.height() * SCREEN_SHARE)),
     )
+
+
+class ChatTitle(PlainLabel):
+    """The chat's title above it: cut with "…" where the header ends (all of it in the
+    tooltip), never a wider window."""
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        room = self.contentsRect()
+        metrics = self.fontMetrics()
+        if metrics.horizontalAdvance(self.text()) <= room.width():
+            super().paintEvent(event)  # whole: Qt draws it (and what the mouse selected)
+            return
+        painter = QPainter(self)
+        cut = metrics.elidedText(self.text(), Qt.TextElideMode.ElideRight, room.width())
+        painter.drawText(room, int(self.alignment() | Qt.AlignmentFlag.AlignVCenter), cut)
+        painter.end()
+
+    def setText(self, text: str) -> None:
+        super().setText(text)
+        self.setToolTip(plain_tip(text))
 
 
 class MainWindow(QMainWindow):
@@ -145,7 +174,7 @@ class MainWindow(QMainWindow):
         services = self.services
         self.sidebar = Sidebar(services.store, self)
         self.picker = ModelPicker(self, provider_label=self._provider_label)
-        self.title_label = PlainLabel(self)
+        self.title_label = ChatTitle(self)
         self.title_label.setObjectName("ChatTitle")
         self.title_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         # A title is any length (an imported one too): cut at the header's edge, never a
@@ -158,6 +187,7 @@ class MainWindow(QMainWindow):
             colors=self.theme.color if self.theme is not None else None,
         )
         self.composer = Composer(self)
+        self.composer.slash_source = self.slash_commands
         self.approval_card = ApprovalCard(self)
         self.cut_notice = CutNotice(self)
         self.match_highlight = MatchHighlight(self.chat_view)  # a search hit's message, lit up
@@ -190,7 +220,23 @@ class MainWindow(QMainWindow):
         right_layout.setContentsMargins(0, 0, 0, 0)
         right_layout.setSpacing(0)
         right_layout.addWidget(top)
-        right_layout.addWidget(self.chat_view, 1)
+        if services.mock:
+            # Said in the chat too, not only in the title bar: the answers are the demo's.
+            self.demo_banner = PlainLabel(DEMO_WORDS, right)
+            self.demo_banner.setObjectName("Banner")
+            self.demo_banner.setProperty("kind", "info")
+            self.demo_banner.setWordWrap(True)
+            banner_holder = QWidget(right)
+            banner_layout = QVBoxLayout(banner_holder)
+            banner_layout.setContentsMargins(12, 8, 12, 0)
+            banner_layout.addWidget(self.demo_banner)
+            right_layout.addWidget(banner_holder)
+        # An empty chat shows the first screen (who answers, what was found) in its place.
+        self.first_screen = FirstScreen(self)
+        self.chat_stack = QStackedWidget(right)
+        self.chat_stack.addWidget(self.chat_view)
+        self.chat_stack.addWidget(self.first_screen)
+        right_layout.addWidget(self.chat_stack, 1)
         holder = QWidget(self)  # room around the composer's rounded box
         holder_layout = QVBoxLayout(holder)
         holder_layout.setContentsMargins(12, 4, 12, 12)
@@ -246,6 +292,13 @@ class MainWindow(QMainWindow):
         self.composer.submitted.connect(self.submit)
         self.composer.stop_requested.connect(self.stop)
         self.picker.model_chosen.connect(self.switch_model)
+        self.first_screen.model_chosen.connect(self.start_with)
+        self.first_screen.settings_requested.connect(self.show_settings)
+        chat_rows = self.chat_view.chat_model
+        chat_rows.modelReset.connect(self._update_first_screen)
+        chat_rows.rowsInserted.connect(self._update_first_screen)
+        chat_rows.rowsRemoved.connect(self._update_first_screen)
+        self.chat_view.undo_bar.offer_changed.connect(self._update_first_screen)
         self.approval_card.answered.connect(self._approval_answered)
         self.tools_button.settings_requested.connect(lambda: self.show_settings("tools"))
         # The person's message is at ``seq``; take_step looks for it before the seq it is given.
@@ -260,7 +313,8 @@ class MainWindow(QMainWindow):
         self.chat_view.viewport().installEventFilter(self)
         self._unsubscribe.append(self.services.catalogue.on_change(self._models_changed))
         self._unsubscribe.append(self.services.on_status(self._runtime_status))
-        self._program_paths = self.services.settings.settings.program_paths
+        now = self.services.settings.settings
+        self._program_paths = (now.program_paths, now.acp_agents)
         self._unsubscribe.append(self.services.settings.on_change(self._settings_changed))
         # The widgets can be gone before ``aclose`` runs (a window deleted on close) while a
         # model listing still under way ends: then no listener may reach them.
@@ -583,6 +637,36 @@ class MainWindow(QMainWindow):
             bridge.conversation.switch_model(model)
         self.picker.select(model.key)
         self._update_meter()
+        self._update_first_screen()
+
+    def start_with(self, model: ModelInfo) -> None:
+        """The first screen's "Use <model>": this empty chat (or a new one) on ``model``."""
+        if not self._current or self.chat_view.chat_model.rowCount() > 0:
+            self.new_chat()
+        self.switch_model(model)
+        self.focus_box()
+
+    def _next_model(self) -> ModelInfo | None:
+        """The model that answers the next message typed in the box now."""
+        bridge = self._bridges.get(self._current)
+        if bridge is not None:
+            return bridge.conversation.model
+        chat = self.services.store.get_chat(self._current) if self._current else None
+        if chat is not None:
+            return self.services.model_for(chat)
+        return self.services.default_model()
+
+    def _update_first_screen(self, *_args: object) -> None:
+        """The first screen in place of an empty chat (drawn again from what is found now);
+        the messages as soon as there is one."""
+        if self._closing:
+            return
+        # A chat whose last message was just deleted stays in view while Undo is offered.
+        if self.chat_view.chat_model.rowCount() == 0 and not self.chat_view.undo_bar.offered:
+            self.first_screen.show_for(self.services, self._next_model())
+            self.chat_stack.setCurrentWidget(self.first_screen)
+        else:
+            self.chat_stack.setCurrentWidget(self.chat_view)
 
     def _change_engine(self, old: ConversationBridge, model: ModelInfo) -> None:
         """To or from a program: a new conversation on the new engine (the old one closes);
@@ -613,9 +697,10 @@ class MainWindow(QMainWindow):
             bridge.answer_approval(choice)
 
     def _settings_changed(self, settings: Any) -> None:
-        # A program's path set in Settings → Programs: list the programs again.
-        if settings.program_paths != self._program_paths and not self._closing:
-            self._program_paths = settings.program_paths
+        # A program's path set, or an agent added, in Settings → Programs: list them again.
+        programs = (settings.program_paths, settings.acp_agents)
+        if programs != self._program_paths and not self._closing:
+            self._program_paths = programs
             self._models_changed(self.services.catalogue.models())
 
     def _picker_models(self, models: list[ModelInfo]) -> list[ModelInfo]:
@@ -646,10 +731,12 @@ class MainWindow(QMainWindow):
         # The list may carry a new window for the chat's model (reloaded with 16K, or the real
         # model in place of a stand-in): the meter's share is of that window, so read it now.
         self._update_meter()
+        self._update_first_screen()  # what was found, and who answers now
 
     def _runtime_status(self, text: str) -> None:
         if not self._closing:
             self.picker.set_starting(text or None)
+            self._update_first_screen()
 
     def _provider_label(self, provider: str) -> str:
         adapter = self.services.catalogue.adapter(provider)
@@ -757,7 +844,25 @@ class MainWindow(QMainWindow):
                 self.import_dialog,
                 keywords=("chatgpt", "open webui", "json"),
             ),
+            *(
+                Command(
+                    f"{c.text} — {c.description}" if c.description else c.text,
+                    functools.partial(self._type_command, c.text),
+                    keywords=(c.name,),
+                )
+                for c in self.slash_commands()
+            ),
         ]
+
+    def slash_commands(self) -> tuple[SlashCommand, ...]:
+        """The current chat's program's own slash commands (the composer and the palette)."""
+        bridge = self._bridges.get(self._current) if self._current else None
+        return slash_commands_of(bridge.conversation.engine) if bridge is not None else ()
+
+    def _type_command(self, text: str) -> None:
+        """A program's command from the palette: put in the box, to add to and send."""
+        self.composer.set_text(f"{text} ")
+        self.composer.edit.setFocus()
 
     def show_shortcuts(self) -> None:
         """The sheet of every keyboard shortcut (Ctrl+/)."""

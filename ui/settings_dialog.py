@@ -241,7 +241,7 @@ class SettingsDialog(QDialog):
         self.memories_page.memories_changed.connect(self.memories_changed)
         self.health_page = HealthPage(health, crashes=crashes, start_local=start_local)
         self.chat_page = DefaultPromptPage(settings)  # the person's own system prompt
-        self.programs_page = ProgramsPage(settings)
+        self.programs_page = ProgramsPage(settings, secrets)
         self.tools_page = ToolsPage(
             tools or ToolSettings(settings, secrets), keyring_warning=secrets.warning
         )

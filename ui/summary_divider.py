@@ -28,6 +28,9 @@ from ui.plain import PlainLabel, button_words, shown_name
 NO_SUMMARY = (
     "No summary could be written this time; the model no longer reads these messages word for word."
 )
+# The answer did not wait for the summary of the messages above: it is written after the turn.
+WRITING = "Summary being written…"
+WRITING_NOTE = "Until the summary is done, the model reads this instead:"
 
 
 def facts_caption(summary: str) -> str:
@@ -60,10 +63,13 @@ class SummaryDivider(QFrame):
     toggled = Signal(bool)
     size_changed = Signal()
 
-    def __init__(self, compaction: Compaction, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, compaction: Compaction, parent: QWidget | None = None, *, writing: bool = False
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("SummaryDivider")
         self.compaction = compaction
+        self.writing = writing  # the summary is still being written (after its turn)
         title = f"Earlier messages are summarised for {shown_name(compaction.model)}"
 
         self.button = LineButton(self)
@@ -84,13 +90,28 @@ class SummaryDivider(QFrame):
             line.setFrameShadow(QFrame.Shadow.Plain)
             line.setEnabled(False)
             line.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        # Beside the line while the summary is written: the chat view draws the divider
+        # again, without it, when the summary is done.
+        self.writing_label = PlainLabel(WRITING, self)
+        self.writing_label.setObjectName("SummaryWriting")
+        self.writing_label.setEnabled(False)  # the quieter colour of a hint
+        self.writing_label.setAccessibleName(WRITING)
+        self.writing_label.setVisible(writing)
+        if writing:
+            self.button.setAccessibleDescription(
+                f"{WRITING} Shows what the model reads instead until then"
+            )
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
         top.addWidget(left, 1)
         top.addWidget(self.button, 0)
+        top.addWidget(self.writing_label, 0)
         top.addWidget(right, 1)
 
-        self.summary = outside_text(compaction.summary.strip() or NO_SUMMARY, "SummaryText", self)
+        shown = compaction.summary.strip() or NO_SUMMARY
+        if writing:
+            shown = f"{WRITING_NOTE}\n\n{compaction.summary.strip()}".strip()
+        self.summary = outside_text(shown, "SummaryText", self)
         self.summary.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.summary.setAccessibleName("Summary of the earlier messages")
         self.summary.setVisible(False)

@@ -1,4 +1,5 @@
-"""The next fold's summary, written ahead in the background once the fold is near.
+"""The next fold's summary, written ahead in the background once the fold is near; and the
+summary a fold went ahead without, written right after the turn that folded.
 
 On this computer it runs only while no turn needs the server and stops when the person sends;
 a local server also evaluates the request the prepared fold will send, so the fold turn finds
@@ -11,9 +12,8 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
-import time
 
-from engines.base import Message, ModelInfo, Note
+from engines.base import Message, ModelInfo, Note, SummaryListener, SummaryWritten
 from engines.context.prepare import (
     PREPARE_AT,
     PREPARE_TRIES,
@@ -26,12 +26,13 @@ from engines.context.prepare import (
     warm,
     warm_request,
 )
+from engines.context.protocols import SummaryResult
 from engines.context.state import summary_block
 from engines.context.summarise import facts_kept, fit, summary_cap
 from engines.context.windows import LearnedWindows
 from engines.local.gate import GaveWayError, background
-from engines.providers.base import ChatRequest, ProviderAdapter
-from engines.window import estimate_message, estimate_tokens
+from engines.providers.base import ChatRequest
+from engines.window import estimate_tokens
 
 log = logging.getLogger("conch.context.session")
 
@@ -117,21 +118,6 @@ class FoldsAhead(LearnedWindows):
         task.cancel()
         await asyncio.wait({task})
 
-    async def _settle_preparation(self, adapter: ProviderAdapter) -> float:
-        """Before a fold: a summary being written ahead by a model API is given the time an
-        in-turn summary would have (a local one was stopped when the turn began); returns
-        the seconds waited."""
-        task, job = self._prep_task, self._prep_job
-        if task is None or task.done() or job is None:
-            return 0.0
-        began = time.monotonic()
-        if not adapter.local:
-            reading = sum(estimate_message(m) for m in job.messages)
-            seconds = self._summary_wait(reading + estimate_tokens(job.previous), False)
-            await asyncio.wait({task}, timeout=seconds)
-        await self._stop_preparing()
-        return time.monotonic() - began
-
     def _prepare_next_fold(
         self, model: ModelInfo, window: int, b: int, template: ChatRequest | None = None
     ) -> None:
@@ -144,9 +130,11 @@ class FoldsAhead(LearnedWindows):
         task = self._prep_task
         if task is not None and not task.done():
             return
-        job = self._next_job(b)
-        self._prep_job = job
-        if job is not None:
+        job = None if self._late else self._next_job(b)
+        if self._late:
+            # A fold of this turn went ahead without its summary: that comes first.
+            work = self._write_late(model, window, template, b)
+        elif job is not None:
             work = self._run_job(job, model, window, template, b)
         elif self._prepared is not None and template is not None and self.warm_folds:
             work = self._warm_fold(model, template, b)  # the turn just added is read ahead too
@@ -155,6 +143,115 @@ class FoldsAhead(LearnedWindows):
         self._prep_task = asyncio.get_running_loop().create_task(
             work, name=f"prepare-fold:{self.chat_id}"
         )
+
+    def listen(self, listener: SummaryListener) -> None:
+        """Be told when the summary a fold went ahead without is written (``SummaryWritten``)."""
+        self._listeners.append(listener)
+
+    @property
+    def writing(self) -> bool:
+        """Whether a fold's summary is still to be written, after the turn that folded."""
+        return bool(self._late)
+
+    async def wait_written(self) -> None:
+        """Until the summary a fold went ahead without is written, or has given up or given
+        way to a turn (``conch ask`` waits for it before its process ends)."""
+        while self._late:
+            task = self._prep_task
+            if task is None or task.done():
+                return
+            self._written.clear()
+            told = asyncio.ensure_future(self._written.wait())
+            try:
+                await asyncio.wait({task, told}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                told.cancel()
+
+    async def _write_late(
+        self, model: ModelInfo, window: int, template: ChatRequest | None, b: int
+    ) -> None:
+        """Write the summary of the turns a fold dropped without one (``_late``, on the summary
+        they extend), make it the chat's and say so; then go on as after any turn (the next
+        fold's summary ahead). On this computer it gives way to the person's next turn, and
+        is written again after it."""
+        summariser = self.summariser
+        if summariser is None:
+            return
+        late, base, interim = list(self._late), self._late_base, self._summary
+        pending = fingerprint(late)
+        # Sized for the window the model really has (a refusal in this turn may have taught
+        # a smaller one than ``window``).
+        window = min(window, self.window_for(model))
+        sized = model if model.context == window else model.model_copy(update={"context": window})
+        result: SummaryResult | None = None
+        why, spent = "", 0
+        for _ in range(PREPARE_TRIES):  # a small model's summary turned down: once more
+            try:
+                with background():
+                    result = await summariser.summarise(late, base, model=sized)
+            except GaveWayError:
+                return  # the person's turn needed the server: written again after it
+            except Exception as exc:  # a summary is a help: the fold keeps its facts
+                log.warning("writing a fold's summary after its turn failed", exc_info=True)
+                result, why = None, f"{type(exc).__name__}: {exc}"
+                break
+            spent += result.tokens
+            if (result.text or "").strip() and not result.problem:
+                break
+            log.info("a fold's summary was turned down: %s", result.problem or "empty")
+        # The last try's facts-only summary (some pieces summarised, the rest's facts) still
+        # beats the facts the fold went ahead with.
+        text = (result.text or "").strip() if result is not None else ""
+        if result is not None:
+            why = result.problem or ("" if text else "no summary")
+        async with self._lock:  # never in the middle of a turn
+            if self._closed or self._summary != interim or fingerprint(self._late) != pending:
+                return  # a fold, an edit or a rebuild from the chat log came first
+            if self.latest_fold is not None:
+                logged = await asyncio.to_thread(self.latest_fold)
+                if logged is None or logged[1] != interim:
+                    return  # the chat log no longer has this fold (an edit before it)
+            self._late = []
+            self._pending_summary_tokens += spent
+            if text:
+                self._summary = fit(text, *summary_cap(window))
+                self._summary_tokens = estimate_tokens(summary_block(self._summary))
+            if why:
+                self._notes.append(
+                    Note(
+                        topic="summary-failed",
+                        text=f"No model summarised the start of the chat ({why}); "
+                        "its facts are kept word for word.",
+                    )
+                )
+            self._tell(
+                SummaryWritten(
+                    first_kept_seq=self._first_kept_seq(),
+                    summary=self._summary if text else "",
+                    model=model.name,
+                )
+            )
+            note = await self._persist()
+            if note is not None:
+                self._notes.append(note)
+            self._written.set()
+        adapter = self.adapters.get(model.provider)
+        if text and template is not None and self.warm_folds and adapter and adapter.local:
+            # The next turn sends the new summary: the server reads it now, not then.
+            request = warm_request(template, summary_block(self._summary), self._messages)
+            if request is not None:
+                with background():
+                    await warm(adapter, request)
+        job = self._next_job(b)
+        if job is not None:
+            await self._run_job(job, model, window, template, b)
+
+    def _tell(self, event: SummaryWritten) -> None:
+        for listener in self._listeners:
+            try:
+                listener(event)
+            except Exception:  # the listener is the app's; the summary stays the chat's
+                log.exception("a listener failed to take a written summary")
 
     def _next_job(self, b: int) -> Job | None:
         """What to summarise ahead now: the turns the next fold will drop (the B/2 rule with
@@ -219,8 +316,8 @@ class FoldsAhead(LearnedWindows):
             return
         sized = model if model.context == window else model.model_copy(update={"context": window})
         # A small model's summary is often turned down (a copy of the chat, another topic)
-        # and the next try is often fine: tried again once, else the fold turn would write
-        # it while the person waits.
+        # and the next try is often fine: tried again once, else the fold goes ahead with
+        # facts and its summary is written after the turn.
         for _ in range(PREPARE_TRIES):
             try:
                 with background():

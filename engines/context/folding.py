@@ -1,14 +1,14 @@
 """Folding: whole turns dropped from the front of the transcript, summarised.
 
-A fold never fails its turn and never waits long: a summary written ahead is used when it
-covers what is dropped; without one the summariser gets a bounded time, after which the fold
-keeps the dropped turns' facts and their summary is written for the next fold. ``compact``
-folds on request and waits for its summary.
+A fold inside a turn never waits for a summary: the turn comes first. A summary written ahead
+is used when it covers what is dropped; what no summary covers keeps its facts word for word
+(the fact keeper's list, on the summary before), the answer goes ahead, and the summary of those
+turns is written in the background right after it (``engines.context.ahead``), then sent from
+the next turn on. ``compact`` folds on request and waits for its summary: the person asked.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -21,6 +21,11 @@ from engines.context.state import summary_block
 from engines.context.summarise import facts_kept, fit, summary_cap
 from engines.window import budget, estimate_message, estimate_tokens
 
+# What the model reads of the dropped turns while their summary is written, when the summary
+# before and the dropped turns' facts are both empty: a fold always leaves a summary, so the
+# chat log keeps the fold (an empty one reads as withdrawn).
+WRITING_SUMMARY = "Earlier messages of this chat are left out here; their summary is being written."
+
 
 @dataclass
 class _Summarising:
@@ -30,21 +35,15 @@ class _Summarising:
     todo: list[Message]  # what it still has to summarise
     prepared: Prepared | None  # the summary written ahead that the fold takes
     result: SummaryResult | None = None
-    timed_out: bool = False  # the summariser's time ran out
-    deferred: bool = False  # what the prepared summary lacks is summarised after the turn
-    seconds: float | None = None  # the time it had (None: as long as it takes)
+    deferred: bool = False  # what no summary covers is summarised after the turn
 
 
 def _fold_note(got: _Summarising, summarised: bool, summariser: bool) -> Note | None:
-    """What to tell of a fold whose summary was late, missing or partly facts."""
+    """What to tell of a fold whose summary is missing or partly facts (one whose summary is
+    written after the turn says so in its ``Compacted``)."""
     result = got.result
-    if got.timed_out:
-        return Note(
-            topic="summary-failed",
-            text=f"Summarising the start of the chat took longer than {got.seconds or 0:.0f} s, "
-            "so the answer went ahead with its facts kept word for word; the summary is "
-            "written in the background for the next fold.",
-        )
+    if got.deferred:
+        return None
     if summariser and not summarised:
         why = result.problem if result is not None and result.problem else "no summary"
         return Note(
@@ -69,18 +68,15 @@ class Folding(FoldsAhead):
         model: ModelInfo,
         focus: str = "",
         *,
-        local: bool = False,
         bounded: bool = True,
-        waited: float = 0.0,
     ) -> AsyncGenerator[Event, None]:
         """Drop the first ``drop`` messages (whole turns), summarising them; emits Compacted.
 
-        A summary prepared ahead is used when it covers the start of what is dropped (what it
-        lacks is folded into it now). Inside a turn (``bounded``) the summariser has a time
-        that grows with what it reads (``local``: a model on this computer, slower); when it
-        runs out the fold goes ahead with the dropped turns' facts kept word for word, and
-        their summary is written in the background for the next fold. ``waited``: seconds
-        this turn already gave a summary being written ahead (they count against that time).
+        A summary prepared ahead is used when it covers the start of what is dropped. Inside a
+        turn (``bounded``) nothing waits for a model: what the prepared summary lacks (or all
+        of it, with none) keeps its facts word for word now and is summarised after the turn
+        (``Compacted.writing``). On request (``compact``) the summariser takes as long as it
+        takes.
         """
         drop = max(0, min(drop, self._current_turn_start()))
         if drop == 0:
@@ -90,17 +86,24 @@ class Folding(FoldsAhead):
         # Size the summary for the window the model really has (a refusal may have taught a
         # smaller one than its listing says).
         window = self.window_for(model)
+        # Turns folded before whose summary is still to be written go with these, on the
+        # summary they extend.
         todo: list[Message] = [*self._late, *folded]
+        previous = self._late_base if self._late else self._summary
         prepared = None if focus else self._prepared_for(dropped_turns)
         while self._notes:
             yield self._notes.pop(0)
-        got = _Summarising(previous=self._summary, todo=todo, prepared=prepared)
+        got = _Summarising(previous=previous, todo=todo, prepared=prepared)
         if prepared is not None:
             starts = self._ledger.turn_starts
             covered = len(prepared.covers)
             got.previous = prepared.text
             got.todo = folded[starts[covered] :] if covered < len(starts) else []
-        await self._summarise_fold(got, model, window, focus, local or model.local, bounded, waited)
+        if bounded and self._prep_task is not None:
+            # What was being written ahead no longer applies after this fold (and the turn
+            # does not wait for it): it stops here.
+            await self._stop_preparing()
+        await self._summarise_fold(got, model, window, focus, bounded)
         summarised = self._take_summary(got, window)
         self._drop_front(drop, dropped_turns)
         spent = (got.result.tokens if got.result is not None else 0) + (
@@ -120,52 +123,43 @@ class Folding(FoldsAhead):
             summary=self._summary,
             model=model.name,
             summarised=summarised,
+            writing=bool(self._late),
         )
 
     async def _summarise_fold(
-        self,
-        got: _Summarising,
-        model: ModelInfo,
-        window: int,
-        focus: str,
-        local: bool,
-        bounded: bool,
-        waited: float,
+        self, got: _Summarising, model: ModelInfo, window: int, focus: str, bounded: bool
     ) -> None:
-        """Summarise what the fold drops (what a prepared summary lacks), within the time a
-        turn gives it (``bounded``); the outcome lands in ``got``."""
+        """Summarise what the fold drops (what a prepared summary lacks) now, only when the
+        person asked (not ``bounded``); otherwise it is left for after the turn. The outcome
+        lands in ``got``."""
         prepared = got.prepared
         if prepared is not None and not got.todo:
             got.result = SummaryResult(text=prepared.text, model=prepared.model)
-        elif prepared is not None and bounded and local:
-            # On this computer a summary takes most of a minute: the one written ahead is used
-            # as it is, what it lacks keeps its facts now and is summarised after the turn.
+        elif self.summariser is None:
+            return
+        elif bounded:
             got.deferred = True
-        elif self.summariser is not None:
-            if bounded:
-                reading = sum(estimate_message(m) for m in got.todo)
-                reading += estimate_tokens(got.previous)
-                got.seconds = max(0.0, self._summary_wait(reading, local) - waited)
+        else:
             sized = model
             if model.context != window:
                 sized = model.model_copy(update={"context": window})
-            got.result, got.timed_out = await self._summarise_now(
-                got.todo, got.previous, sized, focus, got.seconds
-            )
+            got.result = await self._summarise_now(got.todo, got.previous, sized, focus)
 
     def _take_summary(self, got: _Summarising, window: int) -> bool:
         """The chat's summary after the fold, within its cap for ``window``; whether what was
-        dropped was summarised (a late part is kept for the next fold)."""
+        dropped was summarised (what is left for after the turn is kept in ``_late``)."""
         result, previous, todo = got.result, got.previous, got.todo
         text = (result.text or "").strip() if result is not None else ""
         summarised = bool(text)
         self._late = []
-        if not text and (got.timed_out or got.deferred or got.prepared is not None):
-            # No (new) summary in time: what there is, with the facts of what it lacks.
+        if not text and (got.deferred or got.prepared is not None):
+            # No (new) summary yet: what there is, with the facts of what it lacks.
             text = facts_kept(previous, previous, todo, window)
             summarised = got.prepared is not None
-            if got.timed_out or got.deferred:
+            if got.deferred:
                 self._late = self._capped_late(todo, window)
+                self._late_base = previous
+                text = text or WRITING_SUMMARY
         if text:
             self._summary = text
         if self._summary:
@@ -183,25 +177,16 @@ class Folding(FoldsAhead):
             self._joined = [j for j in self._joined if j > self._seqs[0]]
 
     async def _summarise_now(
-        self,
-        todo: Sequence[Message],
-        previous: str,
-        model: ModelInfo,
-        focus: str,
-        seconds: float | None,
-    ) -> tuple[SummaryResult | None, bool]:
-        """(the summariser's result, whether ``seconds`` ran out first)."""
+        self, todo: Sequence[Message], previous: str, model: ModelInfo, focus: str
+    ) -> SummaryResult | None:
+        """The summariser's result (None without one); its failure is a result's problem."""
         summariser = self.summariser
         if summariser is None:
-            return None, False
+            return None
         try:
-            async with asyncio.timeout(seconds):
-                result = await summariser.summarise(todo, previous, model=model, focus=focus)
-        except TimeoutError:
-            return None, True
+            return await summariser.summarise(todo, previous, model=model, focus=focus)
         except Exception as exc:  # a summariser must not end the turn: it is a help
-            return SummaryResult(text=None, problem=f"{type(exc).__name__}: {exc}"), False
-        return result, False
+            return SummaryResult(text=None, problem=f"{type(exc).__name__}: {exc}")
 
     def _capped_late(self, messages: Sequence[Message], window: int) -> list[Message]:
         """The newest whole turns of ``messages`` within one budget (what waits for a summary)."""

@@ -211,9 +211,8 @@ class Healing(Sending):
         if b <= 0:
             yield self._too_long(turn, window, turn_tokens, detail=err.detail)
             return
-        waited = await self._settle_preparation(adapter)
         start = self._current_turn_start()
-        async for ev in self._fold(start, model, local=adapter.local, waited=waited):
+        async for ev in self._fold(start, model):
             yield ev
         start = self._current_turn_start()
         current = sum(estimate_message(m) for m in self._messages[start:])

@@ -38,7 +38,6 @@ from engines.context.state import (
     Fold,
     FoldLoader,
     HistoryLoader,
-    SummaryWait,
     summary_block,
 )
 from engines.context.tool_rounds import ToolRounds, one_line, refused_tools
@@ -54,7 +53,6 @@ __all__ = [
     "Fold",
     "FoldLoader",
     "HistoryLoader",
-    "SummaryWait",
     "chat_window",
     "render_attachments",
     "summary_block",
@@ -151,9 +149,8 @@ class ApiSession(ToolRounds):
         for _ in range(2):  # a second fold only when the count after the first says so
             if not plan.drop:
                 break
-            waited = await self._settle_preparation(adapter)
             drop = self._drop_for(plan.drop)
-            async for ev in self._fold(drop, model, local=adapter.local, waited=waited):
+            async for ev in self._fold(drop, model):
                 yield ev
             folded = True
             await self._calibrate(turn, adapter, window, b)
@@ -175,9 +172,15 @@ class ApiSession(ToolRounds):
                 yield cut
 
         answer = self._answer(turn, adapter, window, turn_tokens, whole, folded=folded)
-        async with contextlib.aclosing(answer) as events:
-            async for ev in events:
-                yield ev
+        try:
+            async with contextlib.aclosing(answer) as events:
+                async for ev in events:
+                    yield ev
+        finally:
+            if self._late:
+                # A fold went ahead without its summary: written now, whatever the answer
+                # did (an answered turn has started it already).
+                self._prepare_next_fold(model, window, b, self._request(turn, window))
 
     def _take_person_message(self, turn: TurnInput, text: str) -> Message:
         """Put the person's message in the transcript; returns the message as stored."""

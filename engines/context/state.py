@@ -12,12 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from engines.base import Message, ModelInfo, Note
+from engines.base import Message, ModelInfo, Note, SummaryListener
 from engines.context import transcript as tfile
 from engines.context.calibrate import Calibrated
-from engines.context.prepare import Job, Prepared
+from engines.context.prepare import Prepared
 from engines.context.protocols import ModelDirectory, Summariser
-from engines.context.summarise import fold_wait
 from engines.context.tool_loop import ToolHost
 from engines.providers.base import ProviderAdapter
 from engines.tools.catalogue import Catalogue
@@ -27,9 +26,6 @@ from engines.window import FoldPlan, Ledger, budget, estimate_tokens
 
 SUMMARY_OPEN = f"<{FRAME_TAG}>\n"
 SUMMARY_CLOSE = f"\n</{FRAME_TAG}>\n\n"
-
-
-SummaryWait = Callable[[int, bool], float]  # (tokens to read, local?) -> seconds
 
 
 HistoryLoader = Callable[[], Sequence[tuple[int, Message]]]
@@ -59,7 +55,6 @@ class SessionState:
         directory: ModelDirectory | None = None,
         history: HistoryLoader | None = None,
         latest_fold: FoldLoader | None = None,
-        summary_wait: SummaryWait = fold_wait,
         tools: ToolHost | None = None,
     ) -> None:
         self.chat_id = tfile.check_chat_id(chat_id)
@@ -94,13 +89,15 @@ class SessionState:
         self._pending_summary_tokens = 0  # summarising spent this turn, not yet reported
         self._unanswered: list[int] = []  # seqs held in the current turn, still unanswered
         self._no_prefill: set[str] = set()  # models that refused to continue a stopped answer
-        self._summary_wait = summary_wait
         self._calibrated: Calibrated | None = None  # the last count of a request (this fold)
-        # Folded while their summary was late: summarised in the background, used at the next
-        # fold. In memory only (after a restart the summary keeps just their facts).
+        # Folded in a turn that did not wait for their summary: written in the background after
+        # the answer, on ``_late_base`` (the summary they extend), and then the chat's summary.
+        # In memory only (after a restart the summary keeps just their facts).
         self._late: list[Message] = []
+        self._late_base = ""
+        self._listeners: list[SummaryListener] = []  # told when a late summary is written
+        self._written = asyncio.Event()  # set each time a late summary is taken in
         self._prepared: Prepared | None = None  # the next fold's summary, written ahead
-        self._prep_job: Job | None = None
         self._prep_task: asyncio.Task[None] | None = None
         self._prep_failed: int | None = None  # the fold in which preparing failed: not retried
         # A local server evaluates the request a prepared fold will send ahead (bench.ttft

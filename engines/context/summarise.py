@@ -50,14 +50,6 @@ FACTS_MAX_CHARS = 3_000  # the "Kept word for word" list never grows past this
 MESSAGE_CHARS = 24_000  # so is anything else longer than a whole piece
 OVERHEAD_TOKENS = 48  # chat template, role markers, the frame's own words
 
-# How long a fold inside a turn waits for its summary before the answer goes ahead without it
-# (the folded turns' facts are kept word for word; the summary is written later). A local
-# model on a CPU reads about a hundred tokens a second, a model API thousands.
-FOLD_WAIT_MIN = 15.0  # seconds, whatever the size
-FOLD_WAIT_MAX = 60.0
-LOCAL_READ_RATE = 100  # tokens a second
-API_READ_RATE = 2_000
-
 
 def _tokens(text: str) -> int:
     """A cautious count: three ASCII characters a token (the app's estimate says four)."""
@@ -65,12 +57,6 @@ def _tokens(text: str) -> int:
         return 0
     ascii_chars = len(text.encode("ascii", "ignore"))
     return -(-ascii_chars // 3) + (len(text) - ascii_chars)
-
-
-def fold_wait(tokens: int, local: bool) -> float:
-    """Seconds a fold inside a turn may wait for a summary of ``tokens`` estimated tokens."""
-    rate = LOCAL_READ_RATE if local else API_READ_RATE
-    return min(FOLD_WAIT_MAX, FOLD_WAIT_MIN + max(0, tokens) / rate)
 
 
 def answer_room(window: int) -> int:

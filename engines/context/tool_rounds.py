@@ -186,9 +186,8 @@ class ToolRounds(Healing):
         # and when this turn alone does not, shorten its tool results before the person's words.
         plan = self._plan(b)
         if plan.drop:
-            waited = await self._settle_preparation(adapter)
             drop = self._drop_for(plan.drop)
-            async for ev in self._fold(drop, turn.model, local=adapter.local, waited=waited):
+            async for ev in self._fold(drop, turn.model):
                 yield ev
             plan = self._plan(b)
         if plan.shorten_to is not None:

@@ -10,6 +10,12 @@ another model, or asked again) is replaced by a new one handed the chat. The pro
 own context, which is why this engine does not declare the context capability: ``/compact``
 on such a chat says the program manages it.
 
+What the agent does besides answering shows as Conch's events: its tool calls and their
+updates as tool rows with their status and output (``_Calls``), its plan as one row. Its
+slash commands are kept (``slash_commands``, in a file beside the session file). Conch's MCP
+servers go in ``session/new`` and ``session/load`` only when the person allowed it for the
+program (``mcp_servers``).
+
 Trouble is read from the process itself: a command that is not there, a line on stdout that
 is not JSON (a program started without its ACP flag prints a banner), a process that ends
 mid-turn, a permission the person declines, and silence longer than ``idle_timeout``. Each
@@ -21,10 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import functools
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -33,20 +41,26 @@ from acp import PROTOCOL_VERSION, Client, RequestError, connect_to_agent
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
     AgentMessageChunk,
+    AgentPlanUpdate,
     AgentThoughtChunk,
     AllowedOutcome,
     AudioContentBlock,
+    AvailableCommandsUpdate,
     ClientCapabilities,
+    ContentToolCallContent,
     DeniedOutcome,
     EmbeddedResourceContentBlock,
+    FileEditToolCallContent,
     ImageContentBlock,
     Implementation,
     InitializeResponse,
     PermissionOption,
+    PlanEntry,
     PromptResponse,
     RequestPermissionResponse,
     ResourceContentBlock,
     TextContentBlock,
+    ToolCallProgress,
     ToolCallStart,
     ToolCallUpdate,
 )
@@ -64,14 +78,21 @@ from engines.base import (
     ThinkingDelta,
     ToolCall,
     ToolCallData,
+    ToolResult,
+    ToolStarted,
+    ToolStatus,
     TurnInput,
     TurnProblem,
     Usage,
 )
 from engines.context.session import FoldLoader, HistoryLoader, render_attachments
+from engines.context.tool_loop import preview
+from engines.files import write_atomically
 from engines.programs import problems
 from engines.programs.handoff import HANDOFF_CHARS, ChatHandoff
+from engines.programs.mcp import AcpServer, SharedSource, acp_servers
 from engines.programs.process import IDLE_TIMEOUT, SessionFile, keep_stderr, last_words, reap, start
+from engines.programs.slash import SlashCommand
 
 log = logging.getLogger("conch.programs.acp")
 
@@ -125,6 +146,147 @@ def error_text(error: RequestError) -> str:
     if not said or said.lower() in {"internal error", "unknown error"}:
         return own
     return f"{said}: {own}"
+
+
+def _commands_from(update: AvailableCommandsUpdate) -> tuple[SlashCommand, ...]:
+    out: list[SlashCommand] = []
+    for command in update.available_commands:
+        name = " ".join(command.name.split()).lstrip("/")
+        if not name or " " in name:
+            continue
+        given = command.input.root if command.input is not None else None
+        hint = getattr(given, "hint", "") or ""
+        out.append(SlashCommand(name, " ".join(command.description.split()), str(hint)))
+    return tuple(out)
+
+
+# What an ACP tool call's status becomes on its tool row.
+_ENDED: dict[str, ToolStatus] = {"completed": "done", "failed": "failed"}
+NO_END = "The program did not say how this call ended."
+DECLINED = "You did not allow it."
+PLAN_TOOL = "Plan"
+PLAN_ID = "plan"
+_PLAN_MARKS = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
+
+
+def plan_text(entries: Sequence[PlanEntry]) -> str:
+    """The agent's plan as lines with a mark for each step's status: ``[x] done``."""
+    return "\n".join(
+        f"{_PLAN_MARKS.get(e.status, '[ ]')} {' '.join(e.content.split())}" for e in entries
+    )
+
+
+def _content_text(update: ToolCallStart | ToolCallProgress) -> str:
+    """What a call gave back, as text: its text blocks, each file edit as a diff of the file,
+    and otherwise the raw output the agent reported."""
+    parts: list[str] = []
+    for item in update.content or ():
+        if isinstance(item, ContentToolCallContent):
+            block = item.content
+            if isinstance(block, TextContentBlock):
+                parts.append(block.text)
+            elif isinstance(block, ResourceContentBlock):
+                parts.append(block.uri)
+        elif isinstance(item, FileEditToolCallContent):
+            old = (item.old_text or "").splitlines()
+            new = item.new_text.splitlines()
+            diff = difflib.unified_diff(old, new, item.path, item.path, lineterm="")
+            parts.append("\n".join(diff) or item.path)
+    if not parts and update.raw_output is not None:
+        raw = update.raw_output
+        parts.append(raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False))
+    return "\n".join(p for p in parts if p)
+
+
+@dataclass
+class _Call:
+    id: str
+    title: str
+    arguments: dict[str, Any]
+    began: float
+    started: bool = False
+    ended: bool = False
+    text: str = ""
+
+
+class _Calls:
+    """The turn's tool calls, folded from ``tool_call`` and ``tool_call_update`` into Conch's
+    ``ToolCall`` (the row appears), ``ToolStarted`` (it runs) and ``ToolResult`` (how it ended,
+    with what it gave back: the conversation keeps it in the chat log, untrusted)."""
+
+    def __init__(self, program: str) -> None:
+        self.program = program
+        self.calls: dict[str, _Call] = {}
+        self.declined: set[str] = set()
+
+    def update(self, update: ToolCallStart | ToolCallProgress) -> list[Event]:
+        events: list[Event] = []
+        call = self.calls.get(update.tool_call_id)
+        args = update.raw_input if isinstance(update.raw_input, dict) else None
+        if call is None:
+            call = _Call(
+                update.tool_call_id,
+                " ".join((update.title or "a tool").split()),
+                dict(args or {}),
+                time.monotonic(),
+            )
+            self.calls[call.id] = call
+            data = ToolCallData(id=call.id, name=call.title, arguments=call.arguments)
+            events.append(ToolCall(call=data))
+        elif call.ended:
+            return events
+        else:
+            if update.title:
+                call.title = " ".join(update.title.split())
+            if args is not None:
+                call.arguments = dict(args)
+        text = _content_text(update)
+        if text:
+            call.text = text
+        status = update.status
+        if status in ("in_progress", "completed", "failed") and not call.started:
+            call.started = True
+            events.append(self._started(call))
+        if status in _ENDED:
+            events.append(self._end(call, _ENDED[status], call.text))
+        return events
+
+    def _started(self, call: _Call) -> ToolStarted:
+        return ToolStarted(
+            call_id=call.id, tool=call.title, server=self.program, arguments=call.arguments
+        )
+
+    def _end(self, call: _Call, status: ToolStatus, text: str, *, outside: bool = True) -> Event:
+        call.ended = True
+        return ToolResult(
+            call_id=call.id,
+            tool=call.title,
+            server=self.program,
+            arguments=call.arguments,
+            status=status,
+            text=text,
+            preview=preview(text),
+            seconds=round(time.monotonic() - call.began, 3),
+            sent_chars=len(text),
+            total_chars=len(text),
+            untrusted=outside,
+        )
+
+    def decline(self, call_id: str) -> list[Event]:
+        """The person did not allow the call: its row says so at once."""
+        call = self.calls.get(call_id)
+        if call is None or call.ended:
+            return []
+        return [self._end(call, "denied", DECLINED, outside=False)]
+
+    def unfinished(self) -> list[Event]:
+        """Rows for calls the agent never finished, so none is left running."""
+        out: list[Event] = []
+        for call in self.calls.values():
+            if not call.ended:
+                text = call.text or NO_END
+                out.append(self._end(call, "stopped", text, outside=bool(call.text)))
+        return out
 
 
 @dataclass(frozen=True)
@@ -223,31 +385,79 @@ class _Process:
 class _Client:
     """The ACP client side: session updates become Conch events on the current turn's queue."""
 
-    def __init__(self, program: str, approve: Approver | None) -> None:
+    def __init__(
+        self,
+        program: str,
+        approve: Approver | None,
+        on_commands: Callable[[tuple[SlashCommand, ...]], None] | None = None,
+    ) -> None:
         self.program = program
         self.approve = approve
+        self.on_commands = on_commands
         self.queue: asyncio.Queue[_Item] | None = None
         self.asking = 0  # permission questions waiting for the person (no idle deadline then)
         self.declined: list[str] = []
         self.unoffered: set[str] = set()  # allowed by the person, but in no way it offered
         self.replaying = False  # a loaded session's conversation, replayed: not this turn's
+        self.calls = _Calls(program)
+        self.plan: list[PlanEntry] = []
+        self.plan_shown = False  # the plan's row is up this turn
+
+    def new_turn(self) -> None:
+        self.declined = []
+        self.unoffered = set()
+        self.calls = _Calls(self.program)
+        self.plan = []
+        self.plan_shown = False
 
     def put(self, item: _Item) -> None:
         if self.queue is not None:
             self.queue.put_nowait(item)
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        if isinstance(update, AvailableCommandsUpdate):
+            # Also while a loaded session is replayed: agents send them right after a load.
+            if self.on_commands is not None:
+                self.on_commands(_commands_from(update))
+            return
         if self.replaying:
             return
         if isinstance(update, AgentMessageChunk) and isinstance(update.content, TextContentBlock):
             self.put(TextDelta(text=update.content.text))
         elif isinstance(update, AgentThoughtChunk) and isinstance(update.content, TextContentBlock):
             self.put(ThinkingDelta(text=update.content.text))
-        elif isinstance(update, ToolCallStart):
-            args = update.raw_input if isinstance(update.raw_input, dict) else {}
-            call = ToolCallData(id=update.tool_call_id, name=update.title, arguments=args)
-            self.put(ToolCall(call=call))
-        # Plans, modes, usage gauges and tool progress have no Conch event yet.
+        elif isinstance(update, ToolCallStart | ToolCallProgress):
+            for event in self.calls.update(update):
+                self.put(event)
+        elif isinstance(update, AgentPlanUpdate):
+            # Each update is the whole plan; its row shows the last one when the turn ends.
+            self.plan = list(update.entries)
+            if self.plan and not self.plan_shown:
+                self.plan_shown = True
+                self.put(ToolCall(call=ToolCallData(id=PLAN_ID, name=PLAN_TOOL)))
+                self.put(ToolStarted(call_id=PLAN_ID, tool=PLAN_TOOL, server=self.program))
+        # Modes and usage gauges have no Conch event yet.
+
+    def closing(self) -> list[Event]:
+        """The plan's row and the rows of calls left unfinished, as the turn ends."""
+        events = self.calls.unfinished()
+        if self.plan_shown:
+            text = plan_text(self.plan)
+            events.append(
+                ToolResult(
+                    call_id=PLAN_ID,
+                    tool=PLAN_TOOL,
+                    server=self.program,
+                    status="done",
+                    text=text,
+                    preview=preview(text),
+                    sent_chars=len(text),
+                    total_chars=len(text),
+                    untrusted=True,
+                )
+            )
+            self.plan_shown = False
+        return events
 
     async def request_permission(
         self,
@@ -270,6 +480,8 @@ class _Client:
         chosen = option_for(choice, options)
         if chosen is None or chosen.kind.startswith("reject"):
             self.declined.append(title)
+            for event in self.calls.decline(tool_call.tool_call_id):
+                self.put(event)
             if choice is not Approval.DENY:
                 self.unoffered.add(title)
         if chosen is None:
@@ -325,6 +537,7 @@ class AcpEngine:
         start_timeout: float = START_TIMEOUT,
         handoff_chars: int = HANDOFF_CHARS,
         older: Sequence[Sequence[str]] = (),
+        mcp_servers: SharedSource | None = None,
     ) -> None:
         self.program = program
         self.command = tuple(command)
@@ -343,6 +556,15 @@ class AcpEngine:
         self.handing = ChatHandoff(history, latest_fold, program, handoff_chars)
         # The chat's ACP session (in memory only without a ``state_dir``).
         self.session = SessionFile(state_dir, chat_id)
+        # Conch's MCP servers, when the person lets this program have them (read as a session
+        # starts, so a change in Settings → Tools reaches the next one).
+        self._mcp_servers = mcp_servers
+        # The agent's slash commands, kept beside the session file so "/" offers them before
+        # the first turn after a restart.
+        self._commands_path = (
+            state_dir / f"{chat_id}.commands.json" if state_dir is not None else None
+        )
+        self._commands = self._read_commands()
         self._process: _Process | None = None
         self._lock = asyncio.Lock()  # one turn at a time on one process
 
@@ -362,7 +584,53 @@ class AcpEngine:
             process, self._process = self._process, None
             await process.stop()
 
+    @property
+    def slash_commands(self) -> tuple[SlashCommand, ...]:
+        """The agent's own commands as it last listed them for this chat."""
+        return self._commands
+
     # -- internals --
+
+    def _read_commands(self) -> tuple[SlashCommand, ...]:
+        if self._commands_path is None:
+            return ()
+        try:
+            raw = json.loads(self._commands_path.read_text("utf-8"))
+            return tuple(
+                SlashCommand(str(c["name"]), str(c.get("description", "")), str(c.get("hint", "")))
+                for c in raw["commands"]
+                if raw.get("program") == self.program
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return ()  # none kept (or unreadable): the agent lists them again
+
+    def _commands_changed(self, commands: tuple[SlashCommand, ...]) -> None:
+        if commands == self._commands:
+            return
+        self._commands = commands
+        if self._commands_path is None:
+            return
+        data = {
+            "program": self.program,
+            "commands": [
+                {"name": c.name, "description": c.description, "hint": c.hint} for c in commands
+            ],
+        }
+        try:
+            write_atomically(self._commands_path, json.dumps(data).encode("utf-8"))
+        except OSError as exc:  # only the offer after a restart is lost
+            log.info("the slash commands of %s were not kept: %s", self.program, exc)
+
+    def _servers(self, process: _Process) -> list[AcpServer]:
+        """The MCP servers to give a session: none unless the person allowed it."""
+        if self._mcp_servers is None:
+            return []
+        servers, left_out = self._mcp_servers()
+        for sentence in left_out:
+            log.info("%s: %s", self.program, sentence)
+        caps = process.info.agent_capabilities if process.info is not None else None
+        mcp = caps.mcp_capabilities if caps is not None else None
+        return acp_servers(servers, http=bool(mcp is not None and mcp.http))
 
     async def _start(self) -> _Process | TurnProblem:
         if self._process is not None and self._process.running:
@@ -395,7 +663,7 @@ class AcpEngine:
         )
         if isinstance(proc, TurnProblem):
             return proc
-        process = _Process(proc, _Client(self.program, self._approve))
+        process = _Process(proc, _Client(self.program, self._approve, self._commands_changed))
         queue: asyncio.Queue[_Item] = asyncio.Queue()
         process.client.queue = queue
         init = asyncio.ensure_future(
@@ -486,7 +754,8 @@ class AcpEngine:
                 process.sessions.add(sid)
                 return sid, False
             opened = await asyncio.wait_for(
-                process.conn.new_session(cwd=str(self.cwd), mcp_servers=[]), self.start_timeout
+                process.conn.new_session(cwd=str(self.cwd), mcp_servers=self._servers(process)),
+                self.start_timeout,
             )
         except (TimeoutError, RequestError, ConnectionError) as exc:
             await self.aclose()
@@ -502,7 +771,9 @@ class AcpEngine:
         client.replaying = True  # the agent replays the session's conversation first
         try:
             await asyncio.wait_for(
-                process.conn.load_session(cwd=str(self.cwd), session_id=sid, mcp_servers=[]),
+                process.conn.load_session(
+                    cwd=str(self.cwd), session_id=sid, mcp_servers=self._servers(process)
+                ),
                 self.start_timeout,
             )
         except RequestError as exc:
@@ -525,8 +796,7 @@ class AcpEngine:
         client = process.client
         queue: asyncio.Queue[_Item] = asyncio.Queue()
         client.queue = queue
-        client.declined = []
-        client.unoffered = set()
+        client.new_turn()
         opened = await self._open(process, turn.seq)
         if isinstance(opened, TurnProblem):
             yield Problem(problem=opened)
@@ -547,6 +817,8 @@ class AcpEngine:
                 except TimeoutError:
                     if client.asking:
                         continue  # the person is deciding; that is not the program hanging
+                    for event in client.closing():
+                        yield event
                     yield Problem(
                         problem=problems.silent(self.program, self.idle_timeout, partial=wrote)
                     )
@@ -555,6 +827,8 @@ class AcpEngine:
                 if item is _Activity:
                     continue
                 if isinstance(item, _NotProtocol):
+                    for event in client.closing():
+                        yield event
                     yield Problem(
                         problem=problems.not_protocol(
                             self.program, item.line, partial=wrote, mode=MODE
@@ -564,6 +838,8 @@ class AcpEngine:
                     return
                 if isinstance(item, _End):
                     finished = True
+                    for event in client.closing():
+                        yield event
                     for event in await self._ending(item, process, wrote):
                         yield event
                     return

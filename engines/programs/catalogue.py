@@ -3,7 +3,8 @@
 A program shows in the model picker as ``programs/<key>`` when its command is found on the
 PATH (or set by the person); Claude Code also counts as found when the Claude Agent SDK,
 which carries its CLI, is installed. ``program_models`` lists them for the picker (missing
-ones not ready, saying how to install them). They stay out of the model catalogue on purpose:
+ones not ready, saying how to install them), and after them the ACP agents the person added
+by command (``engines/programs/agents.py``). They stay out of the model catalogue on purpose:
 a program found on the PATH must not count as "a model is ready" (the bundled model starts
 when none is) nor become a new chat's default. ``program_engine`` builds the engine that
 keeps (or is handed) the chat.
@@ -19,11 +20,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from engines.base import Approver, Engine, Event, ModelInfo, Problem, TurnInput
+from engines.base import (
+    Approver,
+    Engine,
+    Event,
+    ModelInfo,
+    NextStep,
+    Problem,
+    ProblemKind,
+    TurnInput,
+    TurnProblem,
+)
 from engines.context.session import FoldLoader, HistoryLoader
 from engines.programs import problems
 from engines.programs.acp import AcpEngine
+from engines.programs.agents import AgentConfig, agent_command
 from engines.programs.codex import CodexEngine
+from engines.programs.mcp import SharedSource
+from engines.tools.config import MissingSecretError, SecretLookup
 
 PROVIDER = "programs"
 CLAUDE_CODE = "claude-code"
@@ -44,6 +58,12 @@ class Program:
     # The arguments an older version takes instead of ``command``'s, tried in turn when it
     # refuses them at once (ACP programs only).
     older: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def takes_tools(self) -> bool:
+        """Whether Conch's MCP servers reach it when the person allows it (an ACP agent gets
+        them in ``session/new``)."""
+        return self.kind == "acp"
 
 
 PROGRAMS: tuple[Program, ...] = (
@@ -120,9 +140,11 @@ def command_for(p: Program, commands: Mapping[str, Sequence[str]]) -> tuple[str,
     return own or p.command
 
 
-def program_models(commands: Mapping[str, Sequence[str]] | None = None) -> list[ModelInfo]:
-    """Every known program as a model; one whose command is missing is listed not ready,
-    its status saying how to install it."""
+def program_models(
+    commands: Mapping[str, Sequence[str]] | None = None, agents: Sequence[AgentConfig] = ()
+) -> list[ModelInfo]:
+    """Every known program as a model, then the agents the person added; one whose command
+    is missing is listed not ready, its status saying how to install it (or where to fix it)."""
     commands = commands or {}
     out: list[ModelInfo] = []
     for p in PROGRAMS:
@@ -141,18 +163,34 @@ def program_models(commands: Mapping[str, Sequence[str]] | None = None) -> list[
                 status="" if found else f"not installed: {p.install}",
             )
         )
+    for agent in agents:
+        found = shutil.which(agent.command) is not None
+        out.append(
+            ModelInfo(
+                provider=PROVIDER,
+                id=agent.key,
+                label=agent.name,
+                context=PROGRAM_WINDOW,
+                ready=found,
+                status="" if found else f"not found: {agent.command} (Settings → Programs)",
+            )
+        )
     return out
 
 
 class _Unavailable:
-    """A program Conch cannot drive in this install: every turn says what to install."""
+    """A program Conch cannot drive in this install: every turn says what to install (or
+    ``problem``, what else is wrong)."""
 
-    def __init__(self, label: str, what: str) -> None:
+    def __init__(self, label: str, what: str, problem: TurnProblem | None = None) -> None:
         self.label = label
         self.what = what
+        self.problem = problem
 
     async def turn(self, turn: TurnInput) -> AsyncIterator[Event]:
-        yield Problem(problem=problems.missing(self.label, (self.label,), self.what))
+        yield Problem(
+            problem=self.problem or problems.missing(self.label, (self.label,), self.what)
+        )
 
     async def aclose(self) -> None:
         return None
@@ -168,10 +206,28 @@ def program_engine(
     approve: Approver | None = None,
     commands: Mapping[str, Sequence[str]] | None = None,
     env: Mapping[str, str] | None = None,
+    agents: Sequence[AgentConfig] = (),
+    secrets: SecretLookup | None = None,
+    tools: SharedSource | None = None,
 ) -> Engine:
     """The engine for a chat on ``programs/<key>``. Each chat works in its own folder
-    ``<data_dir>/programs/work/<chat-id>``; Claude Code's session id is kept beside it."""
+    ``<data_dir>/programs/work/<chat-id>``; Claude Code's session id is kept beside it.
+    ``agents`` are the ones the person added (their secrets read through ``secrets``);
+    ``tools``, given only when the person allowed it for this program, reads Conch's MCP
+    servers for an ACP agent's sessions."""
     found = program(model.id)
+    added = next((a for a in agents if a.key == model.id), None)
+    if found is None and added is not None:
+        return _added_agent(
+            added,
+            chat_id=chat_id,
+            data_dir=data_dir,
+            history=history,
+            latest_fold=latest_fold,
+            approve=approve,
+            secrets=secrets,
+            tools=tools,
+        )
     if found is None:
         raise ValueError(f"no program {model.id!r}")
     commands = commands or {}
@@ -220,4 +276,49 @@ def program_engine(
         env=env,
         login=found.login,
         install=found.install,
+        mcp_servers=tools,
+    )
+
+
+def _added_agent(
+    agent: AgentConfig,
+    *,
+    chat_id: str,
+    data_dir: Path,
+    history: HistoryLoader,
+    latest_fold: FoldLoader,
+    approve: Approver | None,
+    secrets: SecretLookup | None,
+    tools: SharedSource | None,
+) -> Engine:
+    """An agent the person added: its command as given, nothing appended."""
+    try:
+        command, env = agent_command(agent, secrets or (lambda _key: None))
+    except MissingSecretError as exc:
+        return _Unavailable(
+            agent.name,
+            "",
+            TurnProblem.of(
+                ProblemKind.AUTH,
+                detail=f"missing keyring entry: {exc.ref.secret}",
+                next_step=NextStep(
+                    kind="open-settings", label=problems.SETTINGS_LABEL, text="programs"
+                ),
+                message=(
+                    f"Conch could not start {agent.name}: the value of {exc.what} is not in the "
+                    "keyring any more. Enter it again in Settings → Programs."
+                ),
+            ),
+        )
+    return AcpEngine(
+        program=agent.name,
+        command=command,
+        cwd=data_dir / "programs" / "work" / chat_id,
+        history=history,
+        latest_fold=latest_fold,
+        approve=approve,
+        chat_id=chat_id,
+        state_dir=data_dir / "programs" / "sessions",
+        env=env,
+        mcp_servers=tools,
     )

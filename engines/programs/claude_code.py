@@ -20,8 +20,9 @@ import os
 import re
 import shlex
 import shutil
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from claude_agent_sdk import (
     CLIConnectionError,
     CLIJSONDecodeError,
     CLINotFoundError,
+    PermissionMode,
     PermissionResultAllow,
     PermissionResultDeny,
     ProcessError,
@@ -40,6 +42,7 @@ from claude_agent_sdk import (
     SystemMessage,
     TextBlock,
     ToolPermissionContext,
+    ToolResultBlock,
     ToolUseBlock,
     UserMessage,
 )
@@ -56,24 +59,35 @@ from engines.base import (
     PermissionAsk,
     Problem,
     ProblemKind,
+    ProgramMode,
     TextDelta,
     ThinkingDelta,
     ToolCall,
     ToolCallData,
+    ToolResult,
+    ToolStarted,
     TurnInput,
     TurnProblem,
     Usage,
 )
 from engines.context.session import FoldLoader, HistoryLoader, render_attachments
+from engines.context.tool_loop import preview
 from engines.programs import problems
 from engines.programs.handoff import HANDOFF_CHARS, KEEPS_ITS_OWN, ChatHandoff
 from engines.programs.process import IDLE_TIMEOUT, SessionFile, last_words
 from engines.providers.base import default_next_step
+from engines.window import estimate_tokens
 
 PROGRAM = "Claude Code"
 INSTALL = "npm install -g @anthropic-ai/claude-code"
 LOGIN = "claude /login"
 KEY_VARIABLE = "ANTHROPIC_API_KEY"  # a key here is used before a login
+# Conch's permission modes as Claude Code names them (its --permission-mode).
+PERMISSION_MODES: dict[ProgramMode, PermissionMode] = {
+    "ask": "default",
+    "accept-edits": "acceptEdits",
+    "plan": "plan",
+}
 FINISH_SECONDS = 30.0  # the CLI's own shutdown is bounded at about 20 seconds
 
 # Claude Code's own words around the summary it carries after a compaction.
@@ -159,6 +173,70 @@ class _Run:
             await self.task
 
 
+@dataclass(frozen=True)
+class _Call:
+    """A tool call Claude Code made, waiting for its result."""
+
+    tool: str
+    arguments: dict[str, Any]
+    started: float  # time.monotonic() when the call arrived
+
+
+def result_text(content: str | list[dict[str, Any]] | None) -> str:
+    """A tool result's words (a string, or text blocks; a picture is named, not kept)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        if block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif block.get("type") == "image":
+            parts.append("[a picture]")
+    return "\n".join(parts)
+
+
+def _tokens(usage: Mapping[str, Any], key: str) -> int:
+    value = usage.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+@dataclass
+class _Turn:
+    """What one turn has seen so far; the message handlers read and change it."""
+
+    name: str  # the model's name, for the divider
+    first_kept_seq: int  # where Claude Code's word-for-word memory starts after a compaction
+    resumed: bool  # the run resumes a session (which Claude Code may have lost)
+    handed: HandedOff | None  # the handoff the prompt is, said once the session has started
+    run: _Run
+    wrote: bool = False  # some answer text arrived
+    streamed: set[str] = field(default_factory=set)  # messages whose text came as deltas
+    gap: bool = False  # a new assistant message began after text: it starts a paragraph
+    boundary: bool = False  # Claude Code compacted; its summary message follows
+    calls: dict[str, _Call] = field(default_factory=dict)  # by tool_use id, until the result
+    request: Mapping[str, Any] = field(default_factory=dict)  # the newest request's usage
+    model: str = ""  # the model the newest request went to
+    compacted_to: int = 0  # about the tokens the session holds after a compaction (its summary)
+    lost: bool = False  # Claude Code no longer has the session: start anew with the handoff
+    over: bool = False  # the turn's Done or Problem is said
+
+
+_Handler = Callable[[_Turn, Any], Awaitable[list[Event]]]
+
+
+def reported_window(result: ResultMessage, model: str) -> int:
+    """The window the CLI reports for ``model`` (the one the turn's answer came from), or for
+    its only model; 0 when it reports none."""
+    usage = result.model_usage or {}
+    found = usage.get(model) if model else None
+    if found is None and len(usage) == 1:
+        found = next(iter(usage.values()))
+    window = found.get("contextWindow") if found is not None else None
+    return window if isinstance(window, int) and window > 0 else 0
+
+
 def bundled_cli() -> Path | None:
     """The ``claude`` CLI the Claude Agent SDK's wheel carries (what the SDK runs first)."""
     import claude_agent_sdk
@@ -205,6 +283,8 @@ class ClaudeCodeEngine:
         self._latest_fold = latest_fold
         self._approve = approve
         self._model = model
+        self._mode: ProgramMode | None = None  # the chat's choice, read at each turn
+        self._chosen_model = ""  # the chat's choice of model, read at each turn
         self._cli_path = cli_path
         self._env = dict(env or {})
         self.idle_timeout = idle_timeout
@@ -212,7 +292,17 @@ class ClaudeCodeEngine:
         self._stderr = last_words()
         self._asking = 0
         self._declined: list[str] = []
+        self._denied: set[str] = set()  # the tool_use ids of calls the person did not allow
         self._lock = asyncio.Lock()
+        # What each message of the CLI means for the turn, by its type.
+        self._handlers: dict[type, _Handler] = {
+            _Finished: self._on_finished,
+            SystemMessage: self._on_system,
+            UserMessage: self._on_user,
+            StreamEvent: self._on_stream,
+            AssistantMessage: self._on_assistant,
+            ResultMessage: self._on_result,
+        }
 
     @property
     def session_id(self) -> str:
@@ -222,6 +312,7 @@ class ClaudeCodeEngine:
 
     async def turn(self, turn: TurnInput) -> AsyncIterator[Event]:
         async with self._lock:
+            self._mode, self._chosen_model = turn.program_mode, turn.program_model
             message = render_attachments(turn.text, turn.attachments)
             handed: HandedOff | None = None
             prompt = message
@@ -250,7 +341,9 @@ class ClaudeCodeEngine:
     def context_usage(
         self, model: ModelInfo, system: str = "", answer_tokens: int | None = None
     ) -> tuple[int, int]:
-        return self.session.used, model.context  # Claude Code keeps its own answer room
+        # What the newest request read, of the window the CLI reported (Claude Code keeps its
+        # own answer room); the model's listed window until it has reported one.
+        return self.session.used, self.session.window or model.context
 
     async def aclose(self) -> None:
         return None
@@ -276,7 +369,8 @@ class ClaudeCodeEngine:
             resume=self.session.session_id or None,
             cwd=str(self.cwd),
             env=self._env,
-            model=self._model,
+            model=self._chosen_model or self._model,
+            permission_mode=PERMISSION_MODES[self._mode] if self._mode else None,
             cli_path=self._cli_path,
             include_partial_messages=True,
             can_use_tool=self._can_use_tool,
@@ -300,6 +394,8 @@ class ClaudeCodeEngine:
         if choice is not Approval.DENY:
             return PermissionResultAllow(updated_input=arguments)
         self._declined.append(title)
+        if context.tool_use_id:
+            self._denied.add(context.tool_use_id)
         return PermissionResultDeny(message="The person did not allow this.")
 
     async def _drive(
@@ -313,98 +409,162 @@ class ClaudeCodeEngine:
         handed: HandedOff | None = None,
     ) -> AsyncIterator[Event]:
         """Run the CLI on ``prompt``; ``restart``: a lost session starts anew with the handoff;
-        ``handed``: the handoff ``prompt`` is, said once Claude Code has started its session."""
-        name = name or (model.name if model is not None else PROGRAM)
+        ``handed``: the handoff ``prompt`` is, said once Claude Code has started its session.
+
+        Each message the CLI sends goes to the handler for its type (``_handlers``), which says
+        what the person sees and whether the turn is over or must start again."""
         self._declined = []
-        resumed = restart and bool(self.session.session_id)
-        run = _Run(self._options(), prompt)
-        wrote = False
-        streamed: set[str] = set()  # assistant messages whose text arrived as deltas
-        gap = False  # a new assistant message began after text: it starts a paragraph
-        boundary = False
+        self._denied = set()
+        turn = _Turn(
+            name=name or (model.name if model is not None else PROGRAM),
+            first_kept_seq=first_kept_seq,
+            resumed=restart and bool(self.session.session_id),
+            handed=handed,
+            run=_Run(self._options(), prompt),
+        )
         try:
-            while True:
+            while not turn.over:
                 try:
-                    item = await asyncio.wait_for(run.queue.get(), self.idle_timeout)
+                    item = await asyncio.wait_for(turn.run.queue.get(), self.idle_timeout)
                 except TimeoutError:
                     if self._asking:
                         continue  # the person is deciding
-                    yield Problem(
-                        problem=problems.silent(PROGRAM, self.idle_timeout, partial=wrote)
-                    )
+                    silent = problems.silent(PROGRAM, self.idle_timeout, partial=turn.wrote)
+                    yield Problem(problem=silent)
                     return
-                if isinstance(item, _Finished):
-                    if item.error is None:
-                        # The CLI ended without its result message.
-                        yield Problem(
-                            problem=problems.exited(PROGRAM, None, self._stderr, partial=wrote)
-                        )
-                        return
-                    if resumed and not wrote and self._lost_session(str(item.error)):
-                        run, handed = await self._anew(run, first_kept_seq, prompt)
-                        resumed = False
-                        continue
-                    yield Problem(problem=self._problem(item.error, partial=wrote))
-                    return
-                if isinstance(item, SystemMessage):
-                    if item.subtype == "init":
-                        self.session.remember(item.data.get("session_id"))
-                        if handed is not None:
-                            yield handed
-                            handed = None
-                    elif item.subtype == "compact_boundary":
-                        boundary = True
-                    elif item.subtype == "api_retry" and _refused_key(item.data):
-                        # Claude Code would retry a refused key for minutes; say it now.
-                        yield Problem(problem=self._not_logged_in())
-                        return
+                # By the message's class or the nearest it comes from (the SDK's task
+                # messages are system messages of their own class).
+                kinds = type(item).__mro__
+                handler = next((self._handlers[k] for k in kinds if k in self._handlers), None)
+                if handler is None:
                     continue
-                if isinstance(item, UserMessage):
-                    if boundary and is_summary_message(item):
-                        boundary = False
-                        summary = summary_from(text_of(item)) or KEEPS_ITS_OWN
-                        yield Compacted(first_kept_seq=first_kept_seq, summary=summary, model=name)
-                    continue
-                if isinstance(item, StreamEvent):
-                    if item.parent_tool_use_id is not None:
-                        continue  # a sub-agent's words are its own
-                    gap = gap or (wrote and item.event.get("type") == "message_start")
-                    for event in self._delta(item.event, streamed):
-                        if isinstance(event, TextDelta) and gap:
-                            # Claude Code's messages of one turn read as paragraphs, not
-                            # run together ("Let me run it.Understood;").
-                            event, gap = TextDelta(text="\n\n" + event.text), False
-                        wrote = wrote or isinstance(event, TextDelta)
-                        yield event
-                    continue
-                if isinstance(item, AssistantMessage):
-                    if item.parent_tool_use_id is not None:
-                        continue
-                    for block in item.content:
-                        if isinstance(block, TextBlock) and item.message_id not in streamed:
-                            if block.text:
-                                yield TextDelta(text=("\n\n" if wrote else "") + block.text)
-                            wrote = wrote or bool(block.text)
-                        elif isinstance(block, ToolUseBlock):
-                            call = ToolCallData(id=block.id, name=block.name, arguments=block.input)
-                            yield ToolCall(call=call)
-                    continue
-                if isinstance(item, ResultMessage):
-                    lost = item.is_error and self._lost_session(" ".join(item.errors or []))
-                    if resumed and not wrote and lost:
-                        run, handed = await self._anew(run, first_kept_seq, prompt)
-                        resumed = False
-                        continue
-                    if boundary:
-                        yield Compacted(
-                            first_kept_seq=first_kept_seq, summary=KEEPS_ITS_OWN, model=name
-                        )
-                    await run.finish()
-                    for event in self._result(item, wrote):
-                        yield event
-                    return
+                for event in await handler(turn, item):
+                    yield event
+                if turn.lost:
+                    turn.run, turn.handed = await self._anew(turn.run, first_kept_seq, prompt)
+                    turn.resumed = turn.lost = False
         finally:
-            await run.stop()
+            await turn.run.stop()
+
+    async def _on_finished(self, turn: _Turn, item: _Finished) -> list[Event]:
+        """The CLI's run ended: without its result message, or with an error."""
+        if item.error is None:
+            turn.over = True
+            return [
+                Problem(problem=problems.exited(PROGRAM, None, self._stderr, partial=turn.wrote))
+            ]
+        if turn.resumed and not turn.wrote and self._lost_session(str(item.error)):
+            turn.lost = True
+            return []
+        turn.over = True
+        return [Problem(problem=self._problem(item.error, partial=turn.wrote))]
+
+    async def _on_system(self, turn: _Turn, item: SystemMessage) -> list[Event]:
+        if item.subtype == "init":
+            self.session.remember(item.data.get("session_id"))
+            if turn.handed is not None:
+                handed, turn.handed = turn.handed, None
+                return [handed]
+        elif item.subtype == "compact_boundary":
+            turn.boundary = True
+            # The requests before it read the chat as it was; only later ones measure it now.
+            turn.request = {}
+        elif item.subtype == "api_retry" and _refused_key(item.data):
+            # Claude Code would retry a refused key for minutes; say it now.
+            turn.over = True
+            return [Problem(problem=self._not_logged_in())]
+        return []
+
+    async def _on_user(self, turn: _Turn, item: UserMessage) -> list[Event]:
+        if turn.boundary and is_summary_message(item):
+            turn.boundary = False
+            summary = summary_from(text_of(item)) or KEEPS_ITS_OWN
+            turn.compacted_to = estimate_tokens(text_of(item))
+            return [Compacted(first_kept_seq=turn.first_kept_seq, summary=summary, model=turn.name)]
+        if item.parent_tool_use_id is not None or isinstance(item.content, str):
+            return []  # a sub-agent's tools are its own; a string is no tool's result
+        results = [b for b in item.content if isinstance(b, ToolResultBlock)]
+        return [self._tool_result(turn, b) for b in results if b.tool_use_id in turn.calls]
+
+    def _tool_result(self, turn: _Turn, block: ToolResultBlock) -> ToolResult:
+        """How one of Claude Code's tool calls ended, for its tool row and the chat log."""
+        call = turn.calls.pop(block.tool_use_id)
+        text = result_text(block.content)
+        denied = block.tool_use_id in self._denied
+        status = "denied" if denied else "failed" if block.is_error else "done"
+        return ToolResult(
+            call_id=block.tool_use_id,
+            tool=call.tool,
+            server=PROGRAM,
+            arguments=call.arguments,
+            status=status,
+            text=text,
+            preview=preview(text),
+            seconds=0.0 if denied else max(0.0, time.monotonic() - call.started),
+            total_chars=len(text),
+            sent_chars=len(text),
+            # What a tool read or ran came from outside the person; Conch's own refusal not.
+            untrusted=not denied,
+        )
+
+    async def _on_stream(self, turn: _Turn, item: StreamEvent) -> list[Event]:
+        if item.parent_tool_use_id is not None:
+            return []  # a sub-agent's words are its own
+        started = item.event.get("type") == "message_start"
+        turn.gap = turn.gap or (turn.wrote and started)
+        message = item.event.get("message")
+        if started and isinstance(message, dict) and isinstance(message.get("usage"), dict):
+            turn.request = message["usage"]  # what this request read, for the meter
+        out: list[Event] = []
+        for event in self._delta(item.event, turn.streamed):
+            if isinstance(event, TextDelta) and turn.gap:
+                # Claude Code's messages of one turn read as paragraphs, not run together
+                # ("Let me run it.Understood;").
+                event, turn.gap = TextDelta(text="\n\n" + event.text), False
+            turn.wrote = turn.wrote or isinstance(event, TextDelta)
+            out.append(event)
+        return out
+
+    async def _on_assistant(self, turn: _Turn, item: AssistantMessage) -> list[Event]:
+        if item.parent_tool_use_id is not None:
+            return []
+        out: list[Event] = []
+        for block in item.content:
+            if isinstance(block, TextBlock) and item.message_id not in turn.streamed:
+                if block.text:
+                    out.append(TextDelta(text=("\n\n" if turn.wrote else "") + block.text))
+                turn.wrote = turn.wrote or bool(block.text)
+            elif isinstance(block, ToolUseBlock):
+                call = ToolCallData(id=block.id, name=block.name, arguments=block.input)
+                turn.calls[block.id] = _Call(block.name, dict(block.input), time.monotonic())
+                # Claude Code runs it (after asking the person, when it must): its row shows
+                # it running until the result comes.
+                out.append(ToolCall(call=call))
+                out.append(
+                    ToolStarted(
+                        call_id=block.id, tool=block.name, server=PROGRAM, arguments=block.input
+                    )
+                )
+        if item.usage:
+            turn.request = item.usage
+        turn.model = item.model or turn.model
+        return out
+
+    async def _on_result(self, turn: _Turn, item: ResultMessage) -> list[Event]:
+        lost = item.is_error and self._lost_session(" ".join(item.errors or []))
+        if turn.resumed and not turn.wrote and lost:
+            turn.lost = True
+            return []
+        turn.over = True
+        out: list[Event] = []
+        if turn.boundary:
+            out.append(
+                Compacted(
+                    first_kept_seq=turn.first_kept_seq, summary=KEEPS_ITS_OWN, model=turn.name
+                )
+            )
+        await turn.run.finish()
+        return out + self._result(turn, item)
 
     def _delta(self, event: dict[str, Any], streamed: set[str]) -> list[Event]:
         kind = event.get("type")
@@ -422,19 +582,28 @@ class ClaudeCodeEngine:
             return [ThinkingDelta(text=str(delta["thinking"]))]
         return []
 
-    def _result(self, result: ResultMessage, wrote: bool) -> list[Event]:
+    def _result(self, turn: _Turn, result: ResultMessage) -> list[Event]:
+        """The turn's end: the meter's figures, then Done or the problem.
+
+        The meter is what the newest request read (never the sum of the turn's requests: each
+        one reads the whole session again) against the window the CLI reports for its model."""
+        wrote = turn.wrote
         self.session.remember(result.session_id)
         events: list[Event] = []
-        usage = result.usage or {}
-        read = int(usage.get("cache_read_input_tokens") or 0)
-        write = int(usage.get("cache_creation_input_tokens") or 0)
-        fresh = int(usage.get("input_tokens") or 0)
+        # After /compact no request followed the compaction: the summary is what it holds.
+        request = turn.request or ({} if turn.compacted_to else result.usage or {})
+        if not request and turn.compacted_to:
+            self.session.set_used(turn.compacted_to)
+        read = _tokens(request, "cache_read_input_tokens")
+        write = _tokens(request, "cache_creation_input_tokens")
+        fresh = _tokens(request, "input_tokens")
+        self.session.set_window(reported_window(result, turn.model))
         if fresh or read or write:
             self.session.set_used(fresh + read + write)
             events.append(
                 Usage(
                     input_tokens=fresh,
-                    output_tokens=int(usage.get("output_tokens") or 0),
+                    output_tokens=_tokens(result.usage or {}, "output_tokens"),
                     cache_read_tokens=read,
                     cache_write_tokens=write,
                 )

@@ -7,6 +7,11 @@ events come per item (a whole message, a command run), not per word, so an answe
 message at a time. ``exec`` never stops to ask: what Codex may do is its sandbox
 (``sandbox``, read-only unless set), so there is no permission question to hand over.
 
+Each command Codex runs and each file change becomes a tool row kept in the chat log
+(``ToolStarted`` then ``ToolResult``). The meter is the newest request of the turn against
+Codex's window for its model: ``exec`` reports only the turn's sum, so both are read from the
+thread's own record (the rollout file Codex keeps under ``CODEX_HOME``).
+
 ``exec`` offers no ``/compact`` and reports no compaction, so this engine does not declare the
 context capability: Codex keeps and compacts its thread by itself, and ``/compact`` on such a
 chat says so. ``oss`` runs Codex on a model of this computer (``--oss`` with Ollama or LM
@@ -18,7 +23,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -27,17 +34,21 @@ from engines.base import (
     Done,
     Event,
     HandedOff,
+    ModelInfo,
     Note,
     Problem,
     TextDelta,
     ThinkingDelta,
     ToolCall,
     ToolCallData,
+    ToolResult,
+    ToolStarted,
     TurnInput,
     TurnProblem,
     Usage,
 )
 from engines.context.session import FoldLoader, HistoryLoader, render_attachments
+from engines.context.tool_loop import preview
 from engines.programs import problems
 from engines.programs.handoff import HANDOFF_CHARS, ChatHandoff
 from engines.programs.process import IDLE_TIMEOUT, SessionFile, keep_stderr, last_words, reap, start
@@ -49,6 +60,8 @@ EXIT_SECONDS = 10.0  # Codex ends by itself after its last line; then it is stop
 LINE_LIMIT = 16 * 1024 * 1024
 MODE = "JSON (codex exec --json)"
 _LOST = re.compile(r"no (rollout|session|thread|conversation)|not found", re.I)
+ROLLOUT_TAIL = 256 * 1024  # bytes of a thread's rollout file read for its newest figures
+_ACTING = ("command_execution", "file_change", "mcp_tool_call", "web_search")
 _AUTH = re.compile(r"\b401\b|unauthori[sz]ed|not logged in|api key", re.I)
 
 Sandbox = Literal["read-only", "workspace-write", "danger-full-access"]
@@ -89,6 +102,7 @@ class CodexEngine:
         self.handing = ChatHandoff(history, latest_fold, PROGRAM, handoff_chars)
         self._stderr = last_words()
         self._lock = asyncio.Lock()
+        self._started: dict[str, float] = {}  # when each running item began, by its id
 
     @property
     def thread_id(self) -> str:
@@ -114,6 +128,13 @@ class CodexEngine:
                 async for event in self._run(prompt, resumed=False, handed=handed):
                     if not isinstance(event, _Lost):
                         yield event
+
+    def context_usage(
+        self, model: ModelInfo, system: str = "", answer_tokens: int | None = None
+    ) -> tuple[int, int]:
+        """What the newest request read, of the window Codex reported for its model (the
+        model's listed window until it has reported one); Codex keeps its own answer room."""
+        return self.session.used, self.session.window or model.context
 
     async def aclose(self) -> None:
         return None
@@ -166,6 +187,7 @@ class CodexEngine:
         wrote = False
         finished = False
         messages = 0
+        acted = False  # Codex ran something: the turn took more than one request
         try:
             while True:
                 try:
@@ -205,13 +227,17 @@ class CodexEngine:
                     if handed is not None:
                         yield handed
                 elif kind in ("item.started", "item.completed"):
-                    for event in self._item(data.get("item"), kind, messages):
+                    item = data.get("item")
+                    acted = acted or (isinstance(item, dict) and item.get("type") in _ACTING)
+                    for event in self._item(item, kind, messages):
                         if isinstance(event, TextDelta):
                             wrote = True
                             messages += 1
                         yield event
                 elif kind == "turn.completed":
-                    yield from_usage(data.get("usage"), self.session)
+                    yield from_usage(
+                        data.get("usage"), self.session, self._newest(), one_request=not acted
+                    )
                     finished = True
                     yield Done()
                     return
@@ -235,32 +261,64 @@ class CodexEngine:
             return []
         what = item.get("type")
         done = kind == "item.completed"
+        item_id = str(item.get("id", ""))
         if what == "agent_message" and done and item.get("text"):
             gap = "\n\n" if messages else ""  # messages of one turn read as paragraphs
             return [TextDelta(text=gap + str(item["text"]))]
         if what == "reasoning" and done and item.get("text"):
             return [ThinkingDelta(text=str(item["text"]))]
-        if what == "command_execution" and not done:
+        if what == "command_execution":
             args = {"command": str(item.get("command", ""))}
-            return [
-                ToolCall(
-                    call=ToolCallData(id=str(item.get("id", "")), name="shell", arguments=args)
-                )
-            ]
+            if not done:
+                self._started[item_id] = time.monotonic()
+                return [
+                    ToolCall(call=ToolCallData(id=item_id, name="shell", arguments=args)),
+                    ToolStarted(call_id=item_id, tool="shell", server=PROGRAM, arguments=args),
+                ]
+            ok = item.get("exit_code") == 0 and item.get("status") != "failed"
+            return [self._ended_item(item_id, "shell", args, ok, item.get("aggregated_output"))]
         if what == "file_change" and done:
             changes = item.get("changes")
             listed: dict[str, Any] = {"changes": changes if isinstance(changes, list) else []}
-            return [
-                ToolCall(
-                    call=ToolCallData(
-                        id=str(item.get("id", "")), name="file_change", arguments=listed
-                    )
-                )
+            ok = item.get("status") != "failed"
+            lines = [
+                f"{c.get('kind', 'change')} {c.get('path', '')}"
+                for c in listed["changes"]
+                if isinstance(c, dict)
             ]
+            call = ToolCallData(id=item_id, name="file_change", arguments=listed)
+            ended = self._ended_item(item_id, "file_change", listed, ok, "\n".join(lines))
+            return [ToolCall(call=call), ended]
         if what == "error" and done and item.get("message"):
             # A warning Codex carries on after (unknown model metadata, ...): for Health.
             return [Note(topic="other", text=f"Codex: {item['message']}"[:500])]
         return []
+
+    def _ended_item(
+        self, item_id: str, tool: str, args: dict[str, Any], ok: bool, output: Any
+    ) -> ToolResult:
+        """How a command or a file change of Codex's ended, for its row and the chat log."""
+        text = output if isinstance(output, str) else ""
+        began = self._started.pop(item_id, None)
+        return ToolResult(
+            call_id=item_id,
+            tool=tool,
+            server=PROGRAM,
+            arguments=args,
+            status="done" if ok else "failed",
+            text=text,
+            preview=preview(text),
+            seconds=time.monotonic() - began if began is not None else 0.0,
+            total_chars=len(text),
+            sent_chars=len(text),
+            untrusted=True,  # what a command printed came from outside the person
+        )
+
+    def _newest(self) -> dict[str, Any] | None:
+        """The thread's newest figures from Codex's own record of it (``rollout_figures``)."""
+        home = self._env.get("CODEX_HOME") or os.environ.get("CODEX_HOME")
+        where = Path(home) if home else Path.home() / ".codex"
+        return rollout_figures(where, self.session.session_id)
 
     def _ended(self, code: int | None, *, resumed: bool, wrote: bool) -> Event | _Lost:
         said = "\n".join(self._stderr)
@@ -298,11 +356,58 @@ def _message_of(data: dict[str, Any]) -> str:
     return str(data.get("message", "") or error or "")
 
 
-def from_usage(usage: Any, session: SessionFile) -> Usage:
+def rollout_figures(codex_home: Path, thread_id: str) -> dict[str, Any] | None:
+    """The newest ``token_count`` figures Codex recorded for the thread (its ``info``:
+    ``last_token_usage``, ``model_context_window``), read from the end of the thread's rollout
+    file under ``<codex_home>/sessions``; None when there is none to read."""
+    if not thread_id:
+        return None
+    try:
+        found = sorted((codex_home / "sessions").rglob(f"rollout-*{thread_id}.jsonl"))
+        if not found:
+            return None
+        with found[-1].open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - ROLLOUT_TAIL))
+            tail = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(tail):
+        if '"token_count"' not in line:
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        payload = data.get("payload") if isinstance(data, dict) else None
+        info = payload.get("info") if isinstance(payload, dict) else None
+        if isinstance(info, dict):
+            return info
+    return None
+
+
+def from_usage(
+    usage: Any,
+    session: SessionFile,
+    newest: dict[str, Any] | None = None,
+    *,
+    one_request: bool = True,
+) -> Usage:
+    """The turn's ``Usage`` (its sum, as Codex reports it) and the meter's figures: the newest
+    request's input against Codex's window (``newest``, from its record of the thread); the
+    turn's input only when the turn was one request. Otherwise the meter stays as it was
+    rather than show a sum of requests that each read the whole thread."""
     usage = usage if isinstance(usage, dict) else {}
     fresh = int(usage.get("input_tokens") or 0)
     cached = int(usage.get("cached_input_tokens") or 0)
-    session.set_used(fresh)
+    last = newest.get("last_token_usage") if newest is not None else None
+    window = newest.get("model_context_window") if newest is not None else None
+    if isinstance(last, dict) and isinstance(last.get("input_tokens"), int):
+        session.set_used(int(last["input_tokens"]))
+    elif one_request:
+        session.set_used(fresh)
+    if isinstance(window, int) and not isinstance(window, bool):
+        session.set_window(window)
     return Usage(
         input_tokens=fresh,
         output_tokens=int(usage.get("output_tokens") or 0),

@@ -119,6 +119,7 @@ class SessionState:
     used: int = 0  # input tokens of the latest request (the context meter)
     program: str = ""  # the program whose session it is ("" when not said)
     seq: int = -1  # the chat log's seq of the last message the session was given (-1: unknown)
+    window: int = 0  # the window the program reported for its model (0: none reported)
 
 
 def load_state(path: Path) -> SessionState:
@@ -132,11 +133,13 @@ def load_state(path: Path) -> SessionState:
     used = data.get("used")
     program = data.get("program")
     seq = data.get("seq")
+    window = data.get("window")
     return SessionState(
         session_id=sid if isinstance(sid, str) else "",
         used=used if isinstance(used, int) else 0,
         program=program if isinstance(program, str) else "",
         seq=seq if isinstance(seq, int) and not isinstance(seq, bool) else -1,
+        window=window if isinstance(window, int) and not isinstance(window, bool) else 0,
     )
 
 
@@ -151,6 +154,8 @@ def save_state(path: Path, state: SessionState) -> None:
         data["program"] = state.program
     if state.seq >= 0:
         data["seq"] = state.seq
+    if state.window > 0:
+        data["window"] = state.window
     with contextlib.suppress(OSError):
         write_atomically(path, json.dumps(data).encode("utf-8"))
 
@@ -176,6 +181,10 @@ class SessionFile:
         return self._state.used
 
     @property
+    def window(self) -> int:
+        return self._state.window
+
+    @property
     def program(self) -> str:
         return self._state.program
 
@@ -189,7 +198,8 @@ class SessionFile:
             return False
         if session_id == self._state.session_id and program == self._state.program:
             return False
-        self._state = SessionState(session_id, self._state.used, program)
+        # The same program's new session runs the same model: its window still holds.
+        self._state = SessionState(session_id, self._state.used, program, window=self._state.window)
         self._save()
         return True
 
@@ -203,6 +213,11 @@ class SessionFile:
         """The program no longer has the session: the next turn starts a new one."""
         self._state = SessionState()
         self._save()
+
+    def set_window(self, window: int) -> None:
+        if window > 0 and window != self._state.window:
+            self._state.window = window
+            self._save()
 
     def set_used(self, used: int) -> None:
         if used and used != self._state.used:

@@ -259,6 +259,18 @@ class ToolServer:
         return self._state
 
     @property
+    def held(self) -> bool:
+        """It failed and waits for the person to start it again (``start_again``)."""
+        return self._held
+
+    def hold(self, reason: str) -> None:
+        """Hold a server that is not running as failed, without starting it (it failed a
+        moment ago in another run of Conch); ``start_again`` lifts the hold."""
+        if self._state.phase == "idle" and not self._held:
+            self._held = True
+            self._set(ServerState("failed", reason=reason))
+
+    @property
     def pid(self) -> int | None:
         """The stdio server's process id while it runs (for Health and tests)."""
         if self._process is None or not self._process.running:

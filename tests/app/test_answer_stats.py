@@ -105,3 +105,25 @@ def test_a_file_a_newer_conch_wrote_gets_no_figures(data_dir: Path) -> None:
     assert stats_book(store) is None
     store.close()
     assert path.read_bytes() == before
+
+
+def test_a_wait_for_the_person_counts_neither_before_the_first_token_nor_between_tokens() -> None:
+    ticks = Ticks()
+    clock = AnswerClock(ticks)
+    ticks.at = 101.0
+    clock.hold()  # a tool call's card before any word
+    ticks.at = 160.0
+    clock.release()
+    ticks.at = 160.5
+    clock.observe(TextDelta(text="First"))
+    ticks.at = 161.0
+    clock.hold()  # a second card between words
+    ticks.at = 200.0
+    clock.release()
+    ticks.at = 201.0
+    clock.observe(TextDelta(text=" and last"))
+    clock.observe(Usage(input_tokens=50, output_tokens=30))
+    stats = clock.stats()
+    assert stats is not None
+    assert stats.first_token_s == 1.5  # 1.0 before the card, 0.5 after it
+    assert stats.tokens_per_s == 20.0  # 30 tokens in 1.5 s of the model's own time

@@ -243,6 +243,20 @@ def test_a_long_chat_folds_learns_and_says_so(
     assert "Earlier messages are summarised for tiny" in result.stderr
     assert "Conch learned 1 thing from this chat" in result.stderr
     assert result.stdout == "Water them in the morning.\n"
+    # The answer did not wait for the summary: it was asked for after the answer, and the
+    # process waited for it (saying so) before it ended, so the chat log keeps it.
+    assert "Summarising the start of this chat…" in result.stderr
+    asked = [str(r["messages"][-1].get("content", "")) for r in ollama.chat_requests()]
+    answer_at = next(i for i, text in enumerate(asked) if text == "What now?")
+    summary_at = next(i for i, text in enumerate(asked) if "<next-part-of-the-chat>" in text)
+    assert answer_at < summary_at
+    store = ChatStore.in_dir(data_dir)
+    try:
+        fold = store.latest_compaction("long")
+    finally:
+        store.close()
+    assert fold is not None
+    assert fold.summary.startswith("The person is growing tomatoes and asked about watering.")
 
     db = sqlite3.connect(data_dir / "memories.sqlite3")
     try:

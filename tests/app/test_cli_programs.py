@@ -7,7 +7,11 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
+from app.store import ChatStore
 from tests.app.test_cli import ROOT, conch, isolated
+from tests.fakes.anthropic_server import ClaudeCodeServer
 
 
 def agent_script(tmp_path: Path, record: Path) -> Path:
@@ -98,3 +102,39 @@ def test_a_program_chat_never_starts_the_bundled_model(tmp_path: Path, data_dir:
     # The runtime writes its log and where it listens beside the chat log when it starts.
     assert not (data_dir / "local-model.log").exists()
     assert not (data_dir / "local-model-shared.json").exists()
+
+
+def test_a_claude_code_tool_call_is_printed_and_kept_in_the_chat_log(
+    tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Claude Agent SDK is an optional extra (``programs``).
+    claude_code = pytest.importorskip("engines.programs.claude_code")
+    if claude_code.bundled_cli() is None:
+        pytest.skip("the Claude Agent SDK here carries no CLI")
+    home = tmp_path / "home"
+    home.mkdir()
+    isolated(data_dir)
+    with ClaudeCodeServer() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-dummy")
+        monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-config"))
+        monkeypatch.setenv("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        result = conch(
+            "ask",
+            "--model",
+            "programs/claude-code",
+            "--data-dir",
+            str(data_dir),
+            "make the file [[bash]]",
+            home=home,
+        )
+    assert result.returncode == 0, result.stderr
+    # Nobody can be asked in a terminal: the call is declined, and the row says so.
+    row = next(x for x in result.stderr.splitlines() if x.startswith("Tool Bash (Claude Code)"))
+    assert "touch ran.txt" in row and row.endswith("not allowed")
+    store = ChatStore.in_dir(data_dir)
+    try:
+        (chat,) = store.list_chats()
+        assert [m.role for m in store.messages(chat.id)] == ["user", "tool", "assistant"]
+    finally:
+        store.close()

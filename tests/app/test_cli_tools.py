@@ -152,3 +152,33 @@ def test_allow_tools_on_a_model_without_conchs_tools_says_it_is_ignored(
     )
     assert done.returncode == 0, done.stderr
     assert "--allow-tools is ignored" in done.stderr and done.stdout.strip()
+
+
+def test_a_server_that_did_not_start_is_left_out_of_the_next_ask_at_once(
+    ollama: FakeOllama, data_dir: Path, home: Path, tmp_path: Path
+) -> None:
+    # A server that ends before it answers (one that hangs is held the same way, after the
+    # 30 s it is given): each start leaves a line in ``starts``.
+    starts = tmp_path / "broken-starts"
+    broken = {
+        "transport": "stdio",
+        "id": "broken",
+        "name": "Broken",
+        "command": sys.executable,
+        "args": ["-c", f"open({str(starts)!r}, 'a').write('started\\n'); raise SystemExit(3)"],
+    }
+    with_servers(data_dir, fake_server(tmp_path / "control"), broken)
+    ollama.responder = calls_then_answers("echo", {"text": "still works"})
+
+    first = ask(data_dir, home, ollama, "--allow-tools", "echo", "Say it through echo")
+    assert first.returncode == 0, first.stderr
+    assert starts.read_text() == "started\n"
+    assert "“Broken” is not available" in first.stderr
+
+    # The next ``conch ask`` does not try it again: it says why it is left out, at once.
+    second = ask(data_dir, home, ollama, "--allow-tools", "echo", "Say it again")
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == "The tool said: echo: still works\n"
+    assert starts.read_text() == "started\n"
+    line = next(x for x in second.stderr.splitlines() if "“Broken” is not available" in x)
+    assert "when Conch last tried just now" in line and "Settings → Tools" in line

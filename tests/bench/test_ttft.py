@@ -3,7 +3,7 @@ unfolded, so a fold turn bringing a long message is not blamed for reading that 
 
 from __future__ import annotations
 
-from bench.ttft import PolicyRun, TurnFigures, matched
+from bench.ttft import PolicyRun, TurnFigures, matched, run_surprise
 
 
 def _turn(ttft: float | None, evaluated: int | None, *, fold: bool = False) -> TurnFigures:
@@ -43,3 +43,14 @@ def test_turns_without_an_answer_or_past_the_control_are_left_out() -> None:
     assert figures["fold_vs_control"] == {"n": 1, "median": 2.0, "max": 2.0}
     assert figures["normal_vs_control"] == {"n": 0, "median": None, "max": None}
     assert figures["fold_vs_control_over_normal"] is None
+
+
+async def test_the_surprise_paste_folds_without_a_summary_before_its_first_token() -> None:
+    # On the timed stand-in: the figures' shape, not its clock (the machine may be busy).
+    figures = await run_surprise(2_048, (), True, 8_192)
+    assert figures["folded"] is True and figures["problems"] == []
+    assert figures["summary_requests_before_first_token"] == 0
+    assert isinstance(figures["background_requests"], int) and figures["background_requests"] >= 1
+    assert isinstance(figures["ttft_paste"], float) and isinstance(
+        figures["paste_vs_control"], float
+    )

@@ -2,8 +2,8 @@
 
 An empty answer right after a fold is checked: an overflow the server did not call one is
 healed; a model that really said nothing is asked once more and then the turn says so, keeping
-the fold. A summary that takes too long does not hold the answer: the fold goes ahead with the
-dropped turns' facts, and their summary is written in the background for the next fold.
+the fold. A fold never waits for a summary: it goes ahead with the dropped turns' facts, and
+their summary is written in the background right after the answer, for the next turn.
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ from engines.base import (
     Note,
     Problem,
     ProblemKind,
+    SummaryWritten,
+    Usage,
 )
+from engines.context.folding import WRITING_SUMMARY
 from engines.context.protocols import SummaryResult
 from engines.context.session import SUMMARY_OPEN, ApiSession
 from engines.context.transcript import load_transcript
@@ -58,16 +61,12 @@ def counting(**kw: object) -> CountingAdapter:
     return CountingAdapter(default=Answer("a" * 1_600), **kw)  # type: ignore[arg-type]
 
 
-def make(
-    data_dir: Path, adapter: ScriptedAdapter, summariser: object, wait: float | None = None
-) -> ApiSession:
-    kw = {} if wait is None else {"summary_wait": lambda _tokens, _local: wait}
+def make(data_dir: Path, adapter: ScriptedAdapter, summariser: object) -> ApiSession:
     return ApiSession(
         chat_id=CHAT,
         data_dir=data_dir,
         adapters={adapter.name: adapter},
         summariser=summariser,  # type: ignore[arg-type]
-        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -140,10 +139,12 @@ class SlowSummariser(FakeSummariser):
         self.release = asyncio.Event()
         self.cancelled = 0
         self.answered = asyncio.Event()
+        self.asked = asyncio.Event()  # a summary was asked for (and is held)
 
     async def summarise(
         self, folded: Sequence[Message], previous: str, *, model: ModelInfo, focus: str = ""
     ) -> SummaryResult:
+        self.asked.set()
         try:
             await self.release.wait()
         except asyncio.CancelledError:
@@ -160,46 +161,83 @@ PLANTED = (
 )
 
 
-async def test_a_summary_that_takes_too_long_does_not_hold_the_answer(data_dir: Path) -> None:
+async def test_a_fold_never_waits_for_its_summary(data_dir: Path) -> None:
     adapter = ScriptedAdapter(default=Answer("a" * 1_600))
-    summariser = SlowSummariser()
-    # The session's own limit, made tiny: this summariser never answers in time.
-    session = make(data_dir, adapter, summariser, wait=0.01)
+    summariser = SlowSummariser()  # holds every summary until released
+    session = make(data_dir, adapter, summariser)
+    written: list[SummaryWritten] = []
+    session.listen(written.append)
     await up_to_the_fold(session, first=PLANTED + TURN)
     events = await run(session, 2 * FOLDS_AT, f"Question {FOLDS_AT}: " + TURN)
 
-    # The answer came, after a fold that kept the dropped turns' facts word for word.
+    # The answer came at once, after a fold that kept the dropped turns' facts word for word.
     assert isinstance(ending(events), Done)
     assert text_of(events) == "a" * 1_600
     (compacted,) = only(events, Compacted)
-    assert not compacted.summarised
+    assert compacted.writing and not compacted.summarised
     assert "https://example.org/garden-plan" in compacted.summary
     assert "rota-2026.xlsx" in compacted.summary
     sent = adapter.requests[-1].messages[0].text
     assert sent.startswith(SUMMARY_OPEN) and "rota-2026.xlsx" in sent
-    assert summariser.cancelled >= 1  # the summary was stopped, not left running
-    notes = [n for n in only(events, Note) if n.topic == "summary-failed"]
-    assert notes and "took longer than" in notes[0].text
+    assert not only(events, Note)  # nothing went wrong: the summary is on its way
+    assert not written and session.writing
 
-    # The summary follows: written in the background after the next turn, and the next fold
-    # carries it (the folded questions, summarised by the model, not only their facts).
+    # The summary is written after the answer, of the folded questions, and the chat's from
+    # then on: the listener (the chat log, the divider) hears it and the next turn sends it.
     summariser.release.set()
-    events = await run(session, 2 * (FOLDS_AT + 1), "And one more: " + TURN)
-    assert isinstance(ending(events), Done)
-    await asyncio.wait_for(summariser.answered.wait(), HANG_GUARD)
+    await asyncio.wait_for(session.wait_prepared(), HANG_GUARD)
     late, previous, _focus = summariser.calls[-1]
     assert late[0].text.startswith("Question 0: " + PLANTED)
-    assert previous == compacted.summary
-    folded_at: list[Compacted] = []
-    seq = 2 * (FOLDS_AT + 2)
-    while not folded_at:
-        events = await run(session, seq, f"Later {seq}: " + TURN)
-        folded_at = only(events, Compacted)
-        seq += 2
-    assert folded_at[0].summarised
-    # Written on the late summary (the one the model wrote of questions 0 to 5).
-    late_summary = summariser.calls[0]
-    assert len(late_summary[0]) == len(late)
-    written_on = [previous for _folded, previous, _focus in summariser.calls[1:]]
-    assert any(p.startswith("Summary 1") and "Question 0:" in p for p in written_on), written_on
-    assert folded_at[0].summary.startswith("Summary ")
+    assert previous == ""
+    (done,) = written
+    assert done.first_kept_seq == compacted.first_kept_seq
+    assert done.summary.startswith("Summary ")
+    assert session.summary == done.summary and not session.writing
+    saved = load_transcript(data_dir, CHAT).transcript
+    assert saved.summary == done.summary
+    events = await run(session, 2 * (FOLDS_AT + 1), "And one more: " + TURN)
+    assert isinstance(ending(events), Done)
+    assert adapter.requests[-1].messages[0].text.startswith(SUMMARY_OPEN + done.summary)
+    # What writing it cost is counted in the next turn's usage.
+    assert sum(u.summary_tokens for u in only(events, Usage)) > 0
+
+
+async def test_the_next_turn_on_this_computer_stops_the_summary_and_it_is_written_after(
+    data_dir: Path,
+) -> None:
+    adapter = ScriptedAdapter(default=Answer("a" * 1_600), local=True)
+    summariser = SlowSummariser()
+    session = make(data_dir, adapter, summariser)
+    await up_to_the_fold(session, first=PLANTED + TURN)
+    events = await run(session, 2 * FOLDS_AT, f"Question {FOLDS_AT}: " + TURN)
+    (compacted,) = only(events, Compacted)
+    assert compacted.writing
+    summariser.asked.clear()
+    await asyncio.wait_for(summariser.asked.wait(), HANG_GUARD)  # being written now
+    cancelled = summariser.cancelled
+    # The person sends again before the summary is done: their turn comes first ...
+    events = await run(session, 2 * (FOLDS_AT + 1), "Quick one: " + TURN)
+    assert isinstance(ending(events), Done)
+    assert summariser.cancelled > cancelled
+    assert session.writing
+    # ... and the summary is written again after it.
+    summariser.release.set()
+    await asyncio.wait_for(session.wait_prepared(), HANG_GUARD)
+    assert not session.writing and session.summary.startswith("Summary ")
+
+
+async def test_a_fold_with_nothing_to_keep_still_leaves_a_summary(data_dir: Path) -> None:
+    adapter = ScriptedAdapter(default=Answer("a" * 1_600))
+    summariser = SlowSummariser()
+    session = make(data_dir, adapter, summariser)
+    for i in range(FOLDS_AT):
+        assert isinstance(ending(await run(session, 2 * i, "Tell me more. " + TURN)), Done)
+    events = await run(session, 2 * FOLDS_AT, "Tell me more. " + TURN)
+    (compacted,) = only(events, Compacted)
+    # No summary before and no fact in what was dropped: the model is told what happened,
+    # and the chat log gets a fold it keeps (an empty summary reads as a withdrawn fold).
+    assert compacted.writing and compacted.summary == WRITING_SUMMARY
+    assert adapter.requests[-1].messages[0].text.startswith(SUMMARY_OPEN + WRITING_SUMMARY)
+    summariser.release.set()
+    await asyncio.wait_for(session.wait_written(), HANG_GUARD)
+    assert session.summary.startswith("Summary ")

@@ -1,11 +1,11 @@
 """Every request a long chat sends, byte for byte, against a golden record.
 
 A scripted 60-turn chat runs through ``ApiSession`` on a loopback OpenAI-style server: it folds
-(summaries written ahead and in the turn, by the server's own model), is compacted on request,
-loses an answer from its chat log (rebuilt), calls a tool, sends a message too long to send
-whole, and meets a too-long refusal it heals. Every request body the server received and every
-event the turns yielded must match ``tests/data/recorded_requests.jsonl``: a change in how the
-engine is arranged must not change what it sends.
+(summaries written ahead, or after the turn that folded, by the server's own model), is
+compacted on request, loses an answer from its chat log (rebuilt), calls a tool, sends a message
+too long to send whole, and meets a too-long refusal it heals. Every request body the server
+received and every event the turns yielded must match ``tests/data/recorded_requests.jsonl``:
+a change in how the engine is arranged must not change what it sends.
 
 After a deliberate change in what is sent, write the record again with
 ``CONCH_RECORD=1 pytest tests/engines/test_recorded_requests.py`` and read the diff.
@@ -29,6 +29,7 @@ from engines.base import (
     Event,
     Message,
     ModelInfo,
+    SummaryWritten,
     TextDelta,
     ToolAsk,
     ToolResult,
@@ -144,6 +145,10 @@ class ChatLog:
         if text:
             self.rows.append((self.rows[-1][0] + 1, Message(role="assistant", text=text)))
 
+    def written(self, ev: SummaryWritten) -> None:
+        if ev.summary:
+            self.fold = (ev.first_kept_seq, ev.summary)
+
 
 def person_text(n: int) -> str:
     topic = TOPICS[n % len(TOPICS)]
@@ -152,7 +157,7 @@ def person_text(n: int) -> str:
     return "\n".join(lines)
 
 
-def event_line(ev: Event) -> dict[str, Any]:
+def event_line(ev: Event | SummaryWritten) -> dict[str, Any]:
     line = {"event": type(ev).__name__, **ev.model_dump(mode="json")}
     if isinstance(ev, ToolResult):
         line["seconds"] = 0.0  # how long the tool ran: the clock's, not the engine's
@@ -189,20 +194,27 @@ async def test_a_long_chat_sends_exactly_the_recorded_requests(
         summariser=ModelSummariser(adapters),
         history=log.history,
         latest_fold=log.latest_fold,
-        summary_wait=lambda _tokens, _local: 600.0,  # never times out: no clock in the record
         tools=ToolHost(Runner(), allow),
     )
     lines: list[dict[str, Any]] = []
+
+    def written(ev: SummaryWritten) -> None:
+        # A fold's summary written after its turn: the app's chat log records it.
+        log.written(ev)
+        lines.append(event_line(ev))
+
+    session.listen(written)
 
     async def turn(n: int, text: str) -> None:
         seq = log.rows[-1][0] + 1 if log.rows else 0
         log.rows.append((seq, Message(role="user", text=text)))
         ask = TurnInput(chat_id=CHAT, seq=seq, text=text, model=MODEL, system=SYSTEM)
         events = [ev async for ev in session.turn(ask)]
-        await session.wait_prepared()  # the summary written ahead is part of the record
-        log.record(events)
+        log.record(events)  # as the app does while the turn streams
         lines.append({"turn": n, "seq": seq})
         lines.extend(event_line(ev) for ev in events)
+        # Summaries written after the turn (a fold's, the next fold's ahead) are in the record.
+        await session.wait_prepared()
 
     for n in range(60):
         if n == 12:

@@ -330,6 +330,8 @@ class AnthropicServer(LoopbackServer):
 
 COMPACT_CUE = "summary of the conversation so far"  # words of Claude Code's own /compact prompt
 FOCUS_CUE = "Additional Instructions:\n"  # where its prompt carries the /compact focus
+AFTER_TOOL = "Understood; "  # how the model's answer to a tool result starts
+ECHOED = "larch-beds-ready"  # what the ``[[echo]]`` command prints
 
 
 def _user_texts(message: dict[str, Any]) -> list[str]:
@@ -356,7 +358,10 @@ class ClaudeCodeServer(AnthropicServer):
     prompt with an ``<analysis>`` and a ``<summary>`` that lists the person's messages and the
     focus it was given, answers a tool result in words, and otherwise echoes the newest person
     message (``You said: …``). A message containing ``[[bash]]`` makes the model ask to run
-    ``touch ran.txt`` with the Bash tool first, so a test can see whether it ran.
+    ``touch ran.txt`` with the Bash tool first, so a test can see whether it ran; ``[[echo]]``
+    to run ``echo`` with words of its own (``ECHOED``), so the result has something to show;
+    ``[[write]]`` to write ``notes.txt`` with the Write tool (an edit, which "accept edits"
+    lets through without asking).
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -365,6 +370,7 @@ class ClaudeCodeServer(AnthropicServer):
         self._script_lock = threading.Lock()
         self.focuses: list[str] = []  # the focus of every compaction it was asked for
         self.reported_input = 10  # input tokens each answer reports (high: Claude Code compacts)
+        self.after_tool_input: int | None = None  # what an answer to a tool result reports
 
     def handle(self, request: Recorded) -> Reply:
         if request.method == "POST" and request.path == "/v1/messages/count_tokens":
@@ -375,7 +381,9 @@ class ClaudeCodeServer(AnthropicServer):
         with self._script_lock:
             kept = self.script
             self.script = self._script_for(request.json or {})
-            self.script.input_tokens = self.reported_input
+            answers_tool = self.script.text[:1] == [AFTER_TOOL]
+            after = self.after_tool_input if answers_tool else None
+            self.script.input_tokens = self.reported_input if after is None else after
             try:
                 return super()._messages(request)
             finally:
@@ -406,11 +414,19 @@ class ClaudeCodeServer(AnthropicServer):
         if isinstance(content, list) and any(
             isinstance(b, dict) and b.get("type") == "tool_result" for b in content
         ):
-            return ClaudeScript(text=["Understood; ", "that step is done or was declined."])
+            return ClaudeScript(text=[AFTER_TOOL, "that step is done or was declined."])
         said = _said(last)
         if "[[bash]]" in said:
             call = ClaudeCall(
                 "toolu_fake_1", "Bash", {"command": "touch ran.txt", "description": "Make a file"}
             )
             return ClaudeScript(text=["Let me run it."], calls=[call], stop_reason="tool_use")
+        if "[[echo]]" in said:
+            echo = {"command": f"echo {ECHOED}", "description": "Say the words"}
+            call = ClaudeCall("toolu_fake_2", "Bash", echo)
+            return ClaudeScript(text=["Let me run it."], calls=[call], stop_reason="tool_use")
+        if "[[write]]" in said:
+            note = {"file_path": "./notes.txt", "content": "beds of larch\n"}
+            call = ClaudeCall("toolu_fake_3", "Write", note)
+            return ClaudeScript(text=["Let me write it."], calls=[call], stop_reason="tool_use")
         return ClaudeScript(text=["You said: ", said[:200] or "(nothing)"])

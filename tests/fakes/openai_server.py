@@ -88,6 +88,12 @@ def _texts(messages: Any) -> list[str]:
     return texts
 
 
+def _is_summary(messages: Any) -> bool:
+    """Conch's summariser asks with the summary so far at the start of its one message."""
+    texts = _texts([m for m in messages or [] if isinstance(m, dict) and m.get("role") == "user"])
+    return bool(texts) and texts[0].startswith("<summary-so-far>")
+
+
 def estimate(messages: Any) -> int:
     """About four characters per token over every text the request carries."""
     return sum(len(text) for text in _texts(messages)) // 4
@@ -394,6 +400,13 @@ class OpenAIStyleServer(LoopbackServer):
         # counts of loads that made a second instance beside a loaded one.
         self.load_gate: threading.Event | None = None
         self.duplicate_loads = 0
+        # Conch's summary requests (their message starts with the summary so far): answered
+        # with ``summary_script`` when set, and held until ``summary_gate`` is set (a summary
+        # that takes long). ``timeline`` has each request's arrival, "chat" or "summary", in
+        # order, and with either set each summary's end, "summary-end".
+        self.summary_script: Script | None = None
+        self.summary_gate: threading.Event | None = None
+        self.timeline: list[str] = []
 
     @property
     def base_url(self) -> str:
@@ -714,6 +727,11 @@ class OpenAIStyleServer(LoopbackServer):
                 return Reply.stream(pieces, kind or "text/event-stream")
             status, text = too_long_reply(self.flavour, self.window, tokens)
             return Reply.text(text, status, "application/json")
+        summary = _is_summary(body.get("messages"))
+        with self.lock:
+            self.timeline.append("summary" if summary else "chat")
+        if summary and (self.summary_gate is not None or self.summary_script is not None):
+            return self._summary(body, streaming)
         asked = body.get("max_completion_tokens") or body.get("max_tokens") or 0
         if self.answer_window is not None and tokens + int(asked) > self.answer_window:
             w = self.answer_window
@@ -734,6 +752,21 @@ class OpenAIStyleServer(LoopbackServer):
                 reply.cut_after = 3
         if fault == "slow":
             reply.head_delay = self.slow_seconds
+        return reply
+
+    def _summary(self, body: Any, streaming: bool) -> Reply:
+        gate = self.summary_gate
+        if gate is not None:
+            while not gate.wait(0.05):
+                if self.stopping.is_set():
+                    return Reply.json({"error": {"message": "shutting down"}}, status=503)
+        script, self.script = self.script, self.summary_script or self.script
+        try:
+            reply = Reply.json(self._whole()) if not streaming else Reply.stream(self._chunks(body))
+        finally:
+            self.script = script
+        with self.lock:
+            self.timeline.append("summary-end")
         return reply
 
     def _thinking_field(self) -> str:
@@ -839,6 +872,9 @@ class OpenAIStyleServer(LoopbackServer):
 # --- the Responses API, as the Codex CLI speaks it --------------------------------------------
 
 
+CODEX_ECHOED = "larch-beds-listed"  # what the ``[[echo]]`` command prints
+
+
 def _response_said(body: dict[str, Any]) -> str:
     """The newest person text in a Responses API request (Codex sends ``input`` items)."""
     said = ""
@@ -856,12 +892,19 @@ def _response_said(body: dict[str, Any]) -> str:
 class ResponsesServer(LoopbackServer):
     """``/v1/responses`` as SSE: answers ``You said: <newest person text>`` in two deltas.
 
+    A message containing ``[[echo]]`` makes the model run ``echo`` (Codex's ``exec_command``)
+    with words of its own (``CODEX_ECHOED``) first; a request carrying the command's output is
+    answered in words. Each request reports ``input_tokens`` (the first request of a turn) or
+    ``after_tool_input`` (the one after a command) as its usage.
+
     ``/v1/models`` lists ``models``. Every request is recorded (``responses_requests``).
     """
 
     def __init__(self, models: list[str] | None = None) -> None:
         super().__init__()
         self.models = models or ["gpt-fake"]
+        self.input_tokens = 12
+        self.after_tool_input: int | None = None
 
     @property
     def responses_requests(self) -> list[Recorded]:
@@ -877,12 +920,60 @@ class ResponsesServer(LoopbackServer):
         return super().handle(request)
 
     def _events(self, body: dict[str, Any]) -> list[str]:
+        items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+        after_tool = bool(items) and items[-1].get("type") == "function_call_output"
         text = f"You said: {_response_said(body) or '(nothing)'}"
+        if after_tool:
+            text = "Understood; the command ran."
         half = len(text) // 2
         rid, mid = "resp_fake", "msg_fake"
+        tokens = self.input_tokens
+        if after_tool and self.after_tool_input is not None:
+            tokens = self.after_tool_input
 
         def event(data: dict[str, Any]) -> str:
             return f"event: {data['type']}\ndata: {json.dumps(data)}\n\n"
+
+        usage = {
+            "input_tokens": tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 5,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": tokens + 5,
+        }
+        if "[[echo]]" in _response_said(body) and not after_tool:
+            call = {
+                "id": "fc_fake",
+                "type": "function_call",
+                "status": "completed",
+                "call_id": "call_fake_1",
+                "name": "exec_command",
+                "arguments": json.dumps({"cmd": f"echo {CODEX_ECHOED}"}),
+            }
+            started: dict[str, Any] = {
+                "id": rid,
+                "object": "response",
+                "model": body.get("model"),
+                "output": [],
+            }
+            return [
+                event(
+                    {"type": "response.created", "response": {**started, "status": "in_progress"}}
+                ),
+                event({"type": "response.output_item.added", "output_index": 0, "item": call}),
+                event({"type": "response.output_item.done", "output_index": 0, "item": call}),
+                event(
+                    {
+                        "type": "response.completed",
+                        "response": {
+                            **started,
+                            "status": "completed",
+                            "output": [call],
+                            "usage": usage,
+                        },
+                    }
+                ),
+            ]
 
         message = {
             "id": mid,
@@ -926,13 +1017,7 @@ class ResponsesServer(LoopbackServer):
                         **base,
                         "status": "completed",
                         "output": [message],
-                        "usage": {
-                            "input_tokens": 12,
-                            "input_tokens_details": {"cached_tokens": 0},
-                            "output_tokens": 5,
-                            "output_tokens_details": {"reasoning_tokens": 0},
-                            "total_tokens": 17,
-                        },
+                        "usage": usage,
                     },
                 }
             ),

@@ -25,7 +25,7 @@ from bench._common import is_summary_request
 from engines.base import Event, ModelInfo
 from engines.context.protocols import ModelDirectory
 from engines.context.session import ApiSession
-from engines.context.summarise import ModelSummariser, fold_wait
+from engines.context.summarise import ModelSummariser
 from engines.local.bundled import MODEL_ID, MODEL_LABEL, BundledRuntime, available, missing
 from engines.providers.base import ChatRequest, ProviderAdapter
 
@@ -37,10 +37,6 @@ ANSWER_TOKENS = 24  # the chat model's answers: enough to be an answer, cheap to
 SUMMARY_TOKENS = 256  # a summary reply; SmolLM2 usually stops well before this
 # A hang guard for a patient chat's summaries: a loaded two-core machine takes minutes, not an hour.
 SUMMARY_GUARD = 3_600.0
-
-
-def _wait_out(tokens: int, local: bool) -> float:
-    return SUMMARY_GUARD
 
 
 def bundled_model(context: int) -> ModelInfo:
@@ -180,11 +176,13 @@ class LiveChat:
         directory: ModelDirectory | None = None,
         patient: bool = False,
     ) -> None:
-        """``patient``: a fold waits for its summary as long as the summary takes (up to the
-        hang guard), so whether a fold is summarised does not depend on the machine's speed;
-        the product's own limits on that wait are tested with stalled fakes elsewhere."""
+        """``patient``: after each turn the chat waits for the summaries written in the
+        background (the next fold's ahead, a fold's after its turn), as a person reading the
+        answer gives them time, and the summariser has up to the hang guard; so whether a
+        fold is summarised does not depend on the machine's speed."""
         self.data_dir = data_dir
         self.adapter = adapter
+        self.patient = patient
         self.store = ChatStore.in_dir(data_dir)
         self.health = HealthLog.in_dir(data_dir)
         chat = self.store.create_chat(model_key=model.key)
@@ -197,7 +195,6 @@ class LiveChat:
             summariser=ModelSummariser(adapters, timeout=SUMMARY_GUARD)
             if patient
             else ModelSummariser(adapters),
-            summary_wait=_wait_out if patient else fold_wait,
             directory=directory,
             history=lambda: history_messages(self.store.messages(chat.id)),
         )
@@ -211,7 +208,10 @@ class LiveChat:
         )
 
     async def send(self, text: str) -> list[ConvEvent]:
-        return [event async for event in self.conversation.turn(text)]
+        events = [event async for event in self.conversation.turn(text)]
+        if self.patient:
+            await asyncio.wait_for(self.session.wait_prepared(), SUMMARY_GUARD)
+        return events
 
     async def close(self) -> None:
         await self.conversation.aclose()

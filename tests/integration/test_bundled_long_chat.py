@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from app.conversation import MessageSaved
+from app.store import ChatStore
 from bench._garden import prose
 from engines.base import Compacted, Done, Healed, Message, Problem, ProblemKind, TextDelta
 from engines.context import transcript as tfile
@@ -115,13 +116,20 @@ async def test_a_sixty_turn_chat_folds_and_every_turn_is_answered(
         assert request_tokens(request) <= budget(WINDOW, estimate_tokens(request.system))
     assert chat_requests[-1].messages[0].text.startswith(SUMMARY_OPEN)
 
-    # What the fold left is on disk: the next start of Conch reads the same summary.
+    # What the fold left is on disk: the next start of Conch reads the same summary as the
+    # chat log has for it (the fold's own, or the one written after its turn).
+    store = ChatStore.in_dir(tmp_path)  # as the next start reads it
+    try:
+        logged = store.latest_compaction(chat.chat_id)
+    finally:
+        store.close()
+    assert logged is not None and logged.first_kept_seq == folds[-1].first_kept_seq
     saved_file = tfile.load_transcript(tmp_path, chat.chat_id).transcript
-    assert saved_file.summary == folds[-1].summary
+    assert saved_file.summary == logged.summary
     assert saved_file.seqs[0] == folds[-1].first_kept_seq
     reopened = ApiSession(chat_id=chat.chat_id, data_dir=tmp_path, adapters={})
     assert reopened.context_usage(model, system)[0] > 0
-    assert reopened.summary == folds[-1].summary
+    assert reopened.summary == logged.summary
 
     print(
         f"\n{TURNS} turns, {len(folds)} folds at turns {fold_turns} (kept from seqs {firsts}), "

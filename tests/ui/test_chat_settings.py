@@ -21,7 +21,13 @@ from engines.base import ModelInfo, TurnInput
 from engines.mock import MockEngine, Reply
 from tests.ui.windows import open_window
 from tests.waits import HANG_MS
-from ui.chat_settings import AUTOMATIC, SERVER_DEFAULT, ChatSettingsPanel, DefaultPromptPage
+from ui.chat_settings import (
+    AUTOMATIC,
+    MODE_WORDS,
+    SERVER_DEFAULT,
+    ChatSettingsPanel,
+    DefaultPromptPage,
+)
 from ui.main_window import MainWindow
 from ui.model_picker import KEY_ROLE
 
@@ -227,3 +233,44 @@ def test_the_panels_model_list_follows_the_model_picker(
     assert "openai/gpt-wide" not in keys and "mock/mock-model" in keys
     assert panel.model.currentData() == "mock/mock-small"
     close_window(qtbot, win)
+
+
+def test_a_claude_code_chat_chooses_how_it_may_act_and_its_model(
+    qtbot: QtBot, data_dir: Path
+) -> None:
+    store = ChatStore.in_dir(data_dir)
+    claude = ModelInfo(provider="programs", id="claude-code", label="Claude Code", context=1)
+    local = ModelInfo(provider="mock", id="mock-model", label="Mock model", context=32_768)
+    try:
+        on_local = store.create_chat(model_key=local.key)
+        on_claude = store.create_chat(model_key=claude.key)
+        panel = ChatSettingsPanel(store, lambda: "")
+        qtbot.addWidget(panel)
+        # A chat on a model that only answers has no such choices.
+        panel.show_chat(on_local.id, [local, claude], local.key)
+        assert not panel.program_mode.isVisibleTo(panel)
+        assert not panel.program_model.isVisibleTo(panel)
+
+        panel.show_chat(on_claude.id, [local, claude], claude.key)
+        assert panel.program_mode.isVisibleTo(panel) and panel.program_model.isVisibleTo(panel)
+        assert panel.program_mode.currentText() == MODE_WORDS[None]  # it asks, by default
+        panel.program_mode.setFocus()
+        qtbot.keyClick(panel.program_mode, Qt.Key.Key_Down)  # the next: edit without asking
+        assert panel.program_mode.currentText() == MODE_WORDS["accept-edits"]
+        panel.program_model.setFocus()
+        qtbot.keyClicks(panel.program_model, "opus")
+        assert panel.save()
+        got = store.chat_settings(on_claude.id)
+        assert (got.program_mode, got.program_model) == ("accept-edits", "opus")
+
+        # Opened again, it shows what was saved; back to asking keeps no mode at all.
+        panel.show_chat(on_claude.id, [local, claude], claude.key)
+        assert panel.program_mode.currentText() == MODE_WORDS["accept-edits"]
+        assert panel.program_model.currentText() == "opus"
+        panel.program_mode.setCurrentIndex(0)
+        panel.program_model.setCurrentText("")
+        assert panel.save()
+        got = store.chat_settings(on_claude.id)
+        assert (got.program_mode, got.program_model) == (None, None)
+    finally:
+        store.close()

@@ -12,6 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from app.conversation import Conversation
+from app.export import to_markdown
+from app.search import search
+from app.services import history_messages, latest_fold
+from app.store import ChatStore
+from app.tool_calls import tool_call_book
 from engines.base import (
     Approval,
     Compacted,
@@ -27,6 +33,7 @@ from engines.base import (
     ProblemKind,
     TextDelta,
     ToolCall,
+    ToolStarted,
     TurnInput,
 )
 from engines.programs.claude_code import (
@@ -35,10 +42,14 @@ from engines.programs.claude_code import (
     login_command,
     summary_from,
 )
-from tests.fakes.anthropic_server import ClaudeCodeServer
+from tests.fakes.anthropic_server import ECHOED, ClaudeCodeServer
 
 HANG_SECONDS = 120.0  # a hang guard only: the CLI answers the loopback fake in seconds
 MODEL = ModelInfo(provider="claude-code", id="default", label="Claude Code", context=200_000)
+PROGRAM_MODEL = ModelInfo(
+    provider="programs", id="claude-code", label="Claude Code", context=200_000
+)
+CLI_WINDOW = 1_000_000  # the window the CLI in claude-agent-sdk 0.2.189 reports for its model
 
 
 class Chat:
@@ -339,3 +350,177 @@ async def test_a_cli_that_dies_says_so_with_its_last_words(
     assert "exit code 5" in problem.problem.message
     assert "out of cheese" in problem.problem.detail
     assert problem.problem.next_step is not None and problem.problem.next_step.kind == "retry"
+
+
+# --- tool calls in the chat log, and the meter ------------------------------------------------
+
+
+def conversation(
+    tmp_path: Path, server: ClaudeCodeServer, store: ChatStore, chat_id: str, **kw: object
+) -> Conversation:
+    """A chat on Claude Code as the app drives it: its turns saved in ``store``."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    engine = ClaudeCodeEngine(
+        chat_id=chat_id,
+        state_dir=tmp_path / "programs",
+        cwd=tmp_path / "work",
+        history=lambda: history_messages(store.messages(chat_id)),
+        latest_fold=lambda: latest_fold(store, chat_id),
+        env={
+            "ANTHROPIC_BASE_URL": server.url,
+            "ANTHROPIC_API_KEY": "sk-ant-test-dummy",
+            "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-config"),
+            "HOME": str(home),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        },
+        **kw,  # type: ignore[arg-type]
+    )
+    return Conversation(chat_id, store=store, engine=engine, model=PROGRAM_MODEL)
+
+
+async def say(conv: Conversation, text: str) -> list[object]:
+    async def go() -> list[object]:
+        return [e async for e in conv.turn(text)]
+
+    return await asyncio.wait_for(go(), HANG_SECONDS)
+
+
+async def allow(ask: PermissionAsk) -> Approval:
+    return Approval.ONCE
+
+
+async def test_claude_codes_tool_calls_are_kept_in_the_chat_log_as_untrusted_rows(
+    tmp_path: Path, server: ClaudeCodeServer
+) -> None:
+    store = ChatStore.in_dir(tmp_path / "data")
+    chat = store.create_chat(model_key=PROGRAM_MODEL.key)
+    conv = conversation(tmp_path, server, store, chat.id, approve=allow)
+    events = await say(conv, "say it [[echo]]")
+    await conv.aclose()
+    assert any(isinstance(e, Done) for e in events)
+    # The row showed running, then how it ended, while the turn went on.
+    (started,) = [e for e in events if isinstance(e, ToolStarted)]
+    assert started.tool == "Bash" and started.server == "Claude Code"
+
+    # After a restart (the chat log opened again) the call is there: its result as a "tool"
+    # message between the question and the answer, and how it went beside it.
+    store.close()
+    again = ChatStore.in_dir(tmp_path / "data")
+    roles = [m.role for m in again.messages(chat.id)]
+    assert roles == ["user", "tool", "assistant"]
+    result = again.messages(chat.id)[1]
+    assert result.text.strip() == ECHOED
+    book = tool_call_book(again)
+    assert book is not None
+    (call,) = book.between(chat.id, result.seq, result.seq).values()
+    assert (call.tool, call.server, call.status) == ("Bash", "Claude Code", "done")
+    assert call.arguments["command"] == f"echo {ECHOED}"
+    # What the command printed came from outside the person: the chat is untrusted now.
+    saved = again.get_chat(chat.id)
+    assert saved is not None and saved.untrusted
+    # It counts in search and in an export.
+    (hit,) = search(again, ECHOED)
+    assert hit.chat_id == chat.id and hit.role == "tool"
+    assert ECHOED in to_markdown(again, chat.id)
+    # The answer shows it with its tool row (the answer's tool results).
+    assert again.tool_results(chat.id, 2) == [1]
+
+
+async def test_a_declined_tool_call_is_kept_but_leaves_the_chat_trusted(
+    tmp_path: Path, server: ClaudeCodeServer
+) -> None:
+    async def decline(ask: PermissionAsk) -> Approval:
+        return Approval.DENY
+
+    store = ChatStore.in_dir(tmp_path / "data")
+    chat = store.create_chat(model_key=PROGRAM_MODEL.key)
+    conv = conversation(tmp_path, server, store, chat.id, approve=decline)
+    await say(conv, "make the file [[bash]]")
+    await conv.aclose()
+    assert not (tmp_path / "work" / "ran.txt").exists()
+    result = next(m for m in store.messages(chat.id) if m.role == "tool")
+    book = tool_call_book(store)
+    assert book is not None
+    (call,) = book.between(chat.id, result.seq, result.seq).values()
+    assert (call.tool, call.status) == ("Bash", "denied")
+    saved = store.get_chat(chat.id)
+    assert saved is not None and not saved.untrusted  # nothing from outside was read
+
+
+async def test_the_meter_shows_the_last_requests_usage_against_the_window_claude_code_reports(
+    tmp_path: Path, server: ClaudeCodeServer
+) -> None:
+    # The turn's two requests (the tool call, then the answer to its result) each read the
+    # whole session; the meter is the second one, not their sum.
+    server.reported_input = 60_000
+    server.after_tool_input = 61_000
+    store = ChatStore.in_dir(tmp_path / "data")
+    chat = store.create_chat(model_key=PROGRAM_MODEL.key)
+    conv = conversation(tmp_path, server, store, chat.id, approve=allow)
+    assert conv.context_usage() == (0, PROGRAM_MODEL.context)  # nothing reported yet
+    await say(conv, "say it [[echo]]")
+    await conv.aclose()
+    answers = [r for r in server.message_requests if (r.json or {}).get("stream")]
+    assert len(answers) >= 2
+    # The window this CLI reports for its model (its result's modelUsage.contextWindow), not
+    # the 200,000 the picker lists for programs.
+    assert conv.context_usage() == (61_000, CLI_WINDOW)
+    # A restart reads both back from the chat's session file.
+    after = conversation(tmp_path, server, store, chat.id)
+    assert after.context_usage() == (61_000, CLI_WINDOW)
+
+
+# --- the chat's permission mode and model -----------------------------------------------------
+
+
+async def test_accept_edits_set_for_the_chat_lets_claude_code_write_without_asking(
+    tmp_path: Path, server: ClaudeCodeServer
+) -> None:
+    asked: list[str] = []
+
+    async def decline(ask: PermissionAsk) -> Approval:
+        asked.append(ask.kind)
+        return Approval.DENY
+
+    store = ChatStore.in_dir(tmp_path / "data")
+    chat = store.create_chat(model_key=PROGRAM_MODEL.key)
+    conv = conversation(tmp_path, server, store, chat.id, approve=decline)
+    # Asked first (the default), the person says no: nothing is written.
+    await say(conv, "note it [[write]]")
+    assert asked == ["Write"] and not (tmp_path / "work" / "notes.txt").exists()
+    # With "accept edits" chosen for the chat, the next edit goes ahead without a question.
+    store.update_chat_settings(chat.id, program_mode="accept-edits")
+    await say(conv, "note it again [[write]]")
+    await conv.aclose()
+    assert asked == ["Write"]
+    assert (tmp_path / "work" / "notes.txt").read_text("utf-8") == "beds of larch\n"
+
+
+async def test_plan_mode_and_the_model_chosen_for_the_chat_reach_claude_code(
+    tmp_path: Path, server: ClaudeCodeServer
+) -> None:
+    store = ChatStore.in_dir(tmp_path / "data")
+    chat = store.create_chat(model_key=PROGRAM_MODEL.key)
+    store.update_chat_settings(chat.id, program_mode="plan", program_model="claude-haiku-4-5")
+    conv = conversation(tmp_path, server, store, chat.id)
+    events = await say(conv, "How would we lay out the beds?")
+    await conv.aclose()
+    assert any(isinstance(e, Done) for e in events)
+    sent = server.message_requests[-1].json or {}
+    assert sent["model"] == "claude-haiku-4-5"
+    assert "Plan mode is active" in json.dumps(sent)  # Claude Code's own plan-mode words
+
+
+async def test_after_compact_the_meter_shows_the_summary_not_the_chat_it_replaced(
+    tmp_path: Path, server: ClaudeCodeServer
+) -> None:
+    chat = Chat()
+    engine = make_engine(tmp_path, server, chat)
+    server.reported_input = 150_000  # every request reads this much: the chat is long
+    await run_turn(engine, chat, "We plan 24 raised beds of larch.")
+    assert engine.context_usage(MODEL)[0] == 150_000
+    events = await collect(engine.compact("keep the plan", model=MODEL))
+    assert any(isinstance(e, Compacted) for e in events)
+    # The session now holds the summary Claude Code wrote, about a few hundred tokens.
+    assert 0 < engine.context_usage(MODEL)[0] < 5_000

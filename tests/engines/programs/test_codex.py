@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from app.conversation import Conversation
+from app.store import ChatStore
+from app.tool_calls import tool_call_book
 from engines.base import (
     ContextEngine,
     Done,
@@ -28,7 +31,7 @@ from engines.base import (
     TurnInput,
 )
 from engines.programs.codex import CodexEngine
-from tests.fakes.openai_server import ResponsesServer
+from tests.fakes.openai_server import CODEX_ECHOED, ResponsesServer
 
 HANG_SECONDS = 120.0  # a hang guard only: the CLI answers the loopback fake in seconds
 MODEL = ModelInfo(provider="programs", id="codex", label="Codex", context=200_000)
@@ -246,3 +249,33 @@ async def test_a_prompt_of_200000_characters_reaches_codex_and_never_its_command
     started_with = argv_file.read_text("utf-8")
     assert started_with.count("exec") == 2 and "resume" in started_with
     assert "diary" not in started_with
+
+
+@needs_codex
+async def test_codexs_commands_are_kept_as_tool_rows_and_the_meter_is_the_newest_request(
+    tmp_path: Path, server: ResponsesServer
+) -> None:
+    # The turn's two requests (the command, then the answer to its output) each read the
+    # whole thread: the meter is the second, not the sum Codex reports for the turn.
+    server.input_tokens = 60_000
+    server.after_tool_input = 61_000
+    store = ChatStore.in_dir(tmp_path / "data")
+    chat = store.create_chat(model_key="programs/codex")
+    engine = make_engine(tmp_path, server, Chat())  # a new chat: nothing to hand over
+    conv = Conversation(chat.id, store=store, engine=engine, model=MODEL)
+    events = [e async for e in conv.turn("list the beds [[echo]]")]
+    await conv.aclose()
+    assert any(isinstance(e, Done) for e in events)
+    assert [m.role for m in store.messages(chat.id)] == ["user", "tool", "assistant"]
+    result = store.messages(chat.id)[1]
+    assert CODEX_ECHOED in result.text
+    book = tool_call_book(store)
+    assert book is not None
+    (call,) = book.between(chat.id, result.seq, result.seq).values()
+    assert (call.tool, call.server, call.status) == ("shell", "Codex", "done")
+    assert f"echo {CODEX_ECHOED}" in call.arguments["command"]
+    saved = store.get_chat(chat.id)
+    assert saved is not None and saved.untrusted  # a command's output came from outside
+    used, window = conv.context_usage() or (0, 0)
+    assert used == 61_000
+    assert window > 0 and window != MODEL.context  # the window Codex reported for its model
