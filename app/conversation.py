@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,16 +40,30 @@ from engines.base import (
     ThinkingDelta,
     ToolCall,
     ToolResult,
+    ToolStarted,
     TurnInput,
     TurnProblem,
     WritesLater,
 )
 from engines.context.continuation import join_answer
+from engines.context.tool_loop import STOPPED, preview
 from engines.providers.base import default_next_step
 from engines.scrub import scrub
 from engines.tools.lean import use_lean
 
 log = logging.getLogger("conch.conversation")
+
+ENDED_FIRST = "The turn ended before this call did."
+
+
+@dataclass
+class _OpenCall:
+    """A tool call of the turn that has no result yet."""
+
+    tool: str
+    server: str
+    arguments: dict[str, Any]
+    began: float  # time.monotonic() when its row appeared
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +230,7 @@ class Conversation:
         problem: TurnProblem | None = None
         finished = False
         called = False
+        open_calls: dict[str, _OpenCall] = {}  # by call id, until its result comes
         # The answer is saved in one place, the ``finally``, however the turn ends: finished,
         # failed, stopped (cancelled) or left by its reader (the window closed).
         try:
@@ -235,7 +251,20 @@ class Conversation:
                         finished = True
                     elif isinstance(event, ToolCall):
                         called = True
+                        c = event.call
+                        open_calls.setdefault(
+                            c.id, _OpenCall(c.name, "", dict(c.arguments), time.monotonic())
+                        )
+                    elif isinstance(event, ToolStarted):
+                        began = open_calls.get(event.call_id)
+                        open_calls[event.call_id] = _OpenCall(
+                            event.tool,
+                            event.server,
+                            dict(event.arguments),
+                            began.began if began is not None else time.monotonic(),
+                        )
                     elif isinstance(event, ToolResult):
+                        open_calls.pop(event.call_id, None)
                         # Kept in the chat log (the tool rows read it back, and it marks the
                         # chat untrusted when the result came from outside).
                         keep_tool_call(self.store, self.chat_id, event, model.key)
@@ -264,9 +293,37 @@ class Conversation:
                     problem = ended
                     yield Problem(problem=problem)
         finally:
+            self._close_calls(open_calls, problem, model)
             seq = self._save_answer(model, answer, thinking, problem, version_of, continues)
         if seq is not None:
             yield MessageSaved(seq, "assistant")
+
+    def _close_calls(
+        self, open_calls: dict[str, _OpenCall], problem: TurnProblem | None, model: ModelInfo
+    ) -> None:
+        """Calls the turn left without a result (it failed, or was stopped, before the engine
+        could say how they ended) are kept as "stopped", so their rows do not stay "Running…"
+        or vanish after the turn."""
+        stopped = problem is not None and problem.kind is ProblemKind.CANCELLED
+        text = STOPPED if stopped else ENDED_FIRST
+        for call_id, call in open_calls.items():
+            ended = ToolResult(
+                call_id=call_id,
+                tool=call.tool,
+                server=call.server,
+                arguments=call.arguments,
+                status="stopped",
+                text=text,
+                preview=preview(text),
+                seconds=max(0.0, time.monotonic() - call.began),
+                total_chars=len(text),
+                sent_chars=len(text),
+                untrusted=False,  # Conch's own words: nothing came from outside
+            )
+            try:
+                keep_tool_call(self.store, self.chat_id, ended, model.key)
+            except Exception:  # the answer is saved all the same
+                log.warning("an unfinished tool call could not be kept", exc_info=True)
 
     @staticmethod
     def _ended_badly(

@@ -71,6 +71,11 @@ case ",$extras," in
       npm install -s --prefix "$codex_dir" @openai/codex@0.169.0 >/dev/null \
         || echo "setup: could not install the Codex CLI; its tests will be skipped" >&2
     fi
+    # A published ACP agent (Zed's codex-acp, about 18 s and 220 MB): its own tests.
+    if command -v npm >/dev/null 2>&1 && [ ! -x "$codex_dir/node_modules/.bin/codex-acp" ]; then
+      npm install -s --prefix "$codex_dir" @zed-industries/codex-acp@0.16.0 >/dev/null \
+        || echo "setup: could not install codex-acp; its tests will be skipped" >&2
+    fi
     if command -v npm >/dev/null 2>&1 \
         && [ ! -x "$codex_dir/node_modules/.bin/mcp-server-filesystem" ]; then
       npm install -s --prefix "$codex_dir" @modelcontextprotocol/server-filesystem@2026.8.31 \

@@ -7,9 +7,9 @@ that installs it when it is not. A path that does not lead to a program is not s
 says so and the field keeps what was typed.
 
 Below, any ACP agent is added by command, arguments and environment (run exactly as given; a
-secret value goes to the keyring), or imported from Zed's ``agent_servers``. A program that
-takes them (an ACP agent) has a box that gives it Conch's MCP servers (Settings → Tools), off
-until ticked. Bad input is one sentence under the form; nothing typed is lost.
+secret value goes to the keyring), or imported from Zed's ``agent_servers``. Each program
+has a box that gives it Conch's MCP servers (Settings → Tools), off until ticked; Codex's one
+box covers its three entries. Bad input is one sentence under the form; nothing typed is lost.
 """
 
 from __future__ import annotations

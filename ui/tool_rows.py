@@ -40,6 +40,7 @@ LINE_ARGUMENT_CHARS = 60  # of the arguments, the collapsed line shows this much
 # What a call's line says about how it ended (or that it has not yet).
 STATUS_WORDS: dict[str, str] = {
     "asked": "Waiting for your OK",
+    "starting": "Starting…",  # asked for, with no question open (a program's pending call)
     "running": "Running…",
     "done": "",
     "failed": "Failed",
@@ -59,7 +60,8 @@ class ToolEntry:
     tool: str
     server: str = ""
     arguments: dict[str, Any] = field(default_factory=dict)
-    status: str = "asked"  # "asked", "running", or how it ended (engines.base.ToolStatus)
+    # "asked", "starting", "running", or how it ended (engines.base.ToolStatus)
+    status: str = "asked"
     preview: str = ""
     seconds: float = 0.0
     shortened: bool = False
@@ -68,14 +70,17 @@ class ToolEntry:
 
     @property
     def finished(self) -> bool:
-        return self.status not in ("asked", "running")
+        return self.status not in ("asked", "starting", "running")
 
 
 def entries_from(
     events: Iterable[ToolCall | ToolStarted | ToolResult], asking: object = None
 ) -> list[ToolEntry]:
     """The turn's calls in the order the model asked for them, each in its latest state;
-    ``asking`` (the request on the approval card) names the server of the call it is about."""
+    ``asking`` (the request on the approval card) names the server of the call it is about.
+    A call not started yet waits for the person's OK only while a question is open; without
+    one it is starting (an ACP agent reports a call "pending" before it runs, whether or not
+    a permission question follows)."""
     out: dict[str, ToolEntry] = {}
     for event in events:
         if isinstance(event, ToolCall):
@@ -107,6 +112,10 @@ def entries_from(
             )
     if isinstance(asking, ToolAsk) and asking.call_id in out:
         out[asking.call_id] = replace(out[asking.call_id], server=asking.server)
+    if asking is None:
+        for key, entry in out.items():
+            if entry.status == "asked":
+                out[key] = replace(entry, status="starting")
     return list(out.values())
 
 
@@ -139,7 +148,8 @@ def line_text(entry: ToolEntry) -> str:
     words = STATUS_WORDS.get(entry.status, entry.status)
     if words:
         parts.append(words)
-    if entry.finished and entry.status in ("done", "failed"):
+    if entry.finished and entry.status in ("done", "failed") and entry.seconds > 0:
+        # A row with no measured time (a plan, a change reported only once made) shows none.
         parts.append(took(entry.seconds))
     if entry.shortened:
         parts.append("shortened")
@@ -164,8 +174,8 @@ def details_text(entry: ToolEntry) -> str:
         lines.append(entry.preview)
     elif entry.status == "running":
         lines.append("Running…")
-    elif entry.status == "asked":
-        lines.append("Waiting for your OK")
+    elif entry.status in ("asked", "starting"):
+        lines.append(STATUS_WORDS[entry.status])
     note = shortened_words(entry)
     if note:
         lines.append(note)

@@ -65,6 +65,7 @@ from engines.base import (
     Event,
     ModelInfo,
     NextStep,
+    Note,
     ProblemKind,
     TextDelta,
     ThinkingDelta,
@@ -77,9 +78,17 @@ from engines.local import serve
 from engines.local.gate import in_background
 from engines.local.processes import alive as _alive
 from engines.local.processes import death_signal_hook as death_signal_hook
+from engines.local.slot_states import (
+    BACKGROUND_SLOT,
+    CHAT_SLOT,
+    PREPARE_PATH,
+    SLOTS,
+    STATES_DIR,
+)
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError, closing_stream
-from engines.providers.http import LOCAL_TIMEOUT
+from engines.providers.http import LOCAL_TIMEOUT, root_of
 from engines.providers.openai import ROWS, OpenAIAdapter
+from engines.providers.openai_stream import request_body
 
 log = logging.getLogger("conch.local.bundled")
 
@@ -109,14 +118,18 @@ HOLD_TIMEOUT = 10.0  # seconds a shared runtime may take to answer "may I use yo
 LOCK_SPARE = 30.0  # seconds waited for the lock beyond another Conch's start time
 START_TIMEOUT = 120.0
 STOP_GRACE = 5.0
-# llama.cpp's RAM cache of prompt states (about 23 KB a token for SmolLM2): a few 8K prompts.
-# Its own default is 8 GiB, far more than a 135M model's chat ever needs.
+# llama.cpp's RAM cache of prompt states (about 23 KB a token for SmolLM2): a few 8K prompts,
+# for switching between chats and between kinds of background work. Its own default is 8 GiB,
+# far more than a 135M model's chats ever need.
 CACHE_MIB = 512
 BATCH = 512  # prompt tokens read between two reports of reading progress
 HOLD_AFTER = 2  # crashes in a row after which the runtime waits for the person to ask
 LOG_LINES = 20  # the server's last log lines kept with a crash
 DETAIL_CHARS = 1_500  # of those, what a problem's details carry
 CRASH_WAIT = 1.5  # seconds a broken answer waits for the server's end to be reported
+# Restoring a saved 8K state reads about 190 MB; a slot still answering another request makes
+# it wait for that answer.
+PREPARE_TIMEOUT = 120.0
 REBUILD_COMMAND = "bash scripts/setup.sh local --reinstall-runtime"
 # What the prebuilt runtime's x86-64 code uses (objdump of xllamacpp's library: AVX2, FMA, F16C
 # and BMI2 instructions, nothing of AVX-512); /proc/cpuinfo names each as a flag.
@@ -793,6 +806,11 @@ class BundledRuntime:
         return self.data_dir / SHARED_NAME
 
     @property
+    def states_path(self) -> Path:
+        """Where the chat slot's saved states are kept (engines/local/slot_states.py)."""
+        return self.data_dir / STATES_DIR
+
+    @property
     def exits_path(self) -> Path:
         return self.data_dir / EXITS_NAME
 
@@ -964,16 +982,21 @@ class BundledRuntime:
             threads,
             "--n_threads_batch",
             threads,
-            # One slot: a second request waits its turn instead of sharing two cores (and the
-            # window) with the first; the server gate decides whose turn it is.
+            # Two slots of the whole window: the chat's and background work's, so background
+            # work never replaces the chat's prompt state (engines/local/slot_states.py). The
+            # server gate still lets one request run at a time.
             "--n_parallel",
-            "1",
+            str(SLOTS),
+            # Where the chat's state is saved, so a chat reopened after a restart is not read
+            # again from its first token.
+            "--states",
+            str(self.states_path),
             # The prompt is read 512 tokens at a time either way (llama.cpp's micro-batch); a
             # batch no bigger makes it report its reading progress after each of them.
             "--n_batch",
             str(BATCH),
-            # llama.cpp keeps prompt states in RAM so a background request (a summary written
-            # ahead, learning) does not cost the chat its prefix; see CACHE_MIB.
+            # llama.cpp keeps prompt states in RAM for the chat a slot held before; see
+            # CACHE_MIB.
             "--cache_ram_mib",
             str(CACHE_MIB),
             # The chat template comes from the GGUF (SmolLM2 ships ChatML); no --chat_format.
@@ -1425,8 +1448,17 @@ class BundledAdapter:
         # holds (its default today, said so that a change of default cannot cost a chat its
         # prefix). return_progress: while it reads the prompt it says how far it has got
         # (``Reading`` events), so a long wait before the first word is not a blind one.
-        wanted = {"cache_prompt": True, "return_progress": True}
+        # id_slot: background work has a slot of its own, so the chat's stays the chat's.
+        background = in_background()
+        wanted = {
+            "cache_prompt": True,
+            "return_progress": True,
+            "id_slot": BACKGROUND_SLOT if background else CHAT_SLOT,
+        }
         request = request.model_copy(update={"extra": {**wanted, **request.extra}})
+        if not background:
+            for note in await self._prepare_slot(adapter, request):
+                yield note
         try:
             # Closing this wrapper must close the inner stream (and its HTTP response) at once.
             async with closing_stream(adapter.stream(request)) as events:
@@ -1443,6 +1475,44 @@ class BundledAdapter:
             if crash is None:
                 raise
             raise RuntimeCrashError(crash, partial=exc.partial or began) from exc
+
+    async def _prepare_slot(self, adapter: OpenAIAdapter, request: ChatRequest) -> list[Note]:
+        """Have the runtime put the chat's saved state in its slot when the slot does not
+        hold it (a chat reopened after a restart); a Health note for each state it could not
+        use. A runtime that cannot is simply read from (nothing sent changes)."""
+        body = request_body(WIRE, request, stream=True, max_tokens=request.max_output_tokens)
+        url = root_of(adapter.base_url) + PREPARE_PATH
+        try:
+            response = await self._client.post(url, json=body, timeout=PREPARE_TIMEOUT)
+            said = response.json() if response.status_code == 200 else {}
+        except (httpx.HTTPError, ValueError):
+            return []
+        notes = said.get("notes") if isinstance(said, dict) else None
+        return [
+            Note(topic="other", text=text)
+            for text in (notes if isinstance(notes, list) else [])
+            if isinstance(text, str) and text
+        ]
+
+    async def prompt_tokens(self, request: ChatRequest) -> int | None:
+        """Exactly how many tokens ``request``'s prompt is, as the runtime will read it (its
+        chat template applied, then its tokenizer); None while it is not running or when it
+        could not say. For calibrating the estimate; never starts the runtime."""
+        base = self.runtime.base_url
+        if base is None:
+            return None
+        root = root_of(base)
+        body = request_body(WIRE, request, stream=False, max_tokens=request.max_output_tokens)
+        try:
+            rendered = await self._client.post(f"{root}/apply-template", json=body)
+            prompt = rendered.json().get("prompt") if rendered.status_code == 200 else None
+            if not isinstance(prompt, str):
+                return None
+            counted = await self._client.post(f"{root}/tokenize", json={"content": prompt})
+            tokens = counted.json().get("tokens") if counted.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        return len(tokens) if isinstance(tokens, list) else None
 
     async def count_tokens(self, request: ChatRequest) -> int | None:
         """The request's tokens by the runtime's own tokenizer; None while it is not running

@@ -51,6 +51,13 @@ from typing import Any, NoReturn
 import httpx
 
 from engines.local.processes import alive, die_with
+from engines.local.slot_states import (
+    PREPARE_PATH,
+    SAVE_AFTER,
+    ChatSlot,
+    StateStore,
+    chat_slot_of,
+)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -64,6 +71,7 @@ HOLD_PATH = "/conch/hold"
 RELEASE_PATH = "/conch/release"
 EXITS_KEPT = 50  # lines of the exits file kept when it is trimmed
 EXITS_MAX_BYTES = 16_000
+SAVE_TICK = 1.0  # seconds between two looks at whether the chat's slot is idle enough to save
 
 
 @dataclass(frozen=True)
@@ -220,6 +228,8 @@ async def serve(app: ASGIApp, launch: Launch, launcher: int) -> int:
         watch.holders.add(launch.holder)
     server = Server(uvicorn.Config(watch, host=launch.host, port=launch.port))
 
+    slots = chat_slot(app)
+
     async def watchdog(idle: float) -> None:
         tick = min(1.0, max(0.05, idle / 10))
         while not server.should_exit:
@@ -230,15 +240,30 @@ async def serve(app: ASGIApp, launch: Launch, launcher: int) -> int:
                     f"conch: no request for {idle:g} seconds and nobody holds the server: ending",
                     flush=True,
                 )
+                if slots is not None:
+                    await slots.save()  # the next start finds the chat's state
                 server.should_exit = True
 
-    dog = asyncio.create_task(watchdog(launch.idle_exit)) if launch.idle_exit else None
+    async def saver(keeper: ChatSlot) -> None:
+        while not server.should_exit:
+            await asyncio.sleep(SAVE_TICK)
+            await keeper.save_if_idle()
+
+    tasks = [asyncio.create_task(watchdog(launch.idle_exit))] if launch.idle_exit else []
+    if slots is not None:
+        tasks.append(asyncio.create_task(saver(slots)))
     try:
         await server.serve()
     finally:
-        if dog is not None:
-            dog.cancel()
+        for task in tasks:
+            task.cancel()
     return 0 if server.started else 1
+
+
+def chat_slot(app: object) -> ChatSlot | None:
+    """The chat's slot keeper of llama.cpp's app (none for a stand-in's)."""
+    found = getattr(app, "slots", None)
+    return found if isinstance(found, ChatSlot) else None
 
 
 # --- llama.cpp's server, and the layer that passes requests to it -------------------------------
@@ -255,11 +280,14 @@ class PassThrough:
     answer back as it comes; a client that hangs up closes the request to the server, so
     llama.cpp stops reading or answering it.
 
-    ``keep`` is held for the app's life: the in-process server stops when it is collected."""
+    ``keep`` is held for the app's life: the in-process server stops when it is collected.
+    ``slots`` (when states are kept) answers ``POST /conch/chat-slot`` and hears of every
+    request to the chat's slot."""
 
-    def __init__(self, base: str, keep: object = None) -> None:
+    def __init__(self, base: str, keep: object = None, slots: ChatSlot | None = None) -> None:
         self.base = base.rstrip("/")
         self.keep = keep
+        self.slots = slots
         self._client: httpx.AsyncClient | None = None
 
     def client(self) -> httpx.AsyncClient:
@@ -284,6 +312,34 @@ class PassThrough:
             if not message.get("more_body"):
                 break
         path = bytes(scope.get("raw_path") or str(scope.get("path", "/")).encode())
+        if self.slots is not None and scope.get("method") == "POST":
+            if path.rstrip(b"/") == PREPARE_PATH.encode():
+                await self._prepare(self.slots, bytes(body), send)
+                return
+            digest = chat_slot_of(bytes(body)) if path.endswith(b"/completions") else None
+            if digest is not None:
+                self.slots.started(digest)
+                try:
+                    await self._forward(scope, path, body, receive, send)
+                finally:
+                    self.slots.ended()
+                return
+        await self._forward(scope, path, body, receive, send)
+
+    @staticmethod
+    async def _prepare(slots: ChatSlot, body: bytes, send: Send) -> None:
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            request = None
+        if not isinstance(request, dict):
+            await _answer(send, 400, {"error": {"message": "send a chat request's body"}})
+            return
+        await _answer(send, 200, await slots.prepare(request))
+
+    async def _forward(
+        self, scope: Scope, path: bytes, body: bytearray, receive: Receive, send: Send
+    ) -> None:
         query = bytes(scope.get("query_string", b""))
         url = self.base + path.decode("latin-1") + (f"?{query.decode('latin-1')}" if query else "")
         headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() not in _HOP_HEADERS]
@@ -333,6 +389,8 @@ class PassThrough:
             elif message.get("type") == "lifespan.shutdown":
                 if self._client is not None:
                     await self._client.aclose()
+                if self.slots is not None:
+                    await self.slots.aclose()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -355,6 +413,10 @@ def llama_args(args: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--n_parallel", type=int, default=1)
     parser.add_argument("--n_batch", type=int, default=0)  # 0: llama.cpp's default
     parser.add_argument("--cache_ram_mib", type=int, default=-1)  # -1: llama.cpp's default
+    parser.add_argument("--n_cache_reuse", type=int, default=0)
+    # Where the chat slot's state is saved (engines/local/slot_states.py); none: not kept.
+    parser.add_argument("--states", type=Path, default=None)
+    parser.add_argument("--save_after", type=float, default=SAVE_AFTER)  # idle seconds
     return parser.parse_args(list(args))
 
 
@@ -368,8 +430,10 @@ def llama_app(args: Sequence[str]) -> ASGIApp:
     params.model.path = given.model
     if given.model_alias:
         params.model_alias = {given.model_alias}
-    params.n_ctx = given.n_ctx
+    # --n_ctx is each slot's window: llama.cpp splits its context between the slots.
+    params.n_ctx = given.n_ctx * max(1, given.n_parallel)
     params.n_parallel = given.n_parallel
+    params.kv_unified = False
     if given.n_batch > 0:
         params.n_batch = given.n_batch
     params.cpuparams.n_threads = given.n_threads
@@ -379,13 +443,24 @@ def llama_app(args: Sequence[str]) -> ASGIApp:
     params.hostnames = ["127.0.0.1"]
     params.port = 0  # a free one; only the layer in front talks to it
     params.endpoint_props = True  # the window it was started with
+    params.n_cache_reuse = given.n_cache_reuse
+    if given.states is not None:
+        with contextlib.suppress(OSError):
+            given.states.mkdir(parents=True, exist_ok=True)
+        params.endpoint_slots = True
+        params.slot_save_path = f"{given.states}{os.sep}"  # llama.cpp adds the name to it as is
     params.ui = False
     try:
         server = xllamacpp.Server(params)
     except Exception as exc:  # the library raises whatever llama.cpp said
         print(f"conch: llama.cpp could not load {given.model}: {exc}", flush=True)
         _leave(1)
-    return PassThrough(str(server.listening_address), keep=server)
+    base = str(server.listening_address)
+    slots = None
+    if given.states is not None and given.n_ctx > 0:
+        store = StateStore(given.states, Path(given.model), given.n_ctx)
+        slots = ChatSlot(base, store, save_after=given.save_after)
+    return PassThrough(base, keep=server, slots=slots)
 
 
 # --- signals ------------------------------------------------------------------------------------
@@ -393,10 +468,21 @@ def llama_app(args: Sequence[str]) -> ASGIApp:
 _ENDING_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 
 
+_ON_END: list[Callable[[], None]] = []  # done before a signal ends the process (quickly)
+_ending: list[int] = []
+
+
 def end_on_signals() -> None:
-    """SIGTERM, SIGINT and SIGHUP end this process at once, by that signal (module doc)."""
+    """SIGTERM, SIGINT and SIGHUP end this process at once, by that signal (module doc), after
+    saving the chat slot's state when it is idle (a second or two at most)."""
 
     def end(signum: int, _frame: object) -> None:
+        if _ending:
+            return  # already ending (the group's signal and the launcher's forwarded one)
+        _ending.append(signum)
+        for step in _ON_END:
+            with contextlib.suppress(Exception):
+                step()
         sys.stdout.flush()
         sys.stderr.flush()
         _end_like(signum)
@@ -496,6 +582,9 @@ def main(argv: Sequence[str] | None = None, build: AppBuilder = llama_app) -> in
             return code
     end_on_signals()
     app = build(launch.args)
+    slots = chat_slot(app)
+    if slots is not None:
+        _ON_END.append(slots.save_now)
     end_on_signals()  # again: the library may have set handlers of its own while loading
     _leave(asyncio.run(serve(app, launch, launcher)))
 

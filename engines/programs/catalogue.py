@@ -61,9 +61,9 @@ class Program:
 
     @property
     def takes_tools(self) -> bool:
-        """Whether Conch's MCP servers reach it when the person allows it (an ACP agent gets
-        them in ``session/new``)."""
-        return self.kind == "acp"
+        """Whether Conch's MCP servers reach it when the person allows it: every kind takes
+        them, each in its own form (``engines/programs/mcp.py``)."""
+        return self.kind in ("acp", "claude-code", "codex")
 
 
 PROGRAMS: tuple[Program, ...] = (
@@ -214,7 +214,7 @@ def program_engine(
     ``<data_dir>/programs/work/<chat-id>``; Claude Code's session id is kept beside it.
     ``agents`` are the ones the person added (their secrets read through ``secrets``);
     ``tools``, given only when the person allowed it for this program, reads Conch's MCP
-    servers for an ACP agent's sessions."""
+    servers for the program's sessions (or each Codex run)."""
     found = program(model.id)
     added = next((a for a in agents if a.key == model.id), None)
     if found is None and added is not None:
@@ -242,6 +242,7 @@ def program_engine(
             command=command_for(found, commands),
             oss=found.oss,
             env=env,
+            tools=tools,
         )
     if found.kind == "claude-code":
         try:
@@ -260,6 +261,7 @@ def program_engine(
             approve=approve,
             cli_path=own[0] if own else None,
             env=env,
+            tools=tools,
         )
         return engine
     command = command_for(found, commands)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import re
 import shlex
@@ -24,7 +25,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from claude_agent_sdk import (
     AssistantMessage,
@@ -33,6 +34,7 @@ from claude_agent_sdk import (
     CLIConnectionError,
     CLIJSONDecodeError,
     CLINotFoundError,
+    McpServerConfig,
     PermissionMode,
     PermissionResultAllow,
     PermissionResultDeny,
@@ -74,9 +76,12 @@ from engines.context.session import FoldLoader, HistoryLoader, render_attachment
 from engines.context.tool_loop import preview
 from engines.programs import problems
 from engines.programs.handoff import HANDOFF_CHARS, KEEPS_ITS_OWN, ChatHandoff
+from engines.programs.mcp import ClaudeServers, SharedSource, claude_servers
 from engines.programs.process import IDLE_TIMEOUT, SessionFile, last_words
 from engines.providers.base import default_next_step
 from engines.window import estimate_tokens
+
+log = logging.getLogger(__name__)
 
 PROGRAM = "Claude Code"
 INSTALL = "npm install -g @anthropic-ai/claude-code"
@@ -273,11 +278,13 @@ class ClaudeCodeEngine:
         model: str | None = None,
         cli_path: str | None = None,
         env: Mapping[str, str] | None = None,
+        tools: SharedSource | None = None,
         idle_timeout: float = IDLE_TIMEOUT,
         handoff_chars: int = HANDOFF_CHARS,
     ) -> None:
         self.chat_id = chat_id
         self.session = SessionFile(state_dir, chat_id)
+        self._tools = tools  # Conch's MCP servers, when the person allowed it
         self.cwd = cwd
         self._history = history
         self._latest_fold = latest_fold
@@ -362,13 +369,26 @@ class ClaudeCodeEngine:
         prompt, handed = self._handoff(seq, message)
         return _Run(self._options(), prompt), handed
 
+    def _servers(self) -> ClaudeServers:
+        """Conch's MCP servers, read as each run starts (none unless the person allowed it)."""
+        if self._tools is None:
+            return ClaudeServers()
+        servers, left_out = self._tools()
+        for sentence in left_out:
+            log.info("%s: %s", PROGRAM, sentence)
+        return claude_servers(servers)
+
     def _options(self) -> ClaudeAgentOptions:
         self._stderr.clear()
         self.cwd.mkdir(parents=True, exist_ok=True)
+        tools = self._servers()
         return ClaudeAgentOptions(
             resume=self.session.session_id or None,
             cwd=str(self.cwd),
-            env=self._env,
+            # The servers' secrets only here: the CLI expands the references to them.
+            env={**self._env, **tools.env},
+            # Its forms are TypedDicts; ``claude_servers`` builds them as plain dicts.
+            mcp_servers=cast("dict[str, McpServerConfig]", tools.servers),
             model=self._chosen_model or self._model,
             permission_mode=PERMISSION_MODES[self._mode] if self._mode else None,
             cli_path=self._cli_path,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import re
 import time
@@ -51,7 +52,10 @@ from engines.context.session import FoldLoader, HistoryLoader, render_attachment
 from engines.context.tool_loop import preview
 from engines.programs import problems
 from engines.programs.handoff import HANDOFF_CHARS, ChatHandoff
+from engines.programs.mcp import CodexServers, SharedSource, codex_config
 from engines.programs.process import IDLE_TIMEOUT, SessionFile, keep_stderr, last_words, reap, start
+
+log = logging.getLogger(__name__)
 
 PROGRAM = "Codex"
 INSTALL = "npm install -g @openai/codex"
@@ -84,11 +88,13 @@ class CodexEngine:
         config: Sequence[str] = (),  # extra ``-c key=value`` overrides (a custom provider)
         sandbox: Sandbox = "read-only",
         env: Mapping[str, str] | None = None,
+        tools: SharedSource | None = None,
         idle_timeout: float = IDLE_TIMEOUT,
         handoff_chars: int = HANDOFF_CHARS,
     ) -> None:
         self.chat_id = chat_id
         self.session = SessionFile(state_dir, chat_id)
+        self._tools = tools  # Conch's MCP servers, when the person allowed it
         self.cwd = cwd
         self._history = history
         self._latest_fold = latest_fold
@@ -145,8 +151,21 @@ class CodexEngine:
         handoff, handed = self.handing(seq, message)
         return handoff.text, handed
 
-    def _argv(self, *, resumed: bool) -> list[str]:
-        argv = [*self.command, "exec", "--json", "--skip-git-repo-check", "-s", self._sandbox]
+    def _servers(self) -> CodexServers:
+        """Conch's MCP servers, read as each run starts (none unless the person allowed it)."""
+        if self._tools is None:
+            return CodexServers()
+        servers, left_out = self._tools()
+        given = codex_config(servers)
+        for sentence in (*left_out, *given.left_out):
+            log.info("%s: %s", PROGRAM, sentence)
+        return given
+
+    def _argv(self, *, resumed: bool, servers: CodexServers) -> list[str]:
+        # The servers' overrides go before the subcommand, as Codex's own config does (never
+        # a secret: those are in its environment).
+        argv = [*self.command, *servers.args, "exec", "--json", "--skip-git-repo-check"]
+        argv += ["-s", self._sandbox]
         for item in self._config:
             argv += ["-c", item]
         if self._oss is not None:
@@ -166,13 +185,14 @@ class CodexEngine:
         """One ``codex exec`` process; ``handed``: the handoff it is given (said once Codex
         has started the thread with it)."""
         self._stderr.clear()
-        argv = self._argv(resumed=resumed)
+        servers = self._servers()
+        argv = self._argv(resumed=resumed, servers=servers)
         proc = await start(
             PROGRAM,
             self.command,
             argv[len(self.command) :],
             cwd=self.cwd,
-            env=self._env,
+            env={**self._env, **servers.env},
             install=INSTALL,
             limit=LINE_LIMIT,
             stdin=True,

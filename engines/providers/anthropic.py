@@ -91,39 +91,69 @@ def _user_blocks(message: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def _assistant_content(message: Message) -> list[dict[str, Any]]:
+def _call_text(name: str, arguments: Any) -> dict[str, Any]:
+    """A tool call as words, for a request that offers no tools (the API refuses ``tool_use``
+    blocks then)."""
+    args = json.dumps(arguments, ensure_ascii=False, default=str)
+    return {"type": "text", "text": f"[Called the tool {name} with {args}]"}
+
+
+def _assistant_content(message: Message, *, tools: bool) -> list[dict[str, Any]]:
     if message.raw is not None:
-        # Sent back exactly as received: signatures cover the thinking text.
-        return list(message.raw)
+        # Sent back exactly as received: signatures cover the thinking text. Without tools,
+        # only a call is written as words; the other blocks stay as they were.
+        return [
+            b
+            if tools or b.get("type") != "tool_use"
+            else _call_text(str(b.get("name", "")), b.get("input", {}))
+            for b in message.raw
+        ]
     blocks: list[dict[str, Any]] = []
     if message.text:
         blocks.append({"type": "text", "text": message.text})
     for call in message.tool_calls:
-        blocks.append(
-            {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
-        )
+        if tools:
+            blocks.append(
+                {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+            )
+        else:
+            blocks.append(_call_text(call.name, call.arguments))
     if not blocks:
         # The API refuses an empty assistant turn; keep the turn so the roles still alternate.
         blocks.append({"type": "text", "text": "(no answer)"})
     return blocks
 
 
-def to_anthropic_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
-    """Neutral messages in Anthropic's shape. Tool results ride in a user message."""
+def _result_block(message: Message, *, tools: bool) -> dict[str, Any]:
+    if not tools:
+        # A chat with tool calls (kept from another model or a program, or before the tools
+        # were turned off) asked without tools: the result goes as words, marked as a
+        # tool's, since the API refuses a ``tool_result`` block in a request with no tools.
+        name = message.tool_name or "a tool"
+        how = "failed" if message.tool_failed else "returned"
+        return {"type": "text", "text": f"[The tool {name} {how}:]\n{message.text}"}
+    result: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": message.tool_call_id,
+        "content": message.text,
+    }
+    if message.tool_failed:
+        result["is_error"] = True
+    return result
+
+
+def to_anthropic_messages(
+    messages: tuple[Message, ...], *, tools: bool = True
+) -> list[dict[str, Any]]:
+    """Neutral messages in Anthropic's shape. Tool results ride in a user message; with
+    ``tools`` False (the request offers none) calls and results are sent as words."""
     out: list[dict[str, Any]] = []
     for message in messages:
         if message.role == "assistant":
-            out.append({"role": "assistant", "content": _assistant_content(message)})
+            out.append({"role": "assistant", "content": _assistant_content(message, tools=tools)})
             continue
         if message.role == "tool":
-            result: dict[str, Any] = {
-                "type": "tool_result",
-                "tool_use_id": message.tool_call_id,
-                "content": message.text,
-            }
-            if message.tool_failed:
-                result["is_error"] = True
-            blocks: list[dict[str, Any]] = [result]
+            blocks: list[dict[str, Any]] = [_result_block(message, tools=tools)]
         else:
             if not message.pictures and not (out and out[-1]["role"] == "user"):
                 out.append({"role": "user", "content": message.text})
@@ -285,7 +315,7 @@ class AnthropicAdapter:
         body: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_output_tokens,
-            "messages": to_anthropic_messages(request.messages),
+            "messages": to_anthropic_messages(request.messages, tools=bool(request.tools)),
             "stream": True,
         }
         if request.system:

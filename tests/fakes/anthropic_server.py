@@ -5,7 +5,9 @@ block, write text and call a tool, and reports usage with cache reads and writes
 when set, is enforced with Anthropic's own refusal words: a 400, or with ``in_stream_shape``
 an ``error`` event inside a 200 stream after ``message_start`` ("json": Anthropic's error
 object; "text": the words alone, as a gateway may send them). Faults: "overloaded" (an error
-event mid-stream), "no-stop" (no message_stop), "529", "disconnect".
+event mid-stream), "no-stop" (no message_stop), "529", "disconnect". Like the API, it refuses
+a request whose messages hold ``tool_use`` or ``tool_result`` blocks but that defines no
+``tools`` (a 400 with the API's words).
 """
 
 from __future__ import annotations
@@ -44,6 +46,19 @@ class ClaudeScript:
     cache_read: int = 0
     cache_write: int = 0
     output_tokens: int = 7
+
+
+TOOLS_REQUIRED = "Requests which include `tool_use` or `tool_result` blocks must define tools."
+
+
+def _has_tool_blocks(body: dict[str, Any]) -> bool:
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in content
+        ):
+            return True
+    return False
 
 
 def _estimate(body: dict[str, Any]) -> int:
@@ -141,6 +156,15 @@ class AnthropicServer(LoopbackServer):
             return Reply.json(
                 {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
                 status=529,
+            )
+        if not body.get("tools") and _has_tool_blocks(body):
+            return Reply.json(
+                {
+                    "type": "error",
+                    "error": {"type": "invalid_request_error", "message": TOOLS_REQUIRED},
+                    "request_id": "req_fake",
+                },
+                status=400,
             )
         tokens = _estimate(body)
         if self.window is not None and tokens > self.window:

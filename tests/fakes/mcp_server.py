@@ -17,7 +17,10 @@ process of its own that lingers, and returns its pid); ``whoami`` says what reac
 
 The test talks to the server through files in the control directory, never through time:
 
-- every start appends a line to ``starts`` (so a test can count restarts);
+- every start appends a line to ``starts`` (so a test can count restarts), and a JSON line
+  to ``launches``: its pid, the value of ``FAKE_TOKEN`` it got and the command lines of the
+  processes that started it (Linux), so a test can see a secret arrived and was on no
+  command line on its way;
 - ``slow`` writes ``slow-started``, waits for ``slow-release`` (its text is the result), and
   writes ``slow-cancelled`` when the client cancels the call.
 """
@@ -158,6 +161,23 @@ def build(control: Path, many: int = 0, huge_bytes: int = HUGE_BYTES) -> MCPServ
     return server
 
 
+def ancestors(depth: int = 6) -> list[list[str]]:
+    """The command lines of the processes above this one, nearest first (none off Linux)."""
+    out: list[list[str]] = []
+    pid = os.getppid()
+    for _ in range(depth):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            break
+        out.append([a.decode("utf-8", "replace") for a in cmdline.split(b"\0") if a])
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state
+        if pid <= 1:
+            break
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--control", type=Path, required=True)
@@ -169,6 +189,9 @@ def main() -> None:
     control.mkdir(parents=True, exist_ok=True)
     with (control / "starts").open("a") as f:
         f.write(f"{os.getpid()} {'http' if args.http else 'stdio'}\n")
+    launch = {"pid": os.getpid(), "token": os.environ.get("FAKE_TOKEN"), "parents": ancestors()}
+    with (control / "launches").open("a") as f:
+        f.write(json.dumps(launch) + "\n")
     server = build(control, args.many, args.huge_mb * 1024 * 1024)
     if not args.http:
         server.run("stdio")

@@ -893,7 +893,9 @@ class ResponsesServer(LoopbackServer):
     """``/v1/responses`` as SSE: answers ``You said: <newest person text>`` in two deltas.
 
     A message containing ``[[echo]]`` makes the model run ``echo`` (Codex's ``exec_command``)
-    with words of its own (``CODEX_ECHOED``) first; a request carrying the command's output is
+    with words of its own (``CODEX_ECHOED``) first, and ``[[touch]]`` makes it run ``touch
+    ran.txt`` (which changes a file: Codex asks before it under its ``untrusted`` approval
+    policy); a request carrying the command's output is
     answered in words. Each request reports ``input_tokens`` (the first request of a turn) or
     ``after_tool_input`` (the one after a command) as its usage.
 
@@ -941,14 +943,16 @@ class ResponsesServer(LoopbackServer):
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": tokens + 5,
         }
-        if "[[echo]]" in _response_said(body) and not after_tool:
+        said = _response_said(body)
+        if ("[[echo]]" in said or "[[touch]]" in said) and not after_tool:
+            command = "touch ran.txt" if "[[touch]]" in said else f"echo {CODEX_ECHOED}"
             call = {
                 "id": "fc_fake",
                 "type": "function_call",
                 "status": "completed",
                 "call_id": "call_fake_1",
                 "name": "exec_command",
-                "arguments": json.dumps({"cmd": f"echo {CODEX_ECHOED}"}),
+                "arguments": json.dumps({"cmd": command}),
             }
             started: dict[str, Any] = {
                 "id": rid,

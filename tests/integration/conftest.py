@@ -23,6 +23,7 @@ from app.services import history_messages
 from app.store import ChatStore, StoredMessage
 from bench._common import is_summary_request
 from engines.base import Event, ModelInfo
+from engines.context.prepare import WARM_TOKENS
 from engines.context.protocols import ModelDirectory
 from engines.context.session import ApiSession
 from engines.context.summarise import ModelSummariser
@@ -100,6 +101,12 @@ class Sent:
     request: ChatRequest
     summary: bool  # one of the summariser's requests, not the chat's
 
+    @property
+    def warm(self) -> bool:
+        """Sent in the background only so the server reads a fold's prompt ahead (its answer
+        is ``WARM_TOKENS`` long and never shown): not one of the chat's turns."""
+        return not self.summary and self.request.max_output_tokens == WARM_TOKENS
+
 
 class Recorder:
     """Passes every request to the real adapter, records it, and caps how long replies get.
@@ -144,7 +151,11 @@ class Recorder:
             yield event
 
     def chat_requests(self) -> list[ChatRequest]:
-        return [s.request for s in self.sent if not s.summary]
+        """The requests of the chat's turns (a summary's or a read-ahead's are not)."""
+        return [s.request for s in self.sent if not s.summary and not s.warm]
+
+    def warm_requests(self) -> list[ChatRequest]:
+        return [s.request for s in self.sent if s.warm]
 
     def summary_requests(self) -> list[ChatRequest]:
         return [s.request for s in self.sent if s.summary]

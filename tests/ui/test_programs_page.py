@@ -117,8 +117,12 @@ def test_tools_are_given_only_when_ticked(page: ProgramsPage, settings: Settings
     assert with_tools(settings) == ()
     gemini = page.rows["gemini"]
     assert gemini.tools.isVisible() and not gemini.tools.isChecked()
-    # Claude Code and Codex take them in their own forms, not through this box yet.
-    assert not page.rows["claude"].tools.isVisible()
+    # Claude Code and Codex take them too, in their own forms; Codex's one box is all three
+    # of its entries (on OpenAI, Ollama, LM Studio).
+    assert page.rows["claude"].tools.isVisible()
+    page.rows["codex"].tools.setChecked(True)
+    assert with_tools(settings) == ("codex", "codex-ollama", "codex-lmstudio")
+    page.rows["codex"].tools.setChecked(False)
     gemini.tools.setChecked(True)
     assert with_tools(settings) == ("gemini",)
     page.command_field.setText("agent-cmd")

@@ -96,16 +96,18 @@ def test_endings_are_named_in_words() -> None:
     assert ending_words(-int(signal.SIGUSR1)) == "stopped (SIGUSR1)"
 
 
-async def test_the_runtime_is_started_with_requests_that_wait_their_turn(
+async def test_the_runtime_is_started_with_a_slot_for_the_chat_and_one_for_background_work(
     data_dir: Path, stopped_after: list[BundledRuntime]
 ) -> None:
     runtime = fake_runtime(data_dir)
     stopped_after.append(runtime)
     assert (await runtime.start()).phase == "ready"
     args = starts(data_dir)[0]
-    assert args[args.index("--n_parallel") + 1] == "1"  # one slot: a second request waits
-    # and with a RAM cache of prompt states, so background work does not cost the chat its
-    # prefix, at a size fit for a small model (llama.cpp's own default is 8 GiB)
+    assert args[args.index("--n_parallel") + 1] == "2"  # the chat's slot and background work's
+    # the chat's state is saved in the data folder, so it outlives the runtime
+    assert args[args.index("--states") + 1] == str(data_dir / "local-model-states")
+    # and with a RAM cache of prompt states, for the chat a slot held before, at a size fit
+    # for a small model (llama.cpp's own default is 8 GiB)
     assert args[args.index("--cache_ram_mib") + 1] == str(CACHE_MIB)
 
 

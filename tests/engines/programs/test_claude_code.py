@@ -42,6 +42,13 @@ from engines.programs.claude_code import (
     login_command,
     summary_from,
 )
+from tests.engines.programs.shared_tools import (
+    SECRET,
+    assert_no_secret_on_a_command_line,
+    fake_server,
+    launches,
+    source,
+)
 from tests.fakes.anthropic_server import ECHOED, ClaudeCodeServer
 
 HANG_SECONDS = 120.0  # a hang guard only: the CLI answers the loopback fake in seconds
@@ -524,3 +531,26 @@ async def test_after_compact_the_meter_shows_the_summary_not_the_chat_it_replace
     assert any(isinstance(e, Compacted) for e in events)
     # The session now holds the summary Claude Code wrote, about a few hundred tokens.
     assert 0 < engine.context_usage(MODEL)[0] < 5_000
+
+
+async def test_conchs_servers_reach_claude_code_only_when_allowed_with_no_secret_on_a_command_line(
+    tmp_path: Path, server: ClaudeCodeServer
+) -> None:
+    control = tmp_path / "mcp"
+    for allowed in (False, True):
+        chat = Chat()
+        # What Settings → Programs gives the engine: the servers when ticked, else none.
+        tools = source([fake_server(control)] if allowed else [])
+        (tmp_path / f"run-{allowed}").mkdir()
+        engine = make_engine(tmp_path / f"run-{allowed}", server, chat, tools=tools)
+        events = await run_turn(engine, chat, "Hello")
+        assert isinstance(events[-1], Done), events
+        if not allowed:
+            # Claude Code connects to its servers before its first answer: none was started.
+            assert launches(control) == []
+            continue
+        [launch] = launches(control)
+        assert launch["token"] == SECRET  # the secret reached the server ...
+        assert_no_secret_on_a_command_line(launch)  # ... and no command line showed it
+        cli = launch["parents"][0]  # type: ignore[index]
+        assert "--mcp-config" in cli and "Fake tools" in " ".join(cli)

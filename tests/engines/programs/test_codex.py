@@ -31,6 +31,7 @@ from engines.base import (
     TurnInput,
 )
 from engines.programs.codex import CodexEngine
+from tests.engines.programs.shared_tools import SECRET, fake_server, source
 from tests.fakes.openai_server import CODEX_ECHOED, ResponsesServer
 
 HANG_SECONDS = 120.0  # a hang guard only: the CLI answers the loopback fake in seconds
@@ -279,3 +280,42 @@ async def test_codexs_commands_are_kept_as_tool_rows_and_the_meter_is_the_newest
     used, window = conv.context_usage() or (0, 0)
     assert used == 61_000
     assert window > 0 and window != MODEL.context  # the window Codex reported for its model
+
+
+@needs_codex
+async def test_conchs_servers_reach_codex_only_when_allowed_and_no_secret_is_on_a_command_line(
+    tmp_path: Path, server: ResponsesServer
+) -> None:
+    # Codex 0.169's ``exec`` started no MCP server against this fake (even when its model ran
+    # a command), so what Codex was given is read where it starts: a wrapper writes down its
+    # command line and environment, then runs the real codex. That codex reads these
+    # overrides as its servers is test_mcp_forms' check.
+    control = tmp_path / "mcp"
+    for allowed in (False, True):
+        chat = Chat()
+        where = tmp_path / f"run-{allowed}"
+        where.mkdir()
+        wrapper = where / "codex"
+        wrapper.write_text(
+            "#!/bin/sh\n"
+            f'printf "%s\\n" "$@" > "{where}/argv"\n'
+            f'env > "{where}/environ"\n'
+            f'exec "{CODEX}" "$@"\n',
+            "utf-8",
+        )
+        wrapper.chmod(0o755)
+        # What Settings → Programs gives the engine: the servers when ticked, else none.
+        tools = source([fake_server(control)] if allowed else [])
+        engine = make_engine(where, server, chat, tools=tools, command=(str(wrapper),))
+        events = await run_turn(engine, chat, "Hello")
+        assert isinstance(events[-1], Done), events
+        argv = (where / "argv").read_text("utf-8").splitlines()
+        environ = (where / "environ").read_text("utf-8").splitlines()
+        given = [a for a in argv if a.startswith("mcp_servers.fake.")]
+        if not allowed:
+            assert given == [] and f"FAKE_TOKEN={SECRET}" not in environ
+            continue
+        assert 'mcp_servers.fake.env_vars=["FAKE_TOKEN"]' in given
+        assert any(a.startswith("mcp_servers.fake.command=") for a in given)
+        assert f"FAKE_TOKEN={SECRET}" in environ  # the secret goes in its environment ...
+        assert not any(SECRET in a for a in argv)  # ... never on its command line

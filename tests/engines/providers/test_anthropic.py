@@ -57,6 +57,9 @@ THINKING = ClaudeScript(
 )
 
 
+LOOKUP = {"name": "lookup", "description": "Look it up.", "parameters": {"type": "object"}}
+
+
 async def test_is_a_provider_adapter(loopback_client: httpx.AsyncClient) -> None:
     adapter = AnthropicAdapter(api_key=KEY, client=loopback_client)
     assert isinstance(adapter, ProviderAdapter)
@@ -130,6 +133,7 @@ async def test_thinking_blocks_go_back_byte_for_byte(
         Message(role="assistant", text="The answer is 42.", raw=raw.blocks),
         Message(role="tool", text="found it", tool_call_id="toolu_01", tool_name="lookup"),
         Message(role="user", text="And so?"),
+        tools=(LOOKUP,),  # the tool loop goes on with its tools (the API requires them)
     )
     await collect(adapter, second)
     sent = server.message_requests[-1].json["messages"]
@@ -263,3 +267,60 @@ async def test_a_server_that_is_not_there_is_unreachable() -> None:
         with pytest.raises(ProviderError) as caught:
             await dead.list_models()
         assert caught.value.kind is ProblemKind.UNREACHABLE
+
+
+async def test_tool_calls_in_a_chat_asked_without_tools_go_as_words(
+    anthropic_server: StartServer, loopback_client: httpx.AsyncClient
+) -> None:
+    # A chat whose tool rows came from Claude Code, moved to a model with no tools set up:
+    # the API refuses tool_use and tool_result blocks in a request that defines no tools.
+    server = anthropic_server(script=ClaudeScript(text=["It was created."]))
+    adapter = adapter_for(server, loopback_client)
+    call = ToolCallData(id="conch-log-2", name="Bash", arguments={"command": "touch ran.txt"})
+    events = await collect(
+        adapter,
+        ask(
+            Message(role="user", text="Make the file"),
+            Message(role="assistant", text="Let me run it.", tool_calls=(call,)),
+            Message(role="tool", text="", tool_call_id="conch-log-2", tool_name="Bash"),
+            Message(role="tool", text="No such file", tool_call_id="x", tool_failed=True),
+            Message(role="user", text="Did it work?"),
+        ),
+    )
+    assert isinstance(events[-1], Done), events
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "It was created."
+    sent = server.message_requests[-1].json
+    assert "tools" not in sent
+    assert sent["messages"][1]["content"] == [
+        {"type": "text", "text": "Let me run it."},
+        {"type": "text", "text": '[Called the tool Bash with {"command": "touch ran.txt"}]'},
+    ]
+    assert sent["messages"][2]["content"] == [
+        {"type": "text", "text": "[The tool Bash returned:]\n"},
+        {"type": "text", "text": "[The tool a tool failed:]\nNo such file"},
+        {"type": "text", "text": "Did it work?"},
+    ]
+
+
+async def test_a_kept_answers_tool_use_goes_as_words_when_no_tools_are_offered(
+    anthropic_server: StartServer, loopback_client: httpx.AsyncClient
+) -> None:
+    server = anthropic_server(script=THINKING)
+    adapter = adapter_for(server, loopback_client)
+    [raw] = [e for e in await collect(adapter, ask()) if isinstance(e, AssistantRaw)]
+    server.script = ClaudeScript(text=["Done."])
+    events = await collect(
+        adapter,
+        ask(
+            Message(role="user", text="Hello?"),
+            Message(role="assistant", text="The answer is 42.", raw=raw.blocks),
+            Message(role="tool", text="found it", tool_call_id="toolu_01", tool_name="lookup"),
+            Message(role="user", text="And so?"),
+        ),
+    )
+    assert isinstance(events[-1], Done), events
+    kept = server.message_requests[-1].json["messages"][1]["content"]
+    # The thinking goes back as it came; only the call is written as words.
+    assert [b["type"] for b in kept] == [b["type"] for b in raw.blocks[:-1]] + ["text"]
+    assert kept[:-1] == list(raw.blocks[:-1])
+    assert kept[-1]["text"] == '[Called the tool lookup with {"q": "life", "depth": 3}]'
