@@ -43,7 +43,7 @@ prompt tokens the server evaluated beyond what the control evaluated for that tu
 turn's own new text).
 
     python -m bench.ttft [--turns N] [--windows 2048,4096] [--policies conch,...]
-                         [--control-window N] [--server-cache] [--fake]
+                         [--control-window N] [--fake]
 
 ``--fake`` runs every policy on ``bench._timed.TimedServer`` instead of the bundled model: a
 stand-in that takes a CPU server's time (prompt tokens read, answer written, its prompt cache)
@@ -864,12 +864,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="comma-separated windows (default 2048,4096)",
     )
     parser.add_argument(
-        "--server-cache",
-        action="store_true",
-        help="an experiment: start the server with llama-cpp-python's prompt cache "
-        "(--cache True), which keeps more than the last prompt's state",
-    )
-    parser.add_argument(
         "--policies",
         default=",".join(POLICIES),
         help=f"comma-separated, any of {', '.join(POLICIES)} (default all)",
@@ -897,7 +891,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.turns < 2 or not windows or min(windows) < 1_024:
         parser.error("--turns must be at least 2 and every window at least 1024")
     try:
-        extra = ("--cache", "True") if args.server_cache else ()
+        extra: tuple[str, ...] = ()
         figures = asyncio.run(
             run(args.turns, windows, extra, policies, args.control_window, args.fake)
         )
