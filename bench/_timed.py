@@ -75,7 +75,7 @@ class TimedServer:
         summary = is_summary_request(request)
         background = in_background()
         kind = "summary" if summary else ("background" if background else "chat")
-        self.sent.append(Sent(kind, request, 0, background))
+        self.sent.append(Sent(kind, request, background))
         prompt = _prompt(request)
         hit = max((_common(prompt, held) for held in self._cache), default=0)
         cached, read = estimate_tokens(prompt[:hit]), estimate_tokens(prompt[hit:])
