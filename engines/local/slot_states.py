@@ -513,10 +513,13 @@ class ChatSlot:
         return _tokens_of(data, action)
 
     def save_now(self, timeout: float = SIGNAL_SAVE_TIMEOUT) -> None:
-        """``save`` without the event loop, for a signal that ends the runtime: skipped while a
-        request uses the slot (llama.cpp would make the save wait for it)."""
+        """``save`` without the event loop, for a signal that ends the runtime. Tried even while
+        a request counts as using the slot: the stop often comes the moment the answer's last
+        bytes reach the client, before this process has counted the request as ended. Should
+        the slot really still be answering, llama.cpp makes the save wait, for ``timeout`` at
+        most."""
         text = self.text
-        if not self._worth_saving() or text is None:
+        if not self.dirty or text is None:
             return
         name = self.store.new_name()
         self.dirty = False
