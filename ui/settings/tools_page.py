@@ -29,7 +29,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QStackedWidget,
-    QVBoxLayout,
     QWidget,
 )
 from shiboken6 import Shiboken
@@ -41,7 +40,7 @@ from engines.tools.servers import ServerState
 from ui._widgets import form_card, hint_label, list_card, page_layout
 from ui.icons import icon
 from ui.plain import PlainLabel, shown_name
-from ui.settings.import_form import heading, pick_json_file, read_import, result_label
+from ui.settings.import_form import heading, import_card, pick_json_file, read_import, result_label
 from ui.theme import set_style_property
 
 log = logging.getLogger("conch.ui.tools")
@@ -308,29 +307,20 @@ class ToolsPage(QWidget):
         return card
 
     def _import_form(self) -> QWidget:
-        card, inner = form_card(QVBoxLayout)
-        inner.setSpacing(8)
-        self.import_field = QPlainTextEdit()
-        self.import_field.setObjectName("ToolImport")
-        self.import_field.setPlaceholderText('{"mcpServers": {"files": {"command": "npx", …}}}')
-        self.import_field.setAccessibleName("Servers' JSON to import")
-        self.import_field.setFixedHeight(96)
-        inner.addWidget(self.import_field)
-        self.import_button = QPushButton("Import")
-        self.import_button.setProperty("variant", "secondary")
+        made = import_card(
+            "ToolImport",
+            '{"mcpServers": {"files": {"command": "npx", …}}}',
+            "Servers' JSON to import",
+        )
+        self.import_field = made.field
+        self.import_button = made.import_button
+        self.file_button = made.file_button
+        self.import_result = made.result
         self.import_button.clicked.connect(
             lambda: self.import_text(self.import_field.toPlainText())
         )
-        self.file_button = QPushButton("Choose a file…")
-        self.file_button.setProperty("variant", "ghost")
         self.file_button.clicked.connect(lambda: self._pick_file(self, self._import_chosen))
-        self.import_result = result_label()
-        row = QHBoxLayout()
-        row.addWidget(self.import_result, 1)
-        row.addWidget(self.file_button)
-        row.addWidget(self.import_button)
-        inner.addLayout(row)
-        return card
+        return made.card
 
     # --- the list ---------------------------------------------------------------------------
 
