@@ -18,10 +18,10 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from engines.base import Message, TextDelta, Usage
+from engines.base import Message, Note, TextDelta, Usage
 from engines.local.bundled import MODEL_ID, BundledRuntime, bundled_adapter, missing
 from engines.local.gate import background, gated
 from engines.providers.base import ChatRequest, ProviderAdapter
@@ -33,10 +33,14 @@ TOPICS = ("garden", "lemons", "bicycle", "invoice", "violin", "chess", "bakery",
 
 @dataclass
 class Measured:
+    """One answer: its text, the prompt tokens the server evaluated and took from the slot
+    (its own usage figures), when its first word came, and any note the runtime added."""
+
     text: str = ""
     read: int = 0
     cached: int = 0
-    first_word_s: float = -1.0
+    first_word_s: float = -1.0  # a figure for the report only
+    notes: list[str] = field(default_factory=list)
 
 
 def chat(tokens: int) -> list[Message]:
@@ -83,8 +87,11 @@ async def measure(adapter: ProviderAdapter, sent: ChatRequest, *, behind: bool =
                     got.first_word_s = round(time.monotonic() - began, 3)
                 got.text += event.text
             elif isinstance(event, Usage):
+                # llama.cpp's usage: every prompt token, and how many came from the cache
                 got.read = event.input_tokens - event.cache_read_tokens
                 got.cached = event.cache_read_tokens
+            elif isinstance(event, Note):
+                got.notes.append(event.text)
 
     if behind:
         with background():

@@ -16,17 +16,17 @@ import asyncio
 import json
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from engines.base import Message, Note, TextDelta, Usage
+from bench.slots import measure
+from engines.base import Message
 from engines.local import serve
 from engines.local.bundled import MODEL_ID, BundledRuntime, bundled_adapter
-from engines.local.gate import background, gated
+from engines.local.gate import gated
 from engines.local.slot_states import STATE_SUFFIX
-from engines.providers.base import ChatRequest, ProviderAdapter
+from engines.providers.base import ChatRequest
 from tests.integration.conftest import LiveChat, Recorder, bundled_model, needs_bundled
 from tests.waits import HANG_SECONDS
 
@@ -71,40 +71,6 @@ def request(messages: list[Message], max_tokens: int = 8) -> ChatRequest:
     )
 
 
-@dataclass
-class Answer:
-    text: str = ""
-    read: int = 0  # prompt tokens the server evaluated
-    cached: int = 0  # prompt tokens it took from what the slot held
-    first_word_s: float = -1.0  # a figure for the report only
-    notes: list[str] = field(default_factory=list)
-
-
-async def answer(adapter: ProviderAdapter, sent: ChatRequest, *, behind: bool = False) -> Answer:
-    got = Answer()
-    began = time.monotonic()
-
-    async def read() -> None:
-        async for event in adapter.stream(sent):
-            if isinstance(event, TextDelta):
-                if got.first_word_s < 0:
-                    got.first_word_s = round(time.monotonic() - began, 3)
-                got.text += event.text
-            elif isinstance(event, Usage):
-                # llama.cpp's usage: every prompt token, and how many of them came from the cache
-                got.read = event.input_tokens - event.cache_read_tokens
-                got.cached = event.cache_read_tokens
-            elif isinstance(event, Note):
-                got.notes.append(event.text)
-
-    if behind:
-        with background():
-            await read()
-    else:
-        await read()
-    return got
-
-
 def follow_up(messages: list[Message], said: str, text: str) -> list[Message]:
     return [*messages, Message(role="assistant", text=said), Message(role="user", text=text)]
 
@@ -116,16 +82,16 @@ async def test_background_work_between_two_turns_leaves_the_chat_its_prompt(
     adapter = gated(bundled_adapter(runtime))
     try:
         chat = [*chat_so_far(), Message(role="user", text="What is first on my list?")]
-        first = await answer(adapter, request(chat))
+        first = await measure(adapter, request(chat))
         assert first.read > 300  # the whole chat, read once
 
         # A summary written ahead: a prompt of its own, longer than the chat's new message.
         piece = "\n".join(m.text for m in chat_so_far())
         summary = request([Message(role="user", text=f"Summarise this chat:\n{piece}")], 16)
-        work = await answer(adapter, summary, behind=True)
+        work = await measure(adapter, summary, behind=True)
         assert work.read > 200
 
-        second = await answer(adapter, request(follow_up(chat, first.text, "And then?")))
+        second = await measure(adapter, request(follow_up(chat, first.text, "And then?")))
         assert second.read <= NEW_MESSAGE_ROOM, second
         assert second.cached >= first.read  # the chat's prompt, as the first turn left it
     finally:
@@ -152,9 +118,9 @@ async def test_a_chats_state_outlives_the_runtime_and_gives_the_same_answer(
     adapter = gated(bundled_adapter(runtime))
     try:
         assert (await runtime.start()).phase == "ready"
-        cold = await answer(adapter, request(chat))
+        cold = await measure(adapter, request(chat))
         turn = request(follow_up(chat, cold.text, "Which day was the violin?"))
-        warm = await answer(adapter, turn)
+        warm = await measure(adapter, turn)
         assert warm.read <= NEW_MESSAGE_ROOM
     finally:
         await adapter.aclose()
@@ -166,8 +132,8 @@ async def test_a_chats_state_outlives_the_runtime_and_gives_the_same_answer(
     adapter = gated(bundled_adapter(again))
     try:
         assert (await again.start()).phase == "ready"  # as the window starts it, before a turn
-        reopened = await answer(adapter, turn)
-        later = await answer(adapter, request(follow_up(list(turn.messages), reopened.text, "OK")))
+        reopened = await measure(adapter, turn)
+        later = await measure(adapter, request(follow_up(list(turn.messages), reopened.text, "OK")))
     finally:
         await adapter.aclose()
         await again.stop()
@@ -231,7 +197,7 @@ async def test_a_chat_left_idle_is_saved_while_the_runtime_runs(data_dir: Path) 
     adapter = gated(bundled_adapter(runtime))
     try:
         chat = [*chat_so_far(), Message(role="user", text="What is first on my list?")]
-        first = await answer(adapter, request(chat))
+        first = await measure(adapter, request(chat))
         deadline = time.monotonic() + HANG_SECONDS  # a hang guard only
         while not list(runtime.states_path.glob(f"*{STATE_SUFFIX}")):
             assert time.monotonic() < deadline, "the idle chat was never saved"
@@ -252,7 +218,7 @@ async def test_the_exact_prompt_count_is_what_the_server_reads(data_dir: Path) -
         assert (await runtime.start()).phase == "ready"
         sent = request([*chat_so_far(), Message(role="user", text="What is first on my list?")])
         counted = await adapter.prompt_tokens(sent)  # type: ignore[attr-defined]
-        read = await answer(adapter, sent)
+        read = await measure(adapter, sent)
     finally:
         await adapter.aclose()
         await runtime.stop()
