@@ -2,9 +2,9 @@
 
 The CPU time of this process counts work done, not the time other processes held the cores:
 two CPU-burning processes beside the suite leave it about the same, where they can double the
-wall clock. Tests about speed compare the work on a text with the work on four times that text
-(a linear pass does four times the work, a quadratic one sixteen), or hold a budget of CPU time
-far above what the work needs.
+wall clock. Tests about speed compare the work on a text with the work on eight times that text
+(a linear pass does eight times the work, a quadratic one sixty-four), or hold a budget of CPU
+time far above what the work needs.
 """
 
 from __future__ import annotations
@@ -13,9 +13,12 @@ import math
 import time
 from collections.abc import Callable
 
-# Work on four times the text, divided by work on the text: about 4 when linear, 16 when
-# quadratic. Between the two, with room for the noise of caches and timers.
-LINEAR_GROWTH = 8.0
+# How many times longer the long text is than the short one.
+SCALE = 8
+# Work on eight times the text, divided by work on the text: about 8 when linear, 64 when
+# quadratic. Near the geometric middle, so that the cache misses of a loaded machine (seen to
+# double one measure) can push neither answer across it.
+LINEAR_GROWTH = 24.0
 
 
 def cpu_seconds(call: Callable[[], object], tries: int = 1) -> float:
@@ -29,14 +32,14 @@ def cpu_seconds(call: Callable[[], object], tries: int = 1) -> float:
 
 
 def growth(call: Callable[[str], object], unit: str, size: int, *, head: str = "") -> float:
-    """How many times the work of ``call`` grows when its text is four times as long.
+    """How many times the work of ``call`` grows when its text is ``SCALE`` times as long.
 
     The text is ``head`` and then ``unit`` repeated to about ``size`` characters; the longer
-    one repeats ``unit`` four times as often.
+    one repeats ``unit`` ``SCALE`` times as often.
     """
     count = max(1, size // len(unit))
     short = head + unit * count
-    long = head + unit * (4 * count)
+    long = head + unit * (SCALE * count)
     small = cpu_seconds(lambda: call(short), tries=3)
     large = cpu_seconds(lambda: call(long), tries=3)
     return large / small
