@@ -93,15 +93,17 @@ async def arrived(server: OpenAIStyleServer) -> None:
     assert await asyncio.to_thread(server.summary_arrived.wait, HANG_SECONDS)
 
 
-async def test_a_summary_cut_off_by_closing_the_chat_is_written_when_it_opens_again(
-    server: OpenAIStyleServer, client: httpx.AsyncClient, store: ChatStore, data_dir: Path
-) -> None:
-    adapter = OpenAIAdapter(
-        ROWS["openai"], base_url=server.base_url, api_key="sk-test", client=client
-    )
-    chat = store.create_chat(model_key=MODEL.key)
-    first = open_chat(chat.id, store, data_dir, adapter)
+async def cut_off(
+    server: OpenAIStyleServer,
+    chat_id: str,
+    store: ChatStore,
+    data_dir: Path,
+    adapter: OpenAIAdapter,
+) -> tuple[Compacted, bytes]:
+    """Four turns and a paste that folds; the chat closes while the fold's summary request is
+    held. Returns the fold and that request's body."""
     heard: list[SummaryWritten] = []
+    first = open_chat(chat_id, store, data_dir, adapter)
     first.on_summary = heard.append
     for i in range(4):
         assert any(isinstance(e, Done) for e in [e async for e in first.turn(turn_text(i))])
@@ -110,15 +112,26 @@ async def test_a_summary_cut_off_by_closing_the_chat_is_written_when_it_opens_ag
     assert fold.writing
     # The summary is asked for after the answer, and the chat closes while it is held.
     await arrived(server)
-    asked = summary_requests(server)
-    assert len(asked) == 1
+    (asked,) = summary_requests(server)
     await first.aclose()
     assert not heard
+    server.summary_arrived.clear()
+    return fold, asked.body
+
+
+async def test_a_summary_cut_off_by_closing_the_chat_is_written_when_it_opens_again(
+    server: OpenAIStyleServer, client: httpx.AsyncClient, store: ChatStore, data_dir: Path
+) -> None:
+    adapter = OpenAIAdapter(
+        ROWS["openai"], base_url=server.base_url, api_key="sk-test", client=client
+    )
+    chat = store.create_chat(model_key=MODEL.key)
+    fold, body = await cut_off(server, chat.id, store, data_dir, adapter)
+    heard: list[SummaryWritten] = []
     logged = store.latest_compaction(chat.id)
     assert logged is not None and logged.summary == fold.summary and SUMMARY not in fold.summary
 
     # Opened again: the same summary request is sent again, in the background.
-    server.summary_arrived.clear()
     again = open_chat(chat.id, store, data_dir, adapter)
     written = asyncio.Event()
 
@@ -131,7 +144,7 @@ async def test_a_summary_cut_off_by_closing_the_chat_is_written_when_it_opens_ag
         assert again.resume_summary()
         await arrived(server)
         resent = summary_requests(server)
-        assert len(resent) == 2 and resent[1].body == asked[0].body
+        assert len(resent) == 2 and resent[1].body == body
         assert server.summary_gate is not None
         server.summary_gate.set()
         await asyncio.wait_for(written.wait(), HANG_SECONDS)
@@ -154,5 +167,44 @@ async def test_a_summary_cut_off_by_closing_the_chat_is_written_when_it_opens_ag
         assert str(sent).startswith(SUMMARY_OPEN) and SUMMARY in str(sent)
         assert not [e for e in events if getattr(e, "topic", "") == "transcript-recovered"]
         assert len(summary_requests(server)) == 2
+    finally:
+        await again.aclose()
+
+
+async def test_a_summary_cut_off_is_written_after_the_next_turn_when_the_model_was_not_ready(
+    server: OpenAIStyleServer, client: httpx.AsyncClient, store: ChatStore, data_dir: Path
+) -> None:
+    adapter = OpenAIAdapter(
+        ROWS["openai"], base_url=server.base_url, api_key="sk-test", client=client
+    )
+    chat = store.create_chat(model_key=MODEL.key)
+    fold, body = await cut_off(server, chat.id, store, data_dir, adapter)
+    again = open_chat(chat.id, store, data_dir, adapter)
+    again.switch_model(MODEL.model_copy(update={"ready": False}))
+    written = asyncio.Event()
+    heard: list[SummaryWritten] = []
+
+    def on_summary(event: SummaryWritten) -> None:
+        heard.append(event)
+        written.set()
+
+    again.on_summary = on_summary
+    try:
+        # Nothing is sent while the chat's model is not ready.
+        assert not again.resume_summary()
+        assert len(summary_requests(server)) == 1
+        # Its next turn (the model is ready then) writes it after the answer.
+        again.switch_model(MODEL)
+        events = [e async for e in again.turn("And the beans?")]
+        assert any(isinstance(e, Done) for e in events)
+        await arrived(server)
+        assert [r.body for r in summary_requests(server)] == [body, body]
+        assert server.summary_gate is not None
+        server.summary_gate.set()
+        await asyncio.wait_for(written.wait(), HANG_SECONDS)
+        (done,) = heard
+        assert done.first_kept_seq == fold.first_kept_seq and SUMMARY in done.summary
+        logged = store.latest_compaction(chat.id)
+        assert logged is not None and logged.summary == done.summary
     finally:
         await again.aclose()
