@@ -3,7 +3,8 @@
 The real chain, twice: a Conversation with its chat log, ``ApiSession`` and ``ModelSummariser``
 on a loopback OpenAI-style server that holds every summary request until the test lets it go.
 The chat closes while the summary request is held (as when the app quits); the chat opened
-again sends the same request again, the chat log records the summary, and the next turn sends it.
+again sends the same request again (or, its model not ready then, after its next turn), the chat
+log records the summary, and the next turn sends it.
 """
 
 from __future__ import annotations
