@@ -4,9 +4,8 @@ When there is no usable keyring (a headless Linux box, a locked or missing Secre
 null backend), keys are kept in memory for this run and ``warning`` says so: Settings shows it,
 Health gets it as one note, and the log one INFO line (a headless machine is no fault, so
 nothing on stderr). A key is never written to a file as a fallback, not even inside the data
-dir. ``conch ask`` and ``conch models``
-also read a company's usual environment variable when the keyring has no key for it
-(``EnvironmentKeys``).
+dir. ``conch ask`` and ``conch models`` also read a company's usual environment variable when
+the keyring has no key for it (``EnvironmentKeys``).
 """
 
 from __future__ import annotations
