@@ -504,6 +504,17 @@ class Conversation:
             self._observe(event, model)
             yield event
 
+    def resume_summary(self) -> bool:
+        """Write again, in the background, the summary of a fold that was cut off before it
+        was written (the chat or the app closed first), with the chat's own model and only
+        when it is ready (else the next turn writes it); True when it is being written now
+        (``on_summary`` hears when it is done)."""
+        model = self._model
+        if not isinstance(self.engine, WritesLater) or not model.ready:
+            return False
+        answer = self.store.chat_settings(self.chat_id).max_answer_tokens
+        return self.engine.resume_writing(model, self._system(), answer)
+
     async def aclose(self) -> None:
         """Let learning runs that are under way finish (they are short), then close the engine."""
         if self._learning:

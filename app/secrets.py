@@ -1,10 +1,11 @@
 """API keys: only ever in the system keyring (service "Conch", one entry per provider).
 
 When there is no usable keyring (a headless Linux box, a locked or missing Secret Service, the
-null backend), keys are kept in memory for this run and ``warning`` says so; a key is never
-written to a file as a fallback, not even inside the data dir. ``conch ask`` and ``conch models``
-also read a company's usual environment variable when the keyring has no key for it
-(``EnvironmentKeys``).
+null backend), keys are kept in memory for this run and ``warning`` says so: Settings shows it,
+Health gets it as one note, and the log one INFO line (a headless machine is no fault, so
+nothing on stderr). A key is never written to a file as a fallback, not even inside the data
+dir. ``conch ask`` and ``conch models`` also read a company's usual environment variable when
+the keyring has no key for it (``EnvironmentKeys``).
 """
 
 from __future__ import annotations
@@ -17,10 +18,15 @@ from typing import Protocol, runtime_checkable
 import keyring
 import keyring.errors
 
+from app.health import Notes
 from engines.providers.registry import PROVIDERS
 
 SERVICE = "Conch"
-NO_KEYRING = "No system keyring was found; API keys are kept only until Conch quits."
+NO_KEYRING = (
+    "API keys cannot be saved: no system keyring was found, so a key given here lasts only "
+    "until Conch quits; set up a keyring (GNOME Keyring, KWallet) to keep keys."
+)
+KEYRING_TOPIC = "keyring"  # the Health note's topic
 
 log = logging.getLogger("conch.secrets")
 
@@ -90,10 +96,13 @@ class KeyringSecrets:
 
     The fallback happens when the backend is unusable from the start, or the first time the
     keyring fails an operation (no D-Bus, a keyring that refuses to unlock). A key set during
-    the fallback is kept in memory and tried again in the keyring by ``retry``.
+    the fallback is kept in memory. ``notes`` (Health) is told once when that happens.
     """
 
-    def __init__(self, backend: keyring.backend.KeyringBackend | None = None) -> None:
+    def __init__(
+        self, backend: keyring.backend.KeyringBackend | None = None, notes: Notes | None = None
+    ) -> None:
+        self._notes = notes
         self._backend = backend if backend is not None else keyring.get_keyring()
         self._fallback: SessionSecrets | None = None
         if _unusable(self._backend):
@@ -105,7 +114,7 @@ class KeyringSecrets:
 
     def _fall_back(self, why: str) -> SessionSecrets:
         if self._fallback is None:
-            log.warning("keyring unusable (%s); keeping keys in memory", why)
+            _no_keyring(why, self._notes)
             self._fallback = SessionSecrets(NO_KEYRING)
         return self._fallback
 
@@ -147,12 +156,20 @@ class KeyringSecrets:
         return f"KeyringSecrets({where})"
 
 
-def open_secrets() -> SecretStore:
-    """The secret store for this run: the system keyring, or memory with a warning."""
+def _no_keyring(why: str, notes: Notes | None) -> None:
+    """Say once that keys are kept in memory: the log's INFO line and the Health note."""
+    log.info("no usable system keyring (%s); API keys are kept in memory for this run", why)
+    if notes is not None:
+        notes.add(KEYRING_TOPIC, NO_KEYRING)
+
+
+def open_secrets(notes: Notes | None = None) -> SecretStore:
+    """The secret store for this run: the system keyring, or memory with a warning (and one
+    note in ``notes``, Health)."""
     try:
-        return KeyringSecrets()
+        return KeyringSecrets(notes=notes)
     except Exception as exc:  # keyring could not even pick a backend
-        log.warning("keyring failed to start (%s); keeping keys in memory", type(exc).__name__)
+        _no_keyring(f"it failed to start: {type(exc).__name__}", notes)
         return SessionSecrets(NO_KEYRING)
 
 

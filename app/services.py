@@ -728,7 +728,7 @@ def build_services(
         engines = engines or demo.mock_engine
         ask = demo.mock_ask_model
     else:
-        keys = secrets or open_secrets()
+        keys = secrets or open_secrets(health)  # no keyring: one Health note says so
         setup = build_adapters(settings.settings, keys)
         catalogue = ModelCatalogue(
             setup.adapters, health=health, probed=setup.probed, windows=settings

@@ -512,9 +512,15 @@ SummaryListener = Callable[[SummaryWritten], None]
 @runtime_checkable
 class WritesLater(Protocol):
     """An engine that finishes a fold's summary after the turn that folded (see
-    ``SummaryWritten``); the listener is called on the engine's event loop."""
+    ``SummaryWritten``); the listener is called on the engine's event loop. When that writing
+    was cut off (the chat or the app closed first), ``resume_writing`` writes it again in the
+    background and says whether it does."""
 
     def listen(self, listener: SummaryListener) -> None: ...
+
+    def resume_writing(
+        self, model: ModelInfo, system: str = "", answer_tokens: int | None = None
+    ) -> bool: ...
 
 
 @runtime_checkable

@@ -502,6 +502,8 @@ class MainWindow(QMainWindow):
         bridge.shortened.connect(lambda event, b=bridge: self._shortened(b, event))
         bridge.done.connect(self._turn_done)
         self._bridges[chat_id] = bridge
+        # A summary cut off when the chat or the app closed is written now, not at the next turn.
+        bridge.resume_summary()
         return bridge
 
     def open_chat(self, chat_id: str) -> bool:

@@ -52,8 +52,20 @@ def quit_after_ms(args: argparse.Namespace, environ: dict[str, str] | None = Non
         return None
 
 
+# What Qt said when the connection to the display broke (the X server or the Wayland
+# compositor ended before the window closed); Qt then ends its event loop by itself.
+_display_lost: list[str] = []
+
+
+def display_lost() -> str | None:
+    """Qt's words when the display went away during this run, or None."""
+    return _display_lost[0] if _display_lost else None
+
+
 def route_qt_messages() -> None:
-    """Qt's own warnings go to the "conch.qt" logger instead of straight to stderr."""
+    """Qt's own warnings go to the "conch.qt" logger instead of straight to stderr; a display
+    that went away is kept for the one line ``run_gui`` ends with (Qt says it at every event
+    it still processes)."""
     from PySide6.QtCore import QtMsgType, qInstallMessageHandler
 
     qt_log = logging.getLogger("conch.qt")
@@ -66,6 +78,10 @@ def route_qt_messages() -> None:
     }
 
     def handler(kind: QtMsgType, _context: QMessageLogContext, message: str) -> None:
+        if "connection broke" in message:
+            if not _display_lost:
+                _display_lost.append(message)
+            return
         qt_log.log(levels.get(kind, logging.WARNING), "%s", message)
 
     qInstallMessageHandler(handler)
@@ -244,13 +260,23 @@ def run_gui(args: argparse.Namespace) -> int:
         install_asyncgen_hooks(loop)
         return loop
 
-    with asyncio.Runner(loop_factory=make_loop) as runner:
-        return runner.run(
-            main(
-                app,
-                data_dir,
-                mock=args.mock,
-                quit_after=quit_after_ms(args),
-                data_problem=data_problem,
+    try:
+        with asyncio.Runner(loop_factory=make_loop) as runner:
+            return runner.run(
+                main(
+                    app,
+                    data_dir,
+                    mock=args.mock,
+                    quit_after=quit_after_ms(args),
+                    data_problem=data_problem,
+                )
             )
-        )
+    except RuntimeError:
+        # qasync: Qt's event loop ended before main() did ("Event loop stopped before Future
+        # completed", or main() stepped once more outside the loop). Only a display that went
+        # away does that; anything else is a bug, and keeps its traceback.
+        lost = display_lost()
+        if lost is None:
+            raise
+        log.warning("the display went away before the window closed (Qt: %s); Conch quit", lost)
+        return 1

@@ -4,16 +4,29 @@ A fold inside a turn never waits for a summary: the turn comes first. A summary 
 is used when it covers what is dropped; what no summary covers keeps its facts word for word
 (the fact keeper's list, on the summary before), the answer goes ahead, and the summary of those
 turns is written in the background right after it (``engines.context.ahead``), then sent from
-the next turn on. ``compact`` folds on request and waits for its summary: the person asked.
+the next turn on. Those turns are saved with the transcript until their summary is written, so
+when closing the chat or the app cut the writing off, the chat opened again writes it
+(``resume_writing``), or its next turn does. ``compact`` folds on request and waits for its
+summary: the person asked.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from engines.base import Compacted, Done, Event, Message, ModelInfo, Note, Usage
+from engines.base import (
+    Compacted,
+    Done,
+    Event,
+    Message,
+    ModelInfo,
+    Note,
+    SummaryWritten,
+    Usage,
+)
 from engines.context.ahead import FoldsAhead
 from engines.context.prepare import Prepared
 from engines.context.protocols import SummaryResult
@@ -237,6 +250,53 @@ class Folding(FoldsAhead):
         async for ev in self._fold(self._drop_for(plan.drop), model):
             yield ev
         self._prepare_next_fold(model, window, b)
+
+    def resume_writing(
+        self, model: ModelInfo, system: str = "", answer_tokens: int | None = None
+    ) -> bool:
+        """Write again, in the background, the summary a fold went ahead without when its
+        writing was cut off (the chat or the app closed first): the same turns on the same
+        summary before, so the same request, by the same rules (on this computer it gives way
+        to the person's turn); ``SummaryWritten`` says when it is done. True when it is being
+        written now; False when there is none to write, or it cannot start here (the chat's
+        next turn writes it then)."""
+        self._ensure_loaded()
+        if not self._late or self._closed or self.summariser is None:
+            return False
+        if self.preparing:
+            return True  # after a turn, what comes first is this summary
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        # The session's background task: the person's turn on this computer stops it (and
+        # writes it again after the answer), and closing the chat stops it without waiting.
+        self._prep_task = loop.create_task(
+            self._resume_writing(model, system, answer_tokens),
+            name=f"write-summary-again:{self.chat_id}",
+        )
+        return True
+
+    async def _resume_writing(
+        self, model: ModelInfo, system: str, answer_tokens: int | None
+    ) -> None:
+        async with self._lock:  # never in the middle of a turn
+            await self._catch_up(None)
+            window = self._window(model, estimate_tokens(system), 0)
+            b = self._budget(window, system, (), answer_tokens)
+            if self._closed:
+                return
+            if not self._late or b <= 0:
+                # The chat log no longer has that fold (an edit, another process): nothing
+                # is being written after all.
+                self._tell(
+                    SummaryWritten(
+                        first_kept_seq=self._first_kept_seq(), summary="", model=model.name
+                    )
+                )
+                return
+            self._last_model = model
+        await self._write_late(model, window, None, b)
 
     async def compact(
         self, focus: str = "", *, model: ModelInfo | None = None

@@ -90,7 +90,7 @@ class SessionState:
         self._calibrated: Calibrated | None = None  # the last count of a request (this fold)
         # Folded in a turn that did not wait for their summary: written in the background after
         # the answer, on ``_late_base`` (the summary they extend), and then the chat's summary.
-        # In memory only (after a restart the summary keeps just their facts).
+        # Saved with the transcript, so a session that opens it writes it if it was cut off.
         self._late: list[Message] = []
         self._late_base = ""
         self._listeners: list[SummaryListener] = []  # told when a late summary is written

@@ -161,6 +161,9 @@ class LogSync(SessionState):
             self._hints[key] = tokens
             self._learned_at[key] = learned_at
         self._set_messages(t.messages, t.seqs, t.joined)
+        # A fold's summary whose writing was cut off (the chat or the app closed first): it is
+        # written again, on the same turns and the same summary before (``resume_writing``).
+        self._late, self._late_base = list(t.late), t.late_base
 
     def _set_messages(
         self, messages: Sequence[Message], seqs: Sequence[int], joined: Sequence[int] = ()
@@ -304,6 +307,8 @@ class LogSync(SessionState):
             factor=self._factor,
             windows=windows,
             windows_learned={k: self._learned_at[k] for k in windows if k in self._learned_at},
+            late=list(self._late),
+            late_base=self._late_base if self._late else "",
         )
 
     async def _persist(self) -> Note | None:

@@ -2,8 +2,9 @@
 
 It holds what the model is sent word for word (``messages``), the summary of what was folded,
 each kept turn's position in the chat log (``seqs``, and ``joined`` for person messages that
-went into the unanswered one before them), the chat's estimate ``factor`` and the windows
-refusals named (with when). Older files without the newer fields load with defaults; unknown
+went into the unanswered one before them), the chat's estimate ``factor``, the windows
+refusals named (with when), and the turns a fold dropped whose summary is still to be written
+(``late``, on ``late_base``). Older files without the newer fields load with defaults; unknown
 fields are ignored. A file that cannot be read (corrupt, not UTF-8, a future version) is moved
 aside, never deleted: the chat log still has every message, so the session rebuilds from it.
 
@@ -59,6 +60,10 @@ class TranscriptFile(BaseModel):
     joined: list[int] = Field(default_factory=list)  # seqs joined onto the message before
     windows: dict[str, int] = Field(default_factory=dict)  # "provider/model id" -> tokens
     windows_learned: dict[str, float] = Field(default_factory=dict)  # same keys -> Unix time
+    # Turns a fold dropped whose summary was still to be written when the file was saved, and
+    # the summary it extends: a session that opens the file writes it then.
+    late: list[Message] = Field(default_factory=list)
+    late_base: str = ""
 
     @field_validator("factor", mode="before")
     @classmethod

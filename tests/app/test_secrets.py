@@ -12,9 +12,11 @@ import keyring.errors
 import pytest
 
 from app.cli import main
+from app.logs import LOG_NAME, configure_logging
 from app.providers_config import company_names
 from app.secrets import (
     KEY_ENV_VARS,
+    KEYRING_TOPIC,
     NO_KEYRING,
     SERVICE,
     EnvironmentKeys,
@@ -73,7 +75,6 @@ def test_setting_an_empty_key_removes_it() -> None:
     assert backend.entries == {}
 
 
-@pytest.mark.allow_log("conch.secrets")  # the fallback is logged
 def test_null_keyring_falls_back_to_memory_with_a_warning() -> None:
     # tests/conftest.py makes the null backend the default, as on a headless box.
     secrets = open_secrets()
@@ -83,7 +84,6 @@ def test_null_keyring_falls_back_to_memory_with_a_warning() -> None:
     assert "sk-ant-abc" not in repr(secrets)
 
 
-@pytest.mark.allow_log("conch.secrets")  # the fallback is logged
 def test_fail_keyring_falls_back_too() -> None:
     from keyring.backends import fail
 
@@ -93,7 +93,6 @@ def test_fail_keyring_falls_back_too() -> None:
     assert secrets.get("openai") == "sk-x"
 
 
-@pytest.mark.allow_log("conch.secrets")  # the fallback is logged
 def test_a_keyring_that_breaks_when_used_falls_back_on_first_use() -> None:
     secrets = KeyringSecrets(BrokenKeyring())
     assert secrets.warning == ""
@@ -101,6 +100,31 @@ def test_a_keyring_that_breaks_when_used_falls_back_on_first_use() -> None:
     assert secrets.warning == NO_KEYRING
     secrets.set("openai", "sk-y")
     assert secrets.get("openai") == "sk-y"
+
+
+async def test_no_keyring_is_one_log_line_and_one_health_note_not_a_warning(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The suite's null keyring, as on a headless box; the window's logging, stderr included.
+    undo = configure_logging(data_dir)
+    try:
+        services = build_services(data_dir, mock=False)
+        try:
+            assert services.secrets.warning == NO_KEYRING
+            assert services.secrets.get("openai") is None
+            services.secrets.set("openai", "sk-kept-in-memory")
+            assert services.secrets.get("openai") == "sk-kept-in-memory"
+            notes = services.health.notes(topic=KEYRING_TOPIC)
+            assert [n.text for n in notes] == [NO_KEYRING]
+        finally:
+            await services.aclose()
+        assert NO_KEYRING.startswith("API keys cannot be saved: no system keyring")
+    finally:
+        undo()
+    assert capsys.readouterr().err == ""  # nothing on stderr
+    lines = (data_dir / "logs" / LOG_NAME).read_text(encoding="utf-8").splitlines()
+    said = [line for line in lines if "conch.secrets" in line]
+    assert len(said) == 1 and " INFO conch.secrets: no usable system keyring" in said[0]
 
 
 def test_session_secrets_forget_on_a_new_run() -> None:

@@ -384,6 +384,12 @@ class ConversationBridge(QObject):
             run(), name=f"fold-to-fit:{self.chat_id}"
         )
 
+    def resume_summary(self) -> None:
+        """A fold's summary whose writing was cut off (the chat or the app closed first) is
+        written again now, in the background; the divider says so until it is done."""
+        if not self._closed and self._conversation.resume_summary():
+            self._writing = True
+
     async def wait_folded(self) -> None:
         """Until the fold ``fold_to_fit`` started (if any) is done (tests)."""
         if self._folding is not None:
