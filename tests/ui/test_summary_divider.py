@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel
+from PySide6.QtWidgets import QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.store import Compaction
 from engines.context.facts import FACTS_SHARE, SECTIONS, keep_facts
 from tests.waits import HANG_MS as HANG
-from ui.cards.summary_divider import SummaryDivider
+from ui.cards.summary_divider import WRITING, SummaryDivider
+from ui.theme import ThemeManager
 
 LOG = "\n".join(
     f"2026-05-{1 + n % 28:02d} 06:{n % 60:02d}:41 irrigation INFO zone {1 + n % 4} "
@@ -57,3 +59,34 @@ def test_a_summary_without_a_kept_list_shows_no_caption(qtbot: QtBot) -> None:
     qtbot.mouseClick(line.button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: shown(line.summary), timeout=HANG)
     assert not shown(line.facts) and line.facts.text() == ""
+
+
+def ink(widget: QWidget) -> tuple[int, int]:
+    """(how many rows, the darkest grey) of what ``widget`` paints over its own background."""
+    image = widget.grab().toImage()
+    back = image.pixelColor(0, 0).lightness()
+    rows, darkest = 0, 255
+    for y in range(image.height()):
+        row = [abs(image.pixelColor(x, y).lightness() - back) for x in range(image.width())]
+        if max(row) > 40:
+            rows += 1
+            darkest = min(darkest, 255 - max(row))
+    return rows, darkest
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support")
+def test_the_words_saying_the_summary_is_being_written_are_as_quiet_as_the_line(
+    qtbot: QtBot, theme: ThemeManager
+) -> None:
+    # They were painted in the body text's size and colour, louder than the line they explain.
+    widget = SummaryDivider(Compaction("chat-1", 12, "- Kept.", "Small mock", 0.0), writing=True)
+    qtbot.addWidget(widget)
+    widget.resize(700, 40)
+    widget.show()
+    qtbot.waitExposed(widget, timeout=HANG)
+    label, line = widget.writing_label, widget.button
+    assert label.isVisible() and label.text() == WRITING
+    assert label.fontInfo().pixelSize() == line.fontInfo().pixelSize()
+    words, line_words = ink(label), ink(line)
+    assert words[0] <= line_words[0] + 1  # no taller than the line's own words
+    assert abs(words[1] - line_words[1]) <= 12  # and no stronger
