@@ -154,9 +154,10 @@ async def render_long_states(
     await shot("summary-writing.png", window.grab)
 
     # Folders, a pinned chat and a fork of the demo chat, with its link back.
-    kept = store.messages(demo_chat)
-    if len(kept) > 4:
-        fork = fork_from(store, demo_chat, kept[-4].seq)
+    # Forked at an answer a little before the end: the copy ends on that answer.
+    answers = [m for m in store.messages(demo_chat)[:-2] if m.role == "assistant"]
+    if answers:
+        fork = fork_from(store, demo_chat, answers[-1].seq)
         store.set_folder(demo_chat, FOLDER)
         window.sidebar.refresh()
         window.open_chat(fork.id)

@@ -247,7 +247,9 @@ async def render(out: Path, width: int, height: int) -> list[Path]:
             dialog.hide()
 
             # A message too long even after summarising.
-            window.open_chat(add_too_long_chat(services))
+            too_long = add_too_long_chat(services)
+            window.sidebar.refresh()  # the new chat is listed, as one made in the window is
+            window.open_chat(too_long)
             await settle(app, 0.3)
             window.chat_view.scroll_to_bottom()
             await shot("too-long.png", window.grab)
