@@ -2,6 +2,11 @@
 
     python packaging/screenshots.py [--out DIR] [--width 1200 --height 800]
 
+The committed pictures are then made small with ImageMagick (256 colours keep the text sharp):
+
+    for f in docs/screenshots/*.png; do convert "$f" -strip -colors 256 \
+        -define png:compression-level=9 -define png:compression-filter=5 "$f"; done
+
 Everything runs in a throwaway data dir (the demo long chat that ``conch --mock`` shows), on
 Qt's offscreen platform unless another one is asked for, so it works on a build machine and
 in CI. Each picture is the real window (or dialog) drawn by Qt, nothing staged by hand:
@@ -22,6 +27,14 @@ in CI. Each picture is the real window (or dialog) drawn by Qt, nothing staged b
                           among its buttons
     chat-settings.png     a chat's own settings: model, temperature, answer length, prompt
     trash.png             Settings → Trash with deleted chats to restore
+    first-screen.png      an empty chat: who answers and why, the servers found, one click each
+    summary-parts.png     a fold's divider opened to the summary's four parts, the model's
+                          lines and the ones Conch kept word for word
+    summary-writing.png   the divider of a fold that went ahead: "Summary being written…", and
+                          what the model reads until then
+    sidebar.png           the sidebar with a folder and a pinned chat, a forked chat open with
+                          its link back ("Forked from …")
+    reading.png           an answer's placeholder while the model reads: "Reading the chat… 35%"
     palette.png           the command palette (Ctrl+K) with "summ" typed
     settings.png          Settings → Providers
     memories.png          Settings → Memories
@@ -234,7 +247,9 @@ async def render(out: Path, width: int, height: int) -> list[Path]:
             dialog.hide()
 
             # A message too long even after summarising.
-            window.open_chat(add_too_long_chat(services))
+            too_long = add_too_long_chat(services)
+            window.sidebar.refresh()  # the new chat is listed, as one made in the window is
+            window.open_chat(too_long)
             await settle(app, 0.3)
             window.chat_view.scroll_to_bottom()
             await shot("too-long.png", window.grab)
@@ -261,6 +276,13 @@ async def render(out: Path, width: int, height: int) -> list[Path]:
             demo = services.store.get_chat(demo_chat)
             key = demo.model_key if demo is not None else ""
             await render_chat_states(window, services, lambda s: settle(app, s), shot, key)
+
+            # The first screen, folders and pins, a fork, the summary's parts, reading.
+            from screenshot_long import render_long_states
+
+            await render_long_states(
+                window, services, lambda s: settle(app, s), shot, key, demo_chat
+            )
 
             # Dark theme, chosen the way a person does: Settings → Appearance → Dark.
             window.show_settings("appearance")

@@ -318,6 +318,7 @@ class MainWindow(QMainWindow):
         self.chat_view.status.connect(self.show_status)
         # After Continue, Regenerate or an edit, the person types the next message at once.
         self.chat_view.answering.connect(lambda: self.composer.edit.setFocus())
+        self.chat_view.typed.connect(self._type_in_box)
         # A card's button or the undo bar hides (or is rebuilt) once pressed; Qt would pass the
         # focus on to the next control in the chain ("New chat", where Space starts a chat).
         self.chat_view.undo_bar.undo_clicked.connect(lambda _stamp: self.focus_box())
@@ -363,6 +364,13 @@ class MainWindow(QMainWindow):
     def focus_box(self) -> None:
         """Give the keyboard to the message box (after a control that had it went away)."""
         self.composer.edit.setFocus(Qt.FocusReason.OtherFocusReason)
+
+    def _type_in_box(self, text: str) -> None:
+        """Words typed while the messages had the keyboard: on into the message box."""
+        if not text.isprintable() or not self.composer.edit.isEnabled():
+            return
+        self.focus_box()
+        self.composer.edit.insertPlainText(text)
 
     # --- start and stop -------------------------------------------------------------------
 

@@ -109,6 +109,34 @@ def test_the_too_long_card_paints_the_reload_offer_with_its_memory(
     assert "out of memory" in card.reload_note.text()
 
 
+def test_the_reload_offer_beside_another_step_is_not_cut_off_in_a_chats_column(
+    qtbot: QtBot, theme: ThemeManager
+) -> None:
+    # Beside "Switch to …" and Details, the reload's words were squeezed and cut at both ends
+    # ("ad Mock model (8K) with a 16K win") in a chat's 640-pixel column.
+    bigger = ModelInfo(provider="openai", id="gpt-big", label="GPT Big (128K)", context=131_072)
+    step = NextStep(kind="switch-model", label="Switch to GPT Big (128K)", model=bigger)
+    problem = TurnProblem.of(ProblemKind.TOO_LONG, "the maximum is 2048 tokens", step)
+    llama = ModelInfo(provider="ollama", id="llama3.1:8b-instruct", context=2_048, local=True)
+    host = QWidget()
+    qtbot.addWidget(host)
+    host.resize(700, 400)
+    card = ProblemCard(problem, "Hi", host)
+    card.offer_reload(ReloadOffer(llama, 16_384, int(6.5 * GB), 16 * GB))
+    host.show()
+    qtbot.waitExposed(host, timeout=HANG_MS)
+    # As the chat view places a row's widget: the column's width, whatever the card asks for.
+    card.setGeometry(0, 0, 640, card.heightForWidth(640))
+    layout = card.layout()
+    assert layout is not None
+    layout.activate()
+    buttons = [card.reload_button, card.button, card.details_button]
+    for button in buttons:
+        assert button is not None and button.isVisibleTo(card)
+        assert button.width() >= button.sizeHint().width(), button.text()
+        assert button.geometry().right() < card.width(), button.text()
+
+
 def test_only_a_too_long_card_takes_a_reload_offer(qtbot: QtBot) -> None:
     card = ProblemCard(TurnProblem.of(ProblemKind.UNREACHABLE, "refused"))
     qtbot.addWidget(card)

@@ -12,7 +12,9 @@ from pytestqt.qtbot import QtBot
 
 from app.memories import Memory, MemoryBook
 from app.settings import SettingsStore
+from tests.waits import HANG_MS
 from ui.settings.memories_page import MemoriesPage, MemoryRow
+from ui.theme import ThemeManager
 
 # The offscreen platform says at WARNING that it cannot do some window things; nothing to fix.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
@@ -269,3 +271,19 @@ def test_keep_and_discard_leave_the_list_where_it_was(
     assert changed is not None
     assert changed.status == ("kept" if action == "keep" else "discarded")
     assert bar.value() == before
+
+
+def test_a_waiting_memorys_source_and_date_keep_to_one_line_beside_its_buttons(
+    qtbot: QtBot, theme: ThemeManager, page: MemoriesPage, memories: dict[str, Memory]
+) -> None:
+    # At the width Settings gives the page, "From “Trip to Lisbon” · today 05:03" was squeezed
+    # into three lines of a word or two between the status and Use everywhere, Discard, Keep.
+    page.resize(600, 600)
+    qtbot.waitExposed(page, timeout=HANG_MS)
+    waiting = _row(page, memories["waiting"])
+    qtbot.waitUntil(lambda: waiting.meta.width() > 0, timeout=HANG_MS)
+    meta = waiting.meta
+    assert meta.height() < 2 * meta.fontMetrics().lineSpacing()
+    assert meta.width() >= meta.fontMetrics().horizontalAdvance(meta.text())
+    for button in (waiting.everywhere, waiting.discard_button, waiting.keep_button):
+        assert button.width() >= button.sizeHint().width(), button.text()

@@ -140,7 +140,12 @@ class ProblemCard(QFrame):
         self.reload_button.setProperty("variant", "primary")
         self.reload_button.setVisible(False)
         self.reload_button.clicked.connect(self._reload_pressed)
-        buttons.insertWidget(0, self.reload_button)
+        # On a row of its own: beside the other steps its long words ("Reload <model> with a
+        # 16K window") were cut off in a chat's column.
+        reload_row = QHBoxLayout()
+        reload_row.setContentsMargins(0, 0, 0, 0)
+        reload_row.addWidget(self.reload_button)
+        reload_row.addStretch(1)
         self.reload_note = PlainLabel(self)
         self.reload_note.setObjectName("ReloadNote")
         self.reload_note.setWordWrap(True)
@@ -170,6 +175,7 @@ class ProblemCard(QFrame):
         layout.setContentsMargins(14, 10, 14, 10)
         layout.setSpacing(6)
         layout.addWidget(self.sentence)
+        layout.addLayout(reload_row)
         layout.addLayout(buttons)
         layout.addWidget(self.reload_note)
         layout.addWidget(self.reload_progress)

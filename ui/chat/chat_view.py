@@ -190,12 +190,15 @@ class ChatView(QListView):
         answering(): an action started an answer (Continue, Regenerate, an edit sent again);
             the window gives the composer back its focus.
         fork_requested(int): "Fork from here" on the message at that seq.
+        typed(str): words typed while the messages had the focus; the window puts them in
+            the message box.
     """
 
     step_requested = Signal(object, int)
     status = Signal(str)
     answering = Signal()
     fork_requested = Signal(int)
+    typed = Signal(str)
 
     def __init__(
         self,
@@ -601,6 +604,11 @@ class ChatView(QListView):
     def hovered(self, index: QModelIndex | QPersistentModelIndex) -> bool:
         """Whether the pointer is over row ``index`` (the delegate shows its buttons)."""
         return self._hovered.isValid() and index.row() == self._hovered.row()
+
+    def keyboardSearch(self, search: str) -> None:
+        # A list jumps to the row starting with the typed letter: the chat moved away from
+        # where the person was reading and the words were lost. They go to the message box.
+        self.typed.emit(search)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         index = self.currentIndex()

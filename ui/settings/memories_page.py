@@ -193,15 +193,25 @@ class MemoryRow(QFrame):
         bottom.setSpacing(8)
         bottom.addWidget(self.status, 0, Qt.AlignmentFlag.AlignVCenter)
         bottom.addWidget(self.meta, 1)
-        bottom.addWidget(self.everywhere)
+        # A memory with Keep (and Discard) has its buttons on a line of their own: beside them
+        # the source and date were squeezed into three lines of a word or two.
+        actions = bottom
+        if waiting or aside:
+            actions = QHBoxLayout()
+            actions.setContentsMargins(0, 0, 0, 0)
+            actions.setSpacing(8)
+            actions.addStretch(1)
+        actions.addWidget(self.everywhere)
         for button in (self.discard_button, self.keep_button, self.cancel_button, self.save_button):
-            bottom.addWidget(button)
+            actions.addWidget(button)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(16, 12, 8, 12)
         layout.setSpacing(8)
         layout.addLayout(top)
         layout.addLayout(bottom)
+        if actions is not bottom:
+            layout.addLayout(actions)
 
         mid = memory.id
         self.keep_button.clicked.connect(lambda: self.keep_requested.emit(mid))
