@@ -23,7 +23,6 @@ from pydantic import ValidationError
 from app.export import FORMAT
 from app.store import ChatStore, StoreError
 from app.trash import empty_trash
-from app.trust import untrusted_message
 from engines.base import Attachment, Picture
 
 MAX_BYTES = 200 * 1024 * 1024  # larger files are refused before they are read
@@ -692,7 +691,9 @@ def _write(store: ChatStore, chat_id: str, chat: ImportedChat) -> None:
                 partial=m.partial if shown else False,
                 model_key=v.model_key,
                 version_of=root,
-                untrusted=untrusted_message(m.role, v.text, imported=True),
+                # Marked on the message too, so it stays known wherever the words go (a fork,
+                # the turns typed here after it).
+                imported=True,
             )
             if root is None:
                 root = stored.seq

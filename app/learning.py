@@ -5,7 +5,8 @@ Rules, each enforced here whoever asks:
 - only the person's own words are read (never the answers, attachments or tool results, nor
   a message that counts as pasted: a page, a log, a document, a long text; see app.trust);
 - never a routine's run, never a chat with other people in it;
-- a chat that read something untrusted (app.trust decides, the chat log keeps the mark), or
+- a chat that read something untrusted (app.trust decides, the chat log keeps the mark),
+  words imported from another app's export (each such message keeps its own mark), or
   "Remember things automatically" off: the new memories wait for the person's OK; a memory
   that gives the assistant orders always waits (app.memories);
 - only the chat's own model reads the chat (a local chat never goes to a cloud model): when
@@ -570,7 +571,10 @@ class QuietLearning:
                 self._set_waiting(chat_id, True)
                 return None
 
-            waiting = pasted or chat.untrusted or not self._remember_automatically()
+            # Words brought in from another app's export are the person's, but not typed here:
+            # what is learned from them waits, whatever mark their chat has.
+            imported = any(m.imported for m in person)
+            waiting = pasted or imported or chat.untrusted or not self._remember_automatically()
             prompt = self._learn_prompt()
             found: list[str] = []
             kept_as_said: list[str] = []  # from the extractive pass: these always wait

@@ -126,6 +126,13 @@ ALTER TABLE chats ADD COLUMN forked_from TEXT;
 ALTER TABLE chat_settings ADD COLUMN program_mode TEXT;
 ALTER TABLE chat_settings ADD COLUMN program_model TEXT;
 """,
+    # Step 9: a message that came from another app's export (app/importers.py), marked on the
+    # message itself: its words were not typed here, whatever chat it ends up in (a fork
+    # keeps the mark). Rows from before this step read as typed here; an imported chat of
+    # theirs keeps its chat's untrusted mark, so what is learned from it still waits.
+    """
+ALTER TABLE messages ADD COLUMN imported INTEGER NOT NULL DEFAULT 0;
+""",
 )
 
 FOLDER_NAME_MAX = 80  # characters of a folder's name (the sidebar elides what it cannot show)
@@ -267,6 +274,7 @@ class StoredMessage:
     model_key: str = ""
     created: float = 0.0
     version_of: int | None = None  # a regenerated answer: the seq of its first version
+    imported: bool = False  # from another app's export, not typed in this one
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,7 +304,7 @@ _CHAT_COLS = (
 )
 _MSG_COLS = (
     "chat_id, seq, role, text, thinking, pictures, attachments, partial, problem, "
-    "model_key, created, version_of"
+    "model_key, created, version_of, imported"
 )
 
 
@@ -365,6 +373,7 @@ def _message(row: Sequence[Any]) -> StoredMessage:
         model_key=row[9],
         created=row[10],
         version_of=row[11],
+        imported=bool(row[12]),
     )
 
 
@@ -640,13 +649,18 @@ class ChatStore:
         model_key: str = "",
         version_of: int | None = None,
         untrusted: bool | None = None,
+        imported: bool = False,
     ) -> StoredMessage:
         """Add a message at the end of the chat. ``untrusted``: whether it makes the chat
         untrusted, as ``app.trust.untrusted_message`` decided with what the caller knows (a
         paste, a tool's origin); None lets it decide from the message alone. The mark is
-        recorded with the message, so a chat is never left holding one without the other."""
+        recorded with the message, so a chat is never left holding one without the other.
+        ``imported``: the message came from another app's export (the message keeps the
+        mark)."""
         if untrusted is None:
-            untrusted = untrusted_message(role, text, attachments=bool(attachments))
+            untrusted = untrusted_message(
+                role, text, attachments=bool(attachments), imported=imported
+            )
         now = time.time()
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
@@ -656,7 +670,7 @@ class ChatStore:
                     (chat_id,),
                 ).fetchone()
                 self._db.execute(
-                    f"INSERT INTO messages ({_MSG_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    f"INSERT INTO messages ({_MSG_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         chat_id,
                         seq,
@@ -670,6 +684,7 @@ class ChatStore:
                         model_key,
                         now,
                         version_of,
+                        int(imported),
                     ),
                 )
                 self._db.execute("UPDATE chats SET updated = ? WHERE id = ?", (now, chat_id))
@@ -695,6 +710,7 @@ class ChatStore:
             model_key=model_key,
             created=now,
             version_of=version_of,
+            imported=imported,
         )
 
     _UNSET: Any = object()

@@ -44,7 +44,8 @@ it three ways (the fact's own sentence; all 24 sentences framed as an earlier su
 "Kept word for word" list of the 24 facts) and prints the share answered each way. It tells the
 model's limit apart from what Conch sends: SmolLM2-135M answered 11/24, 12/24 and 2/24 at a
 4,096 window (a bare name does not say who the person is), which is why the fact keeper keeps
-sentences.
+sentences. With ``--person`` it asks about the person's own facts (``PERSON_PLANTED``) instead:
+the control ``--person``'s "answered" is held to.
 
 Prints a table, then one JSON object on its last line: folds, the share reachable, the share
 "drop the oldest" keeps, the shares answered, the seconds spent summarising per fold (mean
@@ -897,17 +898,17 @@ async def run(options: Options) -> dict[str, object]:
     )
 
 
-async def control(window: int) -> dict[str, object]:
-    """The bundled model's answers with each fact in front of it (see ``--control``)."""
+async def control(window: int, facts: Sequence[Fact] = FACTS) -> dict[str, object]:
+    """The bundled model's answers with each of ``facts`` in front of it (see ``--control``)."""
     system = read_prompt("system_lean.txt" if window <= LEAN_WINDOW else "system.txt")
-    sentences = " ".join(f.sentence for f in FACTS)
-    listing = "Kept word for word:\n" + "\n".join(f"- {f.key}" for f in FACTS)
+    sentences = " ".join(f.sentence for f in facts)
+    listing = "Kept word for word:\n" + "\n".join(f"- {f.key}" for f in facts)
     ways: dict[str, list[str]] = {"own_sentence": [], "all_sentences": [], "bare_list": []}
     model = ModelInfo(provider="local", id=bundled.MODEL_ID, label="", context=window)
     async with running(window) as runtime:
         adapter = bundled.bundled_adapter(runtime)
         try:
-            for fact in FACTS:
+            for fact in facts:
                 before = {
                     "own_sentence": fact.sentence,
                     "all_sentences": SUMMARY_OPEN + sentences + SUMMARY_CLOSE,
@@ -923,7 +924,8 @@ async def control(window: int) -> dict[str, object]:
         "bench": "recall",
         "mode": "control",
         "model": f"bundled {bundled.MODEL_ID}",
-        "planted": len(FACTS),
+        "facts": "person" if facts is PERSON_FACTS else "chat",
+        "planted": len(facts),
         "answered": {way: len(keys) for way, keys in ways.items()},
         "answered_keys": ways,
     }
@@ -996,12 +998,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--control",
         action="store_true",
-        help="no chat: ask the bundled model each question with the fact in front of it",
+        help="no chat: ask the bundled model each question with the fact in front of it "
+        "(with --person, the person's own facts)",
     )
     args = parser.parse_args(argv)
     if args.control:
         try:
-            result = asyncio.run(control(args.window))
+            result = asyncio.run(control(args.window, PERSON_FACTS if args.person else FACTS))
         except UnavailableError as exc:
             print(json.dumps({"bench": "recall", "error": str(exc)}, ensure_ascii=False))
             raise SystemExit(2) from None
