@@ -40,13 +40,14 @@ KEEP_BYTES = 4 * 1024 * 1024
 # --- the estimate ------------------------------------------------------------------------------
 
 # Text is counted the way byte-pair tokenizers split it before merging: four letters in a row a
-# token, a little more for each word (a short word is a token of its own), each digit a token
-# (Llama, SmolLM2, Gemma and Qwen never merge digits, or group at most three), a space before a
-# digit one more, a run of punctuation a token or two, a line break and the indentation after
-# it less than one, and any non-ASCII character one. Weights are in tenths of a token, fitted on
-# English, code, JSON and number tables against SmolLM2's and Gemma 3's tokenizers (``python -m
-# bench.estimate``); what is left over (a script or a code base unlike these) the chat's factor
-# corrects from real counts. A long run of letters is still four characters a token.
+# token, a little more for each word (a short word costs less than its token, a long one more:
+# over prose they even out), each digit a token (Llama, SmolLM2, Gemma and Qwen never merge
+# digits, or group at most three), a space before a digit one more, a run of punctuation a token
+# or two, a line break and the indentation after it less than one, and any non-ASCII character
+# one. Weights are in tenths of a token, fitted on English, code, JSON and number tables against
+# SmolLM2's and Gemma 3's tokenizers (``python -m bench.estimate``); what is left over (a script
+# or a code base unlike these) the chat's factor corrects from real counts. A long run of
+# letters is still four characters a token.
 LETTERS = 10  # per four letters in a row
 WORD = 4  # a word after a space
 NAME = 3  # a word after punctuation (a name in code: ``self.name``, ``(value``)
