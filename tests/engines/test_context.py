@@ -24,7 +24,7 @@ from engines.window import (
     shorten_turn,
     update_factor,
 )
-from tests.cost import cpu_seconds
+from tests.cost import LINEAR_GROWTH, cpu_seconds, growth
 
 # --- estimate ---------------------------------------------------------------------------------
 
@@ -65,10 +65,19 @@ def test_estimate_of_a_five_megabyte_paste_is_quick_and_linear() -> None:
     assert a == 8 * estimate_tokens(ascii_paste[: len(ascii_paste) // 8])
     assert m == 9 * estimate_tokens(mixed_paste[: len(mixed_paste) // 9])
     assert m >= 900_000  # a token for each non-ASCII character
-    # In CPU time, which a busy machine does not inflate: about 0.2 s; a loop in Python over
+    # In CPU time, which a busy machine does not inflate: about 0.16 s; a loop in Python over
     # each character would take seconds.
     work = cpu_seconds(lambda: (estimate_tokens(ascii_paste), estimate_tokens(mixed_paste)))
-    assert work < 1.0
+    assert work < 0.5
+    assert growth(estimate_tokens, "log line 42: all is well\n", 500_000) < LINEAR_GROWTH
+
+
+def test_shortening_a_huge_paste_costs_linear_time() -> None:
+    # A paste of megabytes of numbers is cut for a small model as cheaply, per byte, as a short one.
+    row = "2024-03-15,4711,21.5,87,1013.2\n"
+    assert growth(lambda text: shorten_text(text, 2_000), row, 400_000) < LINEAR_GROWTH
+    out = shorten_text(row * 20_000, 2_000)
+    assert out.startswith(row) and out.endswith(row) and estimate_tokens(out) <= 2_000
 
 
 def _rule(text: str) -> int:
