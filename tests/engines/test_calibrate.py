@@ -3,7 +3,7 @@
 The rule (engines.context.calibrate): count once per fold, and whenever text not yet counted could
 bring the transcript within 10% of the budget. The count feeds the same never-downward factor
 as usage does; on a llama-cpp-python server (which streams no usage) that is what keeps a
-pasted table of numbers from being sent over the window.
+paste the estimate under-counts from being sent over the window.
 """
 
 from __future__ import annotations
@@ -39,8 +39,11 @@ StartServer = Callable[..., OpenAIStyleServer]
 
 WINDOW = 8_192
 B = budget(WINDOW)  # 6,143 tokens of transcript
-# About 18 KB of CSV: 4,500 tokens by the estimate, about four times that by a tokenizer.
-CSV = "\n".join(f"{i:05d},{i * 7919 % 100000:05d},{i % 997:03d}.{i % 89:02d}" for i in range(950))
+# A status board pasted as emoji (410 lines, 18 KB): about 4,400 tokens by the estimate (a token
+# a character), about four times that by a byte-level tokenizer that has not learned them (the
+# fake server's ``byte_tokens``). A table of numbers no longer needs this: the estimate counts
+# its digits.
+BOARD = "\n".join("🟩🟩🟥🟩🟨🟩🟦🟩🟩🟥" for _ in range(410))
 
 
 @pytest.fixture
@@ -88,8 +91,8 @@ def test_the_first_transcript_that_says_something_is_counted_once_per_fold() -> 
 
 def test_a_large_paste_is_counted_before_it_is_sent() -> None:
     counted = Calibrated(fold=0, transcript=300)
-    transcript = 300 + estimate_tokens(CSV)
-    # By the estimate it fits with room to spare; at a token per character it would not.
+    transcript = 300 + estimate_tokens(BOARD)
+    # By the estimate it fits with room to spare; at four times the estimate it would not.
     assert transcript < 0.9 * B
     assert needs_calibration(transcript, B, 1.0, fold=0, last=counted)
 
@@ -137,16 +140,16 @@ async def test_a_count_corrects_the_factor_upward_only(
     openai_server: StartServer, loopback_client: httpx.AsyncClient
 ) -> None:
     server = openai_server("local")
-    server.digit_tokens = True
+    server.byte_tokens = True
     adapter = OpenAIAdapter(ROWS["local"], base_url=server.base_url, client=loopback_client)
 
-    numbers = chat(prose(300), "Noted.", "Here is the export:\n" + CSV)
-    real = await count_request(adapter, numbers)
+    pasted = chat(prose(300), "Noted.", "Here is the board:\n" + BOARD)
+    real = await count_request(adapter, pasted)
     assert real is not None
-    factor = update_factor(1.0, real, sent_estimate(numbers))
+    factor = update_factor(1.0, real, sent_estimate(pasted))
     assert 3.0 < factor <= FACTOR_CAP
     # Estimate x factor now covers what the server counts, within 10%.
-    assert real <= sent_estimate(numbers) * factor <= 1.1 * real
+    assert real <= sent_estimate(pasted) * factor <= 1.1 * real
 
     # A later count of plain prose is lower, and leaves the factor where it was.
     words = chat(prose(3_000))
@@ -162,12 +165,12 @@ async def test_adapters_that_report_usage_are_not_counted(
     adapter = OpenAIAdapter(
         ROWS["openai"], base_url=server.base_url, api_key="sk-test", client=loopback_client
     )
-    assert await count_request(adapter, chat(CSV)) is None
+    assert await count_request(adapter, chat(BOARD)) is None
     assert server.requests == []
     # Ollama reports prompt_eval_count; it is never asked to count.
     ollama = OllamaAdapter(f"http://127.0.0.1:{free_port()}")
     try:
-        assert await count_request(ollama, chat(CSV)) is None
+        assert await count_request(ollama, chat(BOARD)) is None
     finally:
         await ollama.aclose()
 
@@ -180,7 +183,7 @@ class _Broken:
 
 
 async def test_a_failed_count_is_no_count() -> None:
-    assert await count_request(_Broken(), chat(CSV)) is None
+    assert await count_request(_Broken(), chat(BOARD)) is None
 
 
 # --- the issue's chat, end to end on the wire -----------------------------------------------------
@@ -198,13 +201,13 @@ async def fits(adapter: OpenAIAdapter, request: ChatRequest) -> bool:
 
 
 @pytest.mark.parametrize("flavour", ["local", "llamacpp"])
-async def test_a_pasted_csv_is_shortened_to_what_the_server_really_holds(
+async def test_a_pasted_board_is_shortened_to_what_the_server_really_holds(
     openai_server: StartServer, loopback_client: httpx.AsyncClient, flavour: str
 ) -> None:
     server = openai_server(flavour, window=WINDOW)
-    server.digit_tokens = True
+    server.byte_tokens = True
     adapter = OpenAIAdapter(ROWS[flavour], base_url=server.base_url, client=loopback_client)
-    request = chat("Please check this export:\n" + CSV)
+    request = chat("Please check this board:\n" + BOARD)
     transcript = sum(estimate_message(m) for m in request.messages)
 
     # By the estimate alone the paste fits the budget, and the server refuses it.

@@ -31,8 +31,9 @@ from tests.fakes.openai_server import OpenAIStyleServer
 
 CHAT = "chat-counted"
 SYSTEM = "You are Conch, a helpful assistant."
-# About 18 KB of CSV: 4,500 tokens by the estimate, about four times that by a tokenizer.
-CSV = "\n".join(f"{i:05d},{i * 7919 % 100000:05d},{i % 997:03d}.{i % 89:02d}" for i in range(950))
+# A status board pasted as emoji (410 lines, 18 KB): about 4,400 tokens by the estimate, about
+# four times that by a byte-level tokenizer that has not learned them (``byte_tokens``).
+BOARD = "\n".join("🟩🟩🟥🟩🟨🟩🟦🟩🟩🟥" for _ in range(410))
 
 
 def model(window: int) -> ModelInfo:
@@ -78,13 +79,13 @@ def counts(server: OpenAIStyleServer) -> list[Recorded]:
     return server.count_requests
 
 
-async def test_a_pasted_table_of_numbers_is_counted_and_cut_before_it_is_sent(
+async def test_a_paste_the_estimate_undercounts_is_counted_and_cut_before_it_is_sent(
     server: OpenAIStyleServer, client: httpx.AsyncClient, tmp_path: Path
 ) -> None:
     server.window = 8_192
-    server.digit_tokens = True  # a token per digit, as real tokenizers spend
+    server.byte_tokens = True  # a token per byte of an emoji, as a byte-level tokenizer spends
     session = session_for(server, client, tmp_path)
-    events = await run(session, 0, "Please check this export:\n" + CSV, 8_192)
+    events = await run(session, 0, "Please check this board:\n" + BOARD, 8_192)
 
     assert isinstance(events[-1], Done), events[-1]
     # Counted before it was sent, so it was cut to what the server really holds: no refusal,
@@ -95,7 +96,7 @@ async def test_a_pasted_table_of_numbers_is_counted_and_cut_before_it_is_sent(
     assert server.requests.index(counts(server)[0]) < server.requests.index(chat)
     assert server.count(sent_text(chat)) <= 8_192
     assert session.factor > 3.0
-    # Most of the table did not go: the turn says so.
+    # Most of the board did not go: the turn says so.
     (cut,) = [e for e in events if isinstance(e, Shortened)]
     assert cut.seq == 0 and cut.sent_chars < cut.total_chars / 2
     assert cut.text.startswith(f"Conch sent the first and last {cut.sent_chars:,} characters")

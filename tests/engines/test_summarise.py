@@ -35,6 +35,7 @@ from engines.context.facts import (
     FACTS,
     HEADING,
     SECTIONS,
+    compose,
     missing_facts,
     split_kept,
 )
@@ -846,7 +847,9 @@ def test_trimming_keeps_the_newest_lines_and_the_kept_facts_with_one_note() -> N
     assert len(once) <= 1_600 and estimate_tokens(once) <= 400
     assert "item 499." in once and "item 0." not in once
     assert split_kept(once)[1] == ["2026-11-29", "/srv/trips/lisbon.md"]
-    twice = fit(once, 100, 400)
+    # A cap with room for little more than the frame: the four parts, the kept facts, the note.
+    frame = estimate_tokens(compose([[], [], [], []], split_kept(once)[1], "", trimmed=True))
+    twice = fit(once, frame + 15, 400)
     assert twice.count("left out to keep this summary short") == 1
     assert "item 499." in twice and split_kept(twice)[1]
 

@@ -13,8 +13,10 @@ refused inside a 200 stream instead, the way gateways that already sent their st
 
 The local and llamacpp flavours also tokenize on request like their servers
 (``/extras/tokenize/count`` and ``/tokenize``), by the same count the window is enforced with;
-``digit_tokens`` makes that count spend a token per digit, as real tokenizers do, so a table of
-numbers is several times what Conch's estimate says.
+``digit_tokens`` makes that count spend a token per digit, as real tokenizers do;
+``byte_tokens`` a token per byte of a character outside ASCII, as a byte-level tokenizer does
+with emoji or a script it has not learned, so such a paste is several times what Conch's
+estimate says.
 """
 
 from __future__ import annotations
@@ -99,12 +101,18 @@ def estimate(messages: Any) -> int:
     return sum(len(text) for text in _texts(messages)) // 4
 
 
-def count_tokens(text: str, *, digit_tokens: bool = False) -> int:
-    """The fake tokenizer: four characters a token, or with ``digit_tokens`` one per digit."""
+def count_tokens(text: str, *, digit_tokens: bool = False, byte_tokens: bool = False) -> int:
+    """The fake tokenizer: four characters a token; with ``digit_tokens`` one per digit; with
+    ``byte_tokens`` one per UTF-8 byte of a character outside ASCII (a byte-level tokenizer on
+    a script or emoji it has not learned)."""
+    plain, tokens = text, 0
+    if byte_tokens:
+        plain = text.encode("ascii", "ignore").decode("ascii")
+        tokens = len(text.encode("utf-8", "surrogatepass")) - len(plain)
     if not digit_tokens:
-        return len(text) // 4
-    digits = sum(c.isdigit() for c in text)
-    return (len(text) - digits) // 4 + digits
+        return tokens + len(plain) // 4
+    digits = sum(c.isdigit() for c in plain)
+    return tokens + (len(plain) - digits) // 4 + digits
 
 
 def too_long_reply(flavour: str, window: int, tokens: int) -> tuple[int, str]:
@@ -395,6 +403,7 @@ class OpenAIStyleServer(LoopbackServer):
         self.native_list = True  # False: Gemini's native list refuses the key
         self.tokenizer = True  # local and llamacpp answer their tokenizer endpoint
         self.digit_tokens = False  # the fake tokenizer spends a token per digit
+        self.byte_tokens = False  # and a token per byte of a character outside ASCII
         self.tokenizer_fault: str | None = None  # "500" or "no-count" for the next counts
         # LM Studio's load endpoint: held until this is set (a load that takes a while), and
         # counts of loads that made a second instance beside a loaded one.
@@ -455,7 +464,7 @@ class OpenAIStyleServer(LoopbackServer):
         return super().handle(request)
 
     def count(self, text: str) -> int:
-        return count_tokens(text, digit_tokens=self.digit_tokens)
+        return count_tokens(text, digit_tokens=self.digit_tokens, byte_tokens=self.byte_tokens)
 
     def _tokenize(self, request: Recorded) -> Reply:
         if self._unauthorised(request):
@@ -716,7 +725,7 @@ class OpenAIStyleServer(LoopbackServer):
                 status=404,
             )
         tokens = estimate(body.get("messages"))
-        if self.digit_tokens:
+        if self.digit_tokens or self.byte_tokens:
             tokens = self.count("".join(_texts(body.get("messages"))))
         if self.window is not None and tokens > self.window:
             if self.flavour == "local" and streaming:
