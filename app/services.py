@@ -124,7 +124,16 @@ def history_messages(
             text = render_attachments(m.text, m.attachments)
             outside = bool(m.attachments) or looks_pasted(m.text)
             out.append(
-                (m.seq, Message(role="user", text=text, pictures=m.pictures, untrusted=outside))
+                (
+                    m.seq,
+                    Message(
+                        role="user",
+                        text=text,
+                        pictures=m.pictures,
+                        untrusted=outside,
+                        imported=m.imported,
+                    ),
+                )
             )
         elif m.role == "assistant":
             if (m.text or m.thinking) and not m.partial and m.problem is None:

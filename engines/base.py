@@ -81,6 +81,7 @@ class Message(_Data):
     tool_failed: bool = False
     raw: tuple[dict[str, Any], ...] | None = None
     untrusted: bool = False
+    imported: bool = False  # the person's words in another app's export, not typed here
 
 
 class Attachment(_Data):

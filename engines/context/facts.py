@@ -70,6 +70,7 @@ _SELF, _WANT, _OPEN, _SHAPE = 7, 8, 9, 10
 
 # Whose words a fact is in.
 PERSON, CARRIED, ASSISTANT, PASTED, TOOL = "person", "carried", "assistant", "pasted", "tool"
+IMPORTED = "imported"  # the person's words in another app's export: theirs, not typed here
 # Within a tier: decisions and names with files, links, dates and money, then numbers with a
 # unit, then code names and plain numbers.
 _KIND_ORDER = {
@@ -102,6 +103,8 @@ class Fact:
         noisy = self.rank in _NOISY_KINDS
         if self.origin == PERSON:
             return 0
+        if self.origin == IMPORTED:
+            return 1 if not noisy else 2
         if self.origin == CARRIED:
             return 1 if noisy else 0
         if self.origin == ASSISTANT:
@@ -472,10 +475,11 @@ def kept_parts(summary: str, trusted: Collection[str] | None = None) -> tuple[st
 
 # The lines ``summarise.render`` writes: each message starts with who said it.
 _SPEAKER = re.compile(
-    r"(?m)^(?:(Person)( \(pasted\))?|(Assistant)(?: used [^:\n]{1,80})?"
+    r"(?m)^(?:(Person)( \((?:pasted|imported)\))?|(Assistant)(?: used [^:\n]{1,80})?"
     r"|(Tool result)(?: \([^)\n]{0,80}\))?): "
 )
 PASTED_SPEAKER = "Person (pasted): "  # a person message the chat log marks pasted or attached
+IMPORTED_SPEAKER = "Person (imported): "  # a person message from another app's export
 _FENCE = re.compile(r"^\s{0,3}(?:```|~~~)")
 _FRAME_OPEN = re.compile(r"^\s*<attached-file\b")
 _FRAME_CLOSE = re.compile(r"</attached-file>\s*$")
@@ -561,14 +565,20 @@ class _Origins:
         speakers = list(_SPEAKER.finditer(text))
         for k, m in enumerate(speakers):
             end = speakers[k + 1].start() if k + 1 < len(speakers) else len(text)
-            who = (PASTED if m.group(2) else PERSON) if m.group(1) else ASSISTANT
+            tag = m.group(2) or ""
+            who = (
+                (IMPORTED if "imported" in tag else PASTED if tag else PERSON)
+                if m.group(1)
+                else ASSISTANT
+            )
             who = TOOL if m.group(4) else who
             self._mark(m.start(), who)
             if who in (TOOL, PASTED):
                 continue
             long_message = end - m.end() >= _LONG_MESSAGE
             for b_start, b_end, fenced in _blocks(text, m.end(), end):
-                if fenced or (who == PERSON and _pasted_block(text, b_start, b_end, long_message)):
+                typed = who in (PERSON, IMPORTED)
+                if fenced or (typed and _pasted_block(text, b_start, b_end, long_message)):
                     self._mark(b_start, PASTED)
                     self._mark(b_end, who)
         if not speakers and before == PERSON:
@@ -602,7 +612,7 @@ class _Origins:
         return [
             (s, e, o)
             for s, e, o in zip(self.starts, ends, self.origins, strict=True)
-            if o in (PERSON, CARRIED)
+            if o in (PERSON, CARRIED, IMPORTED)
         ]
 
 
@@ -709,6 +719,7 @@ _WHOSE = {
     CARRIED: "from earlier summaries",
     ASSISTANT: "from the assistant's answers",
     PASTED: "from pasted text",
+    IMPORTED: "from imported chats",
     TOOL: "from tool results",
 }
 
@@ -942,7 +953,7 @@ def _in_sentences(
         fact = entry[0]
         if entry not in packer.chosen or fact.rank in (_DECISION, _SELF, _WANT, _OPEN, _SHAPE):
             continue
-        if fact.origin == PERSON:
+        if fact.origin in (PERSON, IMPORTED):
             sentence = _sentence_around(folded_text, fact, origins)
         else:
             sentence = next((x for x in sentences if _present(fact.text, _haystack(x))), None)
@@ -1035,7 +1046,7 @@ def _line_for(fact: Fact, text: str, origins: _Origins, sentences: list[str]) ->
     a few words either side, the earlier line that held it, or the fact itself."""
     if fact.rank in (_DECISION, _SELF, _WANT, _OPEN, _SHAPE, _SENTENCE):
         return fact.text
-    if fact.origin == PERSON:
+    if fact.origin in (PERSON, IMPORTED):
         found = _sentence_around(text, fact, origins, _PHRASE_CHARS) or _words_around(
             text, fact, origins
         )
@@ -1193,7 +1204,7 @@ def _sentence_around(
     if pos >= len(text):
         return None
     who = origins.at(pos)
-    if who not in (PERSON, ASSISTANT):
+    if who not in (PERSON, IMPORTED, ASSISTANT):
         return None
     start, stop = pos, pos + len(fact.text)
     floor = max(0, pos - limit)

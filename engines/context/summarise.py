@@ -33,6 +33,7 @@ from itertools import pairwise
 
 from engines.base import Event, Message, ModelInfo, TextDelta, ToolCall, Usage
 from engines.context.facts import (
+    IMPORTED_SPEAKER,
     PASTED_SPEAKER,
     compose,
     facts_cap,
@@ -610,6 +611,8 @@ def _keeper_text(messages: Sequence[Message]) -> str:
         text = render([m])
         if m.role == "user" and m.untrusted and text.startswith("Person: "):
             text = PASTED_SPEAKER + text.removeprefix("Person: ")
+        elif m.role == "user" and m.imported and text.startswith("Person: "):
+            text = IMPORTED_SPEAKER + text.removeprefix("Person: ")
         if text:
             lines.append(text)
     return "\n".join(lines)
