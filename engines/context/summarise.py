@@ -304,11 +304,16 @@ def _repeats(body: str, source: str) -> bool:
             four = re.compile(rf"\b(?:{re.escape(w)}\W+){{3}}{re.escape(w)}\b", re.IGNORECASE)
             if four.search(body) and not four.search(source):
                 return True  # the same word four times in a row
-        grams = Counter(zip(words, words[1:], words[2:], strict=False))
-        gram, n = grams.most_common(1)[0]  # eight words or more: there is one
-        if n >= 4 and n * 3 * 10 > len(words) * 4:  # one phrase is more than 40% of it
-            known = Counter(zip(said, said[1:], said[2:], strict=False))
-            if n - known[gram] >= 3:
+        known = Counter(zip(said, said[1:], said[2:], strict=False))
+        # One phrase is more than 40% of the reply, or of one of its lines (a four-part
+        # summary's part can loop while the other parts are fine).
+        lines = [words] + [[w.lower() for w in _TOKEN.findall(x)] for x in body.splitlines()]
+        for part in lines:
+            if len(part) < 8:
+                continue
+            grams = Counter(zip(part, part[1:], part[2:], strict=False))
+            gram, n = grams.most_common(1)[0]  # eight words or more: there is one
+            if n >= 4 and n * 3 * 10 > len(part) * 4 and n - known[gram] >= 3:
                 return True
     known_sentences = _sentences(source)
     # Copies the reply itself added (a summary folding piece after piece may add one).

@@ -151,6 +151,19 @@ JUNK: list[tuple[str, str, str]] = [
         "trip and then the trip",
         "repeated",
     ),
+    (
+        # One part loops while the others read well (the bundled model wrote this shape).
+        TRIP,
+        "What the person wants: a week in Lisbon with Tomás from 2026-11-29.\n"
+        "Decided or done: "
+        + "the next day we decided to go, "
+        * 10
+        + "\nFacts to keep: Priya Raman, a nurse in Pune; the budget is 3,100 euros; the flight "
+        "leaves at 14:30 and the bag may weigh 23 kg; they stay in Alfama.\n"
+        "Still open: restaurants near Miradouro de Santa Luzia; booking the airport transfer; "
+        "whether Tomás needs a visa; where to eat on the first evening in the city.",
+        "repeated",
+    ),
     (TRIP, "The person wants Lisbon. <script>alert('hi')</script>", "markup"),
     (TRIP, "<div><p>Priya plans a trip to Lisbon with Tomás.</p></div>", "markup"),
     (TRIP, "Priya plans a trip to <a href='javascript:void(0)'>Lisbon</a>.", "markup"),
