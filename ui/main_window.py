@@ -429,6 +429,10 @@ class MainWindow(QMainWindow):
         margins = layout.contentsMargins()
         if (margins.left(), margins.right()) != (left, right):
             layout.setContentsMargins(left, margins.top(), right, margins.bottom())
+        if self.chat_stack.currentWidget() is self.first_screen:
+            # The first screen's words in the same column as the box below them.
+            at = holder.mapTo(self, QPoint(left, 0))
+            self.first_screen.line_up(self.first_screen.viewport().mapFrom(self, at).x(), column)
 
     def _restore_geometry(self) -> None:
         saved = self.services.settings.settings.window_geometry
