@@ -324,7 +324,7 @@ class FirstScreen(QScrollArea):
             outer.addStretch(1)
             outer.addWidget(column, 100)
         else:
-            outer.addWidget(column)
+            outer.addWidget(column, 100)  # as wide as the box allows (its maximum width)
         outer.addStretch(1)
         self._place_column()
         layout = QVBoxLayout(column)

@@ -288,11 +288,11 @@ def test_the_first_screens_words_line_up_with_the_message_box_as_messages_do(
             return lefts == {box.left() + PAD_X}
 
         # The words start PAD_X in from the box's edge, as a message's text does above it,
-        # and wrap before its right edge.
+        # and wrap PAD_X before its right edge: the column is as wide as the messages'.
         qtbot.waitUntil(lined_up, timeout=HANG_MS)
         for w in words:
             right = w.mapTo(win, QPoint(w.width() - 1, 0)).x()
-            assert right <= box.right() - PAD_X
+            assert right == box.right() - PAD_X
             assert inked(w, screen)
     finally:
         close_window(qtbot, win, services)
