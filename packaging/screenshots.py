@@ -95,6 +95,8 @@ def with_popup(window: QWidget, popup: QWidget) -> QPixmap:
     # A light scrim, as a compositor would show behind a popup.
     painter.fillRect(shot.rect(), QColor(0, 0, 0, 28))
     at = window.mapFromGlobal(popup.mapToGlobal(popup.rect().topLeft()))
+    if not popup.mask().isEmpty():  # a popup cut to a shape (the palette): only that shows
+        painter.setClipRegion(popup.mask().translated(at))
     painter.drawPixmap(at, popup.grab())
     painter.end()
     return shot

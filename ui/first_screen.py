@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 from engines.base import ModelInfo
 from engines.local import bundled
 from engines.providers.registry import BUNDLED, COMPANIES, label_of
+from ui.chat.message_delegate import PAD_X
 from ui.plain import PlainLabel, button_words, plain_tip, shown_name
 
 if TYPE_CHECKING:
@@ -265,6 +266,32 @@ class FirstScreen(QScrollArea):
         self.buttons: list[QPushButton] = []  # every button on the screen, in order
         self.model: ModelInfo | None = None
         self._seen: Seen | None = None
+        self._line: tuple[int, int] | None = None  # the message box's left and width
+        self._column: QWidget | None = None
+
+    def line_up(self, left: int, width: int) -> None:
+        """Put the words in the column the message box (and later the messages) use:
+        ``left`` and ``width`` are the box's, in this widget's coordinates. The words start
+        ``PAD_X`` in from the box's edge, as a message's do."""
+        if self._line == (left, width):
+            return
+        centred = self._line is None
+        self._line = (left, width)
+        if centred and self._seen is not None:
+            self._build(self._seen)  # from the centred layout to the lined-up one
+        else:
+            self._place_column()
+
+    def _place_column(self) -> None:
+        column = self._column
+        if self._line is None or column is None:
+            return
+        left, width = self._line
+        page = column.parentWidget()
+        layout = page.layout() if page is not None else None
+        if layout is not None:
+            layout.setContentsMargins(max(0, left + PAD_X), 12, 0, 12)
+        column.setMaximumWidth(max(0, width - 2 * PAD_X))
 
     def show_for(self, services: AppServices, model: ModelInfo | None) -> None:
         """Show who answers (``model``) and what the services found now; drawn again only
@@ -289,12 +316,17 @@ class FirstScreen(QScrollArea):
         page = QWidget()
         page.setObjectName("FirstScreenPage")
         outer = QHBoxLayout(page)
-        outer.setContentsMargins(16, 12, 16, 12)
         column = QWidget(page)
-        column.setMaximumWidth(COLUMN_PX)
+        self._column = column
+        if self._line is None:  # not lined up with the message box yet: centred
+            outer.setContentsMargins(16, 12, 16, 12)
+            column.setMaximumWidth(COLUMN_PX)
+            outer.addStretch(1)
+            outer.addWidget(column, 100)
+        else:
+            outer.addWidget(column, 100)  # as wide as the box allows (its maximum width)
         outer.addStretch(1)
-        outer.addWidget(column, 100)
-        outer.addStretch(1)
+        self._place_column()
         layout = QVBoxLayout(column)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(6)

@@ -263,7 +263,13 @@ class MainWindow(QMainWindow):
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([240, 760])
         self.setCentralWidget(self.splitter)
-        self.setStatusBar(QStatusBar(self))
+        # The status bar takes room only while it says something: an empty strip with a size
+        # grip under every chat looked like a part of the window that had failed to load.
+        status = QStatusBar(self)
+        status.setSizeGripEnabled(False)
+        status.setVisible(False)
+        status.messageChanged.connect(lambda text: status.setVisible(bool(text)))
+        self.setStatusBar(status)
         self.resize(first_size(self.screen().availableGeometry().size()))
 
         # The keys live in ui/shortcuts.py (the sheet lists them from there); the actions here.
@@ -423,6 +429,10 @@ class MainWindow(QMainWindow):
         margins = layout.contentsMargins()
         if (margins.left(), margins.right()) != (left, right):
             layout.setContentsMargins(left, margins.top(), right, margins.bottom())
+        if self.chat_stack.currentWidget() is self.first_screen:
+            # The first screen's words in the same column as the box below them.
+            at = holder.mapTo(self, QPoint(left, 0))
+            self.first_screen.line_up(self.first_screen.viewport().mapFrom(self, at).x(), column)
 
     def _restore_geometry(self) -> None:
         saved = self.services.settings.settings.window_geometry

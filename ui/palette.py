@@ -21,10 +21,20 @@ from PySide6.QtCore import (
     QPersistentModelIndex,
     QPoint,
     QRect,
+    QRectF,
     Qt,
     Signal,
 )
-from PySide6.QtGui import QColor, QKeyEvent, QKeySequence, QPainter, QPalette
+from PySide6.QtGui import (
+    QColor,
+    QKeyEvent,
+    QKeySequence,
+    QPainter,
+    QPainterPath,
+    QPalette,
+    QRegion,
+    QResizeEvent,
+)
 from PySide6.QtWidgets import (
     QFrame,
     QLineEdit,
@@ -43,6 +53,7 @@ log = logging.getLogger("conch.ui.palette")
 
 PALETTE_SHORTCUT = "Ctrl+K"  # Qt maps Ctrl to ⌘ on macOS
 MAX_ROWS = 8  # more matches scroll
+CORNER_RADIUS = 14  # the card's rounded corners (#CommandPalette's border-radius in base.qss)
 _WORD_BREAKS = frozenset(" -_/.,:;()[]…'\"")
 _TITLE_ROLE = Qt.ItemDataRole.UserRole
 _SHORTCUT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -166,6 +177,13 @@ class _ShortcutDelegate(QStyledItemDelegate):
         painter.restore()
 
 
+def rounded_region(width: int, height: int, radius: int) -> QRegion:
+    """The pixels of a ``width`` x ``height`` rectangle with rounded corners."""
+    path = QPainterPath()
+    path.addRoundedRect(QRectF(0, 0, width, height), radius, radius)
+    return QRegion(path.toFillPolygon().toPolygon())
+
+
 class CommandPalette(QFrame):
     """A frameless popup with a search field over a list of commands.
 
@@ -181,8 +199,9 @@ class CommandPalette(QFrame):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent, Qt.WindowType.Popup | Qt.WindowType.FramelessWindowHint)
         self.setObjectName("CommandPalettePopup")
-        # The popup itself is see-through; the card inside it has the rounded corners.
-        self.setAttribute(Qt.WidgetAttribute.WA_TranslucentBackground, True)
+        # Rounded by a mask, not by a see-through window: where no compositor draws
+        # transparency, a see-through popup shows black in its corners.
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         self.card = QFrame(self)
         self.card.setObjectName("CommandPalette")
         self.card.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
@@ -247,6 +266,10 @@ class CommandPalette(QFrame):
         return self._shown[row].title if 0 <= row < len(self._shown) else None
 
     # --- showing ----------------------------------------------------------------------------
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self.setMask(rounded_region(self.width(), self.height(), CORNER_RADIUS))
 
     def popup(self, anchor: QWidget | None = None) -> None:
         """Show over ``anchor``'s window (centred, near the top), empty and ready to type."""

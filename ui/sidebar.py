@@ -431,28 +431,35 @@ class Sidebar(QWidget):
             item.setToolTip(plain_tip(f"{title}\n{hit.snippet}"))
         item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
         self.list.addItem(item)
-        if hit.chat_id == self._current:
+        # A pinned chat in a folder has two rows: the first one listed is the one selected.
+        chosen = self.list.currentItem()
+        if hit.chat_id == self._current and (chosen is None or chosen.data(ID_ROLE) != hit.chat_id):
             self.list.setCurrentItem(item)
 
     def _add_chat(self, chat: Chat, *, pinned: bool = False, indent: bool = False) -> None:
         self._add_hit(Hit(chat.id, chat.title))
         item = self.list.item(self.list.count() - 1)
         item.setData(IN_FOLDER_ROLE, chat.folder)
-        if pinned:
-            item.setData(PINNED_ROLE, True)
+        if chat.pinned:
             item.setIcon(icon("pin"))
             item.setToolTip(plain_tip(f"{shown_name(chat.title)}\nPinned to the top"))
+        if pinned:
+            item.setData(PINNED_ROLE, True)
         if indent:
             item.setData(INDENT_ROLE, True)
 
     def _add_grouped(self, chats: list[Chat]) -> None:
-        """Pinned chats, then each folder with its chats, then the rest (each newest first)."""
+        """Pinned chats, then each folder with its chats, then the rest (each newest first).
+
+        A pinned chat in a folder is listed in both places (with its pin in the folder too),
+        so a folder never shows its name with nothing under it.
+        """
         for chat in chats:
             if chat.pinned:
                 self._add_chat(chat, pinned=True)
         folders: dict[str, list[Chat]] = {}
         for chat in chats:
-            if chat.folder and not chat.pinned:
+            if chat.folder:
                 folders.setdefault(chat.folder, []).append(chat)
         for name in sorted({c.folder for c in chats if c.folder}, key=str.casefold):
             inside = folders.get(name, [])
@@ -488,8 +495,9 @@ class Sidebar(QWidget):
         self._search_timer.stop()
 
     def chat_ids(self) -> list[str]:
+        """Each chat's id once, in the order listed (a pinned chat in a folder has two rows)."""
         rows = (self.list.item(i).data(ID_ROLE) for i in range(self.list.count()))
-        return [str(chat_id) for chat_id in rows if chat_id is not None]
+        return list(dict.fromkeys(str(chat_id) for chat_id in rows if chat_id is not None))
 
     def titles(self) -> list[str]:
         """Each chat row's title, in order (folder names are not chats)."""

@@ -25,8 +25,10 @@ from tests.engines.local.test_runtime_crashes import fake_runtime
 from tests.fakes.ollama_server import FakeModel, FakeOllama
 from tests.ui.windows import close_files, close_window, open_window, route_to
 from tests.waits import HANG_MS
+from ui.chat.message_delegate import PAD_X
 from ui.first_screen import BUNDLED_WHY, FirstScreen, ModelButton
 from ui.main_window import DEMO_WORDS, MainWindow
+from ui.plain import PlainLabel
 from ui.theme import ThemeManager
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
@@ -265,3 +267,33 @@ def test_each_button_on_the_first_screen_shows_a_ring_from_the_keyboard(
         assert unseen == []
     finally:
         close_window(qtbot, win, services)
+
+
+@pytest.mark.parametrize("width", [1024, 1200])
+def test_the_first_screens_words_line_up_with_the_message_box_as_messages_do(
+    qtbot: QtBot, data_dir: Path, width: int
+) -> None:
+    services = build_services(data_dir, mock=True, seed_demo_chat=False)
+    win = open_window(qtbot, services, size=(width, 760))
+    try:
+        win.new_chat()
+        screen = win.first_screen
+        qtbot.waitUntil(lambda: showing_first_screen(win), timeout=HANG_MS)
+        box = QRect(win.composer.mapTo(win, QPoint(0, 0)), win.composer.size())
+        title = next(w for w in screen.findChildren(PlainLabel) if w.text() == "Start a chat")
+        words = [title, screen.model_name, screen.model_why]
+
+        def lined_up() -> bool:
+            lefts = {w.mapTo(win, QPoint(0, 0)).x() for w in words}
+            return lefts == {box.left() + PAD_X}
+
+        # The words start PAD_X in from the box's edge, as a message's text does above it,
+        # and wrap PAD_X before its right edge: the column is as wide as the messages'.
+        qtbot.waitUntil(lined_up, timeout=HANG_MS)
+        for w in words:
+            right = w.mapTo(win, QPoint(w.width() - 1, 0)).x()
+            assert right == box.right() - PAD_X
+            assert inked(w, screen)
+    finally:
+        close_window(qtbot, win, services)
+        close_files(services)

@@ -15,7 +15,7 @@ from app.services import AppServices
 from tests.ui.windows import open_window
 from tests.waits import HANG_MS
 from ui.main_window import MainWindow
-from ui.sidebar import FOLDER_ROLE, ID_ROLE
+from ui.sidebar import FOLDER_ROLE, ID_ROLE, INDENT
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
@@ -228,3 +228,33 @@ def test_folders_and_pins_are_there_after_a_restart(qtbot: QtBot, services: AppS
         assert rows(again) == ["Top", "[F] Garden", "  Seeds"]
     finally:
         again.close()
+
+
+def test_a_folder_whose_chat_is_pinned_still_lists_it_with_its_pin(
+    qtbot: QtBot, window: MainWindow, services: AppServices
+) -> None:
+    store = services.store
+    plan = store.create_chat("Build day plan")
+    store.set_folder(plan.id, "Garden")
+    store.set_pinned(plan.id, True)
+    window.sidebar.refresh()
+
+    # At the top among the pinned, and again under its folder's name (never a bare heading).
+    assert rows(window) == ["Build day plan", "[F] Garden", "  Build day plan"]
+    assert window.sidebar.chat_ids() == [plan.id]
+    view = window.sidebar.list
+    top, heading, inside = (view.item(i) for i in range(3))
+    assert view.visualItemRect(inside).top() >= view.visualItemRect(heading).bottom()
+    assert view.visualItemRect(inside).height() > 0
+    # Both rows carry the pin, drawn ahead of the title: the title's ink starts further
+    # right than the row's own inset, by the same amount in both.
+    assert not inside.icon().isNull() and not top.icon().isNull()
+    assert ink_left(window, inside) - ink_left(window, top) in range(INDENT - 2, INDENT + 3)
+    # Only one of its rows is selected when the chat is open.
+    window.sidebar.set_current(plan.id)
+    window.sidebar.refresh()
+    assert [i.text() for i in view.selectedItems()] == ["Build day plan"]
+    assert view.currentRow() == 0
+
+    window.sidebar.toggle_folder("Garden")
+    assert rows(window) == ["Build day plan", "[F] Garden  (1)"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QEvent, QPoint, QPointF, QRect
+from PySide6.QtCore import QEvent, QPoint, QPointF, QRect, Qt
 from PySide6.QtGui import QColor, QHoverEvent, QImage
 from PySide6.QtWidgets import QApplication, QLineEdit, QWidget
 from pytestqt.qtbot import QtBot
@@ -22,7 +22,7 @@ from app.settings import SettingsStore
 from app.store import ChatStore
 from engines.base import ModelInfo
 from ui.chat.model_picker import ModelPicker
-from ui.palette import MAX_ROWS, Command, CommandPalette
+from ui.palette import CORNER_RADIUS, MAX_ROWS, Command, CommandPalette
 from ui.settings.settings_dialog import SettingsDialog
 from ui.sidebar import Sidebar
 from ui.theme import ThemeManager
@@ -219,6 +219,40 @@ def test_the_palette_shows_whole_rows_and_no_blank_space(qtbot: QtBot, theme: Th
     # And the card ends right under the hint.
     hint_bottom = hint_top + palette.hint.height()
     assert palette.card.height() - hint_bottom <= 4
+
+
+def test_the_palettes_corners_are_cut_round_and_never_painted_see_through(
+    qtbot: QtBot, theme: ThemeManager
+) -> None:
+    host = QWidget()
+    qtbot.addWidget(host)
+    host.resize(1000, 700)
+    host.show()
+    settle(qtbot, host)
+    palette = CommandPalette(host)
+    qtbot.addWidget(palette)
+    palette.set_commands([Command("Summarise the start of this chat", lambda: None)])
+    palette.popup(host)
+    qtbot.waitExposed(palette, timeout=HANG_MS)
+    settle(qtbot, palette)
+
+    # Nothing of the popup relies on a compositor: an opaque window, its corners cut away.
+    assert not palette.testAttribute(Qt.WidgetAttribute.WA_TranslucentBackground)
+    w, h = palette.width(), palette.height()
+    shape = palette.mask()
+    for corner in (QPoint(0, 0), QPoint(w - 1, 0), QPoint(0, h - 1), QPoint(w - 1, h - 1)):
+        assert not shape.contains(corner), corner
+    for inside in (QPoint(w // 2, 0), QPoint(0, h // 2), QPoint(w // 2, h // 2)):
+        assert shape.contains(inside), inside
+    # What is drawn in the corner's kept pixels is the card's colour, opaque, not black.
+    shot = palette.grab().toImage()
+    ratio = shot.devicePixelRatio()
+    card = shot.pixelColor(QPoint(int(w // 2 * ratio), int(h // 2 * ratio)))
+    near = QPoint(int(CORNER_RADIUS * ratio), int(3 * ratio))  # inside the cut, by the edge
+    assert shape.contains(QPoint(CORNER_RADIUS, 3))
+    kept = shot.pixelColor(near)
+    assert kept.alpha() == 255
+    assert abs(kept.lightness() - card.lightness()) < 40
 
 
 # --- the Settings menu -----------------------------------------------------------------------

@@ -523,3 +523,27 @@ def test_a_message_sent_in_part_says_so_and_the_switch_sends_it_whole(
     # Sent again in place, whole, from the chat log.
     assert inputs[-1].model.key == BIG.key and inputs[-1].seq == inputs[0].seq
     assert inputs[-1].text == PASTED
+
+
+def test_the_status_bar_takes_room_only_while_it_says_something(
+    qtbot: QtBot, window: MainWindow
+) -> None:
+    bar = window.statusBar()
+    # No empty strip with a size grip under the chat: the chat reaches the window's bottom.
+    assert window.splitter.geometry().bottom() == window.height() - 1
+    assert not bar.isSizeGripEnabled()
+
+    window.show_status("Chat settings saved; they apply from the next message.")
+    assert bar.isVisible()
+    qtbot.waitUntil(
+        lambda: window.splitter.geometry().bottom() < bar.geometry().top(), timeout=HANG_MS
+    )
+    assert bar.height() > 0 and bar.geometry().bottom() == window.height() - 1
+    assert bar.currentMessage() == "Chat settings saved; they apply from the next message."
+
+    bar.clearMessage()  # what the timeout does after STATUS_MS
+    assert not bar.isVisible()
+    # The window lays itself out again on its next pass through the event loop.
+    qtbot.waitUntil(
+        lambda: window.splitter.geometry().bottom() == window.height() - 1, timeout=HANG_MS
+    )

@@ -1,10 +1,12 @@
 """A memory the person undid stays undone on its card when the chat redraws it (after a fold,
-after Settings): the card never offers Undo for it again."""
+after Settings): the card never offers Undo for it again. The card keeps the messages' gap
+from the message below it."""
 
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import QEvent
+from PySide6.QtCore import QEvent, QPoint
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QApplication, QLabel, QPushButton
 from pytestqt.qtbot import QtBot
 
@@ -15,7 +17,9 @@ from tests.ui.windows import Scripts
 from ui.cards.memory_card import MemoryCard
 from ui.cards.summary_divider import SummaryDivider
 from ui.chat.chat_model import RowKind
+from ui.chat.message_delegate import GAP
 from ui.main_window import MainWindow
+from ui.theme import ThemeManager
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
@@ -113,3 +117,42 @@ def every_card_keeps_it_undone(qtbot: QtBot, window: MainWindow, memory_id: int)
     assert holding
     for card in holding:
         undone_and_never_offered_again(qtbot, card, memory_id)
+
+
+def test_the_memory_card_leaves_the_messages_gap_above_the_next_bubble(
+    qtbot: QtBot, theme: ThemeManager, window: MainWindow, scripts: Scripts, services: AppServices
+) -> None:
+    scripts.queue.append([Reply("Noted."), Reply("Fine.")])
+    chat_id = window.new_chat()
+    send(qtbot, window, "The budget is 2,500 euros.")
+    wait_idle(qtbot, window)
+    # Learned after the first answer: the card sits between it and the next "You".
+    services.memories.add_run(
+        chat_id, ["The budget is 2,500 euros."], seq_from=0, seq_to=1, waiting=False, source="fold"
+    )
+    send(qtbot, window, "We build 24 beds.")
+    wait_idle(qtbot, window)
+    window.open_chat(chat_id)
+    view = window.chat_view
+    card = the_card(window)
+    rows = view.chat_model.rows()
+    at = next(i for i, row in enumerate(rows) if row.kind is RowKind.MEMORIES)
+    below = rows[at + 1].message
+    assert below is not None and below.role == "user"
+    index = view.chat_model.index(at + 1, 0)
+    view.scrollTo(index)
+    qtbot.waitUntil(lambda: card.isVisible() and view.visualRect(index).top() >= 0)
+    bubble = view.visualRect(index)
+
+    # As between two messages: GAP pixels of the view's own background, then the bubble.
+    assert bubble.top() - card.geometry().bottom() - 1 == GAP
+    image = view.viewport().grab().toImage()
+    ratio = image.devicePixelRatio()
+    x = card.geometry().center().x()
+
+    def colour(y: int) -> QColor:
+        return image.pixelColor(QPoint(int(x * ratio), int(y * ratio)))
+
+    back = colour(card.geometry().bottom() + GAP // 2 + 1)
+    assert back != colour(card.geometry().bottom() - 2)  # the card's own background
+    assert back != colour(bubble.top() + 3)  # the "You" bubble's

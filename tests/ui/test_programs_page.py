@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import QPoint
 from pytestqt.qtbot import QtBot
 
 from app.secrets import SERVICE, KeyringSecrets
@@ -15,6 +16,7 @@ from app.settings import SettingsStore
 from engines.tools.config import SecretRef
 from tests.fakes.memory_keyring import MemoryKeyring
 from ui.settings.programs_page import NO_AGENTS, SECRET_SHOWN, ProgramsPage
+from ui.theme import ThemeManager
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
@@ -157,3 +159,18 @@ def test_removing_an_agent_forgets_its_secrets_and_its_tools(
 def with_tools(settings: SettingsStore) -> tuple[str, ...]:
     """The programs that may have Conch's servers, as saved (read afresh each time)."""
     return settings.settings.programs_with_tools
+
+
+def test_every_programs_path_field_starts_at_one_x_and_every_name_is_whole(
+    qtbot: QtBot, theme: ThemeManager, page: ProgramsPage
+) -> None:
+    rows = list(page.rows.values())
+    assert "GitHub Copilot CLI" in [row.title.text() for row in rows]
+    qtbot.waitUntil(lambda: all(row.field.width() > 0 for row in rows))
+    lefts = {row.field.mapTo(page, QPoint(0, 0)).x() for row in rows}
+    assert len(lefts) == 1, lefts
+    for row in rows:
+        # The name is drawn whole, left of its field.
+        needed = row.title.fontMetrics().horizontalAdvance(row.title.text())
+        assert row.title.width() >= needed
+        assert row.title.geometry().right() < row.field.geometry().left()

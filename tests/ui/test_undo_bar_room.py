@@ -17,6 +17,7 @@ from tests.ui.test_main_window import send, wait_idle
 from tests.ui.windows import Scripts, closed_after, shown
 from ui.cards.problem_card import ProblemCard
 from ui.chat.chat_model import RowKind
+from ui.chat.message_delegate import GAP
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
@@ -76,7 +77,13 @@ def test_the_undo_bar_leaves_the_problem_cards_button_in_view_and_clickable(
             for i in range(view.chat_model.rowCount())
             if view.chat_model.row(i).kind is RowKind.PROBLEM
         )
-        qtbot.waitUntil(lambda: card.geometry() == view.visualRect(view.chat_model.index(row, 0)))
+        # (less the messages' gap at its foot, which the card leaves empty)
+        qtbot.waitUntil(
+            lambda: (
+                card.geometry()
+                == view.visualRect(view.chat_model.index(row, 0)).adjusted(0, 0, 0, -GAP)
+            )
+        )
         qtbot.waitUntil(card.button.isVisible)
         bar_rect = in_view(bar, view)
         button_rect = in_view(card.button, view)

@@ -155,8 +155,9 @@ class MessageDelegate(QStyledItemDelegate):
         self, editor: QWidget, option: QStyleOptionViewItem, index: _Index
     ) -> None:
         # A card, the divider or a message being edited sits in the messages' column, not
-        # across a wide window.
-        editor.setGeometry(self.column(option.rect))
+        # across a wide window, and leaves the row's last GAP pixels empty as a message's
+        # bubble does (sizeHint added them), so it never touches the row below.
+        editor.setGeometry(self.column(option.rect).adjusted(0, 0, 0, -GAP))
 
     def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
         row: Row | None = index.data(ROW_ROLE)

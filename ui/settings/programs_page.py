@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QFrame,
@@ -50,6 +51,7 @@ from ui.theme import set_style_property
 TOOLS_BOX = "Give it Conch's tools (Settings → Tools)"
 NO_AGENTS = "No agents added yet. Add one by its command below, or import Zed's agent_servers."
 SECRET_SHOWN = "•••"
+TITLE_MIN = 120  # the narrowest a row's name column gets
 
 # Commands a Python package carries its own copy of (Claude Code's CLI in the SDK's wheel).
 _SDK_CARRIED = {p.command[0] for p in PROGRAMS if p.key == CLAUDE_CODE}
@@ -117,9 +119,9 @@ class ProgramRow(QFrame):
         super().__init__(parent)
         self.command = command
         self.setObjectName("ProviderRow")
-        title = PlainLabel(command.labels[0])
+        self.title = title = PlainLabel(command.labels[0])
         title.setObjectName("ProviderName")
-        title.setMinimumWidth(120)
+        title.setMinimumWidth(TITLE_MIN)
         self.note = PlainLabel(command.note)
         self.note.setProperty("role", "caption")
         self.note.setWordWrap(True)
@@ -157,7 +159,7 @@ class AgentRow(QFrame):
         self.setObjectName("ProviderRow")
         self.title = PlainLabel(agent.name)
         self.title.setObjectName("ProviderName")
-        self.title.setMinimumWidth(120)
+        self.title.setMinimumWidth(TITLE_MIN)
         self.detail = PlainLabel(command_line(agent))
         self.detail.setProperty("role", "caption")
         self.detail.setWordWrap(True)
@@ -334,6 +336,22 @@ class ProgramsPage(QWidget):
             self.agent_rows[agent.id] = row
             self._agent_list.addWidget(row)
         self.empty.setVisible(not self.agent_rows)
+        self._line_up_titles()
+
+    def _line_up_titles(self) -> None:
+        """One width for every row's name, the widest program's ("GitHub Copilot CLI"), so
+        the fields beside them start at one x (each row lays itself out on its own)."""
+        titles = [row.title for row in self.rows.values()]
+        for title in titles:
+            title.ensurePolished()  # the stylesheet's bold face, measured
+        width = max([TITLE_MIN, *(title.sizeHint().width() for title in titles)])
+        for title in [*titles, *(row.title for row in self.agent_rows.values())]:
+            title.setMinimumWidth(width)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        # Measured again when shown: the theme's font may have changed since.
+        self._line_up_titles()
+        super().showEvent(event)
 
     def _say(self, label: QLabel, text: str, state: str) -> None:
         set_style_property(label, "state", state)
