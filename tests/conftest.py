@@ -7,10 +7,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, settings
 from pytestqt.qtbot import QtBot
@@ -35,7 +36,9 @@ if str(ROOT) not in sys.path:
 
 # Nor a real API key from the developer's shell: `conch ask`/`conch models` read the usual
 # variables, and a subprocess test would then call the real company.
+from app.memories import MemoryBook  # noqa: E402
 from app.secrets import KEY_ENV_VARS  # noqa: E402
+from app.store import ChatStore  # noqa: E402
 
 for _name in {n for names in KEY_ENV_VARS.values() for n in names}:
     os.environ.pop(_name, None)
@@ -186,3 +189,26 @@ class EventWaits(QtBot):
 def qtbot(qapp: Any, request: pytest.FixtureRequest) -> QtBot:
     """pytest-qt's ``qtbot``, with waits that time out only on a hang (see ``EventWaits``)."""
     return EventWaits(request)
+
+
+@pytest.fixture
+def store(data_dir: Path) -> Iterator[ChatStore]:
+    """The chat log in ``data_dir``, closed after the test."""
+    s = ChatStore.in_dir(data_dir)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def book(data_dir: Path) -> Iterator[MemoryBook]:
+    """The memory book in ``data_dir``, closed after the test."""
+    b = MemoryBook.in_dir(data_dir)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client for adapters on loopback servers (no proxy from the environment)."""
+    async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0)) as c:
+        yield c
