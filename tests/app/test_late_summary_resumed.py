@@ -10,79 +10,45 @@ log records the summary, and the next turn sends it.
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from app.conversation import Conversation
-from app.services import history_messages, latest_fold
 from app.store import ChatStore
-from engines.base import Compacted, Done, ModelInfo, SummaryWritten
+from engines.base import Compacted, Done, SummaryWritten
 from engines.context.session import SUMMARY_OPEN, ApiSession
-from engines.context.summarise import ModelSummariser
 from engines.context.transcript import load_transcript
 from engines.providers.openai import ROWS, OpenAIAdapter
 from tests.fakes.http import Recorded
-from tests.fakes.openai_server import OpenAIStyleServer, Script
+from tests.fakes.openai_server import OpenAIStyleServer
+from tests.loopback_chat import (
+    API_MODEL,
+    PASTE,
+    SummaryWaiter,
+    api_conversation,
+    held_summaries,
+    turn_text,
+)
 from tests.waits import HANG_SECONDS
 
-MODEL = ModelInfo(provider="openai", id="gpt-fake", label="GPT Fake", context=4_096)
+MODEL = API_MODEL
 SUMMARY = "The person asked about Marta's garden rota and the tomatoes."
-
-
-def turn_text(i: int) -> str:
-    return f"Turn {i}: Marta keeps the garden rota. " + (
-        "We talked about watering the tomatoes and the beans. " * 30
-    )
-
-
-# About 1,200 tokens: with four turns before it, more than a 4K model's budget holds.
-PASTE = "Here is the pump log:\n" + "\n".join(
-    f"line {k}: the pump ran for {k % 60} minutes" for k in range(130)
-)
 
 
 @pytest.fixture
 def server() -> Iterator[OpenAIStyleServer]:
-    s = OpenAIStyleServer("openai")
-    s.summary_gate = threading.Event()
-    s.summary_script = Script(text=[SUMMARY])
-    s.start()
-    yield s
-    s.summary_gate.set()
-    s.stop()
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0)) as c:
-        yield c
-
-
-@pytest.fixture
-def store(data_dir: Path) -> Iterator[ChatStore]:
-    s = ChatStore.in_dir(data_dir)
-    yield s
-    s.close()
+    with held_summaries(SUMMARY) as s:
+        yield s
 
 
 def open_chat(
     chat_id: str, store: ChatStore, data_dir: Path, adapter: OpenAIAdapter
 ) -> Conversation:
     """The chat as the app opens it: a new session on its transcript file and chat log."""
-    adapters = {"openai": adapter}
-    session = ApiSession(
-        chat_id=chat_id,
-        data_dir=data_dir,
-        adapters=adapters,
-        summariser=ModelSummariser(adapters),
-        history=lambda: history_messages(store.messages(chat_id)),
-        latest_fold=lambda: latest_fold(store, chat_id),
-    )
-    return Conversation(chat_id, store=store, engine=session, model=MODEL)
+    return api_conversation(chat_id, store, data_dir, {"openai": adapter})
 
 
 def summary_requests(server: OpenAIStyleServer) -> list[Recorded]:
@@ -128,19 +94,12 @@ async def test_a_summary_cut_off_by_closing_the_chat_is_written_when_it_opens_ag
     )
     chat = store.create_chat(model_key=MODEL.key)
     fold, body = await cut_off(server, chat.id, store, data_dir, adapter)
-    heard: list[SummaryWritten] = []
     logged = store.latest_compaction(chat.id)
     assert logged is not None and logged.summary == fold.summary and SUMMARY not in fold.summary
 
     # Opened again: the same summary request is sent again, in the background.
     again = open_chat(chat.id, store, data_dir, adapter)
-    written = asyncio.Event()
-
-    def on_summary(event: SummaryWritten) -> None:
-        heard.append(event)
-        written.set()
-
-    again.on_summary = on_summary
+    summaries = again.on_summary = SummaryWaiter()
     try:
         assert again.resume_summary()
         await arrived(server)
@@ -148,8 +107,8 @@ async def test_a_summary_cut_off_by_closing_the_chat_is_written_when_it_opens_ag
         assert len(resent) == 2 and resent[1].body == body
         assert server.summary_gate is not None
         server.summary_gate.set()
-        await asyncio.wait_for(written.wait(), HANG_SECONDS)
-        (done,) = heard
+        await summaries.wait()
+        (done,) = summaries.heard
         assert done.first_kept_seq == fold.first_kept_seq and SUMMARY in done.summary
         logged = store.latest_compaction(chat.id)
         assert logged is not None and logged.summary == done.summary
@@ -182,14 +141,7 @@ async def test_a_summary_cut_off_is_written_after_the_next_turn_when_the_model_w
     fold, body = await cut_off(server, chat.id, store, data_dir, adapter)
     again = open_chat(chat.id, store, data_dir, adapter)
     again.switch_model(MODEL.model_copy(update={"ready": False}))
-    written = asyncio.Event()
-    heard: list[SummaryWritten] = []
-
-    def on_summary(event: SummaryWritten) -> None:
-        heard.append(event)
-        written.set()
-
-    again.on_summary = on_summary
+    summaries = again.on_summary = SummaryWaiter()
     try:
         # Nothing is sent while the chat's model is not ready.
         assert not again.resume_summary()
@@ -202,8 +154,8 @@ async def test_a_summary_cut_off_is_written_after_the_next_turn_when_the_model_w
         assert [r.body for r in summary_requests(server)] == [body, body]
         assert server.summary_gate is not None
         server.summary_gate.set()
-        await asyncio.wait_for(written.wait(), HANG_SECONDS)
-        (done,) = heard
+        await summaries.wait()
+        (done,) = summaries.heard
         assert done.first_kept_seq == fold.first_kept_seq and SUMMARY in done.summary
         logged = store.latest_compaction(chat.id)
         assert logged is not None and logged.summary == done.summary

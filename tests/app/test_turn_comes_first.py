@@ -9,9 +9,7 @@ is done, and the next turn sends it.
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,54 +17,29 @@ import httpx
 import pytest
 
 from app.conversation import Conversation, ConvEvent
-from app.services import history_messages, latest_fold
 from app.store import ChatStore
-from engines.base import Compacted, Done, ModelInfo, SummaryWritten, TextDelta
+from engines.base import Compacted, Done, TextDelta
 from engines.context.session import SUMMARY_OPEN, ApiSession
-from engines.context.summarise import ModelSummariser
 from engines.context.transcript import load_transcript
 from engines.providers.openai import ROWS, OpenAIAdapter
-from tests.fakes.openai_server import OpenAIStyleServer, Script
-from tests.waits import HANG_SECONDS
-
-MODEL = ModelInfo(provider="openai", id="gpt-fake", label="GPT Fake", context=4_096)
-SUMMARY = "The person asked about Marta's garden rota and the tomatoes."
-
-
-def turn_text(i: int) -> str:
-    return f"Turn {i}: Marta keeps the garden rota. " + (
-        "We talked about watering the tomatoes and the beans. " * 30
-    )
-
-
-# About 1,200 tokens: with four turns before it, more than a 4K model's budget holds.
-PASTE = "Here is the pump log:\n" + "\n".join(
-    f"line {k}: the pump ran for {k % 60} minutes" for k in range(130)
+from tests.fakes.openai_server import OpenAIStyleServer
+from tests.loopback_chat import (
+    API_MODEL,
+    PASTE,
+    SummaryWaiter,
+    api_conversation,
+    held_summaries,
+    turn_text,
 )
+
+MODEL = API_MODEL
+SUMMARY = "The person asked about Marta's garden rota and the tomatoes."
 
 
 @pytest.fixture
 def server() -> Iterator[OpenAIStyleServer]:
-    s = OpenAIStyleServer("openai")
-    s.summary_gate = threading.Event()
-    s.summary_script = Script(text=[SUMMARY])
-    s.start()
-    yield s
-    s.summary_gate.set()
-    s.stop()
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0)) as c:
-        yield c
-
-
-@pytest.fixture
-def store(data_dir: Path) -> Iterator[ChatStore]:
-    s = ChatStore.in_dir(data_dir)
-    yield s
-    s.close()
+    with held_summaries(SUMMARY) as s:
+        yield s
 
 
 def first_text(body: dict[str, Any]) -> str:
@@ -84,25 +57,9 @@ async def test_a_paste_that_forces_a_fold_is_answered_before_its_summary_is_writ
     adapter = OpenAIAdapter(
         ROWS["openai"], base_url=server.base_url, api_key="sk-test", client=client
     )
-    adapters = {"openai": adapter}
     chat = store.create_chat(model_key=MODEL.key)
-    session = ApiSession(
-        chat_id=chat.id,
-        data_dir=data_dir,
-        adapters=adapters,
-        summariser=ModelSummariser(adapters),
-        history=lambda: history_messages(store.messages(chat.id)),
-        latest_fold=lambda: latest_fold(store, chat.id),
-    )
-    conversation = Conversation(chat.id, store=store, engine=session, model=MODEL)
-    written = asyncio.Event()
-    heard: list[SummaryWritten] = []
-
-    def on_summary(event: SummaryWritten) -> None:
-        heard.append(event)
-        written.set()
-
-    conversation.on_summary = on_summary
+    conversation = api_conversation(chat.id, store, data_dir, {"openai": adapter})
+    summaries = conversation.on_summary = SummaryWaiter()
     try:
         for i in range(4):
             events = await send(conversation, turn_text(i))
@@ -129,16 +86,17 @@ async def test_a_paste_that_forces_a_fold_is_answered_before_its_summary_is_writ
         # Let the summary go: it is written after the answer, and the chat log records it.
         assert server.summary_gate is not None
         server.summary_gate.set()
-        await asyncio.wait_for(written.wait(), HANG_SECONDS)
+        await summaries.wait()
         summary_at = server.timeline.index("summary", fold_turn)
         assert fold_turn < summary_at < server.timeline.index("summary-end", fold_turn)
-        (done,) = heard
+        (done,) = summaries.heard
         assert done.first_kept_seq == 8 and SUMMARY in done.summary
         logged = store.latest_compaction(chat.id)
         assert logged is not None and logged.summary == done.summary
         asked = [r.json for r in server.chat_requests if "<summary-so-far>" in r.body.decode()]
         assert "Turn 0: Marta keeps the garden rota" in asked[-1]["messages"][-1]["content"]
-        await session.wait_prepared()
+        assert isinstance(conversation.engine, ApiSession)
+        await conversation.engine.wait_prepared()
         assert load_transcript(data_dir, chat.id).transcript.summary == done.summary
 
         # The next turn sends it, and the chat log and the transcript agree (no rebuild).
