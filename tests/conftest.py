@@ -39,6 +39,9 @@ if str(ROOT) not in sys.path:
 from app.memories import MemoryBook  # noqa: E402
 from app.secrets import KEY_ENV_VARS  # noqa: E402
 from app.store import ChatStore  # noqa: E402
+from engines.providers.openai import ROWS, OpenAIAdapter  # noqa: E402
+from tests.fakes.openai_server import OpenAIStyleServer  # noqa: E402
+from tests.loopback_chat import held_summaries  # noqa: E402
 
 for _name in {n for names in KEY_ENV_VARS.values() for n in names}:
     os.environ.pop(_name, None)
@@ -212,3 +215,17 @@ async def client() -> AsyncIterator[httpx.AsyncClient]:
     """An HTTP client for adapters on loopback servers (no proxy from the environment)."""
     async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0)) as c:
         yield c
+
+
+@pytest.fixture
+def api() -> Iterator[OpenAIStyleServer]:
+    """A loopback model API that holds each summary request until the test sets its
+    ``summary_gate``, then answers ``loopback_chat.SUMMARY``."""
+    with held_summaries() as s:
+        yield s
+
+
+@pytest.fixture
+def api_adapter(api: OpenAIStyleServer, client: httpx.AsyncClient) -> OpenAIAdapter:
+    """The OpenAI adapter on ``api``."""
+    return OpenAIAdapter(ROWS["openai"], base_url=api.base_url, api_key="sk-test", client=client)

@@ -2,7 +2,8 @@
 
 A chat on a model API whose summaries a test holds back (``held_summaries``, ``api_conversation``,
 ``SummaryWaiter``), and the real app services learning from a fake Ollama (``ollama_services``).
-The chat log and memory book fixtures (``store``, ``book``) are in tests/conftest.py.
+The fixtures on them (``api``, ``api_adapter``) and the chat log's and memory book's
+(``store``, ``book``) are in tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from engines.base import ModelInfo, SummaryWritten
 from engines.context.session import ApiSession
 from engines.context.summarise import ModelSummariser
 from engines.providers.base import ProviderAdapter
+from engines.providers.openai import OpenAIAdapter
 from tests.fakes.http import free_port
 from tests.fakes.ollama_server import FakeModel, FakeOllama, FakeReply, running_ollama
 from tests.fakes.openai_server import OpenAIStyleServer, Script
 from tests.waits import HANG_SECONDS
 
 API_MODEL = ModelInfo(provider="openai", id="gpt-fake", label="GPT Fake", context=4_096)
+SUMMARY = "The person asked about Marta's garden rota and the tomatoes."
 
 
 def turn_text(i: int) -> str:
@@ -45,7 +48,7 @@ PASTE = "Here is the pump log:\n" + "\n".join(
 
 
 @contextmanager
-def held_summaries(summary: str, provider: str = "openai") -> Iterator[OpenAIStyleServer]:
+def held_summaries(summary: str = SUMMARY, provider: str = "openai") -> Iterator[OpenAIStyleServer]:
     """A started OpenAI-style server whose summary requests get ``summary``, each held until
     the test sets ``summary_gate``; let go and stopped on exit."""
     server = OpenAIStyleServer(provider)
@@ -78,6 +81,12 @@ def api_conversation(
         latest_fold=lambda: latest_fold(store, chat_id),
     )
     return Conversation(chat_id, store=store, engine=session, model=model)
+
+
+def new_api_chat(store: ChatStore, data_dir: Path, adapter: OpenAIAdapter) -> Conversation:
+    """A new chat on ``API_MODEL`` through ``adapter``, as the app starts one."""
+    chat = store.create_chat(model_key=API_MODEL.key)
+    return api_conversation(chat.id, store, data_dir, {"openai": adapter})
 
 
 class SummaryWaiter:

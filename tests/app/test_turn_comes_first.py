@@ -9,37 +9,17 @@ is done, and the next turn sends it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import httpx
-import pytest
 
 from app.conversation import Conversation, ConvEvent
 from app.store import ChatStore
 from engines.base import Compacted, Done, TextDelta
 from engines.context.session import SUMMARY_OPEN, ApiSession
 from engines.context.transcript import load_transcript
-from engines.providers.openai import ROWS, OpenAIAdapter
+from engines.providers.openai import OpenAIAdapter
 from tests.fakes.openai_server import OpenAIStyleServer
-from tests.loopback_chat import (
-    API_MODEL,
-    PASTE,
-    SummaryWaiter,
-    api_conversation,
-    held_summaries,
-    turn_text,
-)
-
-MODEL = API_MODEL
-SUMMARY = "The person asked about Marta's garden rota and the tomatoes."
-
-
-@pytest.fixture
-def server() -> Iterator[OpenAIStyleServer]:
-    with held_summaries(SUMMARY) as s:
-        yield s
+from tests.loopback_chat import PASTE, SUMMARY, SummaryWaiter, new_api_chat, turn_text
 
 
 def first_text(body: dict[str, Any]) -> str:
@@ -52,20 +32,16 @@ async def send(conversation: Conversation, text: str) -> list[ConvEvent]:
 
 
 async def test_a_paste_that_forces_a_fold_is_answered_before_its_summary_is_written(
-    server: OpenAIStyleServer, client: httpx.AsyncClient, store: ChatStore, data_dir: Path
+    api: OpenAIStyleServer, api_adapter: OpenAIAdapter, store: ChatStore, data_dir: Path
 ) -> None:
-    adapter = OpenAIAdapter(
-        ROWS["openai"], base_url=server.base_url, api_key="sk-test", client=client
-    )
-    chat = store.create_chat(model_key=MODEL.key)
-    conversation = api_conversation(chat.id, store, data_dir, {"openai": adapter})
+    conversation = new_api_chat(store, data_dir, api_adapter)
     summaries = conversation.on_summary = SummaryWaiter()
     try:
         for i in range(4):
             events = await send(conversation, turn_text(i))
             assert any(isinstance(e, Done) for e in events)
             assert not [e for e in events if isinstance(e, Compacted)]
-        assert "summary" not in server.timeline  # the fold was not near: nothing ahead
+        assert "summary" not in api.timeline  # the fold was not near: nothing ahead
 
         events = await send(conversation, PASTE)
 
@@ -74,35 +50,35 @@ async def test_a_paste_that_forces_a_fold_is_answered_before_its_summary_is_writ
         assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Hello, world!"
         (fold,) = [e for e in events if isinstance(e, Compacted)]
         assert fold.writing and fold.first_kept_seq == 8
-        # The answer's request reached the server, and no summary has ended: the one being
+        # The answer's request reached the api, and no summary has ended: the one being
         # written waits for the server to let it go.
-        fold_turn = len(server.timeline) - 1 - server.timeline[::-1].index("chat")
-        assert "summary-end" not in server.timeline
-        logged = store.latest_compaction(chat.id)
+        fold_turn = len(api.timeline) - 1 - api.timeline[::-1].index("chat")
+        assert "summary-end" not in api.timeline
+        logged = store.latest_compaction(conversation.chat_id)
         assert logged is not None and logged.first_kept_seq == 8
         assert logged.summary == fold.summary  # for now: what the fold kept
-        assert first_text(server.chat_requests[-1].json).startswith(SUMMARY_OPEN)
+        assert first_text(api.chat_requests[-1].json).startswith(SUMMARY_OPEN)
 
         # Let the summary go: it is written after the answer, and the chat log records it.
-        assert server.summary_gate is not None
-        server.summary_gate.set()
+        assert api.summary_gate is not None
+        api.summary_gate.set()
         await summaries.wait()
-        summary_at = server.timeline.index("summary", fold_turn)
-        assert fold_turn < summary_at < server.timeline.index("summary-end", fold_turn)
+        summary_at = api.timeline.index("summary", fold_turn)
+        assert fold_turn < summary_at < api.timeline.index("summary-end", fold_turn)
         (done,) = summaries.heard
         assert done.first_kept_seq == 8 and SUMMARY in done.summary
-        logged = store.latest_compaction(chat.id)
+        logged = store.latest_compaction(conversation.chat_id)
         assert logged is not None and logged.summary == done.summary
-        asked = [r.json for r in server.chat_requests if "<summary-so-far>" in r.body.decode()]
+        asked = [r.json for r in api.chat_requests if "<summary-so-far>" in r.body.decode()]
         assert "Turn 0: Marta keeps the garden rota" in asked[-1]["messages"][-1]["content"]
         assert isinstance(conversation.engine, ApiSession)
         await conversation.engine.wait_prepared()
-        assert load_transcript(data_dir, chat.id).transcript.summary == done.summary
+        assert load_transcript(data_dir, conversation.chat_id).transcript.summary == done.summary
 
         # The next turn sends it, and the chat log and the transcript agree (no rebuild).
         events = await send(conversation, "And the beans?")
         assert any(isinstance(e, Done) for e in events)
-        sent = first_text(server.chat_requests[-1].json)
+        sent = first_text(api.chat_requests[-1].json)
         assert sent.startswith(SUMMARY_OPEN) and SUMMARY in sent
         assert not [e for e in events if getattr(e, "topic", "") == "transcript-recovered"]
     finally:
