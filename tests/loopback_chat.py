@@ -103,6 +103,14 @@ class SummaryWaiter:
     async def wait(self) -> None:
         await asyncio.wait_for(self._written.wait(), HANG_SECONDS)
 
+    async def let_go(self, api: OpenAIStyleServer) -> SummaryWritten:
+        """Lets the summary request ``api`` holds go; returns the one summary the chat wrote."""
+        assert api.summary_gate is not None
+        api.summary_gate.set()
+        await self.wait()
+        (done,) = self.heard
+        return done
+
 
 @asynccontextmanager
 async def ollama_services(

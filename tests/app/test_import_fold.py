@@ -23,7 +23,12 @@ from engines.context.session import SUMMARY_OPEN
 from engines.providers.base import ProviderAdapter
 from engines.providers.openai import ROWS, OpenAIAdapter
 from tests.fakes.openai_server import OpenAIStyleServer, Script
-from tests.loopback_chat import API_MODEL, SummaryWaiter, api_conversation, held_summaries
+from tests.loopback_chat import (
+    API_MODEL,
+    SummaryWaiter,
+    api_conversation,
+    held_summaries,
+)
 from tests.waits import HANG_SECONDS
 
 MODEL = API_MODEL
@@ -110,10 +115,7 @@ async def test_a_long_imported_chat_folds_at_once_and_a_turn_meanwhile_answers_f
         assert first.startswith(SUMMARY_OPEN)
 
         # Let the summary go: the chat log records it as the fold's.
-        assert api.summary_gate is not None
-        api.summary_gate.set()
-        await summaries.wait()
-        (done,) = summaries.heard
+        done = await summaries.let_go(api)
         assert SUMMARY in done.summary
         logged = store.latest_compaction(chat_id)
         assert logged is not None and logged.summary == done.summary

@@ -98,10 +98,7 @@ async def test_a_summary_cut_off_by_closing_the_chat_is_written_when_it_opens_ag
     await arrived(api)
     resent = summary_requests(api)
     assert len(resent) == 2 and resent[1].body == body
-    assert api.summary_gate is not None
-    api.summary_gate.set()
-    await summaries.wait()
-    (done,) = summaries.heard
+    done = await summaries.let_go(api)
     assert done.first_kept_seq == fold.first_kept_seq and SUMMARY in done.summary
     logged = store.latest_compaction(chat_id)
     assert logged is not None and logged.summary == done.summary
@@ -135,10 +132,7 @@ async def test_a_summary_cut_off_is_written_after_the_next_turn_when_the_model_w
     assert any(isinstance(e, Done) for e in events)
     await arrived(api)
     assert [r.body for r in summary_requests(api)] == [body, body]
-    assert api.summary_gate is not None
-    api.summary_gate.set()
-    await summaries.wait()
-    (done,) = summaries.heard
+    done = await summaries.let_go(api)
     assert done.first_kept_seq == fold.first_kept_seq and SUMMARY in done.summary
     logged = store.latest_compaction(chat_id)
     assert logged is not None and logged.summary == done.summary

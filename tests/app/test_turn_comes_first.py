@@ -19,7 +19,13 @@ from engines.context.session import SUMMARY_OPEN, ApiSession
 from engines.context.transcript import load_transcript
 from engines.providers.openai import OpenAIAdapter
 from tests.fakes.openai_server import OpenAIStyleServer
-from tests.loopback_chat import PASTE, SUMMARY, SummaryWaiter, new_api_chat, turn_text
+from tests.loopback_chat import (
+    PASTE,
+    SUMMARY,
+    SummaryWaiter,
+    new_api_chat,
+    turn_text,
+)
 
 
 def first_text(body: dict[str, Any]) -> str:
@@ -60,12 +66,9 @@ async def test_a_paste_that_forces_a_fold_is_answered_before_its_summary_is_writ
         assert first_text(api.chat_requests[-1].json).startswith(SUMMARY_OPEN)
 
         # Let the summary go: it is written after the answer, and the chat log records it.
-        assert api.summary_gate is not None
-        api.summary_gate.set()
-        await summaries.wait()
+        done = await summaries.let_go(api)
         summary_at = api.timeline.index("summary", fold_turn)
         assert fold_turn < summary_at < api.timeline.index("summary-end", fold_turn)
-        (done,) = summaries.heard
         assert done.first_kept_seq == 8 and SUMMARY in done.summary
         logged = store.latest_compaction(conversation.chat_id)
         assert logged is not None and logged.summary == done.summary
