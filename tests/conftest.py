@@ -36,16 +36,17 @@ if str(ROOT) not in sys.path:
 
 # Nor a real API key from the developer's shell: `conch ask`/`conch models` read the usual
 # variables, and a subprocess test would then call the real company.
-from app.memories import MemoryBook  # noqa: E402
 from app.secrets import KEY_ENV_VARS  # noqa: E402
-from app.store import ChatStore  # noqa: E402
-from engines.providers.openai import ROWS, OpenAIAdapter  # noqa: E402
-from tests.fakes.openai_server import OpenAIStyleServer  # noqa: E402
-from tests.loopback_chat import held_summaries  # noqa: E402
 
 for _name in {n for names in KEY_ENV_VARS.values() for n in names}:
     os.environ.pop(_name, None)
 
+# For the shared fixtures at the end: the chat log, the memory book, a loopback model API.
+from app.memories import MemoryBook  # noqa: E402
+from app.store import ChatStore  # noqa: E402
+from engines.providers.openai import ROWS, OpenAIAdapter  # noqa: E402
+from tests.fakes.openai_server import OpenAIStyleServer  # noqa: E402
+from tests.loopback_chat import held_summaries  # noqa: E402
 
 # --- no log a test did not expect -------------------------------------------------------------
 #
