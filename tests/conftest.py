@@ -7,10 +7,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, settings
 from pytestqt.qtbot import QtBot
@@ -40,6 +41,12 @@ from app.secrets import KEY_ENV_VARS  # noqa: E402
 for _name in {n for names in KEY_ENV_VARS.values() for n in names}:
     os.environ.pop(_name, None)
 
+# For the shared fixtures at the end: the chat log, the memory book, a loopback model API.
+from app.memories import MemoryBook  # noqa: E402
+from app.store import ChatStore  # noqa: E402
+from engines.providers.openai import ROWS, OpenAIAdapter  # noqa: E402
+from tests.fakes.openai_server import OpenAIStyleServer  # noqa: E402
+from tests.loopback_chat import held_summaries  # noqa: E402
 
 # --- no log a test did not expect -------------------------------------------------------------
 #
@@ -186,3 +193,40 @@ class EventWaits(QtBot):
 def qtbot(qapp: Any, request: pytest.FixtureRequest) -> QtBot:
     """pytest-qt's ``qtbot``, with waits that time out only on a hang (see ``EventWaits``)."""
     return EventWaits(request)
+
+
+@pytest.fixture
+def store(data_dir: Path) -> Iterator[ChatStore]:
+    """The chat log in ``data_dir``, closed after the test."""
+    s = ChatStore.in_dir(data_dir)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def book(data_dir: Path) -> Iterator[MemoryBook]:
+    """The memory book in ``data_dir``, closed after the test."""
+    b = MemoryBook.in_dir(data_dir)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client for adapters on loopback servers (no proxy from the environment)."""
+    async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0)) as c:
+        yield c
+
+
+@pytest.fixture
+def api() -> Iterator[OpenAIStyleServer]:
+    """A loopback model API that holds each summary request until the test sets its
+    ``summary_gate``, then answers ``loopback_chat.SUMMARY``."""
+    with held_summaries() as s:
+        yield s
+
+
+@pytest.fixture
+def api_adapter(api: OpenAIStyleServer, client: httpx.AsyncClient) -> OpenAIAdapter:
+    """The OpenAI adapter on ``api``."""
+    return OpenAIAdapter(ROWS["openai"], base_url=api.base_url, api_key="sk-test", client=client)

@@ -43,13 +43,6 @@ class Directory:
 
 
 @pytest.fixture
-def store(data_dir: Path) -> Iterator[ChatStore]:
-    s = ChatStore.in_dir(data_dir)
-    yield s
-    s.close()
-
-
-@pytest.fixture
 def health(data_dir: Path) -> Iterator[HealthLog]:
     h = HealthLog.in_dir(data_dir)
     yield h

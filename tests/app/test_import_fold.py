@@ -9,8 +9,7 @@ were asked (the model API's holds every summary request until the test lets it g
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -18,17 +17,21 @@ import pytest
 
 from app.conversation import Conversation
 from app.importers import ImportedChat, ImportedMessage, save
-from app.services import history_messages, latest_fold
 from app.store import ChatStore
-from engines.base import Compacted, Done, Event, ModelInfo, SummaryWritten, TextDelta
-from engines.context.session import SUMMARY_OPEN, ApiSession
-from engines.context.summarise import ModelSummariser
+from engines.base import Compacted, Done, Event, ModelInfo, TextDelta
+from engines.context.session import SUMMARY_OPEN
 from engines.providers.base import ProviderAdapter
 from engines.providers.openai import ROWS, OpenAIAdapter
 from tests.fakes.openai_server import OpenAIStyleServer, Script
+from tests.loopback_chat import (
+    API_MODEL,
+    SummaryWaiter,
+    api_conversation,
+    held_summaries,
+)
 from tests.waits import HANG_SECONDS
 
-MODEL = ModelInfo(provider="openai", id="gpt-fake", label="GPT Fake", context=4_096)
+MODEL = API_MODEL
 LOCAL = ModelInfo(
     provider="llamacpp", id="small-local", label="Small local", context=4_096, local=True
 )
@@ -50,27 +53,9 @@ def long_chat(turns: int) -> ImportedChat:
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0)) as c:
-        yield c
-
-
-@pytest.fixture
-def store(data_dir: Path) -> Iterator[ChatStore]:
-    s = ChatStore.in_dir(data_dir)
-    yield s
-    s.close()
-
-
-@pytest.fixture
 def api() -> Iterator[OpenAIStyleServer]:
-    s = OpenAIStyleServer("openai")
-    s.summary_gate = threading.Event()
-    s.summary_script = Script(text=[SUMMARY])
-    s.start()
-    yield s
-    s.summary_gate.set()
-    s.stop()
+    with held_summaries(SUMMARY) as s:
+        yield s
 
 
 @pytest.fixture
@@ -90,15 +75,7 @@ def conversation_for(
     adapters: dict[str, ProviderAdapter],
 ) -> Conversation:
     store.set_model(chat_id, model.key)
-    session = ApiSession(
-        chat_id=chat_id,
-        data_dir=data_dir,
-        adapters=adapters,
-        summariser=ModelSummariser(adapters),
-        history=lambda: history_messages(store.messages(chat_id)),
-        latest_fold=lambda: latest_fold(store, chat_id),
-    )
-    return Conversation(chat_id, store=store, engine=session, model=model)
+    return api_conversation(chat_id, store, data_dir, adapters, model)
 
 
 async def folded(conversation: Conversation) -> list[Event]:
@@ -115,14 +92,7 @@ async def test_a_long_imported_chat_folds_at_once_and_a_turn_meanwhile_answers_f
     chat = store.get_chat(chat_id)
     assert chat is not None and chat.untrusted  # an imported chat: what it teaches waits
     conversation = conversation_for(store, data_dir, chat_id, MODEL, adapters)
-    written = asyncio.Event()
-    heard: list[SummaryWritten] = []
-
-    def on_summary(event: SummaryWritten) -> None:
-        heard.append(event)
-        written.set()
-
-    conversation.on_summary = on_summary
+    summaries = conversation.on_summary = SummaryWaiter()
     try:
         # No person turn: the fold is made now, and its summary is asked for in the background.
         events = await folded(conversation)
@@ -145,10 +115,7 @@ async def test_a_long_imported_chat_folds_at_once_and_a_turn_meanwhile_answers_f
         assert first.startswith(SUMMARY_OPEN)
 
         # Let the summary go: the chat log records it as the fold's.
-        assert api.summary_gate is not None
-        api.summary_gate.set()
-        await asyncio.wait_for(written.wait(), HANG_SECONDS)
-        (done,) = heard
+        done = await summaries.let_go(api)
         assert SUMMARY in done.summary
         logged = store.latest_compaction(chat_id)
         assert logged is not None and logged.summary == done.summary
@@ -186,12 +153,11 @@ async def test_an_imported_chat_on_a_local_model_is_summarised_only_by_that_mode
     }
     (chat_id,) = save(store, data_dir, [long_chat(20)])
     conversation = conversation_for(store, data_dir, chat_id, LOCAL, adapters)
-    written = asyncio.Event()
-    conversation.on_summary = lambda _event: written.set()
+    summaries = conversation.on_summary = SummaryWaiter()
     try:
         events = await folded(conversation)
         assert [e for e in events if isinstance(e, Compacted)]
-        await asyncio.wait_for(written.wait(), HANG_SECONDS)
+        await summaries.wait()
         asked = [r.json for r in nearby.chat_requests]
         assert asked and all(body["model"] == LOCAL.id for body in asked)
         logged = store.latest_compaction(chat_id)

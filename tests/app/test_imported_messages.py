@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,12 +16,9 @@ from app.forks import fork_from
 from app.importers import ImportedChat, ImportedMessage, save
 from app.learning import QuietLearning
 from app.memories import MemoryBook
-from app.secrets import SessionSecrets
-from app.services import build_services
 from app.settings import SettingsStore
 from app.store import _STEPS, ChatStore
-from tests.fakes.http import free_port
-from tests.fakes.ollama_server import FakeModel, FakeOllama, FakeReply, running_ollama
+from tests.loopback_chat import ollama_services
 
 OLD_CHAT = ImportedChat(
     title="Allotment",
@@ -141,35 +137,17 @@ async def test_learning_reads_each_messages_own_mark_not_only_its_chats(
 async def test_an_imported_my_name_is_becomes_a_memory_that_waits_for_the_ok(
     data_dir: Path, answer: str, memories: set[str]
 ) -> None:
-    nowhere = f"http://127.0.0.1:{free_port()}"
-
-    def reply(body: dict[str, Any]) -> FakeReply:
-        return FakeReply(text=answer)
-
-    with running_ollama([FakeModel("smollm2", 8_192)], responder=reply) as ollama:
-        assert isinstance(ollama, FakeOllama)
-        SettingsStore.in_dir(data_dir).update(
-            ollama_url=ollama.url,
-            lmstudio_url=nowhere,
-            llamacpp_url=nowhere,
-            vllm_url=nowhere,
-            bundled_model=False,
-            remember_automatically=True,  # what the person typed here would be kept at once
-        )
-        services = build_services(data_dir, mock=False, secrets=SessionSecrets())
-        try:
-            await services.refresh_models(start_bundled=False)
-            (chat_id,) = save(services.store, data_dir, [OLD_CHAT])
-            services.store.set_model(chat_id, "ollama/smollm2:latest")
-            run = await services.learner.review(chat_id, before_seq=4)
-            assert run is not None and run.waiting
-            assert {m.text for m in run.memories} == memories
-            assert {m.status for m in run.memories} == {"waiting"}
-            assert services.memories.kept_for_prompt(4_000) == ""  # never saved directly
-            # The card's Keep saves them.
-            services.memories.keep_run(run.id)
-            assert "Alina Kowalczyk" in services.memories.kept_for_prompt(4_000)
-        finally:
-            await services.aclose()
-        asked = [b for b in ollama.chat_requests() if "format" in b]
-        assert asked and "Alina Kowalczyk" in str(asked[0]["messages"])
+    # Learning is automatic: what the person typed here would be kept at once.
+    async with ollama_services(data_dir, answer) as (ollama, services):
+        (chat_id,) = save(services.store, data_dir, [OLD_CHAT])
+        services.store.set_model(chat_id, "ollama/smollm2:latest")
+        run = await services.learner.review(chat_id, before_seq=4)
+        assert run is not None and run.waiting
+        assert {m.text for m in run.memories} == memories
+        assert {m.status for m in run.memories} == {"waiting"}
+        assert services.memories.kept_for_prompt(4_000) == ""  # never saved directly
+        # The card's Keep saves them.
+        services.memories.keep_run(run.id)
+        assert "Alina Kowalczyk" in services.memories.kept_for_prompt(4_000)
+    asked = [b for b in ollama.chat_requests() if "format" in b]
+    assert asked and "Alina Kowalczyk" in str(asked[0]["messages"])

@@ -10,101 +10,55 @@ log records the summary, and the next turn sends it.
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import NamedTuple
 
-import httpx
 import pytest
 
 from app.conversation import Conversation
-from app.services import history_messages, latest_fold
 from app.store import ChatStore
-from engines.base import Compacted, Done, ModelInfo, SummaryWritten
+from engines.base import Compacted, Done, SummaryWritten
 from engines.context.session import SUMMARY_OPEN, ApiSession
-from engines.context.summarise import ModelSummariser
 from engines.context.transcript import load_transcript
-from engines.providers.openai import ROWS, OpenAIAdapter
+from engines.providers.openai import OpenAIAdapter
 from tests.fakes.http import Recorded
-from tests.fakes.openai_server import OpenAIStyleServer, Script
+from tests.fakes.openai_server import OpenAIStyleServer
+from tests.loopback_chat import (
+    API_MODEL,
+    PASTE,
+    SUMMARY,
+    SummaryWaiter,
+    api_conversation,
+    new_api_chat,
+    turn_text,
+)
 from tests.waits import HANG_SECONDS
 
-MODEL = ModelInfo(provider="openai", id="gpt-fake", label="GPT Fake", context=4_096)
-SUMMARY = "The person asked about Marta's garden rota and the tomatoes."
+
+def summary_requests(api: OpenAIStyleServer) -> list[Recorded]:
+    return [r for r in api.chat_requests if b"<summary-so-far>" in r.body]
 
 
-def turn_text(i: int) -> str:
-    return f"Turn {i}: Marta keeps the garden rota. " + (
-        "We talked about watering the tomatoes and the beans. " * 30
-    )
-
-
-# About 1,200 tokens: with four turns before it, more than a 4K model's budget holds.
-PASTE = "Here is the pump log:\n" + "\n".join(
-    f"line {k}: the pump ran for {k % 60} minutes" for k in range(130)
-)
-
-
-@pytest.fixture
-def server() -> Iterator[OpenAIStyleServer]:
-    s = OpenAIStyleServer("openai")
-    s.summary_gate = threading.Event()
-    s.summary_script = Script(text=[SUMMARY])
-    s.start()
-    yield s
-    s.summary_gate.set()
-    s.stop()
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0)) as c:
-        yield c
-
-
-@pytest.fixture
-def store(data_dir: Path) -> Iterator[ChatStore]:
-    s = ChatStore.in_dir(data_dir)
-    yield s
-    s.close()
-
-
-def open_chat(
-    chat_id: str, store: ChatStore, data_dir: Path, adapter: OpenAIAdapter
-) -> Conversation:
-    """The chat as the app opens it: a new session on its transcript file and chat log."""
-    adapters = {"openai": adapter}
-    session = ApiSession(
-        chat_id=chat_id,
-        data_dir=data_dir,
-        adapters=adapters,
-        summariser=ModelSummariser(adapters),
-        history=lambda: history_messages(store.messages(chat_id)),
-        latest_fold=lambda: latest_fold(store, chat_id),
-    )
-    return Conversation(chat_id, store=store, engine=session, model=MODEL)
-
-
-def summary_requests(server: OpenAIStyleServer) -> list[Recorded]:
-    return [r for r in server.chat_requests if b"<summary-so-far>" in r.body]
-
-
-async def arrived(server: OpenAIStyleServer) -> None:
+async def arrived(api: OpenAIStyleServer) -> None:
     """Until a summary request reaches the server (it holds it there)."""
-    assert await asyncio.to_thread(server.summary_arrived.wait, HANG_SECONDS)
+    assert await asyncio.to_thread(api.summary_arrived.wait, HANG_SECONDS)
 
 
+class CutOff(NamedTuple):
+    chat_id: str
+    fold: Compacted
+    body: bytes  # of the summary request the closing cut off
+
+
+@pytest.fixture
 async def cut_off(
-    server: OpenAIStyleServer,
-    chat_id: str,
-    store: ChatStore,
-    data_dir: Path,
-    adapter: OpenAIAdapter,
-) -> tuple[Compacted, bytes]:
+    api: OpenAIStyleServer, api_adapter: OpenAIAdapter, store: ChatStore, data_dir: Path
+) -> CutOff:
     """Four turns and a paste that folds; the chat closes while the fold's summary request is
-    held. Returns the fold and that request's body."""
+    held."""
     heard: list[SummaryWritten] = []
-    first = open_chat(chat_id, store, data_dir, adapter)
+    first = new_api_chat(store, data_dir, api_adapter)
     first.on_summary = heard.append
     for i in range(4):
         assert any(isinstance(e, Done) for e in [e async for e in first.turn(turn_text(i))])
@@ -112,100 +66,73 @@ async def cut_off(
     (fold,) = [e for e in events if isinstance(e, Compacted)]
     assert fold.writing
     # The summary is asked for after the answer, and the chat closes while it is held.
-    await arrived(server)
-    (asked,) = summary_requests(server)
+    await arrived(api)
+    (asked,) = summary_requests(api)
     await first.aclose()
     assert not heard
-    server.summary_arrived.clear()
-    return fold, asked.body
+    api.summary_arrived.clear()
+    return CutOff(first.chat_id, fold, asked.body)
+
+
+@pytest.fixture
+async def again(
+    cut_off: CutOff, api_adapter: OpenAIAdapter, store: ChatStore, data_dir: Path
+) -> AsyncIterator[Conversation]:
+    """The cut-off chat opened again, as the app opens it: a new session on its transcript
+    file and chat log. Closed after the test."""
+    conversation = api_conversation(cut_off.chat_id, store, data_dir, {"openai": api_adapter})
+    yield conversation
+    await conversation.aclose()
 
 
 async def test_a_summary_cut_off_by_closing_the_chat_is_written_when_it_opens_again(
-    server: OpenAIStyleServer, client: httpx.AsyncClient, store: ChatStore, data_dir: Path
+    api: OpenAIStyleServer, cut_off: CutOff, again: Conversation, store: ChatStore, data_dir: Path
 ) -> None:
-    adapter = OpenAIAdapter(
-        ROWS["openai"], base_url=server.base_url, api_key="sk-test", client=client
-    )
-    chat = store.create_chat(model_key=MODEL.key)
-    fold, body = await cut_off(server, chat.id, store, data_dir, adapter)
-    heard: list[SummaryWritten] = []
-    logged = store.latest_compaction(chat.id)
+    chat_id, fold, body = cut_off
+    logged = store.latest_compaction(chat_id)
     assert logged is not None and logged.summary == fold.summary and SUMMARY not in fold.summary
 
     # Opened again: the same summary request is sent again, in the background.
-    again = open_chat(chat.id, store, data_dir, adapter)
-    written = asyncio.Event()
+    summaries = again.on_summary = SummaryWaiter()
+    assert again.resume_summary()
+    await arrived(api)
+    resent = summary_requests(api)
+    assert len(resent) == 2 and resent[1].body == body
+    done = await summaries.let_go(api)
+    assert done.first_kept_seq == fold.first_kept_seq and SUMMARY in done.summary
+    logged = store.latest_compaction(chat_id)
+    assert logged is not None and logged.summary == done.summary
+    assert isinstance(again.engine, ApiSession)
+    await again.engine.wait_prepared()  # the transcript is saved after the chat log
+    saved = load_transcript(data_dir, chat_id).transcript
+    assert saved.summary == done.summary and not saved.late
+    assert not again.resume_summary()  # nothing left to write
 
-    def on_summary(event: SummaryWritten) -> None:
-        heard.append(event)
-        written.set()
-
-    again.on_summary = on_summary
-    try:
-        assert again.resume_summary()
-        await arrived(server)
-        resent = summary_requests(server)
-        assert len(resent) == 2 and resent[1].body == body
-        assert server.summary_gate is not None
-        server.summary_gate.set()
-        await asyncio.wait_for(written.wait(), HANG_SECONDS)
-        (done,) = heard
-        assert done.first_kept_seq == fold.first_kept_seq and SUMMARY in done.summary
-        logged = store.latest_compaction(chat.id)
-        assert logged is not None and logged.summary == done.summary
-        assert isinstance(again.engine, ApiSession)
-        await again.engine.wait_prepared()  # the transcript is saved after the chat log
-        saved = load_transcript(data_dir, chat.id).transcript
-        assert saved.summary == done.summary and not saved.late
-        assert not again.resume_summary()  # nothing left to write
-
-        # The next turn sends it; the chat log and the transcript agree (no rebuild).
-        events = [e async for e in again.turn("And the beans?")]
-        assert any(isinstance(e, Done) for e in events)
-        sent = next(
-            m["content"] for m in server.chat_requests[-1].json["messages"] if m["role"] == "user"
-        )
-        assert str(sent).startswith(SUMMARY_OPEN) and SUMMARY in str(sent)
-        assert not [e for e in events if getattr(e, "topic", "") == "transcript-recovered"]
-        assert len(summary_requests(server)) == 2
-    finally:
-        await again.aclose()
+    # The next turn sends it; the chat log and the transcript agree (no rebuild).
+    events = [e async for e in again.turn("And the beans?")]
+    assert any(isinstance(e, Done) for e in events)
+    sent = next(m["content"] for m in api.chat_requests[-1].json["messages"] if m["role"] == "user")
+    assert str(sent).startswith(SUMMARY_OPEN) and SUMMARY in str(sent)
+    assert not [e for e in events if getattr(e, "topic", "") == "transcript-recovered"]
+    assert len(summary_requests(api)) == 2
 
 
 async def test_a_summary_cut_off_is_written_after_the_next_turn_when_the_model_was_not_ready(
-    server: OpenAIStyleServer, client: httpx.AsyncClient, store: ChatStore, data_dir: Path
+    api: OpenAIStyleServer, cut_off: CutOff, again: Conversation, store: ChatStore
 ) -> None:
-    adapter = OpenAIAdapter(
-        ROWS["openai"], base_url=server.base_url, api_key="sk-test", client=client
-    )
-    chat = store.create_chat(model_key=MODEL.key)
-    fold, body = await cut_off(server, chat.id, store, data_dir, adapter)
-    again = open_chat(chat.id, store, data_dir, adapter)
-    again.switch_model(MODEL.model_copy(update={"ready": False}))
-    written = asyncio.Event()
-    heard: list[SummaryWritten] = []
-
-    def on_summary(event: SummaryWritten) -> None:
-        heard.append(event)
-        written.set()
-
-    again.on_summary = on_summary
-    try:
-        # Nothing is sent while the chat's model is not ready.
-        assert not again.resume_summary()
-        assert len(summary_requests(server)) == 1
-        # Its next turn (the model is ready then) writes it after the answer.
-        again.switch_model(MODEL)
-        events = [e async for e in again.turn("And the beans?")]
-        assert any(isinstance(e, Done) for e in events)
-        await arrived(server)
-        assert [r.body for r in summary_requests(server)] == [body, body]
-        assert server.summary_gate is not None
-        server.summary_gate.set()
-        await asyncio.wait_for(written.wait(), HANG_SECONDS)
-        (done,) = heard
-        assert done.first_kept_seq == fold.first_kept_seq and SUMMARY in done.summary
-        logged = store.latest_compaction(chat.id)
-        assert logged is not None and logged.summary == done.summary
-    finally:
-        await again.aclose()
+    chat_id, fold, body = cut_off
+    again.switch_model(API_MODEL.model_copy(update={"ready": False}))
+    summaries = again.on_summary = SummaryWaiter()
+    # Nothing is sent while the chat's model is not ready.
+    assert not again.resume_summary()
+    assert len(summary_requests(api)) == 1
+    # Its next turn (the model is ready then) writes it after the answer.
+    again.switch_model(API_MODEL)
+    events = [e async for e in again.turn("And the beans?")]
+    assert any(isinstance(e, Done) for e in events)
+    await arrived(api)
+    assert [r.body for r in summary_requests(api)] == [body, body]
+    done = await summaries.let_go(api)
+    assert done.first_kept_seq == fold.first_kept_seq and SUMMARY in done.summary
+    logged = store.latest_compaction(chat_id)
+    assert logged is not None and logged.summary == done.summary

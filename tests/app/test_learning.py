@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -33,20 +33,6 @@ class FakeModel:
         if isinstance(answer, Exception):
             raise answer
         return answer
-
-
-@pytest.fixture
-def store(data_dir: Path) -> Iterator[ChatStore]:
-    s = ChatStore.in_dir(data_dir)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def book(data_dir: Path) -> Iterator[MemoryBook]:
-    b = MemoryBook.in_dir(data_dir)
-    yield b
-    b.close()
 
 
 @pytest.fixture

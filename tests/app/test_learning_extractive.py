@@ -6,21 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from app.learning import EMPTY_TRIES, QuietLearning, self_statements
 from app.memories import MemoryBook
-from app.secrets import SessionSecrets
-from app.services import build_services
 from app.settings import SettingsStore
 from app.store import ChatStore, StoredMessage
 from engines.providers.structured import LIST_OF_STRINGS
-from tests.fakes.http import free_port
-from tests.fakes.ollama_server import FakeModel, FakeOllama, FakeReply, running_ollama
+from tests.loopback_chat import ollama_services
 
 TYPED = [
     ("Hi! My name is Priya and I live in Pune.", "Nice to meet you, Priya."),
@@ -53,20 +49,6 @@ class EmptyModel:
         self.read.append(text)
         await asyncio.sleep(0)
         return self.answer
-
-
-@pytest.fixture
-def store(data_dir: Path) -> Iterator[ChatStore]:
-    s = ChatStore.in_dir(data_dir)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def book(data_dir: Path) -> Iterator[MemoryBook]:
-    b = MemoryBook.in_dir(data_dir)
-    yield b
-    b.close()
 
 
 @pytest.fixture
@@ -225,38 +207,19 @@ def test_questions_requests_quotes_chatter_and_secrets_are_not_statements(text: 
 async def test_on_ollama_an_empty_or_unreadable_answer_leaves_the_words_unread(
     data_dir: Path, answer: str
 ) -> None:
-    nowhere = f"http://127.0.0.1:{free_port()}"
-
-    def reply(body: dict[str, Any]) -> FakeReply:
-        return FakeReply(text=answer)
-
-    with running_ollama([FakeModel("smollm2", 8_192)], responder=reply) as ollama:
-        assert isinstance(ollama, FakeOllama)
-        SettingsStore.in_dir(data_dir).update(
-            ollama_url=ollama.url,
-            lmstudio_url=nowhere,
-            llamacpp_url=nowhere,
-            vllm_url=nowhere,
-            bundled_model=False,
-            remember_automatically=True,
-        )
-        services = build_services(data_dir, mock=False, secrets=SessionSecrets())
-        try:
-            await services.refresh_models(start_bundled=False)
-            chat = services.store.create_chat(title="Shed", model_key="ollama/smollm2:latest")
-            for person, said in TYPED:
-                services.store.append_message(chat.id, "user", person)
-                services.store.append_message(chat.id, "assistant", said)
-            run = await services.learner.review(chat.id, before_seq=8)
-            assert run is not None and {m.text for m in run.memories} == FROM_TYPED
-            assert {m.status for m in run.memories} == {"waiting"}
-            again = services.store.get_chat(chat.id)
-            assert again is not None and again.read_until == -1
-        finally:
-            await services.aclose()
-        learning = [b for b in ollama.chat_requests() if "format" in b]
-        assert len(learning) == 1 and learning[0]["format"] == LIST_OF_STRINGS
-        assert "Priya" in json.dumps(learning[0]["messages"])
+    async with ollama_services(data_dir, answer) as (ollama, services):
+        chat = services.store.create_chat(title="Shed", model_key="ollama/smollm2:latest")
+        for person, said in TYPED:
+            services.store.append_message(chat.id, "user", person)
+            services.store.append_message(chat.id, "assistant", said)
+        run = await services.learner.review(chat.id, before_seq=8)
+        assert run is not None and {m.text for m in run.memories} == FROM_TYPED
+        assert {m.status for m in run.memories} == {"waiting"}
+        again = services.store.get_chat(chat.id)
+        assert again is not None and again.read_until == -1
+    learning = [b for b in ollama.chat_requests() if "format" in b]
+    assert len(learning) == 1 and learning[0]["format"] == LIST_OF_STRINGS
+    assert "Priya" in json.dumps(learning[0]["messages"])
 
 
 class Scripted:

@@ -6,8 +6,6 @@ server that holds each summary request until the test lets it go."""
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,13 +13,11 @@ from pytestqt.qtbot import QtBot
 
 from app.conversation import Conversation
 from app.memories import MemoryBook
-from app.services import history_messages, latest_fold
 from app.store import ChatStore
-from engines.base import Compacted, ModelInfo
-from engines.context.session import ApiSession
-from engines.context.summarise import ModelSummariser
+from engines.base import Compacted
 from engines.providers.openai import ROWS, OpenAIAdapter
-from tests.fakes.openai_server import OpenAIStyleServer, Script
+from tests.fakes.openai_server import OpenAIStyleServer
+from tests.loopback_chat import API_MODEL, PASTE, SUMMARY, api_conversation
 from tests.waits import HANG_MS
 from ui.cards.summary_divider import WRITING, SummaryDivider
 from ui.chat.bridge import ConversationBridge
@@ -30,59 +26,19 @@ from ui.chat.chat_view import ChatView
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
-MODEL = ModelInfo(provider="openai", id="gpt-fake", label="GPT Fake", context=4_096)
-SUMMARY = "The person asked about Marta's garden rota and the tomatoes."
 TURN = "Marta keeps the garden rota. " + "We talked about watering the tomatoes. " * 40
-# About 1,200 tokens: with four turns before it, more than a 4K model's budget holds.
-PASTE = "Here is the pump log:\n" + "\n".join(
-    f"line {k}: the pump ran for {k % 60} minutes" for k in range(130)
-)
-
-
-@pytest.fixture
-def server() -> Iterator[OpenAIStyleServer]:
-    s = OpenAIStyleServer("openai")
-    s.summary_gate = threading.Event()
-    s.summary_script = Script(text=[SUMMARY])
-    s.start()
-    yield s
-    s.summary_gate.set()
-    s.stop()
-
-
-@pytest.fixture
-def store(data_dir: Path) -> Iterator[ChatStore]:
-    s = ChatStore.in_dir(data_dir)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def book(data_dir: Path) -> Iterator[MemoryBook]:
-    b = MemoryBook.in_dir(data_dir)
-    yield b
-    b.close()
 
 
 def opened(chat_id: str, store: ChatStore, data_dir: Path, adapter: OpenAIAdapter) -> Conversation:
-    adapters = {"openai": adapter}
-    session = ApiSession(
-        chat_id=chat_id,
-        data_dir=data_dir,
-        adapters=adapters,
-        summariser=ModelSummariser(adapters),
-        history=lambda: history_messages(store.messages(chat_id)),
-        latest_fold=lambda: latest_fold(store, chat_id),
-    )
-    return Conversation(chat_id, store=store, engine=session, model=MODEL)
+    return api_conversation(chat_id, store, data_dir, {"openai": adapter})
 
 
 def test_the_divider_of_a_summary_cut_off_fills_in_when_the_chat_opens_again(
-    qtbot: QtBot, server: OpenAIStyleServer, store: ChatStore, book: MemoryBook, data_dir: Path
+    qtbot: QtBot, api: OpenAIStyleServer, store: ChatStore, book: MemoryBook, data_dir: Path
 ) -> None:
     loop = asyncio.get_running_loop()
-    adapter = OpenAIAdapter(ROWS["openai"], base_url=server.base_url, api_key="sk-test")
-    chat = store.create_chat(model_key=MODEL.key)
+    adapter = OpenAIAdapter(ROWS["openai"], base_url=api.base_url, api_key="sk-test")
+    chat = store.create_chat(model_key=API_MODEL.key)
     first = ConversationBridge(opened(chat.id, store, data_dir, adapter))
     folds: list[Compacted] = []
     first.compacted.connect(folds.append)
@@ -91,10 +47,10 @@ def test_the_divider_of_a_summary_cut_off_fills_in_when_the_chat_opens_again(
             assert first.send(text)
     assert len(folds) == 1 and folds[0].writing
     # The chat closes while its summary request is held (the app quits).
-    qtbot.waitUntil(server.summary_arrived.is_set, timeout=HANG_MS)
+    qtbot.waitUntil(api.summary_arrived.is_set, timeout=HANG_MS)
     closing = loop.create_task(first.aclose())
     qtbot.waitUntil(closing.done, timeout=HANG_MS)
-    server.summary_arrived.clear()
+    api.summary_arrived.clear()
 
     bridge = ConversationBridge(opened(chat.id, store, data_dir, adapter))
     bridge.resume_summary()  # as the window does when it opens a chat
@@ -108,10 +64,10 @@ def test_the_divider_of_a_summary_cut_off_fills_in_when_the_chat_opens_again(
     assert divider.writing_label.isVisible() and divider.writing_label.text() == WRITING
     assert SUMMARY not in divider.compaction.summary
 
-    qtbot.waitUntil(server.summary_arrived.is_set, timeout=HANG_MS)  # asked again
+    qtbot.waitUntil(api.summary_arrived.is_set, timeout=HANG_MS)  # asked again
     with qtbot.waitSignal(bridge.summary_written, timeout=HANG_MS):
-        assert server.summary_gate is not None
-        server.summary_gate.set()
+        assert api.summary_gate is not None
+        api.summary_gate.set()
     filled = view.widget_at(RowKind.DIVIDER)
     assert isinstance(filled, SummaryDivider) and not filled.writing
     assert not filled.writing_label.isVisible() and SUMMARY in filled.compaction.summary
