@@ -850,6 +850,10 @@ async def run(
             window, script, extra_args, policies, control, fake, control_window
         )
         result[f"load_after_{window}"] = _load()
+        # Each window's figures as soon as they are known (a long run stopped before its end
+        # keeps them); the last line on stdout stays the whole run's.
+        said = {"bench": "ttft", "window": window, **result}
+        print(json.dumps(said, ensure_ascii=False), file=sys.stderr, flush=True)
     result["load_after"] = _load()
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
