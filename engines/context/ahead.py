@@ -40,6 +40,11 @@ log = logging.getLogger("conch.context.session")
 class FoldsAhead(LearnedWindows):
     """Writing the next fold's summary ahead, and warming a local server's cache for it."""
 
+    # After a summary written ahead was turned down on every try (``_prep_failed``): the
+    # turns the chat had then, and the fold in which it was tried once more.
+    _failed_turns: int = 0
+    _retried: int | None = None
+
     @property
     def preparing(self) -> bool:
         """Whether the next fold's summary is being written in the background now."""
@@ -262,13 +267,21 @@ class FoldsAhead(LearnedWindows):
             self._discard_prepared()
             p = None
         fold = self._first_kept_seq()
-        if self._prep_failed == fold:
-            return None
         f, r = self._factor, self._reserved()
         ahead = self._ledger.recent_person_tokens(RECENT_TURNS)
         # The next message may be as big as the biggest recent one (a pasted page).
         big = self._ledger.recent_person_tokens(RECENT_TURNS, largest=True)
         room = max(0, b - int(big * f))  # what the transcript may hold before such a message
+        if self._prep_failed == fold and (
+            # Turned down on every try: a small model often summarises the same chat a turn
+            # longer well, so it is tried once more in this fold, when the chat has grown and
+            # the next message may bring the fold (without that, the first fold of SmolLM2 at
+            # 2,048 went ahead with nothing written or read ahead).
+            self._retried == fold
+            or self._ledger.turns <= self._failed_turns
+            or not self._ledger.near(room, f, r)
+        ):
+            return None
         near = self._ledger.near(b, f, r, PREPARE_AT) or self._ledger.near(room, f, r)
         if not near and not self._late:
             return None
@@ -314,6 +327,8 @@ class FoldsAhead(LearnedWindows):
         summariser = self.summariser
         if summariser is None:
             return
+        if self._prep_failed == job.fold:
+            self._prep_failed, self._retried = None, job.fold  # the one more try
         sized = model if model.context == window else model.model_copy(update={"context": window})
         # A small model's summary is often turned down (a copy of the chat, another topic)
         # and the next try is often fine: tried again once, else the fold goes ahead with
@@ -328,7 +343,7 @@ class FoldsAhead(LearnedWindows):
                 return  # the person's turn needed the server; after it, preparing starts again
             except Exception:  # a summary written ahead is a help: the fold summarises then
                 log.warning("writing the next fold's summary ahead failed", exc_info=True)
-                self._prep_failed = job.fold
+                self._prep_failed, self._failed_turns = job.fold, self._ledger.turns
                 return
             text = (result.text or "").strip()
             if text and not result.problem:
@@ -336,8 +351,12 @@ class FoldsAhead(LearnedWindows):
             log.info("a summary written ahead was turned down: %s", result.problem or "empty")
         else:
             # Not a whole summary (a refusal, facts only): the fold summarises then, and this
-            # fold's turns are not tried again in the background.
-            self._prep_failed = job.fold
+            # fold's turns are tried again in the background at most once more (``_next_job``).
+            self._prep_failed, self._failed_turns = job.fold, self._ledger.turns
+            if template is not None and self._prepared is not None:
+                # An extension turned down: the summary written before it still serves the
+                # fold, whose request now holds this turn too.
+                await self._warm_fold(model, template, b)
             return
         if job.base != self._summary or job.pending != fingerprint(self._late):
             return  # a fold came first

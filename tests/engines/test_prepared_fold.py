@@ -405,15 +405,16 @@ async def test_every_fold_even_after_a_pasted_page_was_read_ahead(
 
 
 class FirstSummaryOffTopicServer(SummaryWritingServer):
-    """A small model's way: its first summary is about something else (turned down), the
-    next one is fine."""
+    """A small model's way: its first ``off_topic`` summaries are about something else (turned
+    down), the next ones are fine."""
 
-    def __init__(self) -> None:
+    def __init__(self, off_topic: int = 1) -> None:
         super().__init__()
+        self.off_topic = off_topic
         self.turned_down = 0
 
     def _chat(self, request: Recorded) -> Reply:
-        if is_summary(request.json or {}) and self.turned_down == 0:
+        if is_summary(request.json or {}) and self.turned_down < self.off_topic:
             with self.lock:
                 self.turned_down += 1
             return Reply.stream(
@@ -450,6 +451,42 @@ async def test_a_summary_turned_down_while_written_ahead_is_written_again_before
         assert during[-1] == 0
         assert compacted.summarised
         assert server.summaries[-1] in compacted.summary
+        await adapter.aclose()
+    finally:
+        server.stop()
+
+
+async def test_the_first_fold_finds_its_summary_even_when_both_first_tries_were_turned_down(
+    client: httpx.AsyncClient, data_dir: Path
+) -> None:
+    # Both tries of the first summary written ahead are turned down (SmolLM2 at 2,048 did
+    # this before its first fold): a chat that keeps growing still gets one more try before
+    # the fold, so the fold turn sends a model's summary whose request the server has read.
+    server = FirstSummaryOffTopicServer(off_topic=2).start()
+    try:
+        adapter = gated(OpenAIAdapter(ROWS["local"], base_url=server.base_url, client=client))
+        session = session_on(adapter, data_dir)
+        compacted: Compacted | None = None
+        during: list[int] = []
+        asked = 0
+        for i in range(14):
+            before = len(server.summary_requests)
+            asked = len(server.chat_requests)
+            events = await run(session, 2 * i, f"Note {i}: " + NOTE * 33)
+            during.append(len(server.summary_requests) - before)
+            assert isinstance(ending(events), Done)
+            if only(events, Compacted):
+                (compacted,) = only(events, Compacted)
+                break
+            await asyncio.wait_for(session.wait_prepared(), HANG_GUARD)
+        assert compacted is not None, "the chat never folded"
+        assert server.turned_down == 2
+        assert during[-1] == 0  # nothing written while the person waited
+        assert compacted.summarised and not compacted.writing
+        assert server.summaries[-1] in compacted.summary
+        fold = server.turn_requests[-1].json
+        ahead = [r.json for r in server.warm_requests if server.chat_requests.index(r) < asked]
+        assert _starts_with_one_read_ahead(fold, ahead)
         await adapter.aclose()
     finally:
         server.stop()
