@@ -30,7 +30,7 @@ from engines.context.protocols import SummaryResult
 from engines.context.state import summary_block
 from engines.context.summarise import facts_kept, fit, summary_cap
 from engines.context.windows import LearnedWindows
-from engines.local.gate import GaveWayError, background
+from engines.local.gate import GaveWayError, background, for_the_chat
 from engines.providers.base import ChatRequest
 from engines.window import estimate_tokens
 
@@ -245,7 +245,7 @@ class FoldsAhead(LearnedWindows):
             # The next turn sends the new summary: the server reads it now, not then.
             request = warm_request(template, summary_block(self._summary), self._messages)
             if request is not None:
-                with background():
+                with background(), for_the_chat():
                     await warm(adapter, request)
         job = self._next_job(b)
         if job is not None:
@@ -402,8 +402,11 @@ class FoldsAhead(LearnedWindows):
             )
         # Last, the chat as it is: the next turn, if it does not fold, then finds its prefix
         # in the server's context (restoring it from the cache would cost that turn time).
-        requests.append(warm_request(template, summary_block(self._summary), self._messages))
+        chat_as_it_is = warm_request(template, summary_block(self._summary), self._messages)
         with background():
             for request in requests:
                 if request is not None and not await warm(adapter, request):
                     return
+            if chat_as_it_is is not None:
+                with for_the_chat():  # where that turn looks for it
+                    await warm(adapter, chat_as_it_is)

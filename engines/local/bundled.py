@@ -75,7 +75,7 @@ from engines.base import (
 from engines.file_lock import try_lock
 from engines.listeners import Listeners
 from engines.local import serve
-from engines.local.gate import in_background
+from engines.local.gate import in_background, reads_for_the_chat
 from engines.local.processes import alive as _alive
 from engines.local.processes import death_signal_hook as death_signal_hook
 from engines.local.processes import ending_words, signal_number
@@ -1321,6 +1321,15 @@ class BundledRuntime:
 # --- the adapter -------------------------------------------------------------------------------
 
 
+def slot_for_request() -> int:
+    """The runtime's slot for a request made here: background work (summaries written ahead,
+    learning, titles, other prompts read ahead) has its own, so the chat's prefix stays where
+    its next turn looks; the chat's own next prompt read ahead (``for_the_chat``) goes there."""
+    if in_background() and not reads_for_the_chat():
+        return BACKGROUND_SLOT
+    return CHAT_SLOT
+
+
 class BundledAdapter:
     """The OpenAI-style ``local`` row, pointed at wherever the runtime is listening.
 
@@ -1418,11 +1427,7 @@ class BundledAdapter:
         # (``Reading`` events), so a long wait before the first word is not a blind one.
         # id_slot: background work has a slot of its own, so the chat's stays the chat's.
         background = in_background()
-        wanted = {
-            "cache_prompt": True,
-            "return_progress": True,
-            "id_slot": BACKGROUND_SLOT if background else CHAT_SLOT,
-        }
+        wanted = {"cache_prompt": True, "return_progress": True, "id_slot": slot_for_request()}
         request = request.model_copy(update={"extra": {**wanted, **request.extra}})
         if not background:
             for note in await self._prepare_slot(adapter, request):

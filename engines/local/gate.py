@@ -44,6 +44,25 @@ def in_background() -> bool:
     return _BACKGROUND.get()
 
 
+_FOR_THE_CHAT: ContextVar[bool] = ContextVar("conch_read_for_the_chat", default=False)
+
+
+@contextlib.contextmanager
+def for_the_chat() -> Iterator[None]:
+    """Background requests made inside this block read the chat's own next prompt ahead (the
+    chat as it is, or with the summary its next turn sends): a server with a slot for each
+    kind of work reads them in the chat's slot, where that turn looks for its prefix."""
+    token = _FOR_THE_CHAT.set(True)
+    try:
+        yield
+    finally:
+        _FOR_THE_CHAT.reset(token)
+
+
+def reads_for_the_chat() -> bool:
+    return _FOR_THE_CHAT.get()
+
+
 class GaveWayError(ProviderError):
     """A background request stopped so the person's turn could use the server."""
 

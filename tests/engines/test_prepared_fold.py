@@ -22,8 +22,8 @@ from engines.base import Compacted, Done, Event, ModelInfo, Note, TurnInput
 from engines.context.prepare import WARM_TOKENS
 from engines.context.session import SUMMARY_OPEN, ApiSession, summary_block
 from engines.context.summarise import ModelSummariser
-from engines.local.gate import GatedAdapter, gated
-from engines.providers.base import ProviderAdapter
+from engines.local.gate import GatedAdapter, gated, reads_for_the_chat
+from engines.providers.base import ChatRequest, ProviderAdapter
 from engines.providers.openai import ROWS, OpenAIAdapter
 from tests.engines.test_session import FakeSummariser, ending, only
 from tests.engines.test_session import run as run_scripted
@@ -103,6 +103,18 @@ def writer() -> Iterator[SummaryWritingServer]:
     server.stop()
 
 
+class SlotMarks(OpenAIAdapter):
+    """The loopback adapter, noting for each request whether it was marked as reading the
+    chat's own next prompt (the bundled runtime then sends it to the chat's slot)."""
+
+    marked: list[tuple[list[str], bool]]
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
+        self.marked.append(([m.text for m in request.messages], reads_for_the_chat()))
+        async for event in super().stream(request):
+            yield event
+
+
 def session_on(adapter: ProviderAdapter, data_dir: Path) -> ApiSession:
     adapters = {adapter.name: adapter}
     return ApiSession(
@@ -159,7 +171,9 @@ async def test_the_fold_sends_the_summary_written_before_it(
 async def test_the_request_the_fold_sends_is_read_by_the_server_before_the_fold(
     writer: SummaryWritingServer, client: httpx.AsyncClient, data_dir: Path
 ) -> None:
-    adapter = gated(OpenAIAdapter(ROWS["local"], base_url=writer.base_url, client=client))
+    inner = SlotMarks(ROWS["local"], base_url=writer.base_url, client=client)
+    inner.marked = []
+    adapter = gated(inner)
     session = session_on(adapter, data_dir)
     fold_request: list[dict[str, Any]] | None = None
     for i in range(14):
@@ -187,6 +201,12 @@ async def test_the_request_the_fold_sends_is_read_by_the_server_before_the_fold(
     assert not any(SUMMARY_OPEN in m["content"] for m in ahead[-1])
     assert ahead[-1][:-1] == writer.turn_requests[-2].json["messages"]
     assert ahead[-1][-1]["role"] == "assistant"
+    # Only that one is read where the chat's next turn looks (the bundled runtime's chat
+    # slot); the folds' prompts go to the slot of background work.
+    for_the_chat = [texts for texts, marked in inner.marked if marked]
+    assert for_the_chat and all(SUMMARY_OPEN not in t for t in for_the_chat[-1])
+    assert for_the_chat[-1] == [m["content"] for m in ahead[-1]][1:]
+    assert not any(marked for texts, marked in inner.marked if texts[0].startswith(SUMMARY_OPEN))
     read_ahead = [
         keeping == fold_request[: len(keeping)] and len(keeping) == len(fold_request) - 1,
         alone[0] == fold_request[0] and fold_request[1]["content"].startswith(alone[1]["content"]),
