@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from app.sqlite import StorageError, open_database
 from engines.base import Healed, Note, Problem
@@ -28,6 +28,14 @@ class Notes(Protocol):
     writes to Health asks for."""
 
     def add(self, topic: str, text: str, model: str = "", window: int | None = None) -> object: ...
+
+
+@runtime_checkable
+class StandingNotes(Notes, Protocol):
+    """Notes that can also say a standing condition (no keyring on this computer) once, not
+    once for every start while it lasts."""
+
+    def add_standing(self, topic: str, text: str) -> object: ...
 
 
 KEEP = 2000
@@ -125,6 +133,14 @@ class HealthLog:
         except sqlite3.Error:
             return None  # a full disk must not turn a healed turn into a failed one
         return note
+
+    def add_standing(self, topic: str, text: str) -> HealthNote | None:
+        """Add a note about a condition that lasts from start to start, unless the newest note
+        of its topic already says it (so Health does not fill with one per start)."""
+        newest = self.notes(limit=1, topic=_clean(topic, 64) or "other")
+        if newest and newest[0].text == _clean(text):
+            return None
+        return self.add(topic, text)
 
     def add_event(self, event: Healed | Note | Problem, model: str = "") -> HealthNote | None:
         """A note for an engine event worth one (the conversation's helper)."""

@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 import keyring
 import keyring.errors
 
-from app.health import Notes
+from app.health import Notes, StandingNotes
 from engines.providers.registry import PROVIDERS
 
 SERVICE = "Conch"
@@ -159,7 +159,9 @@ class KeyringSecrets:
 def _no_keyring(why: str, notes: Notes | None) -> None:
     """Say once that keys are kept in memory: the log's INFO line and the Health note."""
     log.info("no usable system keyring (%s); API keys are kept in memory for this run", why)
-    if notes is not None:
+    if isinstance(notes, StandingNotes):
+        notes.add_standing(KEYRING_TOPIC, NO_KEYRING)  # once, not at every start
+    elif notes is not None:
         notes.add(KEYRING_TOPIC, NO_KEYRING)
 
 
