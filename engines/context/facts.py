@@ -1082,7 +1082,10 @@ def _words_around(text: str, fact: Fact, origins: _Origins) -> str | None:
         default=len(right),
     )
     right = right[:cut]
-    before = left.split()[-_PHRASE_WORDS:] if left.strip() else []
+    words = left.split()
+    before = words[-_PHRASE_WORDS:]
+    if len(words) > len(before) and any(c.isdigit() for c in words[-len(before) - 1]):
+        before = words[-len(before) - 1 :]  # "420 m of larch", not "m of larch"
     after = [w for w in right.split() if any(c.isalnum() for c in w)][:_PHRASE_WORDS]
     if not before and not after:
         return None
@@ -1090,7 +1093,21 @@ def _words_around(text: str, fact: Fact, origins: _Origins) -> str | None:
     if origins.at(max(0, start)) != who or origins.at(max(pos, end + len(right) - 1)) != who:
         return None
     phrase = _clean(" ".join([*before, fact.text]) + (" " + " ".join(after) if after else ""))
+    phrase = _readable(phrase)
     return phrase if fact.text in phrase else None
+
+
+_EMPHASIS = re.compile(r"\*\*|__|`")
+
+
+def _readable(phrase: str) -> str:
+    """Words from a Markdown answer as a person reads them: no bold or code marks, and a
+    table row's cells as "item: value" rather than between pipes."""
+    text = _EMPHASIS.sub("", phrase)
+    if text.lstrip().startswith("|"):  # a table row (a pipe elsewhere may be a shell's)
+        cells = [c.strip() for c in text.split("|") if c.strip()]
+        text = f"{cells[0]}: {', '.join(cells[1:])}" if len(cells) > 1 else "".join(cells)
+    return _clean(" ".join(text.split()))
 
 
 # --- the summary's four parts ------------------------------------------------------------------

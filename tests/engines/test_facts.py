@@ -392,3 +392,29 @@ def test_a_decision_is_kept_in_the_persons_words_fold_after_fold() -> None:
     carried = "\n".join(split_kept(first)[1])
     second = keep_facts("A vague summary.", carried + "\nPerson: Thanks.", 3_000)
     assert missing_facts(items, "\n".join(split_kept(second)[1])) == []
+
+
+def test_an_answers_facts_are_kept_as_readable_words_not_markup_or_cut_numbers() -> None:
+    # From the demo chat: a Markdown answer with a table, bold text and sums in sentences.
+    answer = (
+        "Here is the plan.\n\n"
+        "| Item | Cost |\n|---|---|\n| Screws and brackets | €150 |\n| Water butts, 4 | €240 |\n"
+        "| **Total** | **€4,090** |\n\n"
+        "Then 420 m of larch costs about €1,260 instead of €2,100 — that brings back all 24 beds. "
+        "About 5 litres per m² on a hot day: 12 beds × 3.6 m² × 5 l ≈ **216 litres a day**."
+    )
+    kept = facts_kept(
+        "",
+        "",
+        [
+            Message(role="user", text="What does the garden cost?"),
+            Message(role="assistant", text=answer),
+        ],
+        8_192,
+    )
+    _body, items, _note = kept_parts(kept)
+    assert items, kept
+    for item in items:
+        assert "**" not in item and not item.startswith("|") and "| " not in item, item
+    larch = [x for x in items if "€1,260" in x]
+    assert larch and all("420 m of larch" in x for x in larch), items
