@@ -31,13 +31,17 @@ _BACKGROUND: ContextVar[bool] = ContextVar("conch_background_request", default=F
 
 
 @contextlib.contextmanager
-def background() -> Iterator[None]:
-    """Requests made inside this block are background work: they give way to a turn."""
-    token = _BACKGROUND.set(True)
+def _raised(flag: ContextVar[bool]) -> Iterator[None]:
+    token = flag.set(True)
     try:
         yield
     finally:
-        _BACKGROUND.reset(token)
+        flag.reset(token)
+
+
+def background() -> contextlib.AbstractContextManager[None]:
+    """Requests made inside this block are background work: they give way to a turn."""
+    return _raised(_BACKGROUND)
 
 
 def in_background() -> bool:
@@ -47,16 +51,11 @@ def in_background() -> bool:
 _FOR_THE_CHAT: ContextVar[bool] = ContextVar("conch_read_for_the_chat", default=False)
 
 
-@contextlib.contextmanager
-def for_the_chat() -> Iterator[None]:
+def for_the_chat() -> contextlib.AbstractContextManager[None]:
     """Background requests made inside this block read the chat's own next prompt ahead (the
     chat as it is, or with the summary its next turn sends): a server with a slot for each
     kind of work reads them in the chat's slot, where that turn looks for its prefix."""
-    token = _FOR_THE_CHAT.set(True)
-    try:
-        yield
-    finally:
-        _FOR_THE_CHAT.reset(token)
+    return _raised(_FOR_THE_CHAT)
 
 
 def reads_for_the_chat() -> bool:
