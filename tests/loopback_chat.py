@@ -1,7 +1,8 @@
 """Chat set-ups on loopback servers that several tests share.
 
 A chat on a model API whose summaries a test holds back (``held_summaries``, ``api_conversation``,
-``SummaryWaiter``), and the real app services learning from a fake Ollama (``ollama_services``).
+``SummaryWaiter``), and the real app services learning from a fake Ollama (``ollama_services``,
+its settings ``only_ollama``).
 The fixtures on them (``api``, ``api_adapter``) and the chat log's and memory book's
 (``store``, ``book``) are in tests/conftest.py.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from tests.fakes.openai_server import OpenAIStyleServer, Script
 from tests.waits import HANG_SECONDS
 
 API_MODEL = ModelInfo(provider="openai", id="gpt-fake", label="GPT Fake", context=4_096)
+SMOLLM2 = (FakeModel("smollm2", 8_192),)
 SUMMARY = "The person asked about Marta's garden rota and the tomatoes."
 
 
@@ -112,27 +114,34 @@ class SummaryWaiter:
         return done
 
 
+def only_ollama(data_dir: Path, ollama_url: str | None = None) -> None:
+    """Settings in ``data_dir`` whose only server is the Ollama at ``ollama_url``, or none:
+    every other server's address is a free port nothing listens on, and no bundled model."""
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    SettingsStore.in_dir(data_dir).update(
+        ollama_url=ollama_url or nowhere,
+        lmstudio_url=nowhere,
+        llamacpp_url=nowhere,
+        vllm_url=nowhere,
+        bundled_model=False,
+        remember_automatically=True,
+    )
+
+
 @asynccontextmanager
 async def ollama_services(
-    data_dir: Path, answer: str
+    data_dir: Path, answer: str, models: Sequence[FakeModel] = SMOLLM2
 ) -> AsyncIterator[tuple[FakeOllama, AppServices]]:
     """The real app services with automatic learning on, whose only server is a fake Ollama
-    (SmolLM2, 8K) answering every request with ``answer``; the services close on exit."""
-    nowhere = f"http://127.0.0.1:{free_port()}"
+    (with ``models``: SmolLM2, 8K, unless told) answering every request with ``answer``; the
+    services close on exit."""
 
     def reply(body: dict[str, Any]) -> FakeReply:
         return FakeReply(text=answer)
 
-    with running_ollama([FakeModel("smollm2", 8_192)], responder=reply) as ollama:
+    with running_ollama(models, responder=reply) as ollama:
         assert isinstance(ollama, FakeOllama)
-        SettingsStore.in_dir(data_dir).update(
-            ollama_url=ollama.url,
-            lmstudio_url=nowhere,
-            llamacpp_url=nowhere,
-            vllm_url=nowhere,
-            bundled_model=False,
-            remember_automatically=True,
-        )
+        only_ollama(data_dir, ollama.url)
         services = build_services(data_dir, mock=False, secrets=SessionSecrets())
         try:
             await services.refresh_models(start_bundled=False)

@@ -8,11 +8,10 @@ from pathlib import Path
 
 from app.secrets import SessionSecrets
 from app.services import build_services
-from app.settings import SettingsStore
 from bench._scripted import Answer, ScriptedAdapter
 from engines.base import Done, ModelInfo, Note
 from engines.context.transcript import transcript_path
-from tests.fakes.http import free_port
+from tests.loopback_chat import only_ollama
 
 LOCAL = ModelInfo(provider="openai", id="garden-7b", label="Garden 7B", context=32_768)
 
@@ -20,14 +19,7 @@ LOCAL = ModelInfo(provider="openai", id="garden-7b", label="Garden 7B", context=
 async def test_a_chat_back_from_a_program_is_rebuilt_from_the_log_without_a_notice(
     data_dir: Path,
 ) -> None:
-    nowhere = f"http://127.0.0.1:{free_port()}"
-    SettingsStore.in_dir(data_dir).update(
-        ollama_url=nowhere,
-        lmstudio_url=nowhere,
-        llamacpp_url=nowhere,
-        vllm_url=nowhere,
-        bundled_model=False,
-    )
+    only_ollama(data_dir)  # and no Ollama either: the chat's model is the scripted one
     services = build_services(data_dir, mock=False, secrets=SessionSecrets())
     adapter = ScriptedAdapter(name="openai", models=[LOCAL], default=Answer("noted"))
     try:

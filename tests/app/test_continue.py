@@ -15,12 +15,11 @@ import pytest
 from app.conversation import Conversation, MessageSaved
 from app.secrets import SessionSecrets
 from app.services import build_services
-from app.settings import SettingsStore
 from app.store import ChatStore
 from engines.base import Done, ModelInfo, ProblemKind, TextDelta, TurnInput, TurnProblem
 from engines.mock import MockEngine, Reply
-from tests.fakes.http import free_port
 from tests.fakes.ollama_server import FakeModel, FakeReply, running_ollama
+from tests.loopback_chat import only_ollama
 
 QUESTION = "Tell me about the garden."
 WHOLE = "The garden has twelve beds. Larch lasts ten years. Water them at dawn."
@@ -36,14 +35,7 @@ def answer(body: dict[str, Any]) -> FakeReply:
 
 async def test_an_answer_stopped_before_a_restart_goes_on_after_it(data_dir: Path) -> None:
     with running_ollama([FakeModel("llama3.2", 131_072)], responder=answer) as ollama:
-        nowhere = f"http://127.0.0.1:{free_port()}"
-        SettingsStore.in_dir(data_dir).update(
-            ollama_url=ollama.url,
-            lmstudio_url=nowhere,
-            llamacpp_url=nowhere,
-            vllm_url=nowhere,
-            bundled_model=False,
-        )
+        only_ollama(data_dir, ollama.url)
         services = build_services(data_dir, mock=False, secrets=SessionSecrets())
         try:
             await services.refresh_models(start_bundled=False)
@@ -107,11 +99,6 @@ def stopped_chat(store: ChatStore, engine: Any) -> tuple[Conversation, int]:
         problem=TurnProblem.of(ProblemKind.CANCELLED, partial=True),
     )
     return conv, stopped.seq
-
-
-@pytest.fixture
-def store(data_dir: Path) -> ChatStore:
-    return ChatStore.in_dir(data_dir)
 
 
 async def test_only_the_last_answer_the_person_stopped_can_continue(store: ChatStore) -> None:

@@ -3,7 +3,7 @@ its first turn sends through the real engine to a loopback server."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +19,6 @@ from engines.providers.openai import ROWS, OpenAIAdapter
 from tests.fakes.openai_server import OpenAIStyleServer, Script
 
 MODEL = ModelInfo(provider="openai", id="fake-model", label="Fake", context=8_192)
-
-
-@pytest.fixture
-def store(data_dir: Path) -> Iterator[ChatStore]:
-    s = ChatStore.in_dir(data_dir)
-    yield s
-    s.close()
 
 
 @pytest.fixture

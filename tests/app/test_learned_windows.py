@@ -7,7 +7,7 @@ ready model offers that model. The servers are loopback fakes: a llama.cpp-style
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -42,12 +42,6 @@ def big() -> Iterator[OpenAIStyleServer]:
     s = OpenAIStyleServer("lmstudio", models=[FakeModel("qwen-16k", window=16_384)]).start()
     yield s
     s.stop()
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(30.0)) as c:
-        yield c
 
 
 class Process:

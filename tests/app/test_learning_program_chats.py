@@ -13,6 +13,7 @@ from app.secrets import SessionSecrets
 from app.services import build_services
 from app.settings import SettingsStore
 from tests.fakes.http import free_port
+from tests.loopback_chat import only_ollama
 
 SAID = [
     "I live in Leeds and I grow larch for raised beds.",
@@ -21,15 +22,7 @@ SAID = [
 
 
 async def test_a_program_chat_keeps_what_the_person_said_and_never_waits(data_dir: Path) -> None:
-    nowhere = f"http://127.0.0.1:{free_port()}"
-    SettingsStore.in_dir(data_dir).update(
-        ollama_url=nowhere,
-        lmstudio_url=nowhere,
-        llamacpp_url=nowhere,
-        vllm_url=nowhere,
-        bundled_model=False,
-        remember_automatically=True,
-    )
+    only_ollama(data_dir)  # and no Ollama either: no model of Conch's is there to read it
     services = build_services(data_dir, mock=False, secrets=SessionSecrets())
     try:
         chat = services.store.create_chat(title="Beds", model_key="programs/claude-code")

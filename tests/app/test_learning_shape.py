@@ -9,51 +9,29 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from app.learning import parse_memories
-from app.secrets import SessionSecrets
-from app.services import build_services
-from app.settings import SettingsStore
 from engines.base import Done, Message, TextDelta
 from engines.local.bundled import BundledRuntime, available, bundled_adapter
 from engines.providers.base import ChatRequest
 from engines.providers.structured import LIST_OF_STRINGS, constrained_output
-from tests.fakes.http import free_port
-from tests.fakes.ollama_server import FakeModel, FakeOllama, FakeReply, running_ollama
+from tests.fakes.ollama_server import FakeModel
+from tests.loopback_chat import ollama_services
 
 LEARNED = "The person keeps bees on the allotment."
 
 
-def learn(body: dict[str, Any]) -> FakeReply:
-    return FakeReply(text=json.dumps([LEARNED]))
-
-
 async def test_ollama_learning_requests_carry_the_list_schema(data_dir: Path) -> None:
-    nowhere = f"http://127.0.0.1:{free_port()}"
-    with running_ollama([FakeModel("llama3.2", 131_072)], responder=learn) as ollama:
-        assert isinstance(ollama, FakeOllama)
-        SettingsStore.in_dir(data_dir).update(
-            ollama_url=ollama.url,
-            lmstudio_url=nowhere,
-            llamacpp_url=nowhere,
-            vllm_url=nowhere,
-            bundled_model=False,
-            remember_automatically=True,
-        )
-        services = build_services(data_dir, mock=False, secrets=SessionSecrets())
-        try:
-            await services.refresh_models(start_bundled=False)
-            chat = services.store.create_chat(title="Bees", model_key="ollama/llama3.2:latest")
-            services.store.append_message(chat.id, "user", "I keep bees on my allotment.")
-            services.store.append_message(chat.id, "assistant", "Lovely.")
-            run = await services.learner.review(chat.id, before_seq=2)
-            assert run is not None
-            assert [m.text for m in run.memories] == [LEARNED]
-        finally:
-            await services.aclose()
+    llama = [FakeModel("llama3.2", 131_072)]
+    async with ollama_services(data_dir, json.dumps([LEARNED]), llama) as (ollama, services):
+        chat = services.store.create_chat(title="Bees", model_key="ollama/llama3.2:latest")
+        services.store.append_message(chat.id, "user", "I keep bees on my allotment.")
+        services.store.append_message(chat.id, "assistant", "Lovely.")
+        run = await services.learner.review(chat.id, before_seq=2)
+        assert run is not None
+        assert [m.text for m in run.memories] == [LEARNED]
         learning = [b for b in ollama.chat_requests() if "format" in b]
         assert learning, "the learning request asked for no shape"
         assert learning[0]["format"] == LIST_OF_STRINGS

@@ -24,13 +24,6 @@ MODEL = ModelInfo(provider="openai", id="fake-model", label="Fake", context=8_19
 
 
 @pytest.fixture
-def store(data_dir: Path) -> Iterator[ChatStore]:
-    s = ChatStore.in_dir(data_dir)
-    yield s
-    s.close()
-
-
-@pytest.fixture
 def server() -> Iterator[OpenAIStyleServer]:
     with OpenAIStyleServer("openai") as s:
         yield s

@@ -5,7 +5,7 @@ could bring the transcript near the budget. Asserted on what the loopback server
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -45,12 +45,6 @@ def server() -> Iterator[OpenAIStyleServer]:
     s = OpenAIStyleServer("local").start()
     yield s
     s.stop()
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(30.0)) as c:
-        yield c
 
 
 def session_for(

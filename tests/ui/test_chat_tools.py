@@ -28,13 +28,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def store(data_dir: Path) -> Iterator[ChatStore]:
-    made = ChatStore.in_dir(data_dir)
-    yield made
-    made.close()
-
-
-@pytest.fixture
 def tools(data_dir: Path, qtbot: QtBot) -> Iterator[ToolSettings]:
     made = ToolSettings(SettingsStore.in_dir(data_dir), SessionSecrets())
     yield made

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,13 +19,6 @@ from ui.theme import ThemeManager
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
 CHATS = {"c-lisbon": "Trip to Lisbon", "c-garden": "Garden plans"}
-
-
-@pytest.fixture
-def book(data_dir: Path) -> Iterator[MemoryBook]:
-    b = MemoryBook.in_dir(data_dir)
-    yield b
-    b.close()
 
 
 @pytest.fixture

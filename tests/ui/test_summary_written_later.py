@@ -5,7 +5,7 @@ server and a summariser that holds every summary until the test lets it go."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -43,20 +43,6 @@ class HeldSummariser:
         await self.release.wait()
         turns = sum(1 for m in folded if m.role == "user")
         return SummaryResult(text=f"The summary of {turns} turns.", tokens=40, model=model.id)
-
-
-@pytest.fixture
-def store(data_dir: Path) -> Iterator[ChatStore]:
-    s = ChatStore.in_dir(data_dir)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def book(data_dir: Path) -> Iterator[MemoryBook]:
-    b = MemoryBook.in_dir(data_dir)
-    yield b
-    b.close()
 
 
 def test_the_divider_says_the_summary_is_being_written_and_fills_in(
