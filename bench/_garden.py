@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import random
 
+from engines.window import estimate_tokens
+
 OPENERS = (
     "Back to the garden.",
     "A few more thoughts.",
@@ -77,4 +79,20 @@ def prose(rng: random.Random, tokens: int) -> str:
         parts.append(line)
         size += len(line) + 1
     parts.append(rng.choice(QUESTIONS))
+    return " ".join(parts)
+
+
+def counted_prose(rng: random.Random, tokens: int) -> str:
+    """Plain English of about ``tokens`` tokens by Conch's own estimate (a page sized against
+    the chat's budget, where ``prose``'s four characters a token may fall short)."""
+    parts = [rng.choice(OPENERS)]
+    question = rng.choice(QUESTIONS)
+    # Counted piece by piece (the estimate of joined words is the sum of theirs, give or take
+    # a token), so a long page costs one pass.
+    size = estimate_tokens(parts[0]) + estimate_tokens(question)
+    while size < tokens:
+        line = sentence(rng)
+        parts.append(line)
+        size += estimate_tokens(line)
+    parts.append(question)
     return " ".join(parts)

@@ -74,7 +74,7 @@ if str(ROOT) not in sys.path:
 
 from bench import _policies  # noqa: E402
 from bench._bundled import Probe, UnavailableError, running  # noqa: E402
-from bench._garden import prose  # noqa: E402
+from bench._garden import counted_prose, prose  # noqa: E402
 from bench._timed import TimedServer  # noqa: E402
 from engines.base import (  # noqa: E402
     Compacted,
@@ -630,7 +630,7 @@ async def _surprise_conch(
             if stage == "chat":
                 text = prose(rng, rng.randint(15, 50))
             elif stage == "paste":
-                text = prose(rng, page)
+                text = counted_prose(rng, page)
                 stage = "next"
             else:
                 text = prose(rng, SURPRISE_NEXT)

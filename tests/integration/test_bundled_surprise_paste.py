@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._garden import prose
+from bench._garden import counted_prose, prose
 from bench._policies import surprise_paste
 from engines.base import Compacted, Done, Problem, TextDelta
 from engines.local.bundled import BundledRuntime, bundled_adapter
@@ -63,7 +63,7 @@ async def test_a_paste_that_forces_a_fold_answers_without_a_summary_first(
         start = len(recorder.sent)
         asked_first: list[bool] | None = None
         events = []
-        async for event in chat.conversation.turn(prose(rng, paste)):
+        async for event in chat.conversation.turn(counted_prose(rng, paste)):
             if isinstance(event, TextDelta) and event.text and asked_first is None:
                 asked_first = [s.summary for s in recorder.sent[start:]]
             events.append(event)

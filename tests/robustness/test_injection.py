@@ -183,7 +183,10 @@ async def test_an_attached_file_cannot_give_orders_once_folded(
             24,
             attachments=(Attachment(name="garden-notes.txt", text=INJECTION),),
         )
-        ours = [r for r in model.chat_requests[before:] if b"<next-part-of" not in r.body]
+        # An empty body: a request cut off before it was sent (a summary the close stopped).
+        ours = [
+            r for r in model.chat_requests[before:] if r.body and b"<next-part-of" not in r.body
+        ]
         chat_requests = [r for r in ours if b"remember useful things" not in r.body]
         memories = [m for m in services.memories.list() if m.chat_id == chat.id]
         kept_prompt = services.memories.kept_for_prompt(4000)
@@ -232,7 +235,10 @@ async def test_a_tool_result_cannot_give_orders_once_folded(
         system = _system_of(services)
         before = len(model.chat_requests)
         folds = await _turns(services, chat.id, runs, 24)
-        ours = [r for r in model.chat_requests[before:] if b"<next-part-of" not in r.body]
+        # An empty body: a request cut off before it was sent (a summary the close stopped).
+        ours = [
+            r for r in model.chat_requests[before:] if r.body and b"<next-part-of" not in r.body
+        ]
         chat_requests = [r for r in ours if b"remember useful things" not in r.body]
         memories = [m for m in services.memories.list() if m.chat_id == chat.id]
         kept_prompt = services.memories.kept_for_prompt(4000)
