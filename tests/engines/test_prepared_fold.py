@@ -446,6 +446,25 @@ class FirstSummaryOffTopicServer(SummaryWritingServer):
         return super()._chat(request)
 
 
+async def _until_fold(
+    session: ApiSession, server: FirstSummaryOffTopicServer
+) -> tuple[Compacted, list[int], int]:
+    """Notes sent until the chat folds, the person reading each answer: the fold, the summary
+    requests sent during each turn, and how many requests the server had before the fold turn."""
+    during: list[int] = []
+    for i in range(14):
+        before = len(server.summary_requests)
+        asked = len(server.chat_requests)
+        events = await run(session, 2 * i, f"Note {i}: " + NOTE * 33)
+        during.append(len(server.summary_requests) - before)
+        assert isinstance(ending(events), Done)
+        if only(events, Compacted):
+            (compacted,) = only(events, Compacted)
+            return compacted, during, asked
+        await asyncio.wait_for(session.wait_prepared(), HANG_GUARD)
+    raise AssertionError("the chat never folded")
+
+
 async def test_a_summary_turned_down_while_written_ahead_is_written_again_before_the_fold(
     client: httpx.AsyncClient, data_dir: Path
 ) -> None:
@@ -453,18 +472,7 @@ async def test_a_summary_turned_down_while_written_ahead_is_written_again_before
     try:
         adapter = gated(OpenAIAdapter(ROWS["local"], base_url=server.base_url, client=client))
         session = session_on(adapter, data_dir)
-        compacted: Compacted | None = None
-        during: list[int] = []
-        for i in range(14):
-            before = len(server.summary_requests)
-            events = await run(session, 2 * i, f"Note {i}: " + NOTE * 33)
-            during.append(len(server.summary_requests) - before)
-            assert isinstance(ending(events), Done)
-            if only(events, Compacted):
-                (compacted,) = only(events, Compacted)
-                break
-            await asyncio.wait_for(session.wait_prepared(), HANG_GUARD)
-        assert compacted is not None, "the chat never folded"
+        compacted, during, _asked = await _until_fold(session, server)
         assert server.turned_down == 1
         # The fold turn did not write its summary while the person waited: the second try,
         # written ahead, is the one it sent.
@@ -486,20 +494,7 @@ async def test_the_first_fold_finds_its_summary_even_when_both_first_tries_were_
     try:
         adapter = gated(OpenAIAdapter(ROWS["local"], base_url=server.base_url, client=client))
         session = session_on(adapter, data_dir)
-        compacted: Compacted | None = None
-        during: list[int] = []
-        asked = 0
-        for i in range(14):
-            before = len(server.summary_requests)
-            asked = len(server.chat_requests)
-            events = await run(session, 2 * i, f"Note {i}: " + NOTE * 33)
-            during.append(len(server.summary_requests) - before)
-            assert isinstance(ending(events), Done)
-            if only(events, Compacted):
-                (compacted,) = only(events, Compacted)
-                break
-            await asyncio.wait_for(session.wait_prepared(), HANG_GUARD)
-        assert compacted is not None, "the chat never folded"
+        compacted, during, asked = await _until_fold(session, server)
         assert server.turned_down == 2
         assert during[-1] == 0  # nothing written while the person waited
         assert compacted.summarised and not compacted.writing
