@@ -994,7 +994,9 @@ def keep_facts(
     candidates = sorted(found.values(), key=lambda f: f.pos)
     haystack = _haystack(body)
     missing = [
-        f for f in candidates if not _present(f.text, haystack) and scrub(f.text) == f.text
+        f
+        for f in candidates
+        if (_own_line(f) or not _present(f.text, haystack)) and scrub(f.text) == f.text
     ]  # the list goes out on every turn: never a secret in it
     if not missing or limit_chars <= len(HEADING) + 4:
         return compose(model, [], "")
@@ -1034,7 +1036,18 @@ def keep_facts(
     for _fact, line in sorted(packer.chosen, key=lambda e: e[0].pos):
         if line not in lines_kept:
             lines_kept.append(line)
+    # A model line that only copies a kept line says it twice: the kept line stays.
+    copies = {_norm(x).rstrip(".!") for x in lines_kept}
+    model = [[x for x in part if _norm(x).rstrip(".!") not in copies] for part in model]
     return compose(model, lines_kept, note)
+
+
+def _own_line(fact: Fact) -> bool:
+    """The person's statement about themselves or a decision, in their words: it gets a line
+    of its own even when the model's summary says it too. Only the lines are carried into the
+    next fold (never the model's words), so a fact the model said once and then dropped would
+    be gone for good."""
+    return fact.rank in (_SELF, _DECISION) and fact.origin in (PERSON, IMPORTED, CARRIED)
 
 
 _PHRASE_CHARS = 110  # a sentence up to this long is kept whole with its fact

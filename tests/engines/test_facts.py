@@ -16,6 +16,7 @@ from engines.context.facts import (
     NOTHING,
     OPEN,
     SECTIONS,
+    compose,
     extract_facts,
     facts_cap,
     keep_facts,
@@ -392,6 +393,46 @@ def test_a_decision_is_kept_in_the_persons_words_fold_after_fold() -> None:
     carried = "\n".join(split_kept(first)[1])
     second = keep_facts("A vague summary.", carried + "\nPerson: Thanks.", 3_000)
     assert missing_facts(items, "\n".join(split_kept(second)[1])) == []
+
+
+def test_who_the_person_is_outlives_a_model_that_copied_it_once_and_then_dropped_it() -> None:
+    # Seen on the bundled model: the first summary copied the person's sentences into its own
+    # words, so nothing was kept; the second summary (which reads only the first and the new
+    # turns) left the town out, and it was gone for good.
+    said = [
+        Message(
+            role="user",
+            text="My name is Alina Kowalczyk and I live in Gdańsk. "
+            "We decided to move the piano lessons to Thursdays.",
+        ),
+        Message(role="assistant", text="Here is a plan for the week."),
+    ]
+    copied = compose(
+        [
+            ["My name is Alina Kowalczyk and I live in Gdańsk."],
+            ["We decided to move the piano lessons to Thursdays."],
+            [],
+            [],
+        ],
+        [],
+        "",
+    )
+    first = facts_kept(copied, "", said, 2_048)
+    _, items = split_kept(first)
+    assert items == [
+        "We decided to move the piano lessons to Thursdays",
+        "My name is Alina Kowalczyk and I live in Gdańsk",
+    ]
+    assert first.count("Gdańsk") == 1  # the model's copy of a kept line is not said twice
+    later = [
+        Message(role="user", text="The herbs are doing well."),
+        Message(role="assistant", text="Alina Kowalczyk, the one who grows herbs, waters them."),
+    ]
+    dropped = compose([["The person wants the bamboo."], [], [], []], [], "")
+    second = facts_kept(dropped, first, later, 2_048)
+    kept = " ".join(split_kept(second)[1])
+    for fact in ("Alina Kowalczyk", "Gdańsk", "Thursdays"):
+        assert fact in kept, second
 
 
 def test_an_answers_facts_are_kept_as_readable_words_not_markup_or_cut_numbers() -> None:
