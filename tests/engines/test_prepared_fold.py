@@ -91,12 +91,6 @@ class SummaryWritingServer(OpenAIStyleServer):
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(30.0)) as c:
-        yield c
-
-
-@pytest.fixture
 def writer() -> Iterator[SummaryWritingServer]:
     server = SummaryWritingServer().start()
     yield server

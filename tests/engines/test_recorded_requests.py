@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -171,12 +171,6 @@ def server() -> Iterator[ChatServer]:
     s.start()
     yield s
     s.stop()
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(30.0)) as c:
-        yield c
 
 
 async def test_a_long_chat_sends_exactly_the_recorded_requests(

@@ -192,7 +192,9 @@ def test_the_model_list_drops_below_the_picker_with_every_entry_whole(
 # --- the command palette ----------------------------------------------------------------------
 
 
-def test_the_palette_shows_whole_rows_and_no_blank_space(qtbot: QtBot, theme: ThemeManager) -> None:
+def shown_palette(qtbot: QtBot, titles: list[str]) -> tuple[QWidget, CommandPalette]:
+    """A shown 1000×700 window (keep it: it owns the palette) and the command palette with
+    ``titles`` popped up over it."""
     host = QWidget()
     qtbot.addWidget(host)
     host.resize(1000, 700)
@@ -200,12 +202,17 @@ def test_the_palette_shows_whole_rows_and_no_blank_space(qtbot: QtBot, theme: Th
     settle(qtbot, host)
     palette = CommandPalette(host)
     qtbot.addWidget(palette)
-    titles = [f"Command number {n}" for n in range(MAX_ROWS)]
     palette.set_commands([Command(t, lambda: None) for t in titles])
     palette.popup(host)
     qtbot.waitExposed(palette, timeout=HANG_MS)
     settle(qtbot, palette)
     settle(qtbot, palette.card)
+    return host, palette
+
+
+def test_the_palette_shows_whole_rows_and_no_blank_space(qtbot: QtBot, theme: ThemeManager) -> None:
+    titles = [f"Command number {n}" for n in range(MAX_ROWS)]
+    _host, palette = shown_palette(qtbot, titles)
 
     view = palette.list
     inside = view.viewport().rect()
@@ -224,17 +231,7 @@ def test_the_palette_shows_whole_rows_and_no_blank_space(qtbot: QtBot, theme: Th
 def test_the_palettes_corners_are_cut_round_and_never_painted_see_through(
     qtbot: QtBot, theme: ThemeManager
 ) -> None:
-    host = QWidget()
-    qtbot.addWidget(host)
-    host.resize(1000, 700)
-    host.show()
-    settle(qtbot, host)
-    palette = CommandPalette(host)
-    qtbot.addWidget(palette)
-    palette.set_commands([Command("Summarise the start of this chat", lambda: None)])
-    palette.popup(host)
-    qtbot.waitExposed(palette, timeout=HANG_MS)
-    settle(qtbot, palette)
+    _host, palette = shown_palette(qtbot, ["Summarise the start of this chat"])
 
     # Nothing of the popup relies on a compositor: an opaque window, its corners cut away.
     assert not palette.testAttribute(Qt.WidgetAttribute.WA_TranslucentBackground)
