@@ -75,6 +75,7 @@ from ui.plain import PlainLabel, plain_tip, shown_name, window_title
 from ui.settings.local_models import LocalModelsController
 from ui.shortcuts import ShortcutsSheet, window_shortcuts
 from ui.sidebar import Sidebar
+from ui.status_toast import StatusToast
 
 if TYPE_CHECKING:
     from app.services import AppServices
@@ -263,13 +264,15 @@ class MainWindow(QMainWindow):
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([240, 760])
         self.setCentralWidget(self.splitter)
-        # The status bar takes room only while it says something: an empty strip with a size
-        # grip under every chat looked like a part of the window that had failed to load.
+        # The status bar holds the message and its timeout but never shows: an empty strip
+        # under every chat looked like a part of the window that had failed to load, and one
+        # that came and went moved the chat. What it says floats over the chat's bottom.
         status = QStatusBar(self)
         status.setSizeGripEnabled(False)
         status.setVisible(False)
-        status.messageChanged.connect(lambda text: status.setVisible(bool(text)))
         self.setStatusBar(status)
+        self.status_toast = StatusToast(self.chat_stack)
+        status.messageChanged.connect(self.status_toast.say)
         self.resize(first_size(self.screen().availableGeometry().size()))
 
         # The keys live in ui/shortcuts.py (the sheet lists them from there); the actions here.

@@ -525,25 +525,34 @@ def test_a_message_sent_in_part_says_so_and_the_switch_sends_it_whole(
     assert inputs[-1].text == PASTED
 
 
-def test_the_status_bar_takes_room_only_while_it_says_something(
+def test_a_status_note_floats_over_the_chat_and_never_moves_it(
     qtbot: QtBot, window: MainWindow
 ) -> None:
     bar = window.statusBar()
-    # No empty strip with a size grip under the chat: the chat reaches the window's bottom.
+    toast = window.status_toast
+    # No strip under the chat, ever: the chat reaches the window's bottom.
     assert window.splitter.geometry().bottom() == window.height() - 1
-    assert not bar.isSizeGripEnabled()
+    chat = window.chat_stack
+    before = chat.geometry()
+    quiet = chat.grab().toImage()
 
-    window.show_status("Chat settings saved; they apply from the next message.")
-    assert bar.isVisible()
-    qtbot.waitUntil(
-        lambda: window.splitter.geometry().bottom() < bar.geometry().top(), timeout=HANG_MS
-    )
-    assert bar.height() > 0 and bar.geometry().bottom() == window.height() - 1
-    assert bar.currentMessage() == "Chat settings saved; they apply from the next message."
+    words = "Chat settings saved; they apply from the next message."
+    window.show_status(words)
+    qtbot.waitUntil(toast.isVisible, timeout=HANG_MS)
+    assert bar.currentMessage() == words and toast.text() == words
+    assert not bar.isVisible()
+    assert chat.geometry() == before  # nothing moved to make room
+    # It sits at the bottom of the chat, inside it, and is painted there.
+    box = toast.geometry()
+    assert chat.rect().contains(box)
+    assert box.bottom() > chat.height() * 3 // 4
+    shown = chat.grab().toImage()
+    centre = box.center()
+    row = [(x, centre.y()) for x in range(box.left() + 4, box.right() - 4)]
+    assert any(shown.pixel(x, y) != quiet.pixel(x, y) for x, y in row)
+    # Clicks go through to the chat under it.
+    assert toast.testAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
 
     bar.clearMessage()  # what the timeout does after STATUS_MS
-    assert not bar.isVisible()
-    # The window lays itself out again on its next pass through the event loop.
-    qtbot.waitUntil(
-        lambda: window.splitter.geometry().bottom() == window.height() - 1, timeout=HANG_MS
-    )
+    assert not toast.isVisible()
+    assert chat.geometry() == before
