@@ -1091,7 +1091,11 @@ def _words_around(text: str, fact: Fact, origins: _Origins) -> str | None:
         left = left[head.end() :]
     right = text[end : end + 80]
     cut = min(
-        (i for i in (right.find(x) for x in ("\n", ". ", "! ", "? ", "; ")) if i >= 0),
+        (
+            i
+            for i in (right.find(x) for x in ("\n", ". ", "! ", "? ", "; ", " — ", " – "))
+            if i >= 0
+        ),
         default=len(right),
     )
     right = right[:cut]
@@ -1099,25 +1103,32 @@ def _words_around(text: str, fact: Fact, origins: _Origins) -> str | None:
     before = words[-_PHRASE_WORDS:]
     if len(words) > len(before) and any(c.isdigit() for c in words[-len(before) - 1]):
         before = words[-len(before) - 1 :]  # "420 m of larch", not "m of larch"
-    after = [w for w in right.split() if any(c.isalnum() for c in w)][:_PHRASE_WORDS]
+    # A sum's signs stay ("5 l ≈ 216 litres"); a table's pipes and stray marks do not.
+    after = [w for w in right.split() if any(c.isalnum() for c in w) or set(w) <= _SIGNS]
+    after = after[:_PHRASE_WORDS]
+    while after and set(after[-1]) <= _SIGNS:
+        after.pop()
     if not before and not after:
         return None
     start = pos - len(" ".join(before)) - (1 if before else 0)
     if origins.at(max(0, start)) != who or origins.at(max(pos, end + len(right) - 1)) != who:
         return None
     phrase = _clean(" ".join([*before, fact.text]) + (" " + " ".join(after) if after else ""))
-    phrase = _readable(phrase)
+    line = text[text.rfind("\n", 0, pos) + 1 : pos]
+    phrase = _readable(phrase, row=line.lstrip().startswith("|"))
     return phrase if fact.text in phrase else None
 
 
 _EMPHASIS = re.compile(r"\*\*|__|`")
+_SIGNS = frozenset("=≈×+−/<>≤≥~→")
 
 
-def _readable(phrase: str) -> str:
+def _readable(phrase: str, row: bool = False) -> str:
     """Words from a Markdown answer as a person reads them: no bold or code marks, and a
-    table row's cells as "item: value" rather than between pipes."""
+    table row's cells (``row``: the phrase is from one) as "item: value" rather than between
+    pipes."""
     text = _EMPHASIS.sub("", phrase)
-    if text.lstrip().startswith("|"):  # a table row (a pipe elsewhere may be a shell's)
+    if row or text.lstrip().startswith("|"):  # a table row (a pipe elsewhere may be a shell's)
         cells = [c.strip() for c in text.split("|") if c.strip()]
         text = f"{cells[0]}: {', '.join(cells[1:])}" if len(cells) > 1 else "".join(cells)
     return _clean(" ".join(text.split()))

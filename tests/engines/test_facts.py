@@ -440,7 +440,7 @@ def test_an_answers_facts_are_kept_as_readable_words_not_markup_or_cut_numbers()
     answer = (
         "Here is the plan.\n\n"
         "| Item | Cost |\n|---|---|\n| Screws and brackets | €150 |\n| Water butts, 4 | €240 |\n"
-        "| **Total** | **€4,090** |\n\n"
+        "| Larch boards, 420 m | €2,100 |\n| **Total** | **€4,090** |\n\n"
         "Then 420 m of larch costs about €1,260 instead of €2,100 — that brings back all 24 beds. "
         "About 5 litres per m² on a hot day: 12 beds × 3.6 m² × 5 l ≈ **216 litres a day**."
     )
@@ -459,3 +459,7 @@ def test_an_answers_facts_are_kept_as_readable_words_not_markup_or_cut_numbers()
         assert "**" not in item and not item.startswith("|") and "| " not in item, item
     larch = [x for x in items if "€1,260" in x]
     assert larch and all("420 m of larch" in x for x in larch), items
+    # A row's cells read as "item: value", a sum keeps its signs, a clause ends at its dash.
+    assert "Larch boards, 420 m: €2,100" in items, items
+    assert "12 beds × 3.6 m² × 5 l ≈ 216 litres a day" in items, items
+    assert "420 m of larch costs about €1,260 instead of €2,100" in items, items
