@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import logging
 import math
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 
-from engines.base import Event, Message, Note, ToolCallData, Usage
+from engines.base import Event, Message, Note, SummaryWritten, ToolCallData, Usage
 from engines.context import transcript as tfile
 from engines.context.state import Fold, SessionState, summary_block
 from engines.tools.rules import RESULT_MIN_TOKENS, shorten_tool_result
 from engines.window import Ledger, estimate_tokens
+
+log = logging.getLogger("conch.context.session")
 
 WINDOW_HINT_MAX_AGE = 30 * 24 * 3600.0  # seconds a learned window is remembered as a hint
 HEAD = 64  # characters of a logged message the transcript must hold to count as having it
@@ -195,14 +198,16 @@ class LogSync(SessionState):
             return
         limit = cutoff if cutoff is not None else math.inf
 
-        def check() -> tuple[list[tuple[int, Message]], Fold | None, str | None]:
+        def read() -> tuple[list[tuple[int, Message]], Fold | None]:
             rows = sorted(history(), key=lambda r: r[0])
-            fold = self.latest_fold() if self.latest_fold is not None else None
-            return rows, fold, self._disagreement(rows, fold, limit)
+            return rows, self.latest_fold() if self.latest_fold is not None else None
 
         try:
-            # A long chat log takes a while to read: off the event loop (the window's).
-            rows, fold, why = await asyncio.to_thread(check)
+            # A long chat log takes a while to read and check: off the event loop (the window's).
+            rows, fold = await asyncio.to_thread(read)
+            if fold is not None and self._written_elsewhere(fold):
+                self._take_written(fold)
+            why = await asyncio.to_thread(self._disagreement, rows, fold, limit)
         except Exception as exc:  # the chat log is the app's; its failure must not end the turn
             self._notes.append(Note(topic="other", text=f"Could not read the chat log: {exc}"))
             return
@@ -220,6 +225,36 @@ class LogSync(SessionState):
                     "so Conch rebuilt it from the log. Nothing was lost.",
                 )
             )
+
+    def _written_elsewhere(self, fold: Fold | None) -> bool:
+        """Whether the chat log's latest fold is this copy's fold with its late summary written
+        (by another process on the chat): the same first kept turn, another summary than the
+        one the late turns wait on."""
+        return (
+            bool(self._late and self._seqs)
+            and fold is not None
+            and bool(fold[1])
+            and fold[0] == self._first_kept_seq()
+            and fold[1] != self._summary
+        )
+
+    def _take_written(self, fold: Fold) -> None:
+        """The late summary another process wrote becomes this copy's: its turns stay as they
+        are (rebuilding them from the log would lose the provider's prompt cache). Listeners
+        hear that the writing is over; the log has the summary already."""
+        self._summary = fold[1]
+        self._summary_tokens = estimate_tokens(summary_block(self._summary))
+        self._late = []
+        self._written.set()
+        model = self._last_model.name if self._last_model is not None else ""
+        self._tell(SummaryWritten(first_kept_seq=fold[0], summary="", model=model))
+
+    def _tell(self, event: SummaryWritten) -> None:
+        for listener in self._listeners:
+            try:
+                listener(event)
+            except Exception:  # the listener is the app's; the summary stays the chat's
+                log.exception("a listener failed to take a written summary")
 
     def _sync_with_disk(self) -> None:
         if self.data_dir is None or not self._writable or not self._loaded:
@@ -311,8 +346,10 @@ class LogSync(SessionState):
             late_base=self._late_base if self._late else "",
         )
 
-    async def _persist(self) -> Note | None:
-        """Save the transcript; a Note when it could not be saved (the chat goes on)."""
+    async def _persist(self, join: bool = True) -> Note | None:
+        """Save the transcript; a Note when it could not be saved (the chat goes on). When
+        another process saved first and the two copies differ only by a late summary written
+        in one of them, they are joined and saved (``_join_written``)."""
         if not self._writable or self.data_dir is None:
             return None
         data = tfile.encode(self._snapshot())
@@ -336,7 +373,45 @@ class LogSync(SessionState):
         saved = await asyncio.to_thread(write)
         if saved is not None and saved.problem:
             return Note(topic="other", text=saved.problem)
+        if join and saved is not None and not saved.written and await self._join_written():
+            return await self._persist(join=False)
         return None
+
+    async def _join_written(self) -> bool:
+        """After another process saved first: join its file and this copy when both keep the
+        same fold and one has the fold's late summary written (the chat log's) while the other
+        still waits for it; the copy with every turn keeps them, and takes that summary. True
+        when joined (the file read is then the one to replace); else the next turn checks."""
+        data_dir, fold_of = self.data_dir, self.latest_fold
+        if data_dir is None or not self._seqs or self._seqs[0] < 0:
+            return False
+
+        def read() -> tuple[tuple[tfile.TranscriptFile, tfile.Signature] | None, Fold | None]:
+            return tfile.peek_signed(data_dir, self.chat_id), fold_of() if fold_of else None
+
+        try:
+            peeked, fold = await asyncio.to_thread(read)
+        except Exception:  # the chat log is the app's: the next turn's check says what is wrong
+            return False
+        if peeked is None or fold is None:
+            return False
+        disk, signature = peeked
+        if not disk.seqs or disk.seqs[0] != self._seqs[0] or fold[0] != self._seqs[0]:
+            return False  # another fold (or none): not this one's summary to join
+        mine, theirs = set(self._seqs), set(disk.seqs)
+        if self._late and not disk.late and disk.summary == fold[1] and theirs <= mine:
+            # The other process wrote it; this copy has every turn of the file.
+            self._take_written(fold)
+        elif disk.late and not self._late and self._summary == fold[1] and mine <= theirs:
+            # This process wrote it; the file has every turn of this copy, and maybe newer ones.
+            summary = self._summary
+            self._set_messages(disk.messages, disk.seqs, disk.joined)
+            self._summary = summary
+            self._summary_tokens = estimate_tokens(summary_block(summary))
+        else:
+            return False
+        self._disk = signature
+        return True
 
     async def _answered(self) -> AsyncGenerator[Event, None]:
         """The turn is answered: what summarising it cost is reported and the transcript is
