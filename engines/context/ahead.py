@@ -223,9 +223,12 @@ class FoldsAhead(LearnedWindows):
                     note = await self._persist()
                     if note is not None:
                         self._notes.append(note)
+                    self._written.set()
                     return
-                if logged is None or logged[1] != interim:
-                    return  # the chat log no longer has this fold (an edit before it)
+                if logged != (self._first_kept_seq(), interim):
+                    # The chat log no longer has this fold: an edit before it, or a newer fold
+                    # by another process (whose summary may be the same placeholder).
+                    return
             self._late = []
             self._pending_summary_tokens += spent
             if text:

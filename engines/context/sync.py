@@ -3,7 +3,10 @@
 The chat log is the source of truth. Before each turn the transcript is checked against it (the
 turns it keeps, their words and answers, the summary against the log's latest fold) and rebuilt
 from the log where they disagree: after a failed save, another process on the same chat, or a
-damaged file. Windows learned in an earlier session are read back as hints only.
+damaged file. A fold's summary written late by another process is taken from the log, and a
+save another process got in before is joined with its file where the two copies only differ by
+that summary or by newer turns, so neither copy is left behind the log. Windows learned in an
+earlier session are read back as hints only.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from engines.window import Ledger, estimate_tokens
 log = logging.getLogger("conch.context.session")
 
 WINDOW_HINT_MAX_AGE = 30 * 24 * 3600.0  # seconds a learned window is remembered as a hint
+# How often a save that another process got in before is joined with its file and tried again.
+JOINS = 3
 HEAD = 64  # characters of a logged message the transcript must hold to count as having it
 
 
@@ -245,7 +250,6 @@ class LogSync(SessionState):
         self._summary = fold[1]
         self._summary_tokens = estimate_tokens(summary_block(self._summary))
         self._late = []
-        self._written.set()
         model = self._last_model.name if self._last_model is not None else ""
         self._tell(SummaryWritten(first_kept_seq=fold[0], summary="", model=model))
 
@@ -346,10 +350,10 @@ class LogSync(SessionState):
             late_base=self._late_base if self._late else "",
         )
 
-    async def _persist(self, join: bool = True) -> Note | None:
+    async def _persist(self, joins: int = JOINS) -> Note | None:
         """Save the transcript; a Note when it could not be saved (the chat goes on). When
-        another process saved first and the two copies differ only by a late summary written
-        in one of them, they are joined and saved (``_join_written``)."""
+        another process saved first, its file and this copy are joined where they can be
+        (``_join_saved``) and saved again."""
         if not self._writable or self.data_dir is None:
             return None
         data = tfile.encode(self._snapshot())
@@ -366,22 +370,24 @@ class LogSync(SessionState):
                 self._saved_generation = generation
                 if saved.written or saved.problem:
                     # Not written and no problem: another process saved first. The file is
-                    # left as it is; the next turn reads it and rebuilds what it misses.
+                    # left as it is unless the two copies join; else the next turn reads it
+                    # and rebuilds what it misses.
                     self._disk = saved.signature
                 return saved
 
         saved = await asyncio.to_thread(write)
         if saved is not None and saved.problem:
             return Note(topic="other", text=saved.problem)
-        if join and saved is not None and not saved.written and await self._join_written():
-            return await self._persist(join=False)
+        if joins > 0 and saved is not None and not saved.written and await self._join_saved():
+            return await self._persist(joins - 1)
         return None
 
-    async def _join_written(self) -> bool:
+    async def _join_saved(self) -> bool:
         """After another process saved first: join its file and this copy when both keep the
-        same fold and one has the fold's late summary written (the chat log's) while the other
-        still waits for it; the copy with every turn keeps them, and takes that summary. True
-        when joined (the file read is then the one to replace); else the next turn checks."""
+        same fold, each has the chat log's summary for it or waits for it (a summary written
+        late, which the other has), and one copy's turns include the other's. The joined copy
+        keeps the larger copy's turns and the log's summary. True when joined (the file read is
+        then the one to replace); else the next turn checks and rebuilds from the log."""
         data_dir, fold_of = self.data_dir, self.latest_fold
         if data_dir is None or not self._seqs or self._seqs[0] < 0:
             return False
@@ -396,20 +402,24 @@ class LogSync(SessionState):
         if peeked is None or fold is None:
             return False
         disk, signature = peeked
-        if not disk.seqs or disk.seqs[0] != self._seqs[0] or fold[0] != self._seqs[0]:
-            return False  # another fold (or none): not this one's summary to join
-        mine, theirs = set(self._seqs), set(disk.seqs)
-        if self._late and not disk.late and disk.summary == fold[1] and theirs <= mine:
-            # The other process wrote it; this copy has every turn of the file.
-            self._take_written(fold)
-        elif disk.late and not self._late and self._summary == fold[1] and mine <= theirs:
-            # This process wrote it; the file has every turn of this copy, and maybe newer ones.
-            summary = self._summary
-            self._set_messages(disk.messages, disk.seqs, disk.joined)
-            self._summary = summary
-            self._summary_tokens = estimate_tokens(summary_block(summary))
-        else:
+        start = self._seqs[0]
+        if not disk.seqs or disk.seqs[0] != start or fold[0] != start:
+            return False  # another fold (or none): not two copies of the same fold
+        has = (
+            self._summary == fold[1] and not self._late,
+            disk.summary == fold[1] and not disk.late,
+        )
+        waits = (bool(self._late), bool(disk.late))
+        if not any(has) or not all(h or w for h, w in zip(has, waits, strict=True)):
             return False
+        mine, theirs = set(self._seqs), set(disk.seqs)
+        if not (theirs <= mine or mine <= theirs):
+            return False  # each has a turn the other lacks
+        waiting = bool(self._late)
+        if mine < theirs or (mine == theirs and len(disk.messages) > len(self._messages)):
+            self._set_messages(disk.messages, disk.seqs, disk.joined)
+        if waiting:
+            self._take_written(fold)  # the summary this copy waited for
         self._disk = signature
         return True
 

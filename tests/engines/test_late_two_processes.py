@@ -12,12 +12,13 @@ take the summary, not be refused and leave its turn out of the file).
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench._scripted import Answer, ScriptedAdapter
-from engines.base import Compacted, Done, Event, ModelInfo
+from engines.base import Compacted, Done, Event, ModelInfo, SummaryWritten
 from engines.context.session import SUMMARY_OPEN, ApiSession
 from engines.context.transcript import load_transcript
 from engines.providers.base import ChatRequest
@@ -45,11 +46,37 @@ class HeldAdapter(ScriptedAdapter):
             yield ev
 
 
-async def folded_with_summary_on_its_way(log: ChatLog, writer: ApiSession) -> Compacted:
+class PausingLog(ChatLog):
+    """A chat log whose next read of its latest fold, once ``pause`` is called, waits in the
+    reading session's worker thread until ``resume``: another process acts in between."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paused = asyncio.Event()
+        self._resume = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def pause(self) -> None:
+        self._loop = asyncio.get_running_loop()
+
+    def resume(self) -> None:
+        self._resume.set()
+
+    def latest_fold(self) -> tuple[int, str] | None:
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.call_soon_threadsafe(self.paused.set)
+            self._resume.wait(HANG_SECONDS)
+        return self.fold
+
+
+async def folded_with_summary_on_its_way(
+    log: ChatLog, writer: ApiSession, words: str = "Round"
+) -> Compacted:
     """The writer's turns until one folds without waiting for its summary; that summary is
     then being written, and held until ``summariser.release`` is set."""
     for i in range(30):
-        events = await log.send(writer, f"Round {i}: tell me about the garden.", WINDOW)
+        events = await log.send(writer, f"{words} {i}: tell me about the garden.", WINDOW)
         assert isinstance(ending(events), Done)
         folds = only(events, Compacted)
         if folds:
@@ -61,9 +88,9 @@ async def folded_with_summary_on_its_way(log: ChatLog, writer: ApiSession) -> Co
 
 
 def two_processes(
-    data_dir: Path, adapter: ScriptedAdapter
+    data_dir: Path, adapter: ScriptedAdapter, log: ChatLog | None = None
 ) -> tuple[ChatLog, ApiSession, SlowSummariser, ApiSession, SlowSummariser]:
-    log = ChatLog()
+    log = log or ChatLog()
     writer_summariser, other_summariser = SlowSummariser(), SlowSummariser()
     writer = log.session(data_dir, adapter, writer_summariser)
     other = log.session(data_dir, adapter, other_summariser)
@@ -117,6 +144,36 @@ async def test_a_late_summary_saved_after_the_other_process_answered_keeps_its_t
     await the_file_agrees(log, data_dir, answered)
 
 
+async def test_a_late_summary_saved_just_after_the_other_process_saved_keeps_its_turn(
+    data_dir: Path,
+) -> None:
+    adapter = ScriptedAdapter(default=Answer("b" * 1_200))
+    pausing = PausingLog()
+    log, writer, written, other, others = two_processes(data_dir, adapter, pausing)
+    fold = await folded_with_summary_on_its_way(log, writer)
+    pausing.pause()
+    written.release.set()
+    try:
+        # The writer has its summary and has read the file; while it checks the log, the
+        # other process answers a turn and saves the file first.
+        await asyncio.wait_for(pausing.paused.wait(), HANG_SECONDS)
+        answered = log.next_seq
+        events = await log.send(other, "Meanwhile, from the terminal.", WINDOW)
+        assert isinstance(ending(events), Done) and not recovered(events)
+    finally:
+        pausing.resume()
+    # The writer's save is refused (the file changed), so it joins the other's file: the
+    # summary goes into the file with the other process's turn kept.
+    await asyncio.wait_for(writer.wait_written(), HANG_SECONDS)
+    assert log.fold == (fold.first_kept_seq, writer.summary)
+    saved = load_transcript(data_dir, CHAT).transcript
+    assert saved.summary == writer.summary and not saved.late and answered in saved.seqs
+    others.release.set()
+    for session in (writer, other):
+        await asyncio.wait_for(session.wait_prepared(), HANG_SECONDS)
+    await the_file_agrees(log, data_dir, answered)
+
+
 async def test_a_late_summary_written_during_the_other_process_turn_keeps_that_turn(
     data_dir: Path,
 ) -> None:
@@ -142,3 +199,82 @@ async def test_a_late_summary_written_during_the_other_process_turn_keeps_that_t
     for session in (writer, other):
         await asyncio.wait_for(session.wait_prepared(), HANG_SECONDS)
     await the_file_agrees(log, data_dir, answered)
+
+
+ELSEWHERE = "Summary written by a process that closed before it saved its file."
+
+
+async def test_a_copy_whose_late_turns_the_log_has_summarised_takes_that_summary(
+    data_dir: Path,
+) -> None:
+    adapter = ScriptedAdapter(default=Answer("b" * 1_200))
+    log, writer, written, other, others = two_processes(data_dir, adapter)
+    fold = await folded_with_summary_on_its_way(log, writer)
+    # Another process wrote the fold's summary to the log and closed before saving its file.
+    log.fold = (fold.first_kept_seq, ELSEWHERE)
+    # The next process on the chat finds the file waiting for that summary: it takes the
+    # log's, with its turns as they are, instead of rebuilding them.
+    events = await log.send(other, "Meanwhile, from the terminal.", WINDOW)
+    assert isinstance(ending(events), Done) and not recovered(events)
+    assert adapter.requests[-1].messages[0].text.startswith(SUMMARY_OPEN + ELSEWHERE)
+    assert not other.writing
+    saved = load_transcript(data_dir, CHAT).transcript
+    assert saved.summary == ELSEWHERE and not saved.late
+    # The writer's own summary, finished later, is dropped: the log keeps the one it has.
+    written.release.set()
+    others.release.set()
+    for session in (writer, other):
+        await asyncio.wait_for(session.wait_prepared(), HANG_SECONDS)
+    assert log.fold == (fold.first_kept_seq, ELSEWHERE)
+    assert writer.summary == ELSEWHERE and not writer.writing
+
+
+async def test_a_writer_that_finds_its_summary_in_the_log_already_takes_that_one(
+    data_dir: Path,
+) -> None:
+    adapter = ScriptedAdapter(default=Answer("b" * 1_200))
+    log, writer, written, _other, _others = two_processes(data_dir, adapter)
+    heard: list[SummaryWritten] = []
+    writer.listen(heard.append)
+    fold = await folded_with_summary_on_its_way(log, writer)
+    log.fold = (fold.first_kept_seq, ELSEWHERE)
+    written.release.set()
+    await asyncio.wait_for(writer.wait_written(), HANG_SECONDS)
+    # The writer takes the log's summary and saves it to the file at once; it writes nothing
+    # to the log, and the divider hears that the writing is over.
+    assert writer.summary == ELSEWHERE and not writer.writing
+    saved = load_transcript(data_dir, CHAT).transcript
+    assert saved.summary == ELSEWHERE and not saved.late
+    assert log.fold == (fold.first_kept_seq, ELSEWHERE)
+    assert [e.summary for e in heard] == [""]
+    await asyncio.wait_for(writer.wait_prepared(), HANG_SECONDS)
+    events = await log.send(writer, "Back in the window.", WINDOW)
+    assert isinstance(ending(events), Done) and not recovered(events)
+
+
+async def test_a_late_summary_never_goes_over_the_other_process_newer_fold(
+    data_dir: Path,
+) -> None:
+    adapter = ScriptedAdapter(default=Answer("b" * 1_200))
+    log, writer, written, other, others = two_processes(data_dir, adapter)
+    first = await folded_with_summary_on_its_way(log, writer)
+    # The other process goes on until it folds again, before the writer's summary is done:
+    # its fold takes the turns still waiting for a summary along with the ones it drops.
+    second = await folded_with_summary_on_its_way(log, other, "Later")
+    assert second.first_kept_seq > first.first_kept_seq
+    written.release.set()
+    await asyncio.wait_for(writer.wait_prepared(), HANG_SECONDS)
+    # The writer's summary, of the first fold only, is dropped: the log and the file keep the
+    # newer fold, whose turns (the first fold's too) wait for the other process's summary.
+    assert log.fold == (second.first_kept_seq, second.summary)
+    saved = load_transcript(data_dir, CHAT).transcript
+    assert saved.seqs[0] == second.first_kept_seq and saved.summary == second.summary
+    assert saved.late[0].text.startswith("Round ")  # the first fold's turns
+    others.release.set()
+    await asyncio.wait_for(other.wait_written(), HANG_SECONDS)
+    late, _previous, _focus = others.calls[0]
+    assert late[0].text.startswith("Round ")  # what the first fold dropped is summarised
+    assert log.fold is not None and log.fold[0] == second.first_kept_seq
+    for session in (writer, other):
+        await asyncio.wait_for(session.wait_prepared(), HANG_SECONDS)
+    await the_file_agrees(log, data_dir, second.first_kept_seq)
