@@ -3,10 +3,11 @@ after its turn: when one writes it, the transcript file and the chat log end up 
 neither process nor a third one rebuilds its copy from the log (that costs the provider's
 prompt cache and puts a note in Health).
 
-The exact interleavings: the writer's process saves its file after the other process answered
-a turn (the writer must keep that turn, not be refused and leave the file's summary behind the
-log's), and the other process's turn is in flight while the summary is written (its save must
-take the summary, not be refused and leave its turn out of the file).
+The interleavings: the writer commits after the other process answered a turn, or just after
+the other saved (its own save refused), or while the other's turn is in flight (the other's
+save refused); the other folds again before the summary is done (the late one is dropped, never
+written over the newer fold); a process wrote the summary to the log and closed before saving
+its file (the copies take the log's).
 """
 
 from __future__ import annotations
