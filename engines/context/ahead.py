@@ -210,12 +210,25 @@ class FoldsAhead(LearnedWindows):
         if result is not None:
             why = result.problem or ("" if text else "no summary")
         async with self._lock:  # never in the middle of a turn
+            # Another process on the chat may have saved since: its newer turns are kept, and
+            # a fold it made or this summary it wrote first is seen here.
+            self._sync_with_disk()
             if self._closed or self._summary != interim or fingerprint(self._late) != pending:
-                return  # a fold, an edit or a rebuild from the chat log came first
+                return  # a fold, an edit, a rebuild or another process's summary came first
             if self.latest_fold is not None:
                 logged = await asyncio.to_thread(self.latest_fold)
-                if logged is None or logged[1] != interim:
-                    return  # the chat log no longer has this fold (an edit before it)
+                if logged is not None and self._written_elsewhere(logged):
+                    # Another process wrote it first: the log's is the fold's, and so the file's.
+                    self._take_written(logged)
+                    note = await self._persist()
+                    if note is not None:
+                        self._notes.append(note)
+                    self._written.set()
+                    return
+                if logged != (self._first_kept_seq(), interim):
+                    # The chat log no longer has this fold: an edit before it, or a newer fold
+                    # by another process (whose summary may be the same placeholder).
+                    return
             self._late = []
             self._pending_summary_tokens += spent
             if text:
@@ -250,13 +263,6 @@ class FoldsAhead(LearnedWindows):
         job = self._next_job(b)
         if job is not None:
             await self._run_job(job, model, window, template, b)
-
-    def _tell(self, event: SummaryWritten) -> None:
-        for listener in self._listeners:
-            try:
-                listener(event)
-            except Exception:  # the listener is the app's; the summary stays the chat's
-                log.exception("a listener failed to take a written summary")
 
     def _next_job(self, b: int) -> Job | None:
         """What to summarise ahead now: the turns the next fold will drop (the B/2 rule with

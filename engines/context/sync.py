@@ -3,24 +3,32 @@
 The chat log is the source of truth. Before each turn the transcript is checked against it (the
 turns it keeps, their words and answers, the summary against the log's latest fold) and rebuilt
 from the log where they disagree: after a failed save, another process on the same chat, or a
-damaged file. Windows learned in an earlier session are read back as hints only.
+damaged file. A fold's summary written late by another process is taken from the log, and a
+save another process got in before is joined with its file where the two copies only differ by
+that summary or by newer turns, so neither copy is left behind the log. Windows learned in an
+earlier session are read back as hints only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import logging
 import math
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 
-from engines.base import Event, Message, Note, ToolCallData, Usage
+from engines.base import Event, Message, Note, SummaryWritten, ToolCallData, Usage
 from engines.context import transcript as tfile
 from engines.context.state import Fold, SessionState, summary_block
 from engines.tools.rules import RESULT_MIN_TOKENS, shorten_tool_result
 from engines.window import Ledger, estimate_tokens
 
+log = logging.getLogger("conch.context.session")
+
 WINDOW_HINT_MAX_AGE = 30 * 24 * 3600.0  # seconds a learned window is remembered as a hint
+# How often a save that another process got in before is joined with its file and tried again.
+JOINS = 3
 HEAD = 64  # characters of a logged message the transcript must hold to count as having it
 
 
@@ -195,14 +203,16 @@ class LogSync(SessionState):
             return
         limit = cutoff if cutoff is not None else math.inf
 
-        def check() -> tuple[list[tuple[int, Message]], Fold | None, str | None]:
+        def read() -> tuple[list[tuple[int, Message]], Fold | None]:
             rows = sorted(history(), key=lambda r: r[0])
-            fold = self.latest_fold() if self.latest_fold is not None else None
-            return rows, fold, self._disagreement(rows, fold, limit)
+            return rows, self.latest_fold() if self.latest_fold is not None else None
 
         try:
-            # A long chat log takes a while to read: off the event loop (the window's).
-            rows, fold, why = await asyncio.to_thread(check)
+            # A long chat log takes a while to read and check: off the event loop (the window's).
+            rows, fold = await asyncio.to_thread(read)
+            if fold is not None and self._written_elsewhere(fold):
+                self._take_written(fold)
+            why = await asyncio.to_thread(self._disagreement, rows, fold, limit)
         except Exception as exc:  # the chat log is the app's; its failure must not end the turn
             self._notes.append(Note(topic="other", text=f"Could not read the chat log: {exc}"))
             return
@@ -220,6 +230,35 @@ class LogSync(SessionState):
                     "so Conch rebuilt it from the log. Nothing was lost.",
                 )
             )
+
+    def _written_elsewhere(self, fold: Fold | None) -> bool:
+        """Whether the chat log's latest fold is this copy's fold with its late summary written
+        (by another process on the chat): the same first kept turn, another summary than the
+        one the late turns wait on."""
+        return (
+            bool(self._late and self._seqs)
+            and fold is not None
+            and bool(fold[1])
+            and fold[0] == self._first_kept_seq()
+            and fold[1] != self._summary
+        )
+
+    def _take_written(self, fold: Fold) -> None:
+        """The late summary another process wrote becomes this copy's: its turns stay as they
+        are (rebuilding them from the log would lose the provider's prompt cache). Listeners
+        hear that the writing is over; the log has the summary already."""
+        self._summary = fold[1]
+        self._summary_tokens = estimate_tokens(summary_block(self._summary))
+        self._late = []
+        model = self._last_model.name if self._last_model is not None else ""
+        self._tell(SummaryWritten(first_kept_seq=fold[0], summary="", model=model))
+
+    def _tell(self, event: SummaryWritten) -> None:
+        for listener in self._listeners:
+            try:
+                listener(event)
+            except Exception:  # the listener is the app's; the summary stays the chat's
+                log.exception("a listener failed to take a written summary")
 
     def _sync_with_disk(self) -> None:
         if self.data_dir is None or not self._writable or not self._loaded:
@@ -311,8 +350,10 @@ class LogSync(SessionState):
             late_base=self._late_base if self._late else "",
         )
 
-    async def _persist(self) -> Note | None:
-        """Save the transcript; a Note when it could not be saved (the chat goes on)."""
+    async def _persist(self, joins: int = JOINS) -> Note | None:
+        """Save the transcript; a Note when it could not be saved (the chat goes on). When
+        another process saved first, its file and this copy are joined where they can be
+        (``_join_saved``) and saved again."""
         if not self._writable or self.data_dir is None:
             return None
         data = tfile.encode(self._snapshot())
@@ -329,14 +370,58 @@ class LogSync(SessionState):
                 self._saved_generation = generation
                 if saved.written or saved.problem:
                     # Not written and no problem: another process saved first. The file is
-                    # left as it is; the next turn reads it and rebuilds what it misses.
+                    # left as it is unless the two copies join; else the next turn reads it
+                    # and rebuilds what it misses.
                     self._disk = saved.signature
                 return saved
 
         saved = await asyncio.to_thread(write)
         if saved is not None and saved.problem:
             return Note(topic="other", text=saved.problem)
+        if joins > 0 and saved is not None and not saved.written and await self._join_saved():
+            return await self._persist(joins - 1)
         return None
+
+    async def _join_saved(self) -> bool:
+        """After another process saved first: join its file and this copy when both keep the
+        same fold, each has the chat log's summary for it or waits for it (a summary written
+        late, which the other has), and one copy's turns include the other's. The joined copy
+        keeps the larger copy's turns and the log's summary. True when joined (the file read is
+        then the one to replace); else the next turn checks and rebuilds from the log."""
+        data_dir, fold_of = self.data_dir, self.latest_fold
+        if data_dir is None or not self._seqs or self._seqs[0] < 0:
+            return False
+
+        def read() -> tuple[tuple[tfile.TranscriptFile, tfile.Signature] | None, Fold | None]:
+            return tfile.peek_signed(data_dir, self.chat_id), fold_of() if fold_of else None
+
+        try:
+            peeked, fold = await asyncio.to_thread(read)
+        except Exception:  # the chat log is the app's: the next turn's check says what is wrong
+            return False
+        if peeked is None or fold is None:
+            return False
+        disk, signature = peeked
+        start = self._seqs[0]
+        if not disk.seqs or disk.seqs[0] != start or fold[0] != start:
+            return False  # another fold (or none): not two copies of the same fold
+        has = (
+            self._summary == fold[1] and not self._late,
+            disk.summary == fold[1] and not disk.late,
+        )
+        waits = (bool(self._late), bool(disk.late))
+        if not any(has) or not all(h or w for h, w in zip(has, waits, strict=True)):
+            return False
+        mine, theirs = set(self._seqs), set(disk.seqs)
+        if not (theirs <= mine or mine <= theirs):
+            return False  # each has a turn the other lacks
+        waiting = bool(self._late)
+        if mine < theirs or (mine == theirs and len(disk.messages) > len(self._messages)):
+            self._set_messages(disk.messages, disk.seqs, disk.joined)
+        if waiting:
+            self._take_written(fold)  # the summary this copy waited for
+        self._disk = signature
+        return True
 
     async def _answered(self) -> AsyncGenerator[Event, None]:
         """The turn is answered: what summarising it cost is reported and the transcript is

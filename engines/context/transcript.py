@@ -179,11 +179,19 @@ def peek_transcript(data_dir: Path, chat_id: str) -> TranscriptFile | None:
     """The chat's transcript as its file holds it, or None (no file, an unusable chat id, a
     file that cannot be read or that a newer Conch wrote). It only reads: a broken file is left
     for the chat's own session to set aside."""
+    peeked = peek_signed(data_dir, chat_id)
+    return peeked[0] if peeked is not None else None
+
+
+def peek_signed(data_dir: Path, chat_id: str) -> tuple[TranscriptFile, Signature] | None:
+    """``peek_transcript`` with the signature of the very file read."""
     try:
-        parsed = TranscriptFile.model_validate_json(transcript_path(data_dir, chat_id).read_bytes())
+        with open(transcript_path(data_dir, chat_id), "rb") as fh:
+            sig = signature_of(os.fstat(fh.fileno()))
+            parsed = TranscriptFile.model_validate_json(fh.read())
     except (TranscriptError, OSError, ValueError, RecursionError):
         return None
-    return parsed if parsed.version <= VERSION else None
+    return (parsed, sig) if parsed.version <= VERSION else None
 
 
 TEMP_MAX_AGE = 24 * 3600.0  # seconds; a temp file this old is a leftover whoever wrote it
