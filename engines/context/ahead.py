@@ -428,10 +428,10 @@ class FoldsAhead(LearnedWindows):
         """Have a local server evaluate the requests the prepared fold may send, so the fold
         turn finds its prompt already read.
 
-        llama.cpp keeps a slot's earlier prompts in its RAM cache, but taking one out for a
-        request removes it there, and any later request sharing a quarter of a cached prompt
-        may take it: so what the next turn is most likely to send is read last, in the chat's
-        slot, where that turn finds it without the cache."""
+        llama.cpp saves a slot's prompt to its RAM cache when the next request takes the slot,
+        but loading one out of the cache removes it there, and any later request sharing a
+        quarter of a cached prompt may load it: so the folds' prompts are read in the chat's
+        slot just before the chat as it is, and nothing after them can take them."""
         p = self._prepared
         adapter = self.adapters.get(model.provider)
         if not self.warm_folds or p is None or adapter is None or not adapter.local:
@@ -458,12 +458,13 @@ class FoldsAhead(LearnedWindows):
 
         # Read in the background slot: the fold keeping only the summary (the least likely).
         elsewhere = [fold_to(len(self._messages))]
-        # Read in the chat's slot, the last one staying there: the chat as it is (the next
-        # turn, if it does not fold, finds it in the cache, saved there when the next one
-        # came), the deeper fold, and the fold keeping the turns after the summary.
-        chats = [warm_request(template, summary_block(self._summary), self._messages)]
-        chats += [fold_to(cut) for cut in cuts]
+        # Read in the chat's slot: the deeper fold, the fold keeping the turns after the
+        # summary (each saved to the cache when the next one takes the slot, the likelier
+        # last, so nothing read after it can take it), and last the chat as it is, which stays
+        # in the slot for a turn that does not fold.
+        chats = [fold_to(cut) for cut in cuts]
         chats.append(fold_to(covered))
+        chats.append(warm_request(template, summary_block(self._summary), self._messages))
         with background():
             for request in elsewhere:
                 if request is not None and not await warm(adapter, request):

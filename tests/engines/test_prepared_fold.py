@@ -197,16 +197,15 @@ async def test_the_request_the_fold_sends_is_read_by_the_server_before_the_fold(
     keeping = next(m for m in reversed(ahead) if len(m) > 2 and holds(m))
     # the system prompt and the summary, waiting for the next message
     alone = next(m for m in reversed(ahead) if len(m) == 2 and holds(m))
-    # The last one read is the fold keeping the turns after the summary, in the chat's slot
-    # (the bundled runtime's), where the fold turn finds it; the chat as it was is read there
-    # just before it, so a turn that does not fold finds its prefix in the server's cache.
-    assert ahead[-1] == keeping
+    # The last one read is the chat as it was, in the chat's slot (the bundled runtime's), so
+    # a turn that does not fold finds its prefix there; just before it, in the same slot, the
+    # fold keeping the turns after the summary, kept in the server's cache of prompts.
+    assert not any(SUMMARY_OPEN in m["content"] for m in ahead[-1])
+    assert ahead[-1][:-1] == writer.turn_requests[-2].json["messages"]
+    assert ahead[-1][-1]["role"] == "assistant"
+    assert ahead[-2] == keeping
     for_the_chat = [texts for texts, marked in inner.marked if marked]
-    assert for_the_chat[-1] == [m["content"] for m in keeping][1:]
-    as_it_was = next(m for m in reversed(ahead) if not any(SUMMARY_OPEN in x["content"] for x in m))
-    assert as_it_was[:-1] == writer.turn_requests[-2].json["messages"]
-    assert as_it_was[-1]["role"] == "assistant"
-    assert [m["content"] for m in as_it_was][1:] in for_the_chat[-3:]
+    assert for_the_chat[-2:] == [[m["content"] for m in r][1:] for r in ahead[-2:]]
     # The fold keeping only the summary goes to the slot of background work.
     assert not any(marked for texts, marked in inner.marked if texts == [alone[1]["content"]])
     # The fold turn sends, byte for byte, the last request read in the chat's slot and the
@@ -536,11 +535,11 @@ async def test_a_fold_whose_summaries_were_all_turned_down_sends_a_request_read_
         assert not compacted.summarised and compacted.writing
         fold = server.turn_requests[-1].json
         ahead = [r.json for r in server.warm_requests if server.chat_requests.index(r) < asked]
-        assert _same_but_the_answer(fold, ahead[-1])
+        (same,) = [a for a in ahead if _same_but_the_answer(fold, a)]
         first = fold["messages"][1]["content"]
         assert first.startswith(summary_block(compacted.summary))
         read_in_chat_slot = [texts for texts, marked in inner.marked if marked]
-        assert read_in_chat_slot[-1] == [m["content"] for m in ahead[-1]["messages"]][1:]
+        assert [m["content"] for m in same["messages"]][1:] in read_in_chat_slot[-3:]
         await session.aclose()
     finally:
         server.stop()

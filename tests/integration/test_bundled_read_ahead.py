@@ -1,7 +1,7 @@
 """Reading the next turn's prompt ahead on the real bundled model (SmolLM2-135M on llama.cpp).
 
 When a fold is near, Conch reads two prompts ahead in the chat's slot while the person reads:
-the chat as it is, then the fold's request (the summary and the turns it keeps). The second
+the fold's request (the summary and the turns it keeps), then the chat as it is. The second
 stays in the slot; the first is kept in llama.cpp's RAM cache of prompt states when the second
 comes. Whichever the next turn sends, the model then reads only the new message (the server's
 own counts, never a clock).
@@ -51,13 +51,13 @@ async def test_a_turn_finds_either_prompt_read_ahead_in_the_chats_slot(data_dir:
 
         async def read_ahead() -> None:
             with background(), for_the_chat():
-                for messages in (as_it_is, folded):  # the fold's last: it stays in the slot
+                for messages in (folded, as_it_is):  # the chat's last: it stays in the slot
                     await measure(adapter, request(messages, WARM_TOKENS))
 
         await read_ahead()
         new = Message(role="user", text="And what comes after that?")
         normal = await measure(adapter, request([*as_it_is, new]))
-        assert normal.read <= NEW_MESSAGE_ROOM, normal  # found in the cache of prompt states
+        assert normal.read <= NEW_MESSAGE_ROOM, normal  # found in the chat's slot
         figures["normal_turn_read"] = normal.read
 
         as_it_is = [*as_it_is, new, Message(role="assistant", text=normal.text)]
@@ -68,7 +68,7 @@ async def test_a_turn_finds_either_prompt_read_ahead_in_the_chats_slot(data_dir:
         ]
         await read_ahead()
         fold = await measure(adapter, request([*folded, new]))
-        assert fold.read <= NEW_MESSAGE_ROOM, fold  # found in the chat's slot
+        assert fold.read <= NEW_MESSAGE_ROOM, fold  # found in the cache of prompt states
         figures["fold_turn_read"] = fold.read
     finally:
         await adapter.aclose()
