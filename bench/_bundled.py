@@ -27,7 +27,7 @@ from bench._common import is_summary_request
 from engines.base import Event, ModelInfo
 from engines.context.calibrate import count_request
 from engines.local import bundled, serve
-from engines.local.gate import in_background
+from engines.local.gate import in_background, reads_for_the_chat
 from engines.providers.base import ChatRequest
 from engines.providers.http import LOCAL_TIMEOUT
 from engines.resources import read_prompt
@@ -83,6 +83,7 @@ class Sent:
     request: ChatRequest
     background: bool  # sent as background work (it gives way to a turn)
     timings: Timings | None = None  # from the server's answer; None: none came (given way)
+    for_the_chat: bool = False  # read ahead in the chat's slot (``for_the_chat``)
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,7 @@ class Probe:
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[Event]:
         kind = self._kind(request)
-        sent = Sent(kind, request, in_background())
+        sent = Sent(kind, request, in_background(), for_the_chat=reads_for_the_chat())
         self.sent.append(sent)
         cap = self.caps.get(kind)
         if cap is not None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from bench._bundled import Evaluated, Sent
 from bench._common import is_summary_request
 from engines.base import Done, Event, ModelInfo, TextDelta, Usage
-from engines.local.gate import in_background
+from engines.local.gate import in_background, reads_for_the_chat
 from engines.providers.base import ChatRequest
 from engines.window import estimate_tokens
 
@@ -75,7 +75,7 @@ class TimedServer:
         summary = is_summary_request(request)
         background = in_background()
         kind = "summary" if summary else ("background" if background else "chat")
-        self.sent.append(Sent(kind, request, background))
+        self.sent.append(Sent(kind, request, background, for_the_chat=reads_for_the_chat()))
         prompt = _prompt(request)
         hit = max((_common(prompt, held) for held in self._cache), default=0)
         cached, read = estimate_tokens(prompt[:hit]), estimate_tokens(prompt[hit:])

@@ -149,6 +149,7 @@ class TurnFigures:
     sent: int  # estimated tokens of the answer's request
     problem: str = ""
     read_ahead: bool = False  # a fold whose request starts with one the server read before
+    in_chat_slot: bool = False  # ... read in the chat's slot (else only in background work's)
     message: int = 0  # estimated tokens of the person's message
     prompt_ms: float | None = None  # the server's time reading the answer's prompt (timings)
     after_background: int = 0  # background requests the server answered since the last turn
@@ -168,9 +169,12 @@ def _requests_since(probe: Recorder, start: int, *, background: bool) -> list[in
     return [i for i in range(start, len(probe.sent)) if probe.sent[i].background is background]
 
 
-def _read_ahead(probe: Recorder, before: int, request: ChatRequest) -> bool:
-    """Whether ``request`` starts with a request sent ahead in the background since index
-    ``before`` (its last message may be the start of the request's message at that place)."""
+def _read_ahead(probe: Recorder, before: int, request: ChatRequest) -> str:
+    """Where ``request``'s start was read ahead in the background since index ``before`` (a
+    request it starts with; that one's last message may be the start of the request's message
+    at that place): "chat" (one read in the chat's slot), "background" (only ones read in
+    background work's), "" nowhere."""
+    found = ""
     for sent in probe.sent[before:]:
         if not sent.background or sent.kind != "background":
             continue
@@ -181,8 +185,8 @@ def _read_ahead(probe: Recorder, before: int, request: ChatRequest) -> bool:
         if request.messages[: n - 1] == ahead[: n - 1] and request.messages[n - 1].text.startswith(
             ahead[n - 1].text
         ):
-            return True
-    return False
+            found = "chat" if sent.for_the_chat else found or "background"
+    return found
 
 
 def _figures(
@@ -202,10 +206,12 @@ def _figures(
         sent = estimate_tokens(r.system) + sum(map(estimate_message, r.messages))
     previous = [i for i in range(start) if probe.sent[i].kind == "chat"]
     before = previous[-1] + 1 if previous else 0
+    where = ""
+    if fold and last is not None:
+        where = _read_ahead(probe, before, probe.sent[last].request)
     return TurnFigures(
-        read_ahead=fold
-        and last is not None
-        and _read_ahead(probe, before, probe.sent[last].request),
+        read_ahead=bool(where),
+        in_chat_slot=where == "chat",
         ttft=ttft,
         fold=fold,
         evaluated=ev.evaluated if ev else None,
@@ -411,6 +417,8 @@ def summarise_run(run: PolicyRun) -> dict[str, object]:
         "folds": sum(t.fold for t in run.turns),
         # Folds whose request began with one the server had read ahead in the background.
         "folds_read_ahead": sum(t.read_ahead for t in run.turns),
+        # ... of those, read in the chat's slot (the rest only in background work's).
+        "folds_read_in_chat_slot": sum(t.in_chat_slot for t in run.turns),
         "ttft_median": _r(_median(answered)),
         "ttft_p95": _r(_p95(answered)),
         "ttft_fold_median": _r(median_fold),
@@ -455,14 +463,15 @@ def summarise_run(run: PolicyRun) -> dict[str, object]:
         "overflows": run.overflows,
         "seconds": round(run.seconds, 1),
         # Turn by turn: seconds to the first token, prompt tokens evaluated (for the answer,
-        # and in all the turn's requests), F for a fold (F+: its request was read ahead), the
-        # server's seconds reading the answer's prompt, background requests answered before.
+        # and in all the turn's requests), F for a fold (F+: its request was read ahead in the
+        # chat's slot, F~: only in background work's), the server's seconds reading the
+        # answer's prompt, background requests answered before.
         "by_turn": [
             [
                 _r(t.ttft, 2),
                 t.evaluated,
                 t.in_turn_evaluated,
-                ("F+" if t.read_ahead else "F") if t.fold else "",
+                ("F+" if t.in_chat_slot else "F~" if t.read_ahead else "F") if t.fold else "",
                 _r(t.prompt_ms / 1000, 2) if t.prompt_ms is not None else None,
                 t.after_background,
             ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import dataclasses
 import logging
 
 from engines.base import Message, ModelInfo, Note, SummaryListener, SummaryWritten
@@ -18,6 +19,7 @@ from engines.context.prepare import (
     PREPARE_AT,
     PREPARE_TRIES,
     RECENT_TURNS,
+    WRITING_SUMMARY,
     Job,
     Mark,
     Prepared,
@@ -73,7 +75,9 @@ class FoldsAhead(LearnedWindows):
         return p.valid(self._summary, fingerprint(self._late), self._marks(len(p.covers)))
 
     def _discard_prepared(self) -> None:
-        self._prepared = None
+        p, self._prepared = self._prepared, None
+        if p is not None and p.facts_only:
+            return  # no summary was written ahead: nothing of the person's is lost
         self._notes.append(
             Note(
                 topic="summary-failed",
@@ -90,7 +94,12 @@ class FoldsAhead(LearnedWindows):
         if p is None:
             return None
         if len(p.covers) > dropped_turns or not self._valid(p):
+            self._prepared = p
             self._discard_prepared()
+            return None
+        if p.facts_only:
+            # The fold builds the same facts itself (the request read ahead) and has a model
+            # summarise them after the turn, as it does with nothing written ahead.
             return None
         return p
 
@@ -272,6 +281,8 @@ class FoldsAhead(LearnedWindows):
         if p is not None and not self._valid(p):
             self._discard_prepared()
             p = None
+        if p is not None and p.facts_only:
+            p = None  # held for reading ahead only: the one more try starts from scratch
         fold = self._first_kept_seq()
         f, r = self._factor, self._reserved()
         ahead = self._ledger.recent_person_tokens(RECENT_TURNS)
@@ -359,9 +370,14 @@ class FoldsAhead(LearnedWindows):
             # Not a whole summary (a refusal, facts only): the fold summarises then, and this
             # fold's turns are tried again in the background at most once more (``_next_job``).
             self._prep_failed, self._failed_turns = job.fold, self._ledger.turns
+            held = self._prepared
+            if held is None or held.facts_only:
+                # Nothing written ahead: the fold keeps these turns' facts on the summary
+                # before, and that request is read ahead like any other.
+                self._prepared = self._facts_only(job, model)
             if template is not None and self._prepared is not None:
-                # An extension turned down: the summary written before it still serves the
-                # fold, whose request now holds this turn too.
+                # (An extension turned down: the summary written before it still serves the
+                # fold, whose request now holds this turn too.)
                 await self._warm_fold(model, template, b)
             return
         if job.base != self._summary or job.pending != fingerprint(self._late):
@@ -377,9 +393,51 @@ class FoldsAhead(LearnedWindows):
         if template is not None:
             await self._warm_fold(model, template, b)
 
+    def _facts_only(self, job: Job, model: ModelInfo) -> Prepared | None:
+        """What the fold of ``job``'s turns sends when no summary of them was written: the
+        summary before with their facts (None when that is nothing, or a fold came first)."""
+        if job.base != self._summary or job.pending != fingerprint(self._late):
+            return None
+        starts = self._ledger.turn_starts
+        n = len(job.covers)
+        if not n or n >= len(starts):
+            return None
+        held = Prepared(
+            base=job.base,
+            pending=job.pending,
+            covers=job.covers,
+            text="",
+            tokens=0,
+            model="",
+            facts_only=True,
+        )
+        text = self._fold_summary(held, starts[n], self.window_for(model))
+        return dataclasses.replace(held, text=text) if text else None
+
+    def _fold_summary(self, p: Prepared, cut: int, window: int) -> str:
+        """The summary a fold dropping the first ``cut`` messages sends, ``p`` prepared: built
+        as the fold builds it (``Folding._fold``), so the request read ahead is the same."""
+        starts = self._ledger.turn_starts
+        covered = starts[len(p.covers)] if len(p.covers) < len(starts) else len(self._messages)
+        if p.facts_only:
+            # The fold takes no summary written ahead: the facts of all it drops.
+            before = self._late_base if self._late else self._summary
+            kept = facts_kept(before, before, [*self._late, *self._messages[:cut]], window)
+            text = kept or WRITING_SUMMARY
+        elif cut <= covered:
+            return p.text
+        else:
+            text = facts_kept(p.text, p.text, self._messages[covered:cut], window)
+        return fit(text, *summary_cap(window)) if text else ""
+
     async def _warm_fold(self, model: ModelInfo, template: ChatRequest, b: int) -> None:
-        """Have a local server evaluate the request the prepared fold will send, so the fold
-        turn finds it in the server's prompt cache."""
+        """Have a local server evaluate the requests the prepared fold may send, so the fold
+        turn finds its prompt already read.
+
+        llama.cpp saves a slot's prompt to its RAM cache when the next request takes the slot,
+        but loading one out of the cache removes it there, and any later request sharing a
+        quarter of a cached prompt may load it: so the folds' prompts are read in the chat's
+        slot just before the chat as it is, and nothing after them can take them."""
         p = self._prepared
         adapter = self.adapters.get(model.provider)
         if not self.warm_folds or p is None or adapter is None or not adapter.local:
@@ -390,6 +448,7 @@ class FoldsAhead(LearnedWindows):
         if len(p.covers) >= len(starts):
             return
         covered = starts[len(p.covers)]
+        window = self.window_for(model)
         # The folds likely next: the one keeping the turns after the summary; the one a
         # message as big as the biggest recent one brings (deeper: what the summary lacks
         # keeps its facts; a fold between the two is widened to it); and the one dropping
@@ -398,21 +457,25 @@ class FoldsAhead(LearnedWindows):
         deeper = self._ledger.cut_ahead(b, self._factor, self._reserved(), big)
         cuts = [deeper] if covered < deeper < len(self._messages) else []
         self._deeper = (p, deeper) if cuts else None
-        requests = [warm_request(template, summary_block(p.text), self._messages[covered:])]
-        for cut in [*cuts, len(self._messages)]:
-            window = template.window
-            text = facts_kept(p.text, p.text, self._messages[covered:cut], window)
+
+        def fold_to(cut: int) -> ChatRequest | None:
             kept = self._messages[cut:] or [Message(role="user", text="")]
-            requests.append(
-                warm_request(template, summary_block(fit(text, *summary_cap(window))), kept)
-            )
-        # Last, the chat as it is: the next turn, if it does not fold, then finds its prefix
-        # in the server's context (restoring it from the cache would cost that turn time).
-        chat_as_it_is = warm_request(template, summary_block(self._summary), self._messages)
+            return warm_request(template, summary_block(self._fold_summary(p, cut, window)), kept)
+
+        # Read in the background slot: the fold keeping only the summary (the least likely).
+        elsewhere = [fold_to(len(self._messages))]
+        # Read in the chat's slot: the deeper fold, the fold keeping the turns after the
+        # summary (each saved to the cache when the next one takes the slot, the likelier
+        # last, so nothing read after it can take it), and last the chat as it is, which stays
+        # in the slot for a turn that does not fold.
+        chats = [fold_to(cut) for cut in cuts]
+        chats.append(fold_to(covered))
+        chats.append(warm_request(template, summary_block(self._summary), self._messages))
         with background():
-            for request in requests:
+            for request in elsewhere:
                 if request is not None and not await warm(adapter, request):
                     return
-            if chat_as_it_is is not None:
-                with for_the_chat():  # where that turn looks for it
-                    await warm(adapter, chat_as_it_is)
+            with for_the_chat():
+                for request in chats:
+                    if request is not None and not await warm(adapter, request):
+                        return

@@ -28,16 +28,11 @@ from engines.base import (
     Usage,
 )
 from engines.context.ahead import FoldsAhead
-from engines.context.prepare import Prepared
+from engines.context.prepare import WRITING_SUMMARY, Prepared
 from engines.context.protocols import SummaryResult
 from engines.context.state import summary_block
 from engines.context.summarise import facts_kept, fit, summary_cap
 from engines.window import budget, estimate_message, estimate_tokens
-
-# What the model reads of the dropped turns while their summary is written, when the summary
-# before and the dropped turns' facts are both empty: a fold always leaves a summary, so the
-# chat log keeps the fold (an empty one reads as withdrawn).
-WRITING_SUMMARY = "Earlier messages of this chat are left out here; their summary is being written."
 
 
 @dataclass

@@ -34,6 +34,11 @@ PREPARE_TRIES = 2  # a summary written ahead that is turned down is written once
 
 log = logging.getLogger("conch.context.prepare")
 
+# What the model reads of the dropped turns while their summary is written, when the summary
+# before and the dropped turns' facts are both empty: a fold always leaves a summary, so the
+# chat log keeps the fold (an empty one reads as withdrawn).
+WRITING_SUMMARY = "Earlier messages of this chat are left out here; their summary is being written."
+
 Mark = tuple[int, str]  # (the turn's seq in the chat log, fingerprint of its messages)
 
 
@@ -84,6 +89,11 @@ class Prepared:
     text: str
     tokens: int  # spent writing it (counted in the usage of the turn that uses it)
     model: str
+    # No model summary: every try was turned down, and this is the summary the fold builds
+    # then (the summary before, with the facts of the turns it covers), held only so the
+    # fold's request can be read ahead. The fold builds it again and writes a model's
+    # summary after the turn, as without it.
+    facts_only: bool = False
 
     def valid(self, base: str, pending: str, marks_now: Sequence[Mark]) -> bool:
         """Whether it still describes the start of the transcript the chat has now."""

@@ -1330,6 +1330,20 @@ def slot_for_request() -> int:
     return CHAT_SLOT
 
 
+def _starts_with_any(request: ChatRequest, ahead: Sequence[ChatRequest]) -> bool:
+    """Whether ``request`` goes on from one of ``ahead`` (the same system prompt and messages,
+    the last of which may be the start of the request's message at that place)."""
+    for earlier in ahead:
+        n = len(earlier.messages)
+        if not n or n > len(request.messages) or earlier.system != request.system:
+            continue
+        if request.messages[: n - 1] == earlier.messages[: n - 1] and request.messages[
+            n - 1
+        ].text.startswith(earlier.messages[n - 1].text):
+            return True
+    return False
+
+
 class BundledAdapter:
     """The OpenAI-style ``local`` row, pointed at wherever the runtime is listening.
 
@@ -1359,6 +1373,10 @@ class BundledAdapter:
             headers={"user-agent": "Conch"},
         )
         self._inner: OpenAIAdapter | None = None
+        # The chat's own next prompts read ahead in the chat's slot since the last turn: the
+        # runtime holds them (in the slot, or in llama.cpp's RAM cache of prompt states), so a
+        # turn starting with one of them must not have an older saved state put in the slot.
+        self._read_ahead: list[ChatRequest] = []
 
     async def _adapter(self) -> OpenAIAdapter:
         if self.runtime.base_url is None:
@@ -1427,11 +1445,16 @@ class BundledAdapter:
         # (``Reading`` events), so a long wait before the first word is not a blind one.
         # id_slot: background work has a slot of its own, so the chat's stays the chat's.
         background = in_background()
-        wanted = {"cache_prompt": True, "return_progress": True, "id_slot": slot_for_request()}
+        slot = slot_for_request()
+        wanted = {"cache_prompt": True, "return_progress": True, "id_slot": slot}
         request = request.model_copy(update={"extra": {**wanted, **request.extra}})
         if not background:
-            for note in await self._prepare_slot(adapter, request):
-                yield note
+            if not _starts_with_any(request, self._read_ahead):
+                for note in await self._prepare_slot(adapter, request):
+                    yield note
+            self._read_ahead = []
+        elif slot == CHAT_SLOT:
+            self._read_ahead.append(request)
         try:
             # Closing this wrapper must close the inner stream (and its HTTP response) at once.
             async with closing_stream(adapter.stream(request)) as events:

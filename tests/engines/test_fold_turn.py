@@ -26,7 +26,7 @@ from engines.base import (
     SummaryWritten,
     Usage,
 )
-from engines.context.folding import WRITING_SUMMARY
+from engines.context.prepare import WRITING_SUMMARY
 from engines.context.protocols import SummaryResult
 from engines.context.session import SUMMARY_OPEN, ApiSession
 from engines.context.transcript import load_transcript

@@ -191,21 +191,20 @@ async def test_the_request_the_fold_sends_is_read_by_the_server_before_the_fold(
     keeping = next(m for m in reversed(ahead) if len(m) > 2 and holds(m))
     # the system prompt and the summary, waiting for the next message
     alone = next(m for m in reversed(ahead) if len(m) == 2 and holds(m))
-    # The last one read is the chat as it was, so a turn that does not fold finds its prefix.
+    # The last one read is the chat as it was, in the chat's slot (the bundled runtime's), so
+    # a turn that does not fold finds its prefix there; just before it, in the same slot, the
+    # fold keeping the turns after the summary, kept in the server's cache of prompts.
     assert not any(SUMMARY_OPEN in m["content"] for m in ahead[-1])
     assert ahead[-1][:-1] == writer.turn_requests[-2].json["messages"]
     assert ahead[-1][-1]["role"] == "assistant"
-    # Only that one is read where the chat's next turn looks (the bundled runtime's chat
-    # slot); the folds' prompts go to the slot of background work.
+    assert ahead[-2] == keeping
     for_the_chat = [texts for texts, marked in inner.marked if marked]
-    assert for_the_chat and all(SUMMARY_OPEN not in t for t in for_the_chat[-1])
-    assert for_the_chat[-1] == [m["content"] for m in ahead[-1]][1:]
-    assert not any(marked for texts, marked in inner.marked if texts[0].startswith(SUMMARY_OPEN))
-    read_ahead = [
-        keeping == fold_request[: len(keeping)] and len(keeping) == len(fold_request) - 1,
-        alone[0] == fold_request[0] and fold_request[1]["content"].startswith(alone[1]["content"]),
-    ]
-    assert any(read_ahead), read_ahead
+    assert for_the_chat[-2:] == [[m["content"] for m in r][1:] for r in ahead[-2:]]
+    # The fold keeping only the summary goes to the slot of background work.
+    assert not any(marked for texts, marked in inner.marked if texts == [alone[1]["content"]])
+    # The fold turn sends, byte for byte, the last request read in the chat's slot and the
+    # person's new message after it.
+    assert fold_request[:-1] == keeping
     await adapter.aclose()
 
 
@@ -497,5 +496,44 @@ async def test_the_first_fold_finds_its_summary_even_when_both_first_tries_were_
         ahead = [r.json for r in server.warm_requests if server.chat_requests.index(r) < asked]
         assert _starts_with_one_read_ahead(fold, ahead)
         await adapter.aclose()
+    finally:
+        server.stop()
+
+
+def _same_but_the_answer(fold: dict[str, Any], ahead: dict[str, Any]) -> bool:
+    """Whether ``fold`` is ``ahead`` with the person's next message added: the same bytes
+    before it (``ahead`` asked for a one-token answer only)."""
+    if fold["messages"][:-1] != ahead["messages"]:
+        return False
+    rest = ("messages", "max_tokens")
+    return {k: v for k, v in fold.items() if k not in rest} == {
+        k: v for k, v in ahead.items() if k not in rest
+    }
+
+
+async def test_a_fold_whose_summaries_were_all_turned_down_sends_a_request_read_ahead(
+    client: httpx.AsyncClient, data_dir: Path
+) -> None:
+    # Every summary written ahead is turned down (a small model's copy of the chat, another
+    # topic): the fold keeps the facts of what it drops on the summary before, and that
+    # request too was read ahead, in the chat's slot, while the person read the last answer.
+    server = FirstSummaryOffTopicServer(off_topic=1_000).start()
+    try:
+        inner = SlotMarks(ROWS["local"], base_url=server.base_url, client=client)
+        inner.marked = []
+        session = session_on(gated(inner), data_dir)
+        compacted, during, asked = await _until_fold(session, server)
+        assert server.turned_down >= 2 and not server.summaries
+        assert during[-1] == 0  # nothing written while the person waited
+        # No model summarised it: one is still written after the turn, as before.
+        assert not compacted.summarised and compacted.writing
+        fold = server.turn_requests[-1].json
+        ahead = [r.json for r in server.warm_requests if server.chat_requests.index(r) < asked]
+        (same,) = [a for a in ahead if _same_but_the_answer(fold, a)]
+        first = fold["messages"][1]["content"]
+        assert first.startswith(summary_block(compacted.summary))
+        read_in_chat_slot = [texts for texts, marked in inner.marked if marked]
+        assert [m["content"] for m in same["messages"]][1:] in read_in_chat_slot[-3:]
+        await session.aclose()
     finally:
         server.stop()

@@ -13,7 +13,8 @@ ends itself where ``MODE`` says:
 - ``answer-drop``: closes the connection after the first word and keeps running.
 
 ``SIG`` is a signal name (``SIGILL``, ``SIGSEGV``, ``SIGKILL``) or ``exit3`` for ``exit(3)``.
-Every start appends its arguments to ``fake-runtime-starts.jsonl`` in the working directory.
+Every start appends its arguments to ``fake-runtime-starts.jsonl`` in the working directory,
+and every POST its path and slot to ``fake-runtime-posts.jsonl``.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
+        with open("fake-runtime-posts.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps({"path": self.path, "id_slot": body.get("id_slot")}) + "\n")
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._json(404, {"error": {"message": "not found"}})
             return
