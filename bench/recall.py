@@ -63,7 +63,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -492,6 +492,7 @@ class Options:
     answer_tokens: int | None = ANSWER_TOKENS
     paste_every: int = 0
     ask: bool = True
+    keep: Path | None = None  # where to save what the questions need (``--keep``)
 
 
 async def run_person_chat(
@@ -644,6 +645,76 @@ async def ask_both(
         outcome.asked[name] = [f.key for f in facts if answers(f, replies[f.key])]
 
 
+# --- the forms a request may take (``--reask``) -------------------------------------------
+
+
+def _strip_block(messages: Sequence[Message]) -> tuple[str, list[Message]]:
+    """(the summary block at the front of ``messages``, the messages without it)."""
+    out = list(messages)
+    if out and out[0].text.startswith(SUMMARY_OPEN):
+        text = out[0].text
+        end = text.find(SUMMARY_CLOSE)
+        if end >= 0:
+            cut = end + len(SUMMARY_CLOSE)
+            out[0] = out[0].model_copy(update={"text": text[cut:]})
+            return text[:cut], out
+    return "", out
+
+
+def _newest_within(messages: Sequence[Message], tokens: int) -> list[Message]:
+    """The newest whole turns of ``messages`` within ``tokens`` (at least the newest)."""
+    starts = [i for i, m in enumerate(messages) if m.role == "user"]
+    keep = starts[-1] if starts else 0
+    for i in reversed(starts):
+        if sum(estimate_message(m) for m in messages[i:]) > tokens:
+            break
+        keep = i
+    return list(messages[keep:])
+
+
+def request_forms(
+    final: ChatRequest, last_answer: Message | None
+) -> dict[str, Callable[[str], list[Message]]]:
+    """Ways to send a question after the chat: each turns the question into the messages
+    sent. ``conch``: what Conch sends next (the summary in front of the kept turns);
+    ``summary_only``: the summary alone; ``kept_half``: the summary with the newest half of
+    the kept turns (a fold keeping a quarter of the budget, not half); ``kept_lines_last``:
+    as Conch, and the summary's kept lines again just before the question;
+    ``summary_last``: the kept turns, then the summary just before the question."""
+    history = [*final.messages, *([last_answer] if last_answer and last_answer.text else [])]
+    block, turns = _strip_block(history)
+    summary = block[len(SUMMARY_OPEN) : -len(SUMMARY_CLOSE)] if block else ""
+    _body, kept = split_kept(summary)
+    lines = SUMMARY_OPEN + "\n".join(f"- {x}" for x in kept) + SUMMARY_CLOSE if kept else ""
+    half = _newest_within(turns, sum(estimate_message(m) for m in turns) // 2)
+
+    def ask(
+        before: list[Message], *, front: bool = True, prefix: str = ""
+    ) -> Callable[[str], list[Message]]:
+        """``before`` with the summary in front of its first person message (``front``; in
+        front of the question when it has none), and ``prefix`` just before the question."""
+
+        def form(question: str) -> list[Message]:
+            out = list(before)
+            first = next((k for k, m in enumerate(out) if m.role == "user"), None)
+            lead = prefix
+            if front and first is not None:
+                out[first] = out[first].model_copy(update={"text": block + out[first].text})
+            elif front:
+                lead = block + prefix
+            return [*out, Message(role="user", text=lead + question)]
+
+        return form
+
+    return {
+        "conch": ask(turns),
+        "summary_only": ask([]),
+        "kept_half": ask(half),
+        "kept_lines_last": ask(turns, prefix=lines),
+        "summary_last": ask(turns, front=False, prefix=block),
+    }
+
+
 async def run_chat(
     adapter: Recording, timed: TimedSummariser, model: ModelInfo, script: Sequence[str]
 ) -> Outcome:
@@ -682,6 +753,32 @@ async def run_chat(
         )
     await session.aclose()
     return out
+
+
+def save_chat(path: Path, adapter: Recording, outcome: Outcome) -> None:
+    """What the questions at the end need (the last chat request, the chat's turns, the
+    system prompt the next turn gets), so ``--reask`` can ask again without the chat."""
+    final = adapter.last_chat
+    data = {
+        "request": final.model_dump(mode="json") if final is not None else None,
+        "log": [[p.model_dump(mode="json"), a.model_dump(mode="json")] for p, a in outcome.log],
+        "system": outcome.system,
+        "memories": outcome.memories,
+    }
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+
+
+def load_chat(path: Path) -> tuple[ChatRequest | None, Outcome]:
+    """What ``save_chat`` wrote."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    raw = data.get("request")
+    final = ChatRequest.model_validate(raw) if raw is not None else None
+    out = Outcome(
+        log=[(Message.model_validate(p), Message.model_validate(a)) for p, a in data["log"]],
+        system=str(data.get("system", "")),
+        memories=list(data.get("memories", [])),
+    )
+    return final, out
 
 
 def _share(n: int, total: int) -> float:
@@ -854,6 +951,8 @@ async def run(options: Options) -> dict[str, object]:
                 outcome = await run_person_chat(adapter, timed, model, script, Path(tmp))
         else:
             outcome = await run_chat(adapter, timed, model, script)
+        if options.keep is not None:
+            save_chat(options.keep, adapter, outcome)
         return report(
             outcome,
             adapter,
@@ -883,6 +982,8 @@ async def run(options: Options) -> dict[str, object]:
                     outcome = await run_person_chat(adapter, timed, model, script, Path(tmp))
             else:
                 outcome = await run_chat(adapter, timed, model, script)
+            if options.keep is not None:
+                save_chat(options.keep, adapter, outcome)
             if options.ask:
                 asked = (*FACTS, *PERSON_FACTS) if options.person else FACTS
                 await ask_both(adapter, model, outcome, asked)
@@ -928,6 +1029,57 @@ async def control(window: int, facts: Sequence[Fact] = FACTS) -> dict[str, objec
         "planted": len(facts),
         "answered": {way: len(keys) for way, keys in ways.items()},
         "answered_keys": ways,
+    }
+
+
+async def reask(path: Path, facts: Sequence[Fact]) -> dict[str, object]:
+    """Ask about ``facts`` again after the chat ``--keep`` saved, in every form of
+    ``request_forms``, side by side on one bundled model (see ``--reask``)."""
+    final, outcome = load_chat(path)
+    if final is None:
+        return {"bench": "recall", "mode": "reask", "error": "the saved chat sent nothing"}
+    last_answer = outcome.log[-1][1] if outcome.log else None
+    forms = request_forms(final, last_answer)
+    window = final.window
+    system = outcome.system or final.system
+    model = ModelInfo(provider="local", id=bundled.MODEL_ID, label="", context=window)
+    right: dict[str, list[str]] = {name: [] for name in forms}
+    replies: dict[str, dict[str, str]] = {name: {} for name in forms}
+    sent: dict[str, int] = {}
+    async with running(window) as runtime:
+        adapter = bundled.bundled_adapter(runtime)
+        try:
+            # Form by form, fact by fact: the server's prompt cache serves each form as the
+            # chat's would (the question last).
+            for name, form in forms.items():
+                print(f"asking about {len(facts)} facts ({name})", file=sys.stderr, flush=True)
+                for fact in facts:
+                    question = f"{QUESTIONS[fact.key]} Answer in a few words."
+                    messages = form(question)
+                    sent[name] = sum(estimate_message(m) for m in messages)
+                    got = await ask_facts(
+                        adapter,
+                        model,
+                        system,
+                        messages[:-1],
+                        only=(fact,),
+                        question=messages[-1].text,
+                    )
+                    replies[name][fact.key] = got[fact.key]
+                    if answers(fact, got[fact.key]):
+                        right[name].append(fact.key)
+        finally:
+            await adapter.aclose()
+    return {
+        "bench": "recall",
+        "mode": "reask",
+        "model": f"bundled {bundled.MODEL_ID}",
+        "window": window,
+        "planted": len(facts),
+        "answered": {name: len(keys) for name, keys in right.items()},
+        "sent_tokens": sent,
+        "answered_keys": right,
+        "answers": replies,
     }
 
 
@@ -1001,7 +1153,28 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="no chat: ask the bundled model each question with the fact in front of it "
         "(with --person, the person's own facts)",
     )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="save the last request and the chat's turns to this file (for --reask)",
+    )
+    parser.add_argument(
+        "--reask",
+        type=Path,
+        default=None,
+        help="no chat: ask again after the chat --keep saved, in several request forms "
+        "(with --person, about the person's own facts)",
+    )
     args = parser.parse_args(argv)
+    if args.reask is not None:
+        try:
+            result = asyncio.run(reask(args.reask, PERSON_FACTS if args.person else FACTS))
+        except UnavailableError as exc:
+            print(json.dumps({"bench": "recall", "error": str(exc)}, ensure_ascii=False))
+            raise SystemExit(2) from None
+        print(json.dumps(result, ensure_ascii=False))
+        return
     if args.control:
         try:
             result = asyncio.run(control(args.window, PERSON_FACTS if args.person else FACTS))
@@ -1030,6 +1203,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         answer_tokens=cap or None,
         paste_every=paste_every,
         ask=not args.no_ask and not args.mock,
+        keep=args.keep,
     )
     try:
         figures = asyncio.run(run(options))
