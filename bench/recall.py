@@ -100,10 +100,12 @@ from engines.base import (  # noqa: E402
 from engines.context.calibrate import count_request  # noqa: E402
 from engines.context.facts import split_kept  # noqa: E402
 from engines.context.protocols import Summariser, SummaryResult  # noqa: E402
+from engines.context.sending import arrange  # noqa: E402
 from engines.context.session import SUMMARY_CLOSE, SUMMARY_OPEN, ApiSession  # noqa: E402
+from engines.context.state import summary_block  # noqa: E402
 from engines.context.summarise import ModelSummariser  # noqa: E402
 from engines.local import bundled  # noqa: E402
-from engines.local.gate import gated  # noqa: E402
+from engines.local.gate import gated, in_background  # noqa: E402
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError  # noqa: E402
 from engines.resources import read_prompt  # noqa: E402
 from engines.window import (  # noqa: E402
@@ -415,6 +417,8 @@ class Recording:
             self.learn_requests += 1
             cap = min(request.max_output_tokens, LEARN_TOKENS)
             request = request.model_copy(update={"max_output_tokens": cap})
+        elif in_background():
+            pass  # a prompt evaluated ahead (a fold's, or the chat's own), not a turn
         else:
             self.chat_requests += 1
             self.last_chat = request
@@ -481,6 +485,8 @@ class Outcome:
     system: str = ""  # the system prompt the next turn would get (memories included)
     asked: dict[str, list[str]] = field(default_factory=dict)  # policy -> facts answered
     answers: dict[str, dict[str, str]] = field(default_factory=dict)  # policy -> key -> answer
+    transcript: list[Message] | None = None  # the session's messages after the chat
+    summary: str = ""  # and its summary
 
 
 @dataclass(frozen=True)
@@ -562,6 +568,7 @@ async def run_person_chat(
             out.fold_turns.extend(i for _ in range(len(out.folds) - len(out.fold_turns)))
     finally:
         await conversation.aclose()  # lets a learning run under way finish
+        out.transcript, out.summary = list(session.messages), session.summary
         out.memories = [m.text for m in book.list()]
         out.waiting = [m.text for m in book.list() if m.status == "waiting"]
         out.system = build_system_prompt(model, book)
@@ -575,19 +582,18 @@ async def ask_facts(
     adapter: ProviderAdapter,
     model: ModelInfo,
     system: str,
-    messages: Sequence[Message],
+    form: Callable[[str], list[Message]],
     *,
     only: Sequence[Fact] = FACTS,
-    question: str = "",
 ) -> dict[str, str]:
-    """Each planted fact's question after ``messages``; the model's answer to each."""
+    """Each planted fact's question, sent as ``form`` makes it into messages; the model's
+    answer to each."""
     out: dict[str, str] = {}
     for fact in only:
-        asked = question or f"{QUESTIONS[fact.key]} Answer in a few words."
         request = ChatRequest(
             model=model.id,
             system=system,
-            messages=(*messages, Message(role="user", text=asked)),
+            messages=tuple(form(f"{QUESTIONS[fact.key]} Answer in a few words.")),
             max_output_tokens=ASK_TOKENS,
             window=model.context,
         )
@@ -604,21 +610,6 @@ async def ask_facts(
     return out
 
 
-def model_only(messages: Sequence[Message]) -> list[Message]:
-    """``messages`` with the summary block holding only the model's own lines: what "the
-    model's summary only" would have sent (nothing Conch kept word for word)."""
-    out = list(messages)
-    if out and out[0].text.startswith(SUMMARY_OPEN):
-        text = out[0].text
-        end = text.find(SUMMARY_CLOSE)
-        if end >= 0:
-            body, _kept = split_kept(text[len(SUMMARY_OPEN) : end])
-            rest = text[end + len(SUMMARY_CLOSE) :].lstrip("\n")
-            block = f"{SUMMARY_OPEN}{body}\n{SUMMARY_CLOSE}\n\n" if body else ""
-            out[0] = out[0].model_copy(update={"text": block + rest})
-    return out
-
-
 async def ask_both(
     adapter: Recording, model: ModelInfo, outcome: Outcome, facts: Sequence[Fact] = FACTS
 ) -> None:
@@ -627,20 +618,22 @@ async def ask_both(
     final = adapter.last_chat
     if final is None:
         return
-    last_answer = outcome.log[-1][1] if outcome.log else None
-    conch = [*final.messages, *([last_answer] if last_answer and last_answer.text else [])]
+    turns, summary = chat_state(final, outcome)
     system = outcome.system or final.system
     base = read_prompt("system_lean.txt" if model.context <= LEAN_WINDOW else "system.txt")
     room = budget(model.context, estimate_tokens(base)) - 64  # room for the question
-    policies = {
-        "conch": (system, conch),
-        "drop_oldest": (base, drop_oldest(outcome.log, room)),
+    oldest = drop_oldest(outcome.log, room)
+    policies: dict[str, tuple[str, Callable[[str], list[Message]]]] = {
+        "conch": (system, request_forms(turns, summary, model.context)["conch"]),
+        "drop_oldest": (base, lambda q: [*oldest, Message(role="user", text=q)]),
     }
     if facts is not FACTS:
-        policies["model_summary_only"] = (base, model_only(conch))
-    for name, (sys_prompt, messages) in policies.items():
+        body, _kept = split_kept(summary)
+        only = request_forms(turns, body, model.context)["summary_front"]
+        policies["model_summary_only"] = (base, only)
+    for name, (sys_prompt, form) in policies.items():
         print(f"asking about {len(facts)} facts ({name})", file=sys.stderr, flush=True)
-        replies = await ask_facts(adapter.inner, model, sys_prompt, messages, only=facts)
+        replies = await ask_facts(adapter.inner, model, sys_prompt, form, only=facts)
         outcome.answers[name] = replies
         outcome.asked[name] = [f.key for f in facts if answers(f, replies[f.key])]
 
@@ -672,20 +665,31 @@ def _newest_within(messages: Sequence[Message], tokens: int) -> list[Message]:
     return list(messages[keep:])
 
 
+_FIRST_PERSON = re.compile(r"\b(?:I|my|My|we|We|our|Our|me)\b")
+
+
 def request_forms(
-    final: ChatRequest, last_answer: Message | None
+    turns: Sequence[Message], summary: str, window: int
 ) -> dict[str, Callable[[str], list[Message]]]:
-    """Ways to send a question after the chat: each turns the question into the messages
-    sent. ``conch``: what Conch sends next (the summary in front of the kept turns);
+    """Ways to send a question after a chat whose transcript is ``turns`` (the last answer
+    included) with ``summary``: each turns the question into the messages sent.
+    ``conch``: what Conch sends next (``arrange``); ``summary_front``: the summary in front of
+    the kept turns and nothing else (Conch before the kept lines were sent again);
     ``summary_only``: the summary alone; ``kept_half``: the summary with the newest half of
     the kept turns (a fold keeping a quarter of the budget, not half); ``kept_lines_last``:
-    as Conch, and the summary's kept lines again just before the question;
-    ``summary_last``: the kept turns, then the summary just before the question."""
-    history = [*final.messages, *([last_answer] if last_answer and last_answer.text else [])]
-    block, turns = _strip_block(history)
-    summary = block[len(SUMMARY_OPEN) : -len(SUMMARY_CLOSE)] if block else ""
+    the summary in front, and its kept lines again just before the question;
+    ``summary_last``: the kept turns, then the summary just before the question;
+    ``own_lines_last``: the kept lines in the person's first person again just before the
+    question (``own_plain_last``: the same, unframed, as plain sentences). (The kept lines
+    just after the question did worse than nothing: 0/7 and 1/7, the model carried on with
+    its earlier answers.)"""
+    turns = list(turns)
+    block = summary_block(summary)
     _body, kept = split_kept(summary)
-    lines = SUMMARY_OPEN + "\n".join(f"- {x}" for x in kept) + SUMMARY_CLOSE if kept else ""
+    lines = summary_block("\n".join(f"- {x}" for x in kept)) if kept else ""
+    own = [x for x in kept if _FIRST_PERSON.search(x)]
+    own_lines = summary_block("\n".join(f"- {x}" for x in own)) if own else ""
+    own_plain = " ".join(x if x.endswith((".", "!", "?")) else x + "." for x in own)
     half = _newest_within(turns, sum(estimate_message(m) for m in turns) // 2)
 
     def ask(
@@ -706,13 +710,33 @@ def request_forms(
 
         return form
 
+    def conch(question: str) -> list[Message]:
+        return arrange([*turns, Message(role="user", text=question)], summary, window)
+
     return {
-        "conch": ask(turns),
+        "conch": conch,
+        "summary_front": ask(turns),
         "summary_only": ask([]),
         "kept_half": ask(half),
         "kept_lines_last": ask(turns, prefix=lines),
         "summary_last": ask(turns, front=False, prefix=block),
+        "own_lines_last": ask(turns, prefix=own_lines),
+        "own_plain_last": ask(turns, prefix=own_plain + "\n\n" if own_plain else ""),
     }
+
+
+def chat_state(final: ChatRequest, outcome: Outcome) -> tuple[list[Message], str]:
+    """(the transcript after the chat, the last answer included; its summary): as the session
+    left them, or (a chat saved before those were) taken back out of the last request."""
+    if outcome.transcript is not None:
+        return list(outcome.transcript), outcome.summary
+    last = outcome.log[-1][1] if outcome.log else None
+    history = list(final.messages)
+    if last is not None and last.text and history and history[-1].role == "user":
+        history.append(last)  # (a prompt evaluated ahead holds the answer already)
+    block, turns = _strip_block(history)
+    summary = block[len(SUMMARY_OPEN) : -len(SUMMARY_CLOSE)] if block else ""
+    return turns, summary
 
 
 async def run_chat(
@@ -751,6 +775,7 @@ async def run_chat(
             file=sys.stderr,
             flush=True,
         )
+    out.transcript, out.summary = list(session.messages), session.summary
     await session.aclose()
     return out
 
@@ -764,6 +789,10 @@ def save_chat(path: Path, adapter: Recording, outcome: Outcome) -> None:
         "log": [[p.model_dump(mode="json"), a.model_dump(mode="json")] for p, a in outcome.log],
         "system": outcome.system,
         "memories": outcome.memories,
+        "transcript": None
+        if outcome.transcript is None
+        else [m.model_dump(mode="json") for m in outcome.transcript],
+        "summary": outcome.summary,
     }
     path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
 
@@ -777,6 +806,10 @@ def load_chat(path: Path) -> tuple[ChatRequest | None, Outcome]:
         log=[(Message.model_validate(p), Message.model_validate(a)) for p, a in data["log"]],
         system=str(data.get("system", "")),
         memories=list(data.get("memories", [])),
+        transcript=None
+        if data.get("transcript") is None
+        else [Message.model_validate(m) for m in data["transcript"]],
+        summary=str(data.get("summary", "")),
     )
     return final, out
 
@@ -1038,9 +1071,8 @@ async def reask(path: Path, facts: Sequence[Fact]) -> dict[str, object]:
     final, outcome = load_chat(path)
     if final is None:
         return {"bench": "recall", "mode": "reask", "error": "the saved chat sent nothing"}
-    last_answer = outcome.log[-1][1] if outcome.log else None
-    forms = request_forms(final, last_answer)
     window = final.window
+    forms = request_forms(*chat_state(final, outcome), window)
     system = outcome.system or final.system
     model = ModelInfo(provider="local", id=bundled.MODEL_ID, label="", context=window)
     right: dict[str, list[str]] = {name: [] for name in forms}
@@ -1053,18 +1085,9 @@ async def reask(path: Path, facts: Sequence[Fact]) -> dict[str, object]:
             # chat's would (the question last).
             for name, form in forms.items():
                 print(f"asking about {len(facts)} facts ({name})", file=sys.stderr, flush=True)
+                sent[name] = sum(estimate_message(m) for m in form("?"))
                 for fact in facts:
-                    question = f"{QUESTIONS[fact.key]} Answer in a few words."
-                    messages = form(question)
-                    sent[name] = sum(estimate_message(m) for m in messages)
-                    got = await ask_facts(
-                        adapter,
-                        model,
-                        system,
-                        messages[:-1],
-                        only=(fact,),
-                        question=messages[-1].text,
-                    )
+                    got = await ask_facts(adapter, model, system, form, only=(fact,))
                     replies[name][fact.key] = got[fact.key]
                     if answers(fact, got[fact.key]):
                         right[name].append(fact.key)
@@ -1087,8 +1110,13 @@ async def ask_facts_about(
     adapter: ProviderAdapter, model: ModelInfo, system: str, before: str, fact: Fact
 ) -> str:
     """The model's answer to ``fact``'s question with ``before`` in front of it."""
-    question = f"{before}\n\n{QUESTIONS[fact.key]} Answer in a few words."
-    replies = await ask_facts(adapter, model, system, [], only=(fact,), question=question)
+    replies = await ask_facts(
+        adapter,
+        model,
+        system,
+        lambda q: [Message(role="user", text=f"{before}\n\n{q}")],
+        only=(fact,),
+    )
     return replies[fact.key]
 
 
