@@ -14,6 +14,7 @@ from engines.base import (
     Done,
     Event,
     Message,
+    ModelInfo,
     Problem,
     ProblemKind,
     TextDelta,
@@ -129,13 +130,23 @@ class Sending(Folding):
     def _reserved(self) -> int:
         """The summary's tokens, and at a small window its kept lines sent again."""
         model = self._last_model
-        window = self.window_for(model) if model is not None else 0
-        if not self._summary or not 0 < window <= REMIND_WINDOW:
-            return super()._reserved()
+        again = self._again_for(self.window_for(model)) if model is not None else 0
+        return super()._reserved() + int(again * self._factor)
+
+    def _again_for(self, window: int) -> int:
+        """Tokens of the kept lines sent again at ``window`` (0 at a larger one)."""
+        if not self._summary or window > REMIND_WINDOW:
+            return 0
         if self._again_of[:2] != (self._summary, window):
             tokens = estimate_tokens(reminder(self._summary, window))
             self._again_of = (self._summary, window, tokens)
-        return super()._reserved() + int(self._again_of[2] * self._factor)
+        return self._again_of[2]
+
+    def context_usage(
+        self, model: ModelInfo, system: str = "", answer_tokens: int | None = None
+    ) -> tuple[int, int]:
+        used, room = super().context_usage(model, system, answer_tokens)
+        return used + self._again_for(self.window_for(model)), room
 
     def _request(self, turn: TurnInput, window: int) -> ChatRequest:
         messages = arrange(self._messages, self._summary, window)

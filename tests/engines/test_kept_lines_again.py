@@ -16,6 +16,7 @@ from pathlib import Path
 from bench._scripted import Answer, ScriptedAdapter
 from engines.base import Done, Message, ModelInfo
 from engines.context.protocols import SummaryResult
+from engines.context.sending import arrange
 from engines.context.session import SUMMARY_OPEN, ApiSession
 from engines.context.transcript import load_transcript
 from engines.providers.base import ChatRequest
@@ -97,10 +98,14 @@ async def test_a_small_window_sends_the_kept_lines_again_before_the_newest_messa
     assert stored.summary == SUMMARY
     assert not any(NAME in m.text for m in stored.messages)
     assert all(m.text.startswith("Question ") for m in stored.messages if m.role == "user")
-    # It is counted: every request still fits the window with room for the answer.
+    # It is counted: every request still fits the window with room for the answer, and the
+    # context meter counts what the next request sends.
     for r in _turns(adapter):
         sent = estimate_tokens(r.system) + sum(estimate_message(m) for m in r.messages)
         assert sent <= 9 * 4_096 // 10 - answer_reserve(4_096)
+    used, _room = session.context_usage(_model(4_096), SYSTEM)
+    next_one = arrange([*session.messages, Message(role="user", text="")], session.summary, 4_096)
+    assert used >= sum(estimate_message(m) for m in next_one) - 3
     await session.aclose()
 
 
