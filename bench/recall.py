@@ -12,9 +12,10 @@ it, in the same run, plain "drop the oldest": the newest whole turns of the same
 person's words and the model's real answers) that fit the same budget, with no summary.
 
     python -m bench.recall [--mock] [--person] [--turns N] [--window TOKENS]
-                           [--answer-tokens N] [--paste-every N] [--no-ask]
+                           [--answer-tokens N] [--paste-every N] [--no-ask] [--keep FILE]
+    python -m bench.recall [--person] --reask FILE
 
-By default the chat model is the bundled SmolLM2-135M (llama-cpp-python, started in a temp
+By default the chat model is the bundled SmolLM2-135M (llama.cpp's server, started in a temp
 dir and stopped at the end); its answers are capped at 48 tokens to keep the run short, its
 summaries are not. ``--mock`` uses a scripted model instead, still through the real session
 and summariser: it answers in one line and writes a vague summary that names no fact, so
@@ -46,6 +47,13 @@ model's limit apart from what Conch sends: SmolLM2-135M answered 11/24, 12/24 an
 4,096 window (a bare name does not say who the person is), which is why the fact keeper keeps
 sentences. With ``--person`` it asks about the person's own facts (``PERSON_PLANTED``) instead:
 the control ``--person``'s "answered" is held to.
+
+``--keep FILE`` saves what those questions need (the last request, the transcript and summary
+the session ended with, the system prompt); ``--reask FILE`` then runs no chat: it asks the
+bundled model again after that chat, in several forms side by side (``request_forms``: what
+Conch sends, the summary in front only, the summary alone, half the kept turns, the kept lines
+again before the question, ...), so ways of arranging a request are compared on one chat in a
+few minutes rather than one 40-minute chat each.
 
 Prints a table, then one JSON object on its last line: folds, the share reachable, the share
 "drop the oldest" keeps, the shares answered, the seconds spent summarising per fold (mean
