@@ -1073,7 +1073,7 @@ async def control(window: int, facts: Sequence[Fact] = FACTS) -> dict[str, objec
     }
 
 
-async def reask(path: Path, facts: Sequence[Fact]) -> dict[str, object]:
+async def reask(path: Path, facts: Sequence[Fact], only: Sequence[str] = ()) -> dict[str, object]:
     """Ask about ``facts`` again after the chat ``--keep`` saved, in every form of
     ``request_forms``, side by side on one bundled model (see ``--reask``)."""
     final, outcome = load_chat(path)
@@ -1081,6 +1081,8 @@ async def reask(path: Path, facts: Sequence[Fact]) -> dict[str, object]:
         return {"bench": "recall", "mode": "reask", "error": "the saved chat sent nothing"}
     window = final.window
     forms = request_forms(*chat_state(final, outcome), window)
+    if only:
+        forms = {name: form for name, form in forms.items() if name in only}
     system = outcome.system or final.system
     model = ModelInfo(provider="local", id=bundled.MODEL_ID, label="", context=window)
     right: dict[str, list[str]] = {name: [] for name in forms}
@@ -1202,10 +1204,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="no chat: ask again after the chat --keep saved, in several request forms "
         "(with --person, about the person's own facts)",
     )
+    parser.add_argument(
+        "--forms", default="", help="with --reask: only these forms (names, comma-separated)"
+    )
     args = parser.parse_args(argv)
     if args.reask is not None:
         try:
-            result = asyncio.run(reask(args.reask, PERSON_FACTS if args.person else FACTS))
+            facts = PERSON_FACTS if args.person else FACTS
+            forms = [x for x in args.forms.split(",") if x]
+            result = asyncio.run(reask(args.reask, facts, forms))
         except UnavailableError as exc:
             print(json.dumps({"bench": "recall", "error": str(exc)}, ensure_ascii=False))
             raise SystemExit(2) from None
