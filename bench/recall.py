@@ -12,9 +12,10 @@ it, in the same run, plain "drop the oldest": the newest whole turns of the same
 person's words and the model's real answers) that fit the same budget, with no summary.
 
     python -m bench.recall [--mock] [--person] [--turns N] [--window TOKENS]
-                           [--answer-tokens N] [--paste-every N] [--no-ask]
+                           [--answer-tokens N] [--paste-every N] [--no-ask] [--keep FILE]
+    python -m bench.recall [--person] --reask FILE
 
-By default the chat model is the bundled SmolLM2-135M (llama-cpp-python, started in a temp
+By default the chat model is the bundled SmolLM2-135M (llama.cpp's server, started in a temp
 dir and stopped at the end); its answers are capped at 48 tokens to keep the run short, its
 summaries are not. ``--mock`` uses a scripted model instead, still through the real session
 and summariser: it answers in one line and writes a vague summary that names no fact, so
@@ -47,6 +48,13 @@ model's limit apart from what Conch sends: SmolLM2-135M answered 11/24, 12/24 an
 sentences. With ``--person`` it asks about the person's own facts (``PERSON_PLANTED``) instead:
 the control ``--person``'s "answered" is held to.
 
+``--keep FILE`` saves what those questions need (the last request, the transcript and summary
+the session ended with, the system prompt); ``--reask FILE`` then runs no chat: it asks the
+bundled model again after that chat, in several forms side by side (``request_forms``: what
+Conch sends, the summary in front only, the summary alone, half the kept turns, the kept lines
+again before the question, ...), so ways of arranging a request are compared on one chat in a
+few minutes rather than one 40-minute chat each.
+
 Prints a table, then one JSON object on its last line: folds, the share reachable, the share
 "drop the oldest" keeps, the shares answered, the seconds spent summarising per fold (mean
 and max), what was lost.
@@ -63,7 +71,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,10 +108,12 @@ from engines.base import (  # noqa: E402
 from engines.context.calibrate import count_request  # noqa: E402
 from engines.context.facts import split_kept  # noqa: E402
 from engines.context.protocols import Summariser, SummaryResult  # noqa: E402
+from engines.context.sending import arrange  # noqa: E402
 from engines.context.session import SUMMARY_CLOSE, SUMMARY_OPEN, ApiSession  # noqa: E402
+from engines.context.state import summary_block  # noqa: E402
 from engines.context.summarise import ModelSummariser  # noqa: E402
 from engines.local import bundled  # noqa: E402
-from engines.local.gate import gated  # noqa: E402
+from engines.local.gate import gated, in_background  # noqa: E402
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError  # noqa: E402
 from engines.resources import read_prompt  # noqa: E402
 from engines.window import (  # noqa: E402
@@ -415,6 +425,8 @@ class Recording:
             self.learn_requests += 1
             cap = min(request.max_output_tokens, LEARN_TOKENS)
             request = request.model_copy(update={"max_output_tokens": cap})
+        elif in_background():
+            pass  # a prompt evaluated ahead (a fold's, or the chat's own), not a turn
         else:
             self.chat_requests += 1
             self.last_chat = request
@@ -481,6 +493,8 @@ class Outcome:
     system: str = ""  # the system prompt the next turn would get (memories included)
     asked: dict[str, list[str]] = field(default_factory=dict)  # policy -> facts answered
     answers: dict[str, dict[str, str]] = field(default_factory=dict)  # policy -> key -> answer
+    transcript: list[Message] | None = None  # the session's messages after the chat
+    summary: str = ""  # and its summary
 
 
 @dataclass(frozen=True)
@@ -492,6 +506,7 @@ class Options:
     answer_tokens: int | None = ANSWER_TOKENS
     paste_every: int = 0
     ask: bool = True
+    keep: Path | None = None  # where to save what the questions need (``--keep``)
 
 
 async def run_person_chat(
@@ -561,6 +576,7 @@ async def run_person_chat(
             out.fold_turns.extend(i for _ in range(len(out.folds) - len(out.fold_turns)))
     finally:
         await conversation.aclose()  # lets a learning run under way finish
+        out.transcript, out.summary = list(session.messages), session.summary
         out.memories = [m.text for m in book.list()]
         out.waiting = [m.text for m in book.list() if m.status == "waiting"]
         out.system = build_system_prompt(model, book)
@@ -574,19 +590,18 @@ async def ask_facts(
     adapter: ProviderAdapter,
     model: ModelInfo,
     system: str,
-    messages: Sequence[Message],
+    form: Callable[[str], list[Message]],
     *,
     only: Sequence[Fact] = FACTS,
-    question: str = "",
 ) -> dict[str, str]:
-    """Each planted fact's question after ``messages``; the model's answer to each."""
+    """Each planted fact's question, sent as ``form`` makes it into messages; the model's
+    answer to each."""
     out: dict[str, str] = {}
     for fact in only:
-        asked = question or f"{QUESTIONS[fact.key]} Answer in a few words."
         request = ChatRequest(
             model=model.id,
             system=system,
-            messages=(*messages, Message(role="user", text=asked)),
+            messages=tuple(form(f"{QUESTIONS[fact.key]} Answer in a few words.")),
             max_output_tokens=ASK_TOKENS,
             window=model.context,
         )
@@ -603,21 +618,6 @@ async def ask_facts(
     return out
 
 
-def model_only(messages: Sequence[Message]) -> list[Message]:
-    """``messages`` with the summary block holding only the model's own lines: what "the
-    model's summary only" would have sent (nothing Conch kept word for word)."""
-    out = list(messages)
-    if out and out[0].text.startswith(SUMMARY_OPEN):
-        text = out[0].text
-        end = text.find(SUMMARY_CLOSE)
-        if end >= 0:
-            body, _kept = split_kept(text[len(SUMMARY_OPEN) : end])
-            rest = text[end + len(SUMMARY_CLOSE) :].lstrip("\n")
-            block = f"{SUMMARY_OPEN}{body}\n{SUMMARY_CLOSE}\n\n" if body else ""
-            out[0] = out[0].model_copy(update={"text": block + rest})
-    return out
-
-
 async def ask_both(
     adapter: Recording, model: ModelInfo, outcome: Outcome, facts: Sequence[Fact] = FACTS
 ) -> None:
@@ -626,22 +626,125 @@ async def ask_both(
     final = adapter.last_chat
     if final is None:
         return
-    last_answer = outcome.log[-1][1] if outcome.log else None
-    conch = [*final.messages, *([last_answer] if last_answer and last_answer.text else [])]
+    turns, summary = chat_state(final, outcome)
     system = outcome.system or final.system
     base = read_prompt("system_lean.txt" if model.context <= LEAN_WINDOW else "system.txt")
     room = budget(model.context, estimate_tokens(base)) - 64  # room for the question
-    policies = {
-        "conch": (system, conch),
-        "drop_oldest": (base, drop_oldest(outcome.log, room)),
+    oldest = drop_oldest(outcome.log, room)
+    policies: dict[str, tuple[str, Callable[[str], list[Message]]]] = {
+        "conch": (system, request_forms(turns, summary, model.context)["conch"]),
+        "drop_oldest": (base, lambda q: [*oldest, Message(role="user", text=q)]),
     }
     if facts is not FACTS:
-        policies["model_summary_only"] = (base, model_only(conch))
-    for name, (sys_prompt, messages) in policies.items():
+        body, _kept = split_kept(summary)
+        only = request_forms(turns, body, model.context)["summary_front"]
+        policies["model_summary_only"] = (base, only)
+    for name, (sys_prompt, form) in policies.items():
         print(f"asking about {len(facts)} facts ({name})", file=sys.stderr, flush=True)
-        replies = await ask_facts(adapter.inner, model, sys_prompt, messages, only=facts)
+        replies = await ask_facts(adapter.inner, model, sys_prompt, form, only=facts)
         outcome.answers[name] = replies
         outcome.asked[name] = [f.key for f in facts if answers(f, replies[f.key])]
+
+
+# --- the forms a request may take (``--reask``) -------------------------------------------
+
+
+def _strip_block(messages: Sequence[Message]) -> tuple[str, list[Message]]:
+    """(the summary block at the front of ``messages``, the messages without it)."""
+    out = list(messages)
+    if out and out[0].text.startswith(SUMMARY_OPEN):
+        text = out[0].text
+        end = text.find(SUMMARY_CLOSE)
+        if end >= 0:
+            cut = end + len(SUMMARY_CLOSE)
+            out[0] = out[0].model_copy(update={"text": text[cut:]})
+            return text[:cut], out
+    return "", out
+
+
+def _newest_within(messages: Sequence[Message], tokens: int) -> list[Message]:
+    """The newest whole turns of ``messages`` within ``tokens`` (at least the newest)."""
+    starts = [i for i, m in enumerate(messages) if m.role == "user"]
+    keep = starts[-1] if starts else 0
+    for i in reversed(starts):
+        if sum(estimate_message(m) for m in messages[i:]) > tokens:
+            break
+        keep = i
+    return list(messages[keep:])
+
+
+_FIRST_PERSON = re.compile(r"\b(?:I|my|My|we|We|our|Our|me)\b")
+
+
+def request_forms(
+    turns: Sequence[Message], summary: str, window: int
+) -> dict[str, Callable[[str], list[Message]]]:
+    """Ways to send a question after a chat whose transcript is ``turns`` (the last answer
+    included) with ``summary``: each turns the question into the messages sent.
+    ``conch``: what Conch sends next (``arrange``); ``summary_front``: the summary in front of
+    the kept turns and nothing else (Conch before the kept lines were sent again);
+    ``summary_only``: the summary alone; ``kept_half``: the summary with the newest half of
+    the kept turns (a fold keeping a quarter of the budget, not half); ``kept_lines_last``:
+    the summary in front, and its kept lines again just before the question;
+    ``summary_last``: the kept turns, then the summary just before the question;
+    ``own_lines_last``: the kept lines in the person's first person again just before the
+    question (``own_plain_last``: the same, unframed, as plain sentences). (The kept lines
+    just after the question did worse than nothing: 0/7 and 1/7, the model carried on with
+    its earlier answers.)"""
+    turns = list(turns)
+    block = summary_block(summary)
+    _body, kept = split_kept(summary)
+    lines = summary_block("\n".join(f"- {x}" for x in kept)) if kept else ""
+    own = [x for x in kept if _FIRST_PERSON.search(x)]
+    own_lines = summary_block("\n".join(f"- {x}" for x in own)) if own else ""
+    own_plain = " ".join(x if x.endswith((".", "!", "?")) else x + "." for x in own)
+    half = _newest_within(turns, sum(estimate_message(m) for m in turns) // 2)
+
+    def ask(
+        before: list[Message], *, front: bool = True, prefix: str = ""
+    ) -> Callable[[str], list[Message]]:
+        """``before`` with the summary in front of its first person message (``front``; in
+        front of the question when it has none), and ``prefix`` just before the question."""
+
+        def form(question: str) -> list[Message]:
+            out = list(before)
+            first = next((k for k, m in enumerate(out) if m.role == "user"), None)
+            lead = prefix
+            if front and first is not None:
+                out[first] = out[first].model_copy(update={"text": block + out[first].text})
+            elif front:
+                lead = block + prefix
+            return [*out, Message(role="user", text=lead + question)]
+
+        return form
+
+    def conch(question: str) -> list[Message]:
+        return arrange([*turns, Message(role="user", text=question)], summary, window)
+
+    return {
+        "conch": conch,
+        "summary_front": ask(turns),
+        "summary_only": ask([]),
+        "kept_half": ask(half),
+        "kept_lines_last": ask(turns, prefix=lines),
+        "summary_last": ask(turns, front=False, prefix=block),
+        "own_lines_last": ask(turns, prefix=own_lines),
+        "own_plain_last": ask(turns, prefix=own_plain + "\n\n" if own_plain else ""),
+    }
+
+
+def chat_state(final: ChatRequest, outcome: Outcome) -> tuple[list[Message], str]:
+    """(the transcript after the chat, the last answer included; its summary): as the session
+    left them, or (a chat saved before those were) taken back out of the last request."""
+    if outcome.transcript is not None:
+        return list(outcome.transcript), outcome.summary
+    last = outcome.log[-1][1] if outcome.log else None
+    history = list(final.messages)
+    if last is not None and last.text and history and history[-1].role == "user":
+        history.append(last)  # (a prompt evaluated ahead holds the answer already)
+    block, turns = _strip_block(history)
+    summary = block[len(SUMMARY_OPEN) : -len(SUMMARY_CLOSE)] if block else ""
+    return turns, summary
 
 
 async def run_chat(
@@ -680,8 +783,43 @@ async def run_chat(
             file=sys.stderr,
             flush=True,
         )
+    out.transcript, out.summary = list(session.messages), session.summary
     await session.aclose()
     return out
+
+
+def save_chat(path: Path, adapter: Recording, outcome: Outcome) -> None:
+    """What the questions at the end need (the last chat request, the chat's turns, the
+    system prompt the next turn gets), so ``--reask`` can ask again without the chat."""
+    final = adapter.last_chat
+    data = {
+        "request": final.model_dump(mode="json") if final is not None else None,
+        "log": [[p.model_dump(mode="json"), a.model_dump(mode="json")] for p, a in outcome.log],
+        "system": outcome.system,
+        "memories": outcome.memories,
+        "transcript": None
+        if outcome.transcript is None
+        else [m.model_dump(mode="json") for m in outcome.transcript],
+        "summary": outcome.summary,
+    }
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+
+
+def load_chat(path: Path) -> tuple[ChatRequest | None, Outcome]:
+    """What ``save_chat`` wrote."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    raw = data.get("request")
+    final = ChatRequest.model_validate(raw) if raw is not None else None
+    out = Outcome(
+        log=[(Message.model_validate(p), Message.model_validate(a)) for p, a in data["log"]],
+        system=str(data.get("system", "")),
+        memories=list(data.get("memories", [])),
+        transcript=None
+        if data.get("transcript") is None
+        else [Message.model_validate(m) for m in data["transcript"]],
+        summary=str(data.get("summary", "")),
+    )
+    return final, out
 
 
 def _share(n: int, total: int) -> float:
@@ -854,6 +992,8 @@ async def run(options: Options) -> dict[str, object]:
                 outcome = await run_person_chat(adapter, timed, model, script, Path(tmp))
         else:
             outcome = await run_chat(adapter, timed, model, script)
+        if options.keep is not None:
+            save_chat(options.keep, adapter, outcome)
         return report(
             outcome,
             adapter,
@@ -883,6 +1023,8 @@ async def run(options: Options) -> dict[str, object]:
                     outcome = await run_person_chat(adapter, timed, model, script, Path(tmp))
             else:
                 outcome = await run_chat(adapter, timed, model, script)
+            if options.keep is not None:
+                save_chat(options.keep, adapter, outcome)
             if options.ask:
                 asked = (*FACTS, *PERSON_FACTS) if options.person else FACTS
                 await ask_both(adapter, model, outcome, asked)
@@ -931,12 +1073,60 @@ async def control(window: int, facts: Sequence[Fact] = FACTS) -> dict[str, objec
     }
 
 
+async def reask(path: Path, facts: Sequence[Fact], only: Sequence[str] = ()) -> dict[str, object]:
+    """Ask about ``facts`` again after the chat ``--keep`` saved, in every form of
+    ``request_forms``, side by side on one bundled model (see ``--reask``)."""
+    final, outcome = load_chat(path)
+    if final is None:
+        return {"bench": "recall", "mode": "reask", "error": "the saved chat sent nothing"}
+    window = final.window
+    forms = request_forms(*chat_state(final, outcome), window)
+    if only:
+        forms = {name: form for name, form in forms.items() if name in only}
+    system = outcome.system or final.system
+    model = ModelInfo(provider="local", id=bundled.MODEL_ID, label="", context=window)
+    right: dict[str, list[str]] = {name: [] for name in forms}
+    replies: dict[str, dict[str, str]] = {name: {} for name in forms}
+    sent: dict[str, int] = {}
+    async with running(window) as runtime:
+        adapter = bundled.bundled_adapter(runtime)
+        try:
+            # Form by form, fact by fact: the server's prompt cache serves each form as the
+            # chat's would (the question last).
+            for name, form in forms.items():
+                print(f"asking about {len(facts)} facts ({name})", file=sys.stderr, flush=True)
+                sent[name] = sum(estimate_message(m) for m in form("?"))
+                for fact in facts:
+                    got = await ask_facts(adapter, model, system, form, only=(fact,))
+                    replies[name][fact.key] = got[fact.key]
+                    if answers(fact, got[fact.key]):
+                        right[name].append(fact.key)
+        finally:
+            await adapter.aclose()
+    return {
+        "bench": "recall",
+        "mode": "reask",
+        "model": f"bundled {bundled.MODEL_ID}",
+        "window": window,
+        "planted": len(facts),
+        "answered": {name: len(keys) for name, keys in right.items()},
+        "sent_tokens": sent,
+        "answered_keys": right,
+        "answers": replies,
+    }
+
+
 async def ask_facts_about(
     adapter: ProviderAdapter, model: ModelInfo, system: str, before: str, fact: Fact
 ) -> str:
     """The model's answer to ``fact``'s question with ``before`` in front of it."""
-    question = f"{before}\n\n{QUESTIONS[fact.key]} Answer in a few words."
-    replies = await ask_facts(adapter, model, system, [], only=(fact,), question=question)
+    replies = await ask_facts(
+        adapter,
+        model,
+        system,
+        lambda q: [Message(role="user", text=f"{before}\n\n{q}")],
+        only=(fact,),
+    )
     return replies[fact.key]
 
 
@@ -1001,7 +1191,33 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="no chat: ask the bundled model each question with the fact in front of it "
         "(with --person, the person's own facts)",
     )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="save the last request and the chat's turns to this file (for --reask)",
+    )
+    parser.add_argument(
+        "--reask",
+        type=Path,
+        default=None,
+        help="no chat: ask again after the chat --keep saved, in several request forms "
+        "(with --person, about the person's own facts)",
+    )
+    parser.add_argument(
+        "--forms", default="", help="with --reask: only these forms (names, comma-separated)"
+    )
     args = parser.parse_args(argv)
+    if args.reask is not None:
+        try:
+            facts = PERSON_FACTS if args.person else FACTS
+            forms = [x for x in args.forms.split(",") if x]
+            result = asyncio.run(reask(args.reask, facts, forms))
+        except UnavailableError as exc:
+            print(json.dumps({"bench": "recall", "error": str(exc)}, ensure_ascii=False))
+            raise SystemExit(2) from None
+        print(json.dumps(result, ensure_ascii=False))
+        return
     if args.control:
         try:
             result = asyncio.run(control(args.window, PERSON_FACTS if args.person else FACTS))
@@ -1030,6 +1246,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         answer_tokens=cap or None,
         paste_every=paste_every,
         ask=not args.no_ask and not args.mock,
+        keep=args.keep,
     )
     try:
         figures = asyncio.run(run(options))

@@ -5,7 +5,7 @@ caches keep working."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +14,7 @@ from engines.base import (
     Done,
     Event,
     Message,
+    ModelInfo,
     Problem,
     ProblemKind,
     TextDelta,
@@ -24,12 +25,63 @@ from engines.base import (
     Usage,
 )
 from engines.context.continuation import continuing, prefills
+from engines.context.facts import split_kept
 from engines.context.folding import Folding
 from engines.context.state import summary_block
 from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError
 from engines.providers.tokens import usage_is_whole
 from engines.tools.rules import tool_list_tokens as _tools_tokens
-from engines.window import answer_reserve, estimate_tokens, update_factor
+from engines.window import LEAN_WINDOW, answer_reserve, budget, estimate_tokens, update_factor
+
+# At a window this small (a small model's), the lines the summary kept word for word are sent
+# once more just before the newest message: after the kept turns (a paste, long answers)
+# SmolLM2-135M no longer finds them in the summary at the front, and after the question it
+# carries on with its own earlier answers instead (``bench.recall --person --reask``). Only
+# the newest message carries them, so a server's cached prefix holds everything before the
+# message before it; a larger window's request is left as it was (API prompt caches).
+REMIND_WINDOW = LEAN_WINDOW
+REMIND_SHARE = 0.10  # of the budget those lines may take (the first ones: the person's first)
+
+
+def reminder(summary: str, window: int) -> str:
+    """The summary's kept lines framed as the summary is, as many as fit ``REMIND_SHARE`` of
+    ``window``'s budget ("" when it kept none)."""
+    _body, kept = split_kept(summary)
+    room = int(budget(window) * REMIND_SHARE)
+    lines: list[str] = []
+    for line in kept:
+        block = summary_block("\n".join([*lines, f"- {line}"]))
+        if lines and estimate_tokens(block) > room:
+            break
+        lines.append(f"- {line}")
+    return summary_block("\n".join(lines)) if lines else ""
+
+
+def _again(messages: Sequence[Message], summary: str, window: int) -> str:
+    """What ``arrange`` puts in front of the newest person message ("" when nothing)."""
+    if window > REMIND_WINDOW:
+        return ""
+    users = [k for k, m in enumerate(messages) if m.role == "user"]
+    if len(users) < 2:
+        return ""  # the newest is the first: the summary is in front of it already
+    return reminder(summary, window)
+
+
+def arrange(messages: Sequence[Message], summary: str, window: int) -> list[Message]:
+    """``messages`` as sent: the summary in front of the first person message, and at a small
+    ``window`` its kept lines again in front of the newest person message's text
+    (``reminder``). At request time only: the stored messages stay the person's own words."""
+    out = list(messages)
+    block = summary_block(summary)
+    users = [k for k, m in enumerate(out) if m.role == "user"]
+    if not block or not users:
+        return out
+    first, newest = users[0], users[-1]
+    out[first] = out[first].model_copy(update={"text": block + out[first].text})
+    again = _again(messages, summary, window)
+    if again:
+        out[newest] = out[newest].model_copy(update={"text": again + out[newest].text})
+    return out
 
 
 def silent(out: Attempt) -> bool:
@@ -72,15 +124,34 @@ class Attempt:
 class Sending(Folding):
     """Building the request for the transcript as it stands and streaming it."""
 
+    _again_tokens = 0  # what the last request built put in front of the newest message
+    _again_of: tuple[str, int, int] = ("", 0, 0)  # (a summary, a window, its reminder's tokens)
+
+    def _reserved(self) -> int:
+        """The summary's tokens, and at a small window its kept lines sent again."""
+        model = self._last_model
+        again = self._again_for(self.window_for(model)) if model is not None else 0
+        return super()._reserved() + int(again * self._factor)
+
+    def _again_for(self, window: int) -> int:
+        """Tokens of the kept lines sent again at ``window`` (0 at a larger one)."""
+        if not self._summary or window > REMIND_WINDOW:
+            return 0
+        if self._again_of[:2] != (self._summary, window):
+            tokens = estimate_tokens(reminder(self._summary, window))
+            self._again_of = (self._summary, window, tokens)
+        return self._again_of[2]
+
+    def context_usage(
+        self, model: ModelInfo, system: str = "", answer_tokens: int | None = None
+    ) -> tuple[int, int]:
+        used, room = super().context_usage(model, system, answer_tokens)
+        return used + self._again_for(self.window_for(model)), room
+
     def _request(self, turn: TurnInput, window: int) -> ChatRequest:
-        messages = self._messages
-        block = summary_block(self._summary)
-        if block:
-            messages = list(messages)
-            i = next((k for k, m in enumerate(messages) if m.role == "user"), None)
-            if i is not None:
-                # At request time only: the stored message stays the person's own words.
-                messages[i] = messages[i].model_copy(update={"text": block + messages[i].text})
+        messages = arrange(self._messages, self._summary, window)
+        again = _again(self._messages, self._summary, window) if self._summary else ""
+        self._again_tokens = estimate_tokens(again)
         if self._continuing(turn):
             messages = continuing(messages, turn.continue_from, prefill=self._prefills(turn))
         return chat_request(turn, window, tuple(messages))
@@ -91,6 +162,7 @@ class Sending(Folding):
             + _tools_tokens(turn.tools)
             + self._ledger.tokens
             + self._summary_tokens
+            + self._again_tokens
             + (estimate_tokens(turn.continue_from) if self._continuing(turn) else 0)
         )
 
