@@ -71,6 +71,11 @@ def arrange(messages: Sequence[Message], summary: str, window: int) -> list[Mess
     """``messages`` as sent: the summary in front of the first person message, and at a small
     ``window`` its kept lines again in front of the newest person message's text
     (``reminder``). At request time only: the stored messages stay the person's own words."""
+    return _placed(messages, summary, _again(messages, summary, window) if summary else "")
+
+
+def _placed(messages: Sequence[Message], summary: str, again: str) -> list[Message]:
+    """``arrange`` with ``again``, what goes in front of the newest person message, given."""
     out = list(messages)
     block = summary_block(summary)
     users = [k for k, m in enumerate(out) if m.role == "user"]
@@ -78,7 +83,6 @@ def arrange(messages: Sequence[Message], summary: str, window: int) -> list[Mess
         return out
     first, newest = users[0], users[-1]
     out[first] = out[first].model_copy(update={"text": block + out[first].text})
-    again = _again(messages, summary, window)
     if again:
         out[newest] = out[newest].model_copy(update={"text": again + out[newest].text})
     return out
@@ -149,8 +153,9 @@ class Sending(Folding):
         return used + self._again_for(self.window_for(model)), room
 
     def _request(self, turn: TurnInput, window: int) -> ChatRequest:
-        messages = arrange(self._messages, self._summary, window)
+        # The kept lines sent again are worked out once: sent, and counted by ``_estimate``.
         again = _again(self._messages, self._summary, window) if self._summary else ""
+        messages = _placed(self._messages, self._summary, again)
         self._again_tokens = estimate_tokens(again)
         if self._continuing(turn):
             messages = continuing(messages, turn.continue_from, prefill=self._prefills(turn))
