@@ -178,13 +178,7 @@ def _read_ahead(probe: Recorder, before: int, request: ChatRequest) -> str:
     for sent in probe.sent[before:]:
         if not sent.background or sent.kind != "background":
             continue
-        ahead = sent.request.messages
-        n = len(ahead)
-        if not n or n > len(request.messages) or sent.request.system != request.system:
-            continue
-        if request.messages[: n - 1] == ahead[: n - 1] and request.messages[n - 1].text.startswith(
-            ahead[n - 1].text
-        ):
+        if bundled.goes_on_from(request, sent.request):
             found = "chat" if sent.for_the_chat else found or "background"
     return found
 

@@ -1330,18 +1330,15 @@ def slot_for_request() -> int:
     return CHAT_SLOT
 
 
-def _starts_with_any(request: ChatRequest, ahead: Sequence[ChatRequest]) -> bool:
-    """Whether ``request`` goes on from one of ``ahead`` (the same system prompt and messages,
-    the last of which may be the start of the request's message at that place)."""
-    for earlier in ahead:
-        n = len(earlier.messages)
-        if not n or n > len(request.messages) or earlier.system != request.system:
-            continue
-        if request.messages[: n - 1] == earlier.messages[: n - 1] and request.messages[
-            n - 1
-        ].text.startswith(earlier.messages[n - 1].text):
-            return True
-    return False
+def goes_on_from(request: ChatRequest, earlier: ChatRequest) -> bool:
+    """Whether ``request`` starts with ``earlier`` (the same system prompt and messages, the
+    last of which may be the start of the request's message at that place)."""
+    n = len(earlier.messages)
+    if not n or n > len(request.messages) or earlier.system != request.system:
+        return False
+    return request.messages[: n - 1] == earlier.messages[: n - 1] and request.messages[
+        n - 1
+    ].text.startswith(earlier.messages[n - 1].text)
 
 
 class BundledAdapter:
@@ -1449,7 +1446,7 @@ class BundledAdapter:
         wanted = {"cache_prompt": True, "return_progress": True, "id_slot": slot}
         request = request.model_copy(update={"extra": {**wanted, **request.extra}})
         if not background:
-            if not _starts_with_any(request, self._read_ahead):
+            if not any(goes_on_from(request, ahead) for ahead in self._read_ahead):
                 for note in await self._prepare_slot(adapter, request):
                     yield note
             self._read_ahead = []
