@@ -1446,11 +1446,12 @@ class BundledAdapter:
         wanted = {"cache_prompt": True, "return_progress": True, "id_slot": slot}
         request = request.model_copy(update={"extra": {**wanted, **request.extra}})
         if not background:
-            if not any(goes_on_from(request, ahead) for ahead in self._read_ahead):
-                for note in await self._prepare_slot(adapter, request):
-                    yield note
+            restore = not any(goes_on_from(request, ahead) for ahead in self._read_ahead)
+            for note in await self._prepare_slot(adapter, request, restore=restore):
+                yield note
             self._read_ahead = []
         elif slot == CHAT_SLOT:
+            await self._prepare_slot(adapter, request, restore=False)
             self._read_ahead.append(request)
         try:
             # Closing this wrapper must close the inner stream (and its HTTP response) at once.
@@ -1469,12 +1470,18 @@ class BundledAdapter:
                 raise
             raise RuntimeCrashError(crash, partial=exc.partial or began) from exc
 
-    async def _prepare_slot(self, adapter: OpenAIAdapter, request: ChatRequest) -> list[Note]:
+    async def _prepare_slot(
+        self, adapter: OpenAIAdapter, request: ChatRequest, *, restore: bool
+    ) -> list[Note]:
         """Have the runtime put the chat's saved state in its slot when the slot does not
         hold it (a chat reopened after a restart); a Health note for each state it could not
-        use. A runtime that cannot is simply read from (nothing sent changes)."""
+        use. A runtime that cannot is simply read from (nothing sent changes).
+
+        ``restore`` False (a prompt of the chat read ahead, or a turn going on from one): the
+        runtime holds that prompt already and only notes what its slot will hold, so the
+        chat's state can still be saved when it goes idle or the runtime ends."""
         body = request_body(WIRE, request, stream=True, max_tokens=request.max_output_tokens)
-        url = root_of(adapter.base_url) + PREPARE_PATH
+        url = root_of(adapter.base_url) + PREPARE_PATH + ("" if restore else "?restore=0")
         try:
             response = await self._client.post(url, json=body, timeout=PREPARE_TIMEOUT)
             said = response.json() if response.status_code == 200 else {}

@@ -314,7 +314,9 @@ class PassThrough:
         path = bytes(scope.get("raw_path") or str(scope.get("path", "/")).encode())
         if self.slots is not None and scope.get("method") == "POST":
             if path.rstrip(b"/") == PREPARE_PATH.encode():
-                await self._prepare(self.slots, bytes(body), send)
+                query = bytes(scope.get("query_string", b""))
+                restore = b"restore=0" not in query.split(b"&")
+                await self._prepare(self.slots, bytes(body), send, restore=restore)
                 return
             digest = chat_slot_of(bytes(body)) if path.endswith(b"/completions") else None
             if digest is not None:
@@ -327,7 +329,7 @@ class PassThrough:
         await self._forward(scope, path, body, receive, send)
 
     @staticmethod
-    async def _prepare(slots: ChatSlot, body: bytes, send: Send) -> None:
+    async def _prepare(slots: ChatSlot, body: bytes, send: Send, *, restore: bool) -> None:
         try:
             request = json.loads(body or b"{}")
         except ValueError:
@@ -335,7 +337,7 @@ class PassThrough:
         if not isinstance(request, dict):
             await _answer(send, 400, {"error": {"message": "send a chat request's body"}})
             return
-        await _answer(send, 200, await slots.prepare(request))
+        await _answer(send, 200, await slots.prepare(request, restore=restore))
 
     async def _forward(
         self, scope: Scope, path: bytes, body: bytearray, receive: Receive, send: Send

@@ -14,7 +14,10 @@ that state to disk (llama.cpp's ``/slots/0?action=save``) when the slot has been
 chat's request (``POST /conch/chat-slot`` with the request's body, sent by the adapter) it
 restores the longest saved state whose prompt starts the request's, so a chat reopened after a
 restart is not read again from its first token. llama.cpp itself then compares tokens and reads
-only what differs: a state never changes what is sent or what comes back.
+only what differs: a state never changes what is sent or what comes back. The chat's own
+prompts read ahead in its slot, and a turn that goes on from one, are announced the same way
+with ``?restore=0``: nothing is restored over what llama.cpp holds, but the slot's state stays
+known, so a chat near a fold (read ahead after every turn) is still saved.
 
 ``StateStore`` keeps the files under ``<data dir>/local-model-states``: ``<name>.state`` (what
 llama.cpp wrote) beside ``<name>.json`` (the model file's identity, the window, the prompt's
@@ -415,15 +418,24 @@ class ChatSlot:
 
     # --- before a chat's request -------------------------------------------------------------
 
-    async def prepare(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def prepare(self, body: dict[str, Any], *, restore: bool = True) -> dict[str, Any]:
         """Make the chat's slot hold as much of ``body``'s prompt as can be had: what it holds
-        already, or the longest saved state that starts it. What was done, and notes."""
+        already, or the longest saved state that starts it. What was done, and notes.
+
+        ``restore`` False: only note what the slot will hold once ``body`` is read. For the
+        chat's own prompts read ahead, and a turn that goes on from one: llama.cpp holds those
+        already (in the slot or its RAM cache), so no saved state may be put over them, yet the
+        slot's state must stay known, or it could not be saved when the chat goes idle."""
         async with self._lock:
             text = await self._render(body)
             restored = 0
             if text is not None:
                 self.expected = (body_digest(body), text)
-                restored = await self._restore_for(text)
+                if restore:
+                    restored = await self._restore_for(text)
+                else:
+                    held = self.text or ""
+                    self.turns = self.turns + 1 if held and text.startswith(held) else 1
             notes, self.notes = self.notes, []
             return {"slot": CHAT_SLOT, "restored": restored, "notes": notes}
 

@@ -24,7 +24,7 @@ from bench.slots import measure
 from engines.base import Message
 from engines.local import serve
 from engines.local.bundled import MODEL_ID, BundledRuntime, bundled_adapter
-from engines.local.gate import gated
+from engines.local.gate import for_the_chat, gated
 from engines.local.slot_states import STATE_SUFFIX
 from engines.providers.base import ChatRequest
 from tests.integration.conftest import LiveChat, Recorder, bundled_model, needs_bundled
@@ -157,6 +157,39 @@ async def test_a_chats_state_outlives_the_runtime_and_gives_the_same_answer(
             }
         )
     )
+
+
+async def test_a_chat_read_ahead_before_its_turn_is_still_saved_when_the_runtime_ends(
+    data_dir: Path,
+) -> None:
+    # Near a fold Conch reads the chat's next prompt ahead after every turn, and the turn then
+    # goes on from what was read. The runtime must still know what the chat's slot holds, or
+    # the chat would be read again from its first token after a restart.
+    chat = [*chat_so_far(), Message(role="user", text="What is first on my list?")]
+    runtime = BundledRuntime(data_dir)
+    adapter = gated(bundled_adapter(runtime))
+    try:
+        first = await measure(adapter, request(chat))
+        so_far = [*chat, Message(role="assistant", text=first.text)]
+        with for_the_chat():
+            ahead = await measure(adapter, request(so_far, 1), behind=True)
+        turn = request([*so_far, Message(role="user", text="Which day was the violin?")])
+        went_on = await measure(adapter, turn)
+    finally:
+        await adapter.aclose()
+        await runtime.stop()  # the runtime ends: the chat's state is saved
+    assert ahead.read > 0 and went_on.read <= NEW_MESSAGE_ROOM  # it went on from the read-ahead
+    assert len(list(runtime.states_path.glob(f"*{STATE_SUFFIX}"))) == 1
+
+    again = BundledRuntime(data_dir)
+    adapter = gated(bundled_adapter(again))
+    try:
+        reopened = await measure(adapter, turn)
+    finally:
+        await adapter.aclose()
+        await again.stop()
+    assert reopened.text == went_on.text  # the same bytes sent, the same answer
+    assert reopened.read <= 2, reopened
 
 
 async def test_a_damaged_or_foreign_state_is_not_used_and_health_says_so_once(

@@ -39,6 +39,9 @@ async def drain(adapter: ProviderAdapter, request: ChatRequest) -> None:
         pass
 
 
+NOTE_ONLY = f"{PREPARE_PATH}?restore=0"
+
+
 def posts(data_dir: Path) -> list[str]:
     lines = (data_dir / "fake-runtime-posts.jsonl").read_text().splitlines()
     return [str(json.loads(line)["path"]).rstrip("/") for line in lines]
@@ -51,12 +54,15 @@ async def test_a_turn_read_ahead_in_the_chats_slot_has_no_saved_state_put_there(
     adapter = bundled_adapter(runtime)
     try:
         await drain(adapter, ask(CHAT[0]))  # a turn: the saved state, if any, is put in place
+        before = len(posts(data_dir))
         with background(), for_the_chat():
             await drain(adapter, ask(*CHAT, answer=1))  # the chat as it is, read ahead
+        # Announced without a restore: the runtime only notes what its slot now holds.
+        assert posts(data_dir)[before:] == [NOTE_ONLY, "/v1/chat/completions"]
         before = len(posts(data_dir))
         await drain(adapter, ask(*CHAT, Message(role="user", text="And two more?")))
-        # The turn went straight to the model: what was read ahead stays in the slot.
-        assert posts(data_dir)[before:] == ["/v1/chat/completions"]
+        # The turn goes on from what was read ahead: nothing restored over it either.
+        assert posts(data_dir)[before:] == [NOTE_ONLY, "/v1/chat/completions"]
 
         # Another chat's turn (nothing of it read ahead) has its saved state put in place.
         before = len(posts(data_dir))
