@@ -16,6 +16,7 @@ import logging
 
 from engines.base import Message, ModelInfo, Note, SummaryListener, SummaryWritten
 from engines.context.prepare import (
+    DEEPER_MARGIN,
     PREPARE_AT,
     PREPARE_TRIES,
     RECENT_TURNS,
@@ -114,7 +115,7 @@ class FoldsAhead(LearnedWindows):
         n = len(p.covers)
         if n >= len(starts) or not self._valid(p):
             return drop
-        if starts[n] > drop:
+        if starts[n] >= drop:
             return starts[n]
         if self._deeper is not None and self._deeper[0] is p:
             # Deeper than the summary goes, but not as deep as the fold read ahead for a big
@@ -450,10 +451,10 @@ class FoldsAhead(LearnedWindows):
         covered = starts[len(p.covers)]
         window = self.window_for(model)
         # The folds likely next: the one keeping the turns after the summary; the one a
-        # message as big as the biggest recent one brings (deeper: what the summary lacks
-        # keeps its facts; a fold between the two is widened to it); and the one dropping
+        # message somewhat bigger than the biggest recent one brings (deeper: what the summary
+        # lacks keeps its facts; a fold between the two is widened to it); and the one dropping
         # every turn but the next (a small window, a pasted page).
-        big = self._ledger.recent_person_tokens(RECENT_TURNS, largest=True)
+        big = int(self._ledger.recent_person_tokens(RECENT_TURNS, largest=True) * DEEPER_MARGIN)
         deeper = self._ledger.cut_ahead(b, self._factor, self._reserved(), big)
         cuts = [deeper] if covered < deeper < len(self._messages) else []
         self._deeper = (p, deeper) if cuts else None

@@ -30,6 +30,10 @@ from engines.providers.base import ChatRequest, ProviderAdapter, ProviderError, 
 PREPARE_AT = 0.8  # share of the budget (or of the message and size limits) that starts one
 WARM_TOKENS = 1  # the answer of a request sent only so the server evaluates its prompt
 RECENT_TURNS = 4  # the next message is taken to be as big as the mean of this many recent ones
+# The deeper fold read ahead is for a message this much bigger than the biggest recent one: a
+# pasted page is often somewhat longer than the last (at 8K, one 17% longer went a turn deeper
+# than a fold read ahead for the last one's size, and read 1,500 tokens while the person waited).
+DEEPER_MARGIN = 1.5
 PREPARE_TRIES = 2  # a summary written ahead that is turned down is written once more
 
 log = logging.getLogger("conch.context.prepare")

@@ -393,17 +393,26 @@ def _starts_with_one_read_ahead(request: dict[str, Any], ahead: list[dict[str, A
     return False
 
 
+@pytest.mark.parametrize(
+    "pages",
+    [
+        # Two pasted pages in a row: the fold the second brings goes deeper than the summary
+        # written ahead foresaw for a message of the usual size.
+        {4: 55, 5: 55},
+        # A page, then a longer one: deeper even than a page as long as the last would take.
+        {2: 50, 4: 70},
+    ],
+    ids=["same-size", "longer"],
+)
 async def test_every_fold_even_after_a_pasted_page_was_read_ahead(
-    writer: SummaryWritingServer, client: httpx.AsyncClient, data_dir: Path
+    writer: SummaryWritingServer, client: httpx.AsyncClient, data_dir: Path, pages: dict[int, int]
 ) -> None:
     adapter = gated(OpenAIAdapter(ROWS["local"], base_url=writer.base_url, client=client))
     session = session_on(adapter, data_dir)
     folds: list[bool] = []
     for i in range(24):
         asked = len(writer.chat_requests)
-        # Now and then two pasted pages in a row: the fold the second brings goes deeper
-        # than the summary written ahead foresaw for a message of the usual size.
-        size = 55 if i % 6 in (4, 5) else 20
+        size = pages.get(i % 6, 20)  # now and then a pasted page
         text = f"Note {i}: see https://example.org/note-{i} " + NOTE * size
         events = await run(session, 2 * i, text)
         assert isinstance(ending(events), Done)
