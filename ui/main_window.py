@@ -164,6 +164,7 @@ class MainWindow(QMainWindow):
         self._bridges: dict[str, ConversationBridge] = {}
         self._tasks = Background(log, "a window task failed")
         self._current = ""
+        self._drafts: dict[str, Submission] = {}  # unsent words of the chats not showing
         self._unsubscribe: list[Callable[[], None]] = []
         self._closing = False
 
@@ -328,6 +329,7 @@ class MainWindow(QMainWindow):
         # After Continue, Regenerate or an edit, the person types the next message at once.
         self.chat_view.answering.connect(lambda: self.composer.edit.setFocus())
         self.chat_view.typed.connect(self._type_in_box)
+        self.sidebar.list.typed.connect(self._type_in_box)
         # A card's button or the undo bar hides (or is rebuilt) once pressed; Qt would pass the
         # focus on to the next control in the chain ("New chat", where Space starts a chat).
         self.chat_view.undo_bar.undo_clicked.connect(lambda _stamp: self.focus_box())
@@ -375,7 +377,8 @@ class MainWindow(QMainWindow):
         self.composer.edit.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def _type_in_box(self, text: str) -> None:
-        """Words typed while the messages had the keyboard: on into the message box."""
+        """Words typed while the messages or the chat list had the keyboard: on into the
+        message box."""
         if not text.isprintable() or not self.composer.edit.isEnabled():
             return
         self.focus_box()
@@ -531,6 +534,8 @@ class MainWindow(QMainWindow):
         chat = self.services.store.get_chat(chat_id)
         if chat is None or chat.deleted_at is not None:
             return False
+        if chat_id != self._current:
+            self._swap_draft(chat_id)
         self._current = chat_id
         self.origin_link.show_for(self.services.store, chat_id)
         bridge = self.bridge(chat_id, quiet=True)
@@ -546,6 +551,22 @@ class MainWindow(QMainWindow):
         self._update_meter()
         self.chat_opened.emit(chat_id)
         return True
+
+    def _swap_draft(self, chat_id: str) -> None:
+        """Each chat keeps its own unsent words: what the box holds stays with the chat being
+        left, and the chat opened gets its own back (or an empty box), so nothing is sent to a
+        chat it was not written for. Words typed with no chat open go into the one opened."""
+        if not self._current:
+            return
+        left = self.composer.draft()
+        if left is None:
+            self._drafts.pop(self._current, None)
+        else:
+            self._drafts[self._current] = left
+        self.composer.clear()
+        kept = self._drafts.pop(chat_id, None)
+        if kept is not None:
+            self.composer.restore(kept)
 
     def new_chat(self, text: str = "") -> str:
         """Start a chat (on the default model) and focus its box, holding ``text``."""
