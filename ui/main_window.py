@@ -94,6 +94,7 @@ FIRST_SIZE = QSize(1100, 760)  # the least first window on a screen with room fo
 FIRST_SHARE = (0.65, 0.8)  # of a big screen's free area (width, height)
 SCREEN_SHARE = 0.9  # of the screen's free area, at most, on any screen
 COMPOSER_SIDE = 12  # room beside the message box, at least
+TITLE_CHARS = 12  # what a narrow window still shows of the chat's title, then "…"
 
 
 def first_size(room: QSize) -> QSize:
@@ -112,17 +113,34 @@ def first_size(room: QSize) -> QSize:
 
 class ChatTitle(PlainLabel):
     """The chat's title above it: cut with "…" where the header ends (all of it in the
-    tooltip), never a wider window."""
+    tooltip), never a wider window. A title is any length (an imported one too), but a narrow
+    window still shows its first ``TITLE_CHARS`` characters: the model picker beside it gives
+    way first."""
+
+    def shown(self) -> str:
+        """The title as painted: whole, or cut with "…" where its room ends."""
+        room = self.contentsRect().width()
+        metrics = self.fontMetrics()
+        if metrics.horizontalAdvance(self.text()) <= room:
+            return self.text()
+        return metrics.elidedText(self.text(), Qt.TextElideMode.ElideRight, room)
+
+    def minimumSizeHint(self) -> QSize:
+        hint = super().minimumSizeHint()
+        text = self.text()
+        start = text if len(text) <= TITLE_CHARS else text[:TITLE_CHARS].rstrip() + "…"
+        margins = self.contentsMargins()
+        wide = self.fontMetrics().horizontalAdvance(start) + margins.left() + margins.right()
+        return QSize(min(hint.width(), wide), hint.height())
 
     def paintEvent(self, event: QPaintEvent) -> None:
-        room = self.contentsRect()
-        metrics = self.fontMetrics()
-        if metrics.horizontalAdvance(self.text()) <= room.width():
+        shown = self.shown()
+        if shown == self.text():
             super().paintEvent(event)  # whole: Qt draws it (and what the mouse selected)
             return
         painter = QPainter(self)
-        cut = metrics.elidedText(self.text(), Qt.TextElideMode.ElideRight, room.width())
-        painter.drawText(room, int(self.alignment() | Qt.AlignmentFlag.AlignVCenter), cut)
+        room = self.contentsRect()
+        painter.drawText(room, int(self.alignment() | Qt.AlignmentFlag.AlignVCenter), shown)
         painter.end()
 
     def setText(self, text: str) -> None:
@@ -189,9 +207,6 @@ class MainWindow(QMainWindow):
         self.title_label = ChatTitle(self)
         self.title_label.setObjectName("ChatTitle")
         self.title_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        # A title is any length (an imported one too): cut at the header's edge, never a
-        # window wider than the screen.
-        self.title_label.setMinimumWidth(1)
         self.chat_view = ChatView(
             services.store,
             services.memories,
