@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -315,7 +316,8 @@ def run_gui(args: argparse.Namespace) -> int:
     if lost is None:
         return code
     log.info("the display went away before the window closed (Qt: %s)", lost)
-    print(f"conch: {DISPLAY_LOST_SENTENCE}", file=sys.stderr)
+    with contextlib.suppress(OSError, ValueError):  # the terminal may have gone with it
+        print(f"conch: {DISPLAY_LOST_SENTENCE}", file=sys.stderr)
     return 1
 
 
