@@ -300,6 +300,7 @@ class MainWindow(QMainWindow):
             "composer": self.composer.edit.setFocus,
             "rename": self.sidebar.start_rename,
             "shortcuts": self.show_shortcuts,
+            "quit": self.close,  # as the window's close button: the app ends with the window
         }
         for name, keys in window_shortcuts().items():
             shortcut = QShortcut(QKeySequence(keys), self)
