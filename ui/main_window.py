@@ -94,6 +94,7 @@ FIRST_SIZE = QSize(1100, 760)  # the least first window on a screen with room fo
 FIRST_SHARE = (0.65, 0.8)  # of a big screen's free area (width, height)
 SCREEN_SHARE = 0.9  # of the screen's free area, at most, on any screen
 COMPOSER_SIDE = 12  # room beside the message box, at least
+TITLE_CHARS = 12  # what a narrow window still shows of the chat's title, then "…"
 
 
 def first_size(room: QSize) -> QSize:
@@ -112,17 +113,34 @@ def first_size(room: QSize) -> QSize:
 
 class ChatTitle(PlainLabel):
     """The chat's title above it: cut with "…" where the header ends (all of it in the
-    tooltip), never a wider window."""
+    tooltip), never a wider window. A title is any length (an imported one too), but a narrow
+    window still shows its first ``TITLE_CHARS`` characters: the model picker beside it gives
+    way first."""
+
+    def shown(self) -> str:
+        """The title as painted: whole, or cut with "…" where its room ends."""
+        room = self.contentsRect().width()
+        metrics = self.fontMetrics()
+        if metrics.horizontalAdvance(self.text()) <= room:
+            return self.text()
+        return metrics.elidedText(self.text(), Qt.TextElideMode.ElideRight, room)
+
+    def minimumSizeHint(self) -> QSize:
+        hint = super().minimumSizeHint()
+        text = self.text()
+        start = text if len(text) <= TITLE_CHARS else text[:TITLE_CHARS].rstrip() + "…"
+        margins = self.contentsMargins()
+        wide = self.fontMetrics().horizontalAdvance(start) + margins.left() + margins.right()
+        return QSize(min(hint.width(), wide), hint.height())
 
     def paintEvent(self, event: QPaintEvent) -> None:
-        room = self.contentsRect()
-        metrics = self.fontMetrics()
-        if metrics.horizontalAdvance(self.text()) <= room.width():
+        shown = self.shown()
+        if shown == self.text():
             super().paintEvent(event)  # whole: Qt draws it (and what the mouse selected)
             return
         painter = QPainter(self)
-        cut = metrics.elidedText(self.text(), Qt.TextElideMode.ElideRight, room.width())
-        painter.drawText(room, int(self.alignment() | Qt.AlignmentFlag.AlignVCenter), cut)
+        room = self.contentsRect()
+        painter.drawText(room, int(self.alignment() | Qt.AlignmentFlag.AlignVCenter), shown)
         painter.end()
 
     def setText(self, text: str) -> None:
@@ -164,6 +182,7 @@ class MainWindow(QMainWindow):
         self._bridges: dict[str, ConversationBridge] = {}
         self._tasks = Background(log, "a window task failed")
         self._current = ""
+        self._drafts: dict[str, Submission] = {}  # unsent words of the chats not showing
         self._unsubscribe: list[Callable[[], None]] = []
         self._closing = False
 
@@ -188,9 +207,6 @@ class MainWindow(QMainWindow):
         self.title_label = ChatTitle(self)
         self.title_label.setObjectName("ChatTitle")
         self.title_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        # A title is any length (an imported one too): cut at the header's edge, never a
-        # window wider than the screen.
-        self.title_label.setMinimumWidth(1)
         self.chat_view = ChatView(
             services.store,
             services.memories,
@@ -284,6 +300,7 @@ class MainWindow(QMainWindow):
             "composer": self.composer.edit.setFocus,
             "rename": self.sidebar.start_rename,
             "shortcuts": self.show_shortcuts,
+            "quit": self.close,  # as the window's close button: the app ends with the window
         }
         for name, keys in window_shortcuts().items():
             shortcut = QShortcut(QKeySequence(keys), self)
@@ -328,6 +345,7 @@ class MainWindow(QMainWindow):
         # After Continue, Regenerate or an edit, the person types the next message at once.
         self.chat_view.answering.connect(lambda: self.composer.edit.setFocus())
         self.chat_view.typed.connect(self._type_in_box)
+        self.sidebar.list.typed.connect(self._type_in_box)
         # A card's button or the undo bar hides (or is rebuilt) once pressed; Qt would pass the
         # focus on to the next control in the chain ("New chat", where Space starts a chat).
         self.chat_view.undo_bar.undo_clicked.connect(lambda _stamp: self.focus_box())
@@ -375,7 +393,8 @@ class MainWindow(QMainWindow):
         self.composer.edit.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def _type_in_box(self, text: str) -> None:
-        """Words typed while the messages had the keyboard: on into the message box."""
+        """Words typed while the messages or the chat list had the keyboard: on into the
+        message box."""
         if not text.isprintable() or not self.composer.edit.isEnabled():
             return
         self.focus_box()
@@ -531,6 +550,8 @@ class MainWindow(QMainWindow):
         chat = self.services.store.get_chat(chat_id)
         if chat is None or chat.deleted_at is not None:
             return False
+        if chat_id != self._current:
+            self._swap_draft(chat_id)
         self._current = chat_id
         self.origin_link.show_for(self.services.store, chat_id)
         bridge = self.bridge(chat_id, quiet=True)
@@ -546,6 +567,22 @@ class MainWindow(QMainWindow):
         self._update_meter()
         self.chat_opened.emit(chat_id)
         return True
+
+    def _swap_draft(self, chat_id: str) -> None:
+        """Each chat keeps its own unsent words: what the box holds stays with the chat being
+        left, and the chat opened gets its own back (or an empty box), so nothing is sent to a
+        chat it was not written for. Words typed with no chat open go into the one opened."""
+        if not self._current:
+            return
+        left = self.composer.draft()
+        if left is None:
+            self._drafts.pop(self._current, None)
+        else:
+            self._drafts[self._current] = left
+        self.composer.clear()
+        kept = self._drafts.pop(chat_id, None)
+        if kept is not None:
+            self.composer.restore(kept)
 
     def new_chat(self, text: str = "") -> str:
         """Start a chat (on the default model) and focus its box, holding ``text``."""

@@ -34,6 +34,7 @@ SHORTCUTS: tuple[Shortcut, ...] = (
     Shortcut("Ctrl+L", "Go to the message box", action="composer"),
     Shortcut("F2", "Rename the open chat", action="rename"),
     Shortcut("Ctrl+/", "Show these shortcuts", action="shortcuts"),
+    Shortcut("Ctrl+Q", "Quit Conch (an answer being written keeps what arrived)", action="quit"),
     Shortcut("Enter", "Send the message", "Message box"),
     Shortcut("Shift+Enter", "Start a new line", "Message box"),
     Shortcut("Esc", "Stop the answer, keeping what arrived", "Message box"),

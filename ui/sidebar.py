@@ -240,9 +240,11 @@ class ChatList(QListWidget):
     Signals:
         dropped(str, str, bool): the chat's id, the folder it was dropped into ("" for none),
             and whether it was dropped among the pinned chats.
+        typed(str): words typed while the list had the keyboard (after a chat was clicked).
     """
 
     dropped = Signal(str, str, bool)
+    typed = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -250,6 +252,11 @@ class ChatList(QListWidget):
         self.setAcceptDrops(True)
         self.setDropIndicatorShown(True)
         self.setDragDropMode(QAbstractItemView.DragDropMode.InternalMove)
+
+    def keyboardSearch(self, search: str) -> None:
+        # A list jumps to the chat starting with the typed letter, opening it: the person had
+        # clicked a chat and started to write, and the words were lost. They go to the box.
+        self.typed.emit(search)
 
     def dropEvent(self, event: QDropEvent) -> None:
         moved = self.currentItem()

@@ -8,21 +8,30 @@ Shutdown happens while the loop still runs: turns are stopped (their partial ans
 engines and HTTP clients closed, the bundled model stopped. Any qasync workaround belongs in
 this module and nowhere else.
 
-SIGTERM, SIGHUP and Ctrl+C close the window the normal way, so a turn under way keeps what
-had arrived, as it does when the window is closed by hand.
+Every way the window ends without the person closing it ends the way closing it does (turns
+stopped with what had arrived saved, the window's state kept, the bundled model stopped):
+
+- SIGTERM, SIGHUP and Ctrl+C (SIGINT) close the window; Conch exits with 128 + the signal's
+  number (143, 129, 130), as ``conch ask`` does, and says nothing on stderr. A second one
+  during the shutdown ends it at once, the default way.
+- The display going away (the X server ending) makes Qt end its event loop by itself;
+  ``run_gui`` runs the loop again until ``main`` has closed everything, says one sentence on
+  stderr and exits with 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from app.data_dir import DataDirError, prepare_data_dir
 from app.logs import configure_logging, report_unhandled
@@ -35,6 +44,8 @@ if TYPE_CHECKING:
     from app.services import EngineFactory
 
 log = logging.getLogger("conch.main")
+
+T = TypeVar("T")
 
 QUIT_AFTER_ENV = "CONCH_QUIT_AFTER_MS"  # CI smoke runs: close the window after this many ms
 SHUTDOWN_SECONDS = 10.0  # longest the window waits for turns and engines to close
@@ -82,6 +93,11 @@ def route_qt_messages() -> None:
             if not _display_lost:
                 _display_lost.append(message)
             return
+        if message.startswith("This plugin does not support"):
+            # A platform without window hints (offscreen, some Wayland compositors) ignores
+            # one: nothing anyone can act on, and it is said at every start.
+            qt_log.debug("%s", message)
+            return
         qt_log.log(levels.get(kind, logging.WARNING), "%s", message)
 
     qInstallMessageHandler(handler)
@@ -96,14 +112,15 @@ STOP_SIGNALS = tuple(
 
 
 def on_stop_signals(
-    loop: asyncio.AbstractEventLoop, stop: Callable[[], object]
+    loop: asyncio.AbstractEventLoop, stop: Callable[[int], object]
 ) -> Callable[[], None]:
-    """Call ``stop`` on the loop when a stop signal arrives; returns the undo. A signal after
-    the undo has its default effect (a second SIGTERM during a slow shutdown ends it)."""
+    """Call ``stop(signum)`` on the loop when a stop signal arrives; returns the undo. A signal
+    after the undo has its default effect, Ctrl+C too (a second signal during a slow shutdown
+    ends it, rather than raising KeyboardInterrupt in whatever Qt is running)."""
     installed: list[int] = []
     for signum in STOP_SIGNALS:
         try:
-            loop.add_signal_handler(signum, stop)
+            loop.add_signal_handler(signum, stop, signum)
         except (NotImplementedError, RuntimeError, ValueError):
             continue  # Windows has no such signals on its loops
         installed.append(signum)
@@ -111,6 +128,7 @@ def on_stop_signals(
     def undo() -> None:
         for signum in installed:
             loop.remove_signal_handler(signum)
+            signal.signal(signum, signal.SIG_DFL)
 
     return undo
 
@@ -160,13 +178,26 @@ async def main(
     watching = loop.create_task(services.watch_servers(), name="watch-servers")
     if quit_after is not None:
         QTimer.singleShot(quit_after, window.close)
+    stopped_by: list[int] = []
+
+    def stop(signum: int) -> None:
+        if not stopped_by:
+            stopped_by.append(signum)
+            log.info("closing the window on %s", signal.Signals(signum).name)
+        window.close()
+
     # Through the loop's own signal handling (qasync's loop is asyncio's selector loop on
     # Unix), so the close runs as an ordinary callback, never inside a signal handler.
-    ignore_signals = on_stop_signals(loop, window.close)
+    ignore_signals = on_stop_signals(loop, stop)
+    log.info("the window is open")
     try:
         await closing.wait()
     finally:
         ignore_signals()
+        if window.isVisible():
+            # Qt quit without the window closing (the display went away): close it as the
+            # person would have, which keeps its state.
+            window.close()
         starting.cancel()
         tidying.cancel()
         watching.cancel()
@@ -184,7 +215,8 @@ async def main(
         theme.close()
         window.deleteLater()
         unreport()
-    return 0
+        log.info("the window closed and everything behind it")
+    return 128 + stopped_by[0] if stopped_by else 0
 
 
 async def tell_and_wait(text: str, quit_after: int | None) -> None:
@@ -262,21 +294,68 @@ def run_gui(args: argparse.Namespace) -> int:
 
     try:
         with asyncio.Runner(loop_factory=make_loop) as runner:
-            return runner.run(
-                main(
-                    app,
-                    data_dir,
-                    mock=args.mock,
-                    quit_after=quit_after_ms(args),
-                    data_problem=data_problem,
-                )
+            loop = runner.get_loop()
+            opened = main(
+                app,
+                data_dir,
+                mock=args.mock,
+                quit_after=quit_after_ms(args),
+                data_problem=data_problem,
             )
-    except RuntimeError:
-        # qasync: Qt's event loop ended before main() did ("Event loop stopped before Future
-        # completed", or main() stepped once more outside the loop). Only a display that went
-        # away does that; anything else is a bug, and keeps its traceback.
-        lost = display_lost()
-        if lost is None:
-            raise
-        log.warning("the display went away before the window closed (Qt: %s); Conch quit", lost)
+            try:
+                code = run_to_end(loop, opened)
+            finally:
+                wind_down(loop)
+    except KeyboardInterrupt:
+        # Ctrl+C before the window's handlers were installed (while Qt loads): nothing to save.
+        return 128 + signal.SIGINT
+    except TimeoutError:
+        log.warning("Qt's event loop kept ending; Conch quit before it had closed everything")
         return 1
+    lost = display_lost()
+    if lost is None:
+        return code
+    log.info("the display went away before the window closed (Qt: %s)", lost)
+    with contextlib.suppress(OSError, ValueError):  # the terminal may have gone with it
+        print(f"conch: {DISPLAY_LOST_SENTENCE}", file=sys.stderr)
+    return 1
+
+
+DISPLAY_LOST_SENTENCE = "the display went away, so Conch saved its chats and closed."
+
+
+def run_to_end(loop: asyncio.AbstractEventLoop, work: Awaitable[T]) -> T:
+    """Run the loop until ``work`` is done, even when Qt ends its event loop first.
+
+    Qt ends its loop by itself when the display goes away (the X server ended), with ``main``
+    still waiting: qasync's ``run_until_complete`` would then raise "Event loop stopped before
+    Future completed", after stepping ``main`` once outside any running loop, so the window's
+    close and the shutdown after it never ran. Qt's loop runs again after that (its timers and
+    sockets still work), so it is run until the work is done, for at most the time the
+    shutdown may take after Qt first ended it (then TimeoutError).
+    """
+    task = asyncio.ensure_future(work, loop=loop)
+    task.add_done_callback(lambda _task: loop.stop())
+    deadline: float | None = None
+    while not task.done():
+        if deadline is not None and time.monotonic() > deadline:
+            task.cancel()
+            raise TimeoutError
+        loop.run_forever()
+        if not task.done() and deadline is None:
+            deadline = time.monotonic() + 3 * SHUTDOWN_SECONDS
+            log.info("Qt's event loop ended before the window closed; running it to close")
+    return task.result()
+
+
+def wind_down(loop: asyncio.AbstractEventLoop) -> None:
+    """What ``asyncio.Runner`` does when it closes (cancel what is left, finish async generators
+    and the default executor), each step through ``run_to_end``: after the display went away
+    qasync's own ``run_until_complete`` would fail on them."""
+    left = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in left:
+        task.cancel()
+    if left:
+        run_to_end(loop, asyncio.gather(*left, return_exceptions=True))
+    run_to_end(loop, loop.shutdown_asyncgens())
+    run_to_end(loop, loop.shutdown_default_executor())

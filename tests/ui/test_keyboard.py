@@ -14,6 +14,7 @@ from pytestqt.qtbot import QtBot
 
 from app.services import AppServices, build_services
 from tests.ui.windows import closed_after, shown
+from tests.waits import HANG_MS
 from ui.main_window import MainWindow
 from ui.palette import shortcut_text
 from ui.shortcuts import SHORTCUTS, ShortcutsSheet
@@ -55,6 +56,17 @@ def test_ctrl_slash_lists_every_shortcut_the_window_has(qtbot: QtBot, window: Ma
     assert {"Message box", "Messages", "Chat list", "Command palette"} <= shown
     qtbot.keyClick(sheet, Qt.Key.Key_Escape)
     qtbot.waitUntil(lambda: not sheet.isVisible())
+
+
+def test_ctrl_q_closes_the_window_as_its_close_button_does(
+    qtbot: QtBot, window: MainWindow, services: AppServices
+) -> None:
+    qtbot.waitExposed(window)
+    window.activateWindow()
+    with qtbot.waitSignal(window.closed, timeout=HANG_MS):
+        qtbot.keyClick(window, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
+    assert not window.isVisible()
+    assert services.settings.settings.window_geometry  # what closing the window keeps
 
 
 def test_the_palette_offers_the_sheet_with_its_key(window: MainWindow) -> None:

@@ -4,6 +4,7 @@ jump to a message starting with the typed letter, and nothing typed is lost."""
 from __future__ import annotations
 
 import pytest
+from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from tests.waits import HANG_MS
@@ -36,3 +37,28 @@ def test_typing_in_the_messages_writes_in_the_box_and_the_chat_stays(
     assert window.composer.text() == "Quick one"
     assert window.composer.edit.hasFocus()
     assert view.verticalScrollBar().value() == at
+
+
+def test_typing_after_clicking_a_chat_in_the_list_writes_in_its_box(
+    qtbot: QtBot, window: MainWindow
+) -> None:
+    store = window.services.store
+    marta = store.create_chat(title="Marta's list")
+    beds = store.create_chat(title="Beds")
+    window.sidebar.refresh()
+    chats = window.sidebar.list
+    row = window.sidebar.row_of(beds.id)
+    assert row is not None
+    qtbot.mouseClick(
+        chats.viewport(), Qt.MouseButton.LeftButton, pos=chats.visualItemRect(row).center()
+    )
+    qtbot.waitUntil(lambda: window.title_label.text() == "Beds", timeout=HANG_MS)
+    assert chats.hasFocus()
+
+    # "M" starts the other chat's title: a list would jump to it and open it.
+    qtbot.keyClicks(chats, "Marta says 40 cm")
+    assert window.composer.text() == "Marta says 40 cm"
+    assert window.composer.edit.hasFocus()
+    assert window.title_label.text() == "Beds"
+    assert window.sidebar.list.currentItem() is window.sidebar.row_of(beds.id)
+    assert marta.id != beds.id

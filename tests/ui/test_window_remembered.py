@@ -1,5 +1,6 @@
 """The window opens at the size it was closed at, across a restart (the settings file); a long
-chat title is cut with "…" at the header's edge."""
+chat title is cut with "…" at the header's edge, and in the narrowest window the title and the
+model's line both still show their start."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QColor, QImage, QPainter
-from PySide6.QtWidgets import QLabel
+from PySide6.QtWidgets import QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.services import build_services
 from tests.ui.windows import close_files, shown
+from ui.main_window import TITLE_CHARS
 
 # The offscreen platform cannot resize windows to their hints; it says so at WARNING.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
@@ -65,6 +67,48 @@ def test_a_long_title_is_cut_with_an_ellipsis_at_the_headers_edge(
             misses_cut = sum(a != b for a, b in zip(shot, ink(drawn(label, cut)), strict=True))
             misses_edge = sum(a != b for a, b in zip(shot, ink(drawn(label, title)), strict=True))
             assert misses_cut * 2 < misses_edge
+    finally:
+        close_files(services)
+
+
+def test_the_narrowest_window_shows_the_start_of_the_title_and_of_the_models_line(
+    qtbot: QtBot, data_dir: Path
+) -> None:
+    services = build_services(data_dir, mock=True, seed_demo_chat=False)
+    title = "Community garden build day"
+    try:
+        with shown(qtbot, services, start=True) as win:
+            chat = services.store.create_chat(title=title)
+            win.sidebar.refresh()
+            win.open_chat(chat.id)
+            win.resize(560, 540)  # room for the picker's whole line, or for the title
+            label, button = win.title_label, win.picker.combo
+            parent, pane = label.parentWidget(), win.splitter.widget(1)
+            assert parent is not None and pane is not None
+            header: QWidget = parent
+            right: QWidget = pane
+            qtbot.waitUntil(lambda: win.width() == 560 and header.width() == right.width())
+            assert label.geometry().right() < win.picker.geometry().left()
+
+            # The title was squeezed to nothing beside the picker: its start shows, then "…".
+            start = title[:TITLE_CHARS].rstrip() + "…"
+            assert label.contentsRect().width() >= label.fontMetrics().horizontalAdvance(start)
+            cut = label.shown()
+            assert cut.endswith("…") and title.startswith(cut[:-1]) and len(cut) > TITLE_CHARS // 2
+            shot = ink(label.grab().toImage())
+            misses_cut = sum(a != b for a, b in zip(shot, ink(drawn(label, cut)), strict=True))
+            misses_edge = sum(a != b for a, b in zip(shot, ink(drawn(label, title)), strict=True))
+            assert misses_cut * 2 < misses_edge
+
+            # The model's line gave way, and ends in "…" where it was cut mid-word ("loade").
+            line = button.currentText()
+            painted = button.shown_text()
+            assert painted.endswith("…") and line.startswith(painted[:-1].rstrip())
+            assert button.width() < button.sizeHint().width()
+
+            win.resize(1100, 700)  # with room again, both are whole
+            qtbot.waitUntil(lambda: button.shown_text() == line)
+            assert label.shown() == title
     finally:
         close_files(services)
 

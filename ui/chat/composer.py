@@ -380,8 +380,19 @@ class Composer(QWidget):
         self._redraw_chips()
         self.show_hint("")
 
+    def draft(self) -> Submission | None:
+        """What the box holds and has not sent (for ``restore``), or None when it is empty."""
+        if not (self.text() or self._pictures or self._attachments):
+            return None
+        return Submission(
+            text=self.text(),
+            pictures=tuple(self._pictures),
+            attachments=tuple(self._attachments),
+            pasted=self.edit.pasted,
+        )
+
     def restore(self, submission: Submission) -> None:
-        """Put back what could not be sent."""
+        """Put back what could not be sent, or a draft."""
         if submission.is_compact:
             focus = submission.compact_focus or ""
             self.set_text(("/compact " + focus).strip())

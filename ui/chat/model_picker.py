@@ -20,9 +20,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QSignalBlocker, Qt, Signal
-from PySide6.QtGui import QFont, QStandardItem, QStandardItemModel
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QProgressBar, QToolButton, QWidget
+from PySide6.QtCore import QSignalBlocker, QSize, Qt, Signal
+from PySide6.QtGui import QFont, QPaintEvent, QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QProgressBar,
+    QStyle,
+    QStyleOptionComboBox,
+    QStylePainter,
+    QToolButton,
+    QWidget,
+)
 
 from engines.base import ModelInfo
 from engines.local.reload import ReloadOffer
@@ -35,6 +44,7 @@ KEY_ROLE = int(Qt.ItemDataRole.UserRole) + 1
 PULL_KEY = "action:pull"  # the "Download a model…" entry: not a model
 PULL_TEXT = "Download a model…"
 LOADING_WIDTH = 200  # pixels the "Loading … into memory…" line may take beside the list
+NARROW_CHARS = 12  # what a narrow window still shows of the model's line, then "…"
 
 
 def window_label(tokens: int) -> str:
@@ -119,6 +129,45 @@ def ordered(models: Sequence[ModelInfo]) -> list[tuple[str, list[ModelInfo]]]:
     return [(p, groups[p]) for p in names]
 
 
+class ModelButton(QComboBox):
+    """The list's button: as wide as its words when there is room; in a narrow window it
+    gives way (to the chat's title beside it) and its line ends in "…" instead of being cut
+    mid-word ("loade")."""
+
+    def _option(self) -> QStyleOptionComboBox:
+        option = QStyleOptionComboBox()
+        self.initStyleOption(option)
+        return option
+
+    def shown_text(self) -> str:
+        """The model's line as painted: whole, or cut with "…" where the button ends."""
+        option = self._option()
+        field = self.style().subControlRect(
+            QStyle.ComplexControl.CC_ComboBox, option, QStyle.SubControl.SC_ComboBoxEditField, self
+        )
+        return self.fontMetrics().elidedText(
+            option.currentText, Qt.TextElideMode.ElideRight, max(0, field.width())
+        )
+
+    def minimumSizeHint(self) -> QSize:
+        hint = super().minimumSizeHint()
+        text = self.currentText()
+        if len(text) <= NARROW_CHARS:
+            return hint
+        few = self.fontMetrics().horizontalAdvance(text[:NARROW_CHARS].rstrip() + "…")
+        small = self.style().sizeFromContents(
+            QStyle.ContentsType.CT_ComboBox, self._option(), QSize(few, hint.height()), self
+        )
+        return QSize(min(hint.width(), small.width()), hint.height())
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QStylePainter(self)
+        option = self._option()
+        painter.drawComplexControl(QStyle.ComplexControl.CC_ComboBox, option)
+        option.currentText = self.shown_text()
+        painter.drawControl(QStyle.ControlElement.CE_ComboBoxLabel, option)
+
+
 class ModelPicker(QWidget):
     """A combo box of models plus a "starting" line for the bundled model.
 
@@ -146,7 +195,7 @@ class ModelPicker(QWidget):
         self._models: dict[str, ModelInfo] = {}
         self._all: list[ModelInfo] = []
         self._seen: set[str] = set()  # providers with a heading in the list so far
-        self.combo = QComboBox(self)
+        self.combo = ModelButton(self)
         self.combo.setObjectName("ModelButton")
         self.combo.setAccessibleName("Model")
         self.combo.setToolTip("The model this chat talks to")
