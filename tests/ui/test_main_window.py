@@ -68,6 +68,22 @@ def test_a_message_streams_in_and_names_the_chat(
     assert "tokens" in window.composer.meter.toolTip()
 
 
+def test_after_the_first_turn_of_a_new_chat_the_meter_does_not_read_0_percent(
+    qtbot: QtBot, window: MainWindow, scripts: Scripts
+) -> None:
+    # A short turn: the 32K model's room for the chat (about 24,000 tokens once Conch's
+    # instructions and the answer's room are kept) is far from full, but no longer empty.
+    scripts.queue.append([Reply("Larch, untreated.")])
+    window.new_chat()
+    send(qtbot, window, "Which wood for raised beds?")
+    qtbot.waitUntil(lambda: window.composer.busy, timeout=3000)
+    wait_idle(qtbot, window)
+    meter, label = window.composer.meter, window.composer.meter_label
+    assert 0 < meter.used < meter.budget // 100
+    assert label.text() == "<1%" and label.isVisibleTo(window)
+    assert meter.toolTip().startswith(f"About {meter.used} of ")
+
+
 def test_stop_keeps_what_arrived(
     qtbot: QtBot, window: MainWindow, scripts: Scripts, services: AppServices
 ) -> None:
