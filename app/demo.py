@@ -165,7 +165,10 @@ class MockProvider:
     local = True
 
     def __init__(self) -> None:
-        self.loaded = ""  # like a server on this computer: the model that answered last
+        # Like a server on this computer: the model it holds is the one that answered last.
+        # A demo model needs no loading, so the one the demo's chats start on is held from the
+        # start and the header says "loaded" before a message is sent.
+        self.loaded = MOCK_MODELS[0].key
 
     async def list_models(self) -> list[ModelInfo]:
         return [

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtGui import QFontMetrics, QKeyEvent
 from PySide6.QtWidgets import QFrame, QLabel, QLayout, QToolButton, QVBoxLayout, QWidget
 
 from ui.plain import PlainLabel
@@ -19,6 +19,13 @@ L = TypeVar("L", bound=QLayout)
 
 PAGE_MARGIN = 24  # px around a settings page's content
 PAGE_SPACING = 12  # px between its parts
+
+
+def few_letters(metrics: QFontMetrics, count: int) -> int:
+    """Pixels for about ``count`` letters of ``metrics``' font and "…", whatever the words: a
+    narrow window's header keeps this much of a line, the same for every chat and model, so
+    the window's least width does not change with them."""
+    return metrics.averageCharWidth() * count + metrics.horizontalAdvance("…")
 
 
 def page_layout(

@@ -57,6 +57,7 @@ from engines.base import Approval, ModelInfo, NextStep, PermissionAsk, Shortened
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program
 from engines.programs.slash import SlashCommand, slash_commands_of
+from ui._widgets import few_letters
 from ui.cards.approval_card import ApprovalCard
 from ui.cards.cut_notice import CutNotice
 from ui.cards.memory_card import MemoryCard
@@ -94,7 +95,7 @@ FIRST_SIZE = QSize(1100, 760)  # the least first window on a screen with room fo
 FIRST_SHARE = (0.65, 0.8)  # of a big screen's free area (width, height)
 SCREEN_SHARE = 0.9  # of the screen's free area, at most, on any screen
 COMPOSER_SIDE = 12  # room beside the message box, at least
-TITLE_CHARS = 12  # what a narrow window still shows of the chat's title, then "…"
+TITLE_CHARS = 12  # about what a narrow window still shows of the chat's title, then "…"
 
 
 def first_size(room: QSize) -> QSize:
@@ -114,8 +115,8 @@ def first_size(room: QSize) -> QSize:
 class ChatTitle(PlainLabel):
     """The chat's title above it: cut with "…" where the header ends (all of it in the
     tooltip), never a wider window. A title is any length (an imported one too), but a narrow
-    window still shows its first ``TITLE_CHARS`` characters: the model picker beside it gives
-    way first."""
+    window still shows about its first ``TITLE_CHARS`` characters: the model picker beside it
+    gives way first."""
 
     def shown(self) -> str:
         """The title as painted: whole, or cut with "…" where its room ends."""
@@ -127,11 +128,9 @@ class ChatTitle(PlainLabel):
 
     def minimumSizeHint(self) -> QSize:
         hint = super().minimumSizeHint()
-        text = self.text()
-        start = text if len(text) <= TITLE_CHARS else text[:TITLE_CHARS].rstrip() + "…"
         margins = self.contentsMargins()
-        wide = self.fontMetrics().horizontalAdvance(start) + margins.left() + margins.right()
-        return QSize(min(hint.width(), wide), hint.height())
+        wide = few_letters(self.fontMetrics(), TITLE_CHARS) + margins.left() + margins.right()
+        return QSize(wide, hint.height())
 
     def paintEvent(self, event: QPaintEvent) -> None:
         shown = self.shown()
@@ -146,6 +145,22 @@ class ChatTitle(PlainLabel):
     def setText(self, text: str) -> None:
         super().setText(text)
         self.setToolTip(plain_tip(text))
+
+
+class ComposerHolder(QWidget):
+    """The room around the message box. Its side margins line the box up with the messages'
+    column (``MainWindow._line_up_composer``), wide in a wide window; its least width counts
+    only ``COMPOSER_SIDE`` a side, or the window could never again be made narrower than the
+    width it last had."""
+
+    def minimumSizeHint(self) -> QSize:
+        hint = super().minimumSizeHint()
+        layout = self.layout()
+        if layout is None or not hint.isValid():
+            return hint
+        margins = layout.contentsMargins()
+        lined_up = max(0, margins.left() - COMPOSER_SIDE) + max(0, margins.right() - COMPOSER_SIDE)
+        return QSize(hint.width() - lined_up, hint.height())
 
 
 class MainWindow(QMainWindow):
@@ -264,7 +279,7 @@ class MainWindow(QMainWindow):
         self.chat_stack.addWidget(self.chat_view)
         self.chat_stack.addWidget(self.first_screen)
         right_layout.addWidget(self.chat_stack, 1)
-        holder = QWidget(self)  # room around the composer's rounded box
+        holder = ComposerHolder(self)
         self.composer_holder = holder
         holder_layout = QVBoxLayout(holder)
         holder_layout.setContentsMargins(COMPOSER_SIDE, 4, COMPOSER_SIDE, 12)

@@ -27,8 +27,10 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import (
     QColor,
+    QCursor,
     QKeyEvent,
     QKeySequence,
+    QMouseEvent,
     QPainter,
     QPainterPath,
     QPalette,
@@ -41,6 +43,7 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QSizePolicy,
+    QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
     QVBoxLayout,
@@ -149,7 +152,10 @@ def shortcut_text(shortcut: str) -> str:
 
 
 class _ShortcutDelegate(QStyledItemDelegate):
-    """Draws the item as usual, then its shortcut right-aligned in a muted colour."""
+    """Draws the item as usual, then its shortcut right-aligned in a muted colour.
+
+    The row under the pointer gets no hover shade of its own: the pointer moves the choice
+    (``CommandPalette``), so one row is lit, never the choice and a hovered row beside it."""
 
     def paint(
         self,
@@ -157,6 +163,8 @@ class _ShortcutDelegate(QStyledItemDelegate):
         option: QStyleOptionViewItem,
         index: QModelIndex | QPersistentModelIndex,
     ) -> None:
+        option = QStyleOptionViewItem(option)
+        option.state &= ~QStyle.StateFlag.State_MouseOver
         super().paint(painter, option, index)
         keys = index.data(_SHORTCUT_ROLE)
         if not keys:
@@ -188,7 +196,8 @@ class CommandPalette(QFrame):
     """A frameless popup with a search field over a list of commands.
 
     Keyboard: type to filter, Up/Down (and Page Up/Down, Home/End) to move, Enter to run,
-    Esc to close. A click runs the clicked command.
+    Esc to close. Moving the pointer over a command chooses it (a pointer resting where the
+    popup opened or the list changed chooses nothing); a click runs the clicked command.
 
     Signals:
         command_run(str): the title of the command that just ran.
@@ -208,6 +217,7 @@ class CommandPalette(QFrame):
         self._commands: list[Command] = []
         self._shown: list[Command] = []
         self._tasks: set[asyncio.Task[object]] = set()
+        self._pointer = QPoint()  # where the pointer last was (screen), to see it move
 
         self.search = QLineEdit(self.card)
         self.search.setObjectName("PaletteSearch")
@@ -219,6 +229,8 @@ class CommandPalette(QFrame):
         self.list.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self.list.setUniformItemSizes(True)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setMouseTracking(True)  # moves without a button held reach the filter
+        self.list.viewport().installEventFilter(self)
         self.list.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.hint = PlainLabel("↑↓ to choose · Enter to run · Esc to close", self.card)
         self.hint.setObjectName("PaletteHint")
@@ -275,6 +287,7 @@ class CommandPalette(QFrame):
         """Show over ``anchor``'s window (centred, near the top), empty and ready to type."""
         self.search.clear()
         self._refilter("")
+        self._pointer = QCursor.pos()  # a pointer that happens to rest there chooses nothing
         host = anchor.window() if anchor is not None else self.parentWidget()
         if host is not None:
             width = min(560, max(320, host.width() - 64))
@@ -383,7 +396,22 @@ class CommandPalette(QFrame):
         if watched is self.search and event.type() == QEvent.Type.KeyPress:
             assert isinstance(event, QKeyEvent)
             return self._handle_key(event)
+        if watched is self.list.viewport() and event.type() == QEvent.Type.MouseMove:
+            assert isinstance(event, QMouseEvent)
+            self._pointed(event)
         return super().eventFilter(watched, event)
+
+    def _pointed(self, event: QMouseEvent) -> None:
+        """The pointer moved over the list: the command under it is the choice. Only a move
+        of the pointer itself counts: rows scrolled or filtered under a pointer at rest must
+        not take the choice from the keys."""
+        at = event.globalPosition().toPoint()
+        if at == self._pointer:
+            return
+        self._pointer = at
+        row = self.list.indexAt(event.position().toPoint()).row()
+        if row >= 0 and row != self.list.currentRow():
+            self.list.setCurrentRow(row)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         if not self._handle_key(event):

@@ -157,6 +157,9 @@ def test_context_meter_says_how_far_past_the_budget_and_why_the_budget_is_smalle
 ) -> None:
     meter = ContextMeter()
     qtbot.addWidget(meter)
+    meter.set_usage((24_150, 24_200), 32_768)
+    assert meter.percent_text() == "99%"  # not yet past the budget: nothing summarised yet
+    assert meter.property("level") == "high"
     meter.set_usage((63_700, 24_200), 32_768)
     assert meter.percent_text() == "263%"  # the true share, not a full bar's "100%"
     assert meter.value() == meter.maximum() and meter.property("level") == "full"

@@ -16,6 +16,7 @@ from PySide6.QtGui import QColor, QImage
 from PySide6.QtWidgets import QWidget
 from pytestqt.qtbot import QtBot
 
+from app.demo import MOCK_MODELS
 from app.secrets import SessionSecrets
 from app.services import AppServices, build_services
 from engines.base import ModelInfo, NextStep, ProblemKind, TurnProblem
@@ -420,6 +421,10 @@ def test_a_model_not_in_memory_shows_loading_until_its_first_word(
     services = build_services(data_dir, mock=True, seed_demo_chat=False)
     win = open_window(qtbot, services)
     chat_id = win.new_chat()
+    # The demo's server holds its first model from the start; the 8K one it has to load.
+    small = services.catalogue.find(MOCK_MODELS[1].key)
+    assert small is not None
+    win.switch_model(small)
     bridge = win.bridge(chat_id)
     assert bridge is not None
     bridge.conversation.engine = MockEngine([Reply("Hello there.")], fold_every=0, delay=0.002)

@@ -19,7 +19,7 @@ from pytestqt.qtbot import QtBot
 from app.demo import MOCK_MODELS
 from app.main import build_parser
 from app.services import AppServices, build_services
-from engines.base import NextStep, ProblemKind
+from engines.base import ModelInfo, NextStep, ProblemKind
 from engines.mock import CompactBefore, Refuse, Reply, ShortenBefore
 from tests.ui.windows import Scripts
 from tests.waits import HANG_MS
@@ -66,6 +66,22 @@ def test_a_message_streams_in_and_names_the_chat(
     assert window.title_label.text() == "Which wood for raised beds?"
     assert window.composer.meter.isVisibleTo(window)
     assert "tokens" in window.composer.meter.toolTip()
+
+
+def test_after_the_first_turn_of_a_new_chat_the_meter_does_not_read_0_percent(
+    qtbot: QtBot, window: MainWindow, scripts: Scripts
+) -> None:
+    # A short turn: the 32K model's room for the chat (about 24,000 tokens once Conch's
+    # instructions and the answer's room are kept) is far from full, but no longer empty.
+    scripts.queue.append([Reply("Larch, untreated.")])
+    window.new_chat()
+    send(qtbot, window, "Which wood for raised beds?")
+    qtbot.waitUntil(lambda: window.composer.busy, timeout=3000)
+    wait_idle(qtbot, window)
+    meter, label = window.composer.meter, window.composer.meter_label
+    assert 0 < meter.used < meter.budget // 100
+    assert label.text() == "<1%" and label.isVisibleTo(window)
+    assert meter.toolTip().startswith(f"About {meter.used} of ")
 
 
 def test_stop_keeps_what_arrived(
@@ -263,21 +279,30 @@ def test_a_learning_run_shows_a_card_and_undo_forgets(
     assert "larch" not in services.system_prompt(BIG)
 
 
+def test_the_demo_model_says_it_is_loaded_before_a_message_is_sent(window: MainWindow) -> None:
+    window.new_chat()
+    assert window.picker.current_key() == BIG.key
+    # The header's line as painted: the demo's model is ready at once, nothing to load.
+    assert window.picker.combo.shown_text() == f"{BIG.name}  ·  32K  ·  loaded"
+
+
 def test_a_local_model_shows_as_loaded_once_it_has_answered(
     qtbot: QtBot, window: MainWindow, scripts: Scripts
 ) -> None:
     scripts.queue.append([Reply("Hello.")])
     window.new_chat()
-    window.switch_model(BIG)
+    window.switch_model(SMALL)
 
-    def entry() -> str:
-        return next(e for e in window.picker.entries() if e.startswith(f"{BIG.name}  ·"))
+    def entry(model: ModelInfo) -> str:
+        return next(e for e in window.picker.entries() if e.startswith(f"{model.name}  ·"))
 
-    assert entry().endswith("not loaded")
+    assert entry(SMALL).endswith("not loaded")
     send(qtbot, window, "Hi")
     wait_idle(qtbot, window)
-    qtbot.waitUntil(lambda: entry().endswith("  ·  loaded"), timeout=10_000)
-    assert window.picker.current_key() == BIG.key
+    qtbot.waitUntil(lambda: entry(SMALL).endswith("  ·  loaded"), timeout=10_000)
+    assert window.picker.current_key() == SMALL.key
+    # The demo's server holds one model, as a small computer would: the other now needs loading.
+    assert entry(BIG).endswith("not loaded")
 
 
 def test_a_memory_edited_on_the_memories_page_shows_its_new_words_in_the_chat(

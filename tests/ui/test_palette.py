@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QKeySequence
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtGui import QColor, QKeySequence
 from PySide6.QtWidgets import QWidget
 from pytestqt.qtbot import QtBot
 
+from tests.waits import HANG_MS
 from ui.palette import Command, CommandPalette, fuzzy_score, rank, shortcut_text
+from ui.theme import ThemeManager
 
 # The offscreen platform cannot raise windows or grab the keyboard; it says so at WARNING.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
@@ -133,6 +135,50 @@ def test_clicking_a_command_runs_it(qtbot: QtBot, palette: CommandPalette, windo
     rect = palette.list.visualItemRect(item)
     qtbot.mouseClick(palette.list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     assert window.ran == ["Export chat as Markdown"]
+
+
+def lit_rows(palette: CommandPalette, ground: QColor) -> list[str]:
+    """The titles of the rows painted with a highlight: left of their words, the row is not
+    the palette's ``ground`` colour."""
+    shot = palette.grab().toImage()
+    ratio = shot.devicePixelRatio()
+    view = palette.list.viewport()
+    lit = []
+    for row in range(palette.list.count()):
+        rect = palette.list.visualItemRect(palette.list.item(row))
+        at = view.mapTo(palette, QPoint(rect.left() + 6, rect.center().y()))
+        colour = QColor(shot.pixel(int(at.x() * ratio), int(at.y() * ratio)))
+        if max(abs(colour.red() - ground.red()), abs(colour.green() - ground.green())) > 4:
+            lit.append(palette.list.item(row).text())
+    return lit
+
+
+def test_the_pointer_moves_the_choice_and_only_the_choice_is_lit(
+    qtbot: QtBot, theme: ThemeManager, host: QWidget, window: Window
+) -> None:
+    palette = CommandPalette(host)
+    qtbot.addWidget(palette)
+    palette.set_commands(Command(title, window.action(title)) for title in TITLES)
+    palette.popup(host)
+    qtbot.waitExposed(palette)
+    ground = theme.color("surface")
+    assert lit_rows(palette, ground) == [TITLES[0]]
+
+    # The pointer over the fourth row makes it the choice: one row lit, and Enter runs it.
+    view = palette.list.viewport()
+    fourth = palette.list.visualItemRect(palette.list.item(3)).center()
+    qtbot.mouseMove(view, fourth - QPoint(0, 3))
+    qtbot.mouseMove(view, fourth)
+    qtbot.waitUntil(lambda: palette.current_title() == TITLES[3], timeout=HANG_MS)
+    assert lit_rows(palette, ground) == [TITLES[3]]
+
+    # The keys still move it, and the row left under the resting pointer is not lit as well.
+    qtbot.keyClick(palette.search, Qt.Key.Key_Down)
+    assert palette.current_title() == TITLES[4]
+    assert lit_rows(palette, ground) == [TITLES[4]]
+    with qtbot.waitSignal(palette.command_run) as ran:
+        qtbot.keyClick(palette.search, Qt.Key.Key_Return)
+    assert ran.args == [TITLES[4]] and window.ran == [TITLES[4]]
 
 
 def test_shortcuts_are_shown_in_the_platforms_words(palette: CommandPalette) -> None:

@@ -10,6 +10,7 @@ from PySide6.QtCore import QPoint, QRect, QSize
 from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
 
+from app.demo import MOCK_MODELS
 from app.services import AppServices, build_services
 from tests.ui.windows import closed_after, shown
 from tests.waits import HANG_MS
@@ -110,3 +111,44 @@ def test_on_a_wide_window_the_message_box_and_the_divider_keep_to_the_messages_c
             lambda: win.composer.width() >= win.composer_holder.width() - 2 * 12 - 1,
             timeout=HANG_MS,
         )
+
+
+def test_the_window_can_be_made_as_narrow_whatever_width_it_had_and_whatever_it_shows(
+    qtbot: QtBot, services: AppServices
+) -> None:
+    with shown(qtbot, services, start=True) as win:
+        assert win.current_chat_id  # the demo chat: its messages, the box lined up under them
+        view = win.chat_view
+
+        def narrowest() -> int:
+            QApplication.processEvents()  # the window's least width follows its layout's events
+            win.resize(200, 700)  # as far as the person could drag the edge
+            return win.width()
+
+        least = narrowest()
+        assert least < 600
+        # Wide, the box keeps to the messages' column with wide margins beside it: they must not
+        # hold the window wide.
+        win.resize(1800, 700)
+        qtbot.waitUntil(
+            lambda: (
+                abs(win.composer.width() - view.delegate.column_width(view.viewport().width())) <= 1
+            ),
+            timeout=HANG_MS,
+        )
+        assert narrowest() == least
+        # Nor do a chat's title or its model's line change it.
+        chat = services.store.create_chat(title="Mmmmmmmmmmmmmmmm " * 4)
+        win.sidebar.refresh()
+        win.open_chat(chat.id)
+        assert narrowest() == least
+        win.new_chat()
+        assert narrowest() == least
+        small = services.catalogue.find(MOCK_MODELS[1].key)
+        assert small is not None
+        win.switch_model(small)
+        assert win.picker.combo.currentText().startswith(small.name)
+        assert narrowest() == least
+        # At its narrowest the message box, Send and the model picker are all in view.
+        assert on_screen(win.composer.send_button, win) and on_screen(win.composer.edit, win)
+        assert on_screen(win.picker, win) and on_screen(win.title_label, win)

@@ -91,5 +91,15 @@ class ContextMeter(QProgressBar):
 
     def percent_text(self) -> str:
         """ "62%" for the label beside the bar; past the budget the true share ("263%"), while
-        the bar itself stops at full."""
-        return f"{round(self.used / self.budget * 100)}%" if self.budget > 0 else ""
+        the bar itself stops at full. Rounding never says what is not so: a chat holding a
+        turn or two of a 32K model's room is "<1%", not "0%" (as if its words were not
+        counted), and one just short of the budget is "99%", not "100%" (nothing is summarised
+        yet)."""
+        if self.budget <= 0:
+            return ""
+        shown = round(self.used / self.budget * 100)
+        if shown == 0 and self.used > 0:
+            return "<1%"
+        if shown >= 100 and self.used < self.budget:
+            return "99%"
+        return f"{shown}%"

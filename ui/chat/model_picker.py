@@ -38,13 +38,14 @@ from engines.local.reload import ReloadOffer
 from engines.programs.catalogue import PROVIDER as PROGRAMS
 from engines.programs.catalogue import program
 from engines.providers.registry import label_of
+from ui._widgets import few_letters
 from ui.plain import PlainLabel, plain_tip, shown_name
 
 KEY_ROLE = int(Qt.ItemDataRole.UserRole) + 1
 PULL_KEY = "action:pull"  # the "Download a model…" entry: not a model
 PULL_TEXT = "Download a model…"
 LOADING_WIDTH = 200  # pixels the "Loading … into memory…" line may take beside the list
-NARROW_CHARS = 12  # what a narrow window still shows of the model's line, then "…"
+NARROW_CHARS = 12  # about what a narrow window still shows of the model's line, then "…"
 
 
 def window_label(tokens: int) -> str:
@@ -151,14 +152,11 @@ class ModelButton(QComboBox):
 
     def minimumSizeHint(self) -> QSize:
         hint = super().minimumSizeHint()
-        text = self.currentText()
-        if len(text) <= NARROW_CHARS:
-            return hint
-        few = self.fontMetrics().horizontalAdvance(text[:NARROW_CHARS].rstrip() + "…")
+        few = few_letters(self.fontMetrics(), NARROW_CHARS)
         small = self.style().sizeFromContents(
             QStyle.ContentsType.CT_ComboBox, self._option(), QSize(few, hint.height()), self
         )
-        return QSize(min(hint.width(), small.width()), hint.height())
+        return QSize(small.width(), hint.height())
 
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QStylePainter(self)
