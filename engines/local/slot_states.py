@@ -433,9 +433,8 @@ class ChatSlot:
                 self.expected = (body_digest(body), text)
                 if restore:
                     restored = await self._restore_for(text)
-                else:
-                    held = self.text or ""
-                    self.turns = self.turns + 1 if held and text.startswith(held) else 1
+                elif not self._goes_on(text):
+                    self.turns = 1
             notes, self.notes = self.notes, []
             return {"slot": CHAT_SLOT, "restored": restored, "notes": notes}
 
@@ -448,17 +447,23 @@ class ChatSlot:
             return None
         return prompt if isinstance(prompt, str) else None
 
-    async def _restore_for(self, text: str) -> int:
+    def _goes_on(self, text: str) -> bool:
+        """Whether ``text`` goes on from what the slot holds (counted as one more turn)."""
         held = self.text or ""
         if held and text.startswith(held):
             self.turns += 1
+            return True
+        return False
+
+    async def _restore_for(self, text: str) -> int:
+        if self._goes_on(text):
             return 0  # the slot holds this chat already
         if self.dirty and self.turns >= 2:
             # Another chat (or a fold's summary) takes the slot: keep this chat's state. A
             # request that was never followed up (a summary) is not worth the disk.
             await self._save()
         self.turns = 1
-        have = common_start(held, text)
+        have = common_start(self.text or "", text)
         matching, notes = await asyncio.to_thread(self.store.best, text)
         self.notes += notes
         for saved in matching:
