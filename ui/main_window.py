@@ -72,7 +72,7 @@ from ui.chat.match_highlight import MatchHighlight, show_message
 from ui.chat.model_picker import ModelPicker, provider_name
 from ui.first_screen import FirstScreen
 from ui.icons import icon
-from ui.plain import PlainLabel, plain_tip, shown_name, window_title
+from ui.plain import PlainLabel, plain_tip, shown_name, unbroken, window_title
 from ui.settings.local_models import LocalModelsController
 from ui.shortcuts import ShortcutsSheet, window_shortcuts
 from ui.sidebar import Sidebar
@@ -86,8 +86,8 @@ log = logging.getLogger("conch.ui.window")
 
 STATUS_MS = 5000
 DEMO_WORDS = (
-    "This is a demo: the answers are scripted and no model runs. Start Conch without --mock "
-    "to chat with a model."
+    "This is a demo: the answers are scripted and no model runs. Start Conch without "
+    f"{unbroken('--mock')} to chat with a model."
 )
 
 
