@@ -435,7 +435,7 @@ class MainWindow(QMainWindow):
         self._unsubscribe.clear()
         bridges = list(self._bridges.values())
         self._bridges.clear()
-        await asyncio.gather(*(b.aclose() for b in bridges), return_exceptions=True)
+        await asyncio.gather(*(b.aclose(quitting=True) for b in bridges), return_exceptions=True)
         await asyncio.gather(*self._tasks.cancel(), return_exceptions=True)
 
     def closeEvent(self, event: QCloseEvent) -> None:

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.store import ChatStore
-from engines.base import Done, Event, ProblemKind, TextDelta, TurnInput
+from engines.base import CLOSED_TEXT, Done, Event, ProblemKind, TextDelta, TurnInput
 from ui.main_window import MainWindow
 from ui.start import main
 
@@ -108,3 +108,4 @@ def test_a_stop_signal_closes_the_window_and_keeps_the_answer_so_far(
     assert messages[1].partial
     assert messages[1].problem is not None
     assert messages[1].problem.kind is ProblemKind.CANCELLED
+    assert messages[1].problem.message == CLOSED_TEXT  # not "You stopped the answer."
