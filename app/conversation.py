@@ -118,6 +118,7 @@ class Conversation:
         # A fold's summary written after its turn: recorded here, then passed on (the divider).
         self.on_summary = on_summary
         self._learning: set[asyncio.Task[None]] = set()
+        self._closing = False  # Conch is closing: a turn cut short now was not the person's Stop
         if isinstance(engine, WritesLater):
             engine.listen(self._summary_written)
 
@@ -129,6 +130,11 @@ class Conversation:
     def continues_answers(self) -> bool:
         """Whether the engine can go on with a stopped answer (``continue_answer``)."""
         return bool(getattr(self.engine, "continues_answers", False))
+
+    def closing(self) -> None:
+        """Conch is closing (the window, a stop signal, the display gone): an answer cut short
+        from now on is saved as cut by the closing, not as stopped by the person."""
+        self._closing = True
 
     def switch_model(self, model: ModelInfo) -> None:
         self._model = model
@@ -272,12 +278,14 @@ class Conversation:
                     self._observe(event, model)
                     yield event
             except asyncio.CancelledError:
-                problem = TurnProblem.of(ProblemKind.CANCELLED, partial=bool(answer))
+                problem = TurnProblem.cancelled(partial=bool(answer), closing=self._closing)
                 raise
             except GeneratorExit:
                 # The consumer went away (window closed): keep what arrived.
                 if not finished:
-                    problem = problem or TurnProblem.of(ProblemKind.CANCELLED, partial=bool(answer))
+                    problem = problem or TurnProblem.cancelled(
+                        partial=bool(answer), closing=self._closing
+                    )
                 raise
             except Exception as exc:  # an engine bug must not lose the person's message
                 log.exception("engine failed")

@@ -133,6 +133,14 @@ ALTER TABLE chat_settings ADD COLUMN program_model TEXT;
     """
 ALTER TABLE messages ADD COLUMN imported INTEGER NOT NULL DEFAULT 0;
 """,
+    # Step 10: a chat's unsent words (app/drafts.py reads and writes it): one JSON row a chat.
+    """
+CREATE TABLE IF NOT EXISTS drafts (
+    chat_id TEXT PRIMARY KEY,
+    draft TEXT NOT NULL,
+    saved REAL NOT NULL
+);
+""",
 )
 
 FOLDER_NAME_MAX = 80  # characters of a folder's name (the sidebar elides what it cannot show)
@@ -583,8 +591,8 @@ class ChatStore:
 
     def purge_chats(self, chat_ids: Iterable[str]) -> None:
         """Delete chats in the trash for good, with every row keyed by them (messages,
-        summaries, answer figures, settings), in one transaction. A chat restored meanwhile
-        is left alone."""
+        summaries, answer figures, settings, the unsent draft), in one transaction. A chat
+        restored meanwhile is left alone."""
         ids = [(cid,) for cid in chat_ids]
         gone = "SELECT id FROM chats WHERE id = ? AND deleted_at IS NOT NULL"
         with self._lock:
@@ -596,6 +604,7 @@ class ChatStore:
                     "answer_stats",
                     "chat_settings",
                     "tool_calls",
+                    "drafts",
                 ):
                     self._db.executemany(f"DELETE FROM {table} WHERE chat_id IN ({gone})", ids)
                 self._db.executemany(f"DELETE FROM chats WHERE id IN ({gone})", ids)

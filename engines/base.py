@@ -181,6 +181,11 @@ HUMAN_TEXT: dict[ProblemKind, str] = {
     ProblemKind.RUNTIME_STOPPED: "The local model's runtime stopped.",
 }
 
+# An answer cut short because Conch itself closed (the window, a stop signal, the display going
+# away), not because the person pressed Stop. Still CANCELLED: it goes on with Continue as a
+# stopped answer does; only its sentence, kept with it in the chat log, says why it ended.
+CLOSED_TEXT = "Conch was closed before this answer finished."
+
 
 class NextStep(_Data):
     """The one thing the person can do next, shown as a button or a hint."""
@@ -219,6 +224,19 @@ class TurnProblem(_Data):
             next_step=next_step,
             partial=partial,
         )
+
+    @classmethod
+    def cancelled(cls, *, partial: bool, closing: bool = False) -> TurnProblem:
+        """An answer that ended before it finished: the person stopped it, or (``closing``)
+        Conch was closing."""
+        return cls.of(
+            ProblemKind.CANCELLED, partial=partial, message=CLOSED_TEXT if closing else None
+        )
+
+    @property
+    def cut_by_closing(self) -> bool:
+        """Whether the answer ended because Conch closed, not because the person stopped it."""
+        return self.kind is ProblemKind.CANCELLED and self.message == CLOSED_TEXT
 
 
 # --- events -----------------------------------------------------------------------------------

@@ -258,11 +258,14 @@ class MockEngine:
         self._writing[turn.seq] = turn.continue_from + step.text
         async for delta in _chunks(step.thinking, step.chunk_size, step.chunk_delay, thinking=True):
             yield delta
+        # What was sent: the chat so far and this message (with the words a continued answer
+        # goes on from), counted before this answer joins the chat.
+        sent = self._used(turn.system) + estimate_tokens(turn.continue_from)
         async for delta in _chunks(step.text, step.chunk_size, step.chunk_delay, thinking=False):
             yield delta
         current.answer = step.text
         yield Usage(
-            input_tokens=self._used(turn.system),
+            input_tokens=sent,
             output_tokens=estimate_tokens(step.thinking) + estimate_tokens(step.text),
         )
         yield Done()

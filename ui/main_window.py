@@ -67,12 +67,13 @@ from ui.chat.chat_settings import ChatSettingsPanel
 from ui.chat.chat_tools import ChatToolsButton
 from ui.chat.chat_view import ChatView
 from ui.chat.composer import Composer, Submission
+from ui.chat.drafts import ChatDrafts
 from ui.chat.forks import ForkActions, OriginLink
 from ui.chat.match_highlight import MatchHighlight, show_message
 from ui.chat.model_picker import ModelPicker, provider_name
 from ui.first_screen import FirstScreen
 from ui.icons import icon
-from ui.plain import PlainLabel, plain_tip, shown_name, window_title
+from ui.plain import PlainLabel, plain_tip, shown_name, unbroken, window_title
 from ui.settings.local_models import LocalModelsController
 from ui.shortcuts import ShortcutsSheet, window_shortcuts
 from ui.sidebar import Sidebar
@@ -86,8 +87,8 @@ log = logging.getLogger("conch.ui.window")
 
 STATUS_MS = 5000
 DEMO_WORDS = (
-    "This is a demo: the answers are scripted and no model runs. Start Conch without --mock "
-    "to chat with a model."
+    "This is a demo: the answers are scripted and no model runs. Start Conch without "
+    f"{unbroken('--mock')} to chat with a model."
 )
 
 
@@ -197,7 +198,7 @@ class MainWindow(QMainWindow):
         self._bridges: dict[str, ConversationBridge] = {}
         self._tasks = Background(log, "a window task failed")
         self._current = ""
-        self._drafts: dict[str, Submission] = {}  # unsent words of the chats not showing
+        self._drafts = ChatDrafts(services.store)  # each chat's unsent words, across restarts
         self._unsubscribe: list[Callable[[], None]] = []
         self._closing = False
 
@@ -435,11 +436,13 @@ class MainWindow(QMainWindow):
         self._unsubscribe.clear()
         bridges = list(self._bridges.values())
         self._bridges.clear()
-        await asyncio.gather(*(b.aclose() for b in bridges), return_exceptions=True)
+        await asyncio.gather(*(b.aclose(quitting=True) for b in bridges), return_exceptions=True)
         await asyncio.gather(*self._tasks.cancel(), return_exceptions=True)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self._save_state()
+        if self._current:  # what the box holds waits in its chat for the next start
+            self._drafts.keep(self._current, self.composer.draft())
         if self._settings_dialog is not None:
             with contextlib.suppress(RuntimeError):
                 self._settings_dialog.close()
@@ -587,16 +590,11 @@ class MainWindow(QMainWindow):
         """Each chat keeps its own unsent words: what the box holds stays with the chat being
         left, and the chat opened gets its own back (or an empty box), so nothing is sent to a
         chat it was not written for. Words typed with no chat open go into the one opened."""
-        if not self._current:
-            return
-        left = self.composer.draft()
-        if left is None:
-            self._drafts.pop(self._current, None)
-        else:
-            self._drafts[self._current] = left
-        self.composer.clear()
-        kept = self._drafts.pop(chat_id, None)
-        if kept is not None:
+        if self._current:
+            self._drafts.keep(self._current, self.composer.draft())
+            self.composer.clear()
+        kept = self._drafts.take(chat_id)
+        if kept is not None and self.composer.draft() is None:
             self.composer.restore(kept)
 
     def new_chat(self, text: str = "") -> str:
@@ -633,11 +631,18 @@ class MainWindow(QMainWindow):
         self.composer.set_usage(None)
 
     def _chat_deleted(self, chat_id: str) -> None:
+        showing = chat_id == self._current
+        if showing:
+            # Its unsent words go into the trash with it (Undo brings both back); the chat
+            # opened next starts with its own.
+            self._drafts.keep(chat_id, self.composer.draft())
+            self.composer.clear()
+            self._current = ""
         bridge = self._bridges.pop(chat_id, None)
         if bridge is not None:
             # Stop the turn (its partial answer is saved) and close the engine in the background.
             self._run(self._retire(bridge))
-        if chat_id == self._current:
+        if showing:
             chats = self.services.store.list_chats()
             if chats:
                 self.open_chat(chats[0].id)
@@ -689,7 +694,9 @@ class MainWindow(QMainWindow):
             accepted = bridge.send(
                 submission.text, submission.pictures, submission.attachments, submission.pasted
             )
-        if not accepted:
+        if accepted:
+            self._drafts.forget(self._current)  # sent: no longer waiting in the chat
+        else:
             self.composer.restore(submission)
 
     def stop(self) -> None:

@@ -45,6 +45,17 @@ def button_words(text: str) -> str:
     return text.replace("&", "&&").replace("\t", " ")
 
 
+# WORD JOINER: no line may break on either side of it, and it draws nothing.
+WORD_JOINER = "\u2060"
+
+
+def unbroken(words: str) -> str:
+    """``words`` (a command such as ``--mock``) as one piece a wrapping label never breaks
+    inside: Qt breaks lines after a hyphen. The hyphens stay the ASCII ones, so the text reads
+    (and is spoken) as typed."""
+    return WORD_JOINER.join(words)
+
+
 def window_title(name: str, app: str = "Conch") -> str:
     """The window's title for a chat called ``name``: "[*]" in a title is Qt's mark for unsaved
     changes, so a name's own "[*]" is doubled to show as written."""

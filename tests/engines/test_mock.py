@@ -195,6 +195,22 @@ async def test_context_usage_counts_attached_files_and_a_turn_sent_again_once() 
     assert again < used + 1_000  # only the new answer's words differ
 
 
+async def test_the_in_figure_counts_what_was_sent_not_the_answer_it_wrote() -> None:
+    # "N in · M out" under an answer: "in" is the prompt (system, earlier turns, this message),
+    # never the answer that came back, however long that answer is.
+    answer = "word " * 400
+    engine = MockEngine([Reply("Short one.", chunk_delay=0), Reply(answer, chunk_delay=0)])
+    system = "You are helpful."
+    first = await collect(engine.turn(turn(0, "hello", system=system)))
+    (used,) = [e for e in first if isinstance(e, Usage)]
+    assert used.input_tokens == estimate_tokens(system) + estimate_tokens("hello")
+    second = await collect(engine.turn(turn(2, "and more", system=system)))
+    (used,) = [e for e in second if isinstance(e, Usage)]
+    sent = [system, "hello", "Short one.", "and more"]  # the first answer is in the chat now
+    assert used.input_tokens == sum(estimate_tokens(t) for t in sent)
+    assert used.output_tokens == estimate_tokens(answer)
+
+
 async def test_cancellation_propagates_mid_stream() -> None:
     engine = MockEngine([Reply("word " * 200, chunk_delay=0.01, chunk_size=5)])
     seen: list[Event] = []

@@ -18,8 +18,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
+from app.drafts import draft_book
 from app.store import ChatStore
-from engines.base import Done, Event, ProblemKind, TextDelta, TurnInput
+from engines.base import CLOSED_TEXT, Done, Event, ProblemKind, TextDelta, TurnInput
 from ui.main_window import MainWindow
 from ui.start import main
 
@@ -88,6 +89,7 @@ def test_a_stop_signal_closes_the_window_and_keeps_the_answer_so_far(
     qtbot.keyClicks(window.composer.edit, "Tell me about larch")
     qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return)
     qtbot.waitUntil(engine.waiting.is_set, timeout=HANG_MS)
+    qtbot.keyClicks(window.composer.edit, "And the spruce?")  # the next message, not sent yet
 
     # Without the window's handler the signal would end the test run itself.
     assert signal.getsignal(signum) not in (signal.SIG_DFL, signal.SIG_IGN, None)
@@ -99,6 +101,8 @@ def test_a_stop_signal_closes_the_window_and_keeps_the_answer_so_far(
     store = ChatStore.in_dir(data_dir)
     try:
         messages = store.messages(chat_id)
+        book = draft_book(store)
+        draft = book.load(chat_id) if book is not None else None
     finally:
         store.close()
     assert [(m.role, m.text) for m in messages] == [
@@ -108,3 +112,6 @@ def test_a_stop_signal_closes_the_window_and_keeps_the_answer_so_far(
     assert messages[1].partial
     assert messages[1].problem is not None
     assert messages[1].problem.kind is ProblemKind.CANCELLED
+    assert messages[1].problem.message == CLOSED_TEXT  # not "You stopped the answer."
+    # The words waiting in the box are there when the chat is opened again.
+    assert draft is not None and draft.text == "And the spruce?"

@@ -23,7 +23,7 @@ import pytest
 
 from app.logs import LOG_NAME
 from app.store import ChatStore
-from engines.base import ProblemKind
+from engines.base import CLOSED_TEXT, ProblemKind
 from tests.waits import HANG_SECONDS
 from ui.start import DISPLAY_LOST_SENTENCE
 
@@ -172,5 +172,6 @@ def test_the_x_server_ending_under_the_window_keeps_the_answer_and_says_one_sent
     # (On a slow machine it may have finished first; then it is saved whole.)
     if answer.problem is not None:
         assert answer.problem.kind is ProblemKind.CANCELLED
+        assert answer.problem.message == CLOSED_TEXT  # Conch closed; the person did not stop it
     else:
         assert answer.text.startswith("You said: ") and not answer.partial

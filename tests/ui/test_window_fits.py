@@ -6,8 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QPoint, QRect, QSize
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtCore import QPoint, QRect, QSize, Qt
+from PySide6.QtGui import QTextLayout, QTextOption
+from PySide6.QtWidgets import QApplication, QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.demo import MOCK_MODELS
@@ -16,6 +17,7 @@ from tests.ui.windows import closed_after, shown
 from tests.waits import HANG_MS
 from ui.chat.chat_model import RowKind
 from ui.main_window import FIRST_SIZE, MainWindow, first_size
+from ui.plain import WORD_JOINER
 
 # The offscreen platform cannot resize windows to their hints; it says so at WARNING.
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
@@ -32,6 +34,22 @@ def on_screen(widget: QWidget, win: MainWindow) -> bool:
     top_left = widget.mapTo(win, QPoint(0, 0))
     inside = QRect(QPoint(0, 0), win.size()).contains(QRect(top_left, widget.size()))
     return inside and win.screen().availableGeometry().contains(win.frameGeometry().topLeft())
+
+
+def wrapped_lines(label: QLabel, width: int) -> list[str]:
+    """The lines ``label``'s words break into at ``width`` pixels, as a word-wrapping label
+    breaks them (at word boundaries, by Qt's line-break rules)."""
+    layout = QTextLayout(label.text(), label.font())
+    option = QTextOption()
+    option.setWrapMode(QTextOption.WrapMode.WordWrap)
+    layout.setTextOption(option)
+    lines: list[str] = []
+    layout.beginLayout()
+    while (line := layout.createLine()).isValid():
+        line.setLineWidth(width)
+        lines.append(label.text()[line.textStart() : line.textStart() + line.textLength()])
+    layout.endLayout()
+    return lines
 
 
 @pytest.mark.parametrize(
@@ -152,3 +170,23 @@ def test_the_window_can_be_made_as_narrow_whatever_width_it_had_and_whatever_it_
         # At its narrowest the message box, Send and the model picker are all in view.
         assert on_screen(win.composer.send_button, win) and on_screen(win.composer.edit, win)
         assert on_screen(win.picker, win) and on_screen(win.title_label, win)
+
+
+def test_the_demo_banner_never_breaks_its_command_across_lines(
+    qtbot: QtBot, services: AppServices
+) -> None:
+    with shown(qtbot, services, start=True) as win:
+        QApplication.processEvents()
+        win.resize(200, 700)  # the narrowest the window goes
+        banner = win.demo_banner
+        qtbot.waitUntil(lambda: banner.width() < 600, timeout=HANG_MS)
+        assert banner.textFormat() == Qt.TextFormat.PlainText  # words, never markup
+        # It reads (and is spoken) as typed: only invisible joiners were added.
+        assert "without --mock to chat" in banner.text().replace(WORD_JOINER, "")
+        # At the width it has, and at any narrower one where the command still fits on a line,
+        # "--mock" is on one line: never "--" at a line's end and "mock" on the next.
+        room = banner.contentsRect().width()
+        least = banner.fontMetrics().horizontalAdvance("--mock ") + 1
+        for width in (room, *range(least, room)):
+            lines = [line.replace(WORD_JOINER, "") for line in wrapped_lines(banner, width)]
+            assert any("--mock" in line for line in lines), (width, lines)

@@ -409,9 +409,12 @@ class ConversationBridge(QObject):
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(task)
 
-    async def aclose(self) -> None:
-        """Stop the turn, wait for it, and close the conversation (its engine)."""
+    async def aclose(self, *, quitting: bool = False) -> None:
+        """Stop the turn, wait for it, and close the conversation (its engine). ``quitting``:
+        Conch is closing, so an answer cut short says that, not that the person stopped it."""
         self._closed = True
+        if quitting:
+            self._conversation.closing()
         self.stop()
         if self._folding is not None:
             self._folding.cancel()

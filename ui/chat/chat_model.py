@@ -139,9 +139,12 @@ def preview(text: str, limit: int = COLLAPSE_CHARS) -> str:
 
 
 def mark_for(message: StoredMessage) -> str:
-    """The word under an answer that did not finish: "Stopped" (the person) or "Cut off"."""
+    """The words under an answer that did not finish: "Stopped" (the person), the sentence
+    saying Conch was closed before it finished, or "Cut off"."""
     if message.problem is None:
         return ""
+    if message.problem.cut_by_closing:
+        return message.problem.message
     if message.problem.kind is ProblemKind.CANCELLED:
         return "Stopped"
     return "Cut off" if message.text else ""
