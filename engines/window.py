@@ -405,10 +405,15 @@ class Ledger:
             or self.size > share * FOLD_BYTES
         )
 
-    def recent_person_tokens(self, turns: int = 4, *, largest: bool = False) -> int:
+    def recent_person_tokens(
+        self, turns: int = 4, *, largest: bool = False, folded: bool = False
+    ) -> int:
         """The mean (or ``largest``) estimate of the person's message in the newest ``turns``
-        turns (0 with none): how much the next message may bring."""
-        first = max(self._first_user, len(self._users) - max(1, turns))
+        turns (0 with none): how much the next message may bring. ``folded``: turns a fold
+        dropped count too (what this ledger still knows of them: right after a fold at a
+        small window, the one turn kept says little of how big messages come)."""
+        lowest = 0 if folded else self._first_user
+        first = max(lowest, len(self._users) - max(1, turns))
         sizes = [self._tok[u + 1] - self._tok[u] for u in self._users[first:]]
         if not sizes:
             return 0
@@ -429,6 +434,21 @@ class Ledger:
         last = self._base + self.last_turn_start()
         half = max(0, budget) / 2 - max(0, ahead) * f
         return self._first_fitting(end, half, f, r, last) - self._base
+
+    def keeps_nothing(
+        self, budget: int, factor: float = 1.0, reserved: int = 0, ahead: int = 0
+    ) -> bool:
+        """Whether a next message of ``ahead`` tokens would bring a fold that keeps nothing
+        before it: the transcript with it passes ``budget``, and the newest turn with it does
+        not fit half of it (the B/2 rule then drops every turn the transcript has now)."""
+        if self.turns < 1:
+            return False
+        f = factor if factor > 0 and factor == factor else 1.0
+        r = max(0, reserved)
+        more = max(0, ahead)
+        if (self.tokens + more) * f + r <= max(0, budget):
+            return False
+        return (self.tokens_from(self.last_turn_start()) + more) * f + r > max(0, budget) / 2
 
     def _first_fitting(self, end: int, half: float, f: float, r: int, last: int) -> int:
         """The earliest kept turn start from which the rest fits the fold targets.

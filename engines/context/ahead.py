@@ -151,7 +151,11 @@ class FoldsAhead(LearnedWindows):
             work = self._write_late(model, window, template, b)
         elif job is not None:
             work = self._run_job(job, model, window, template, b)
-        elif self._prepared is not None and template is not None and self.warm_folds:
+        elif (
+            template is not None
+            and self.warm_folds
+            and (self._prepared is not None or self._keeps_nothing(b))
+        ):
             work = self._warm_fold(model, template, b)  # the turn just added is read ahead too
         else:
             return
@@ -263,6 +267,13 @@ class FoldsAhead(LearnedWindows):
             if note is not None:
                 self._notes.append(note)
             self._written.set()
+        job = self._next_job(b)
+        if job is None:
+            if template is not None and (text or self._keeps_nothing(b)):
+                # The next turn sends the new summary: the server reads it now, not then (and
+                # first the fold keeping only the next message, when that is likely).
+                await self._warm_fold(model, template, b)
+            return
         adapter = self.adapters.get(model.provider)
         if text and template is not None and self.warm_folds and adapter and adapter.local:
             # The next turn sends the new summary: the server reads it now, not then.
@@ -270,9 +281,7 @@ class FoldsAhead(LearnedWindows):
             if request is not None:
                 with background(), for_the_chat():
                     await warm(adapter, request)
-        job = self._next_job(b)
-        if job is not None:
-            await self._run_job(job, model, window, template, b)
+        await self._run_job(job, model, window, template, b)
 
     def _next_job(self, b: int) -> Job | None:
         """What to summarise ahead now: the turns the next fold will drop (the B/2 rule with
@@ -431,46 +440,75 @@ class FoldsAhead(LearnedWindows):
             text = facts_kept(p.text, p.text, self._messages[covered:cut], window)
         return fit(text, *summary_cap(window)) if text else ""
 
+    def _keeps_nothing(self, b: int) -> bool:
+        """Whether the next message, if somewhat bigger than the biggest recent one, brings a
+        fold that keeps nothing before it: at 2,048 tokens most folds do, and one often comes
+        right after another or before any summary is written ahead. The turns recent folds
+        dropped count in what "recent" is."""
+        recent = self._ledger.recent_person_tokens(RECENT_TURNS, largest=True, folded=True)
+        big = int(recent * DEEPER_MARGIN)
+        return self._ledger.keeps_nothing(b, self._factor, self._reserved(), big)
+
     async def _warm_fold(self, model: ModelInfo, template: ChatRequest, b: int) -> None:
-        """Have a local server evaluate the requests the prepared fold may send, so the fold
-        turn finds its prompt already read.
+        """Have a local server evaluate the requests the next fold may send, so the fold turn
+        finds its prompt already read, then the chat as it is.
 
         llama.cpp saves a slot's prompt to its RAM cache when the next request takes the slot,
         but loading one out of the cache removes it there, and any later request sharing a
-        quarter of a cached prompt may load it: so the folds' prompts are read in the chat's
-        slot just before the chat as it is, and nothing after them can take them."""
+        quarter of a cached prompt may load it: so the likely folds' prompts are read in the
+        chat's slot just before the chat as it is, and nothing after them can take them."""
         p = self._prepared
         adapter = self.adapters.get(model.provider)
-        if not self.warm_folds or p is None or adapter is None or not adapter.local:
+        if not self.warm_folds or adapter is None or not adapter.local:
             return
-        if not self._valid(p):
+        if p is not None and not self._valid(p):
             return
         starts = self._ledger.turn_starts
-        if len(p.covers) >= len(starts):
-            return
-        covered = starts[len(p.covers)]
         window = self.window_for(model)
-        # The folds likely next: the one keeping the turns after the summary; the one a
-        # message somewhat bigger than the biggest recent one brings (deeper: what the summary
-        # lacks keeps its facts; a fold between the two is widened to it); and the one dropping
-        # every turn but the next (a small window, a pasted page).
-        big = int(self._ledger.recent_person_tokens(RECENT_TURNS, largest=True) * DEEPER_MARGIN)
-        deeper = self._ledger.cut_ahead(b, self._factor, self._reserved(), big)
-        cuts = [deeper] if covered < deeper < len(self._messages) else []
-        self._deeper = (p, deeper) if cuts else None
+        alone = self._keeps_nothing(b)
+        self._deeper = None
+        cuts: list[int] = []
+        if p is None:
+            # No summary written ahead: a fold then sends the summary the chat has with the
+            # facts of every turn it drops, which is known now.
+            p = Prepared(
+                base=self._summary,
+                pending=fingerprint(self._late),
+                covers=(),
+                text="",
+                tokens=0,
+                model="",
+                facts_only=True,
+            )
+        else:
+            if len(p.covers) >= len(starts):
+                return
+            # The folds likely next: the one keeping the turns after the summary; the one a
+            # message somewhat bigger than the biggest recent one brings (deeper: what the
+            # summary lacks keeps its facts; a fold between the two is widened to it).
+            covered = starts[len(p.covers)]
+            big = int(self._ledger.recent_person_tokens(RECENT_TURNS, largest=True) * DEEPER_MARGIN)
+            deeper = self._ledger.cut_ahead(b, self._factor, self._reserved(), big)
+            cuts = [deeper] if covered < deeper < len(self._messages) else []
+            self._deeper = (p, deeper) if cuts else None
+            cuts.append(covered)
+        held = p
 
         def fold_to(cut: int) -> ChatRequest | None:
             kept = self._messages[cut:] or [Message(role="user", text="")]
-            return warm_request(template, summary_block(self._fold_summary(p, cut, window)), kept)
+            block = summary_block(self._fold_summary(held, cut, window))
+            return warm_request(template, block, kept)
 
-        # Read in the background slot: the fold keeping only the summary (the least likely).
-        elsewhere = [fold_to(len(self._messages))]
-        # Read in the chat's slot: the deeper fold, the fold keeping the turns after the
-        # summary (each saved to the cache when the next one takes the slot, the likelier
-        # last, so nothing read after it can take it), and last the chat as it is, which stays
-        # in the slot for a turn that does not fold.
-        chats = [fold_to(cut) for cut in cuts]
-        chats.append(fold_to(covered))
+        # The fold dropping every turn but the next (a small window, a pasted page): in the
+        # chat's slot when such a message is likely, else in the background slot (the least
+        # likely fold; with no summary written ahead, not at all).
+        whole = fold_to(len(self._messages))
+        elsewhere = [whole] if cuts and not alone else []
+        # Read in the chat's slot: the likely folds, each saved to the cache when the next one
+        # takes the slot, the likelier last, so nothing read after it can take it; and last
+        # the chat as it is, which stays in the slot for a turn that does not fold.
+        chats = [whole] if alone else []
+        chats.extend(fold_to(cut) for cut in cuts)
         chats.append(warm_request(template, summary_block(self._summary), self._messages))
         with background():
             for request in elsewhere:

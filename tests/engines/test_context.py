@@ -364,6 +364,34 @@ def test_the_cut_foreseen_is_the_cut_the_next_message_brings(
         assert foreseen == plan.drop
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 800), st.integers(0, 800)), min_size=1, max_size=30),
+    st.integers(1, 3_000),
+    st.integers(1_000, 12_000),
+    st.floats(1.0, 3.0),
+    st.integers(0, 300),
+)
+def test_a_fold_keeping_nothing_is_foreseen_exactly(
+    turns: list[tuple[int, int]], ahead: int, b: int, factor: float, reserved: int
+) -> None:
+    messages = chat(turns)
+    foreseen = Ledger(messages).keeps_nothing(b, factor, reserved, ahead)
+    # The next message comes, of exactly that size: it brings a fold by the budget that drops
+    # every turn before it, or it does not.
+    later = Ledger([*messages, Message(role="user", text="n" * (4 * ahead))])
+    plan = later.plan(b, factor, reserved)
+    assert foreseen == (plan.reason == "budget" and plan.drop == len(messages))
+
+
+def test_turns_a_fold_dropped_still_count_in_how_big_messages_come() -> None:
+    ledger = Ledger(chat([(900, 10), (50, 10), (60, 10)]))
+    ledger.drop_front(4)  # a fold kept the newest turn only
+    assert ledger.recent_person_tokens(4, largest=True) == 60
+    assert ledger.recent_person_tokens(4, largest=True, folded=True) == 900
+    assert ledger.recent_person_tokens(2, largest=True, folded=True) == 60
+
+
 def test_the_fold_is_near_past_a_share_of_any_trigger() -> None:
     ledger = Ledger(chat([(100, 200)] * 10))  # 3,000 tokens
     assert not ledger.near(4_000, share=0.8)  # 3,000 <= 3,200

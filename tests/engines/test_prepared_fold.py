@@ -377,9 +377,11 @@ async def test_a_prepared_summary_that_no_longer_matches_is_thrown_away_and_heal
     assert session.prepared is None
 
 
-def _starts_with_one_read_ahead(request: dict[str, Any], ahead: list[dict[str, Any]]) -> bool:
-    """Whether ``request`` begins with one of the requests sent ahead (whose last message may
-    be the start of the request's message at that place: the summary before the next one)."""
+def _read_ahead_first(
+    request: dict[str, Any], ahead: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The request sent ahead that ``request`` begins with (its last message may be the start
+    of the request's message at that place: the summary before the next one), if any."""
     messages = request["messages"]
     for sent in ahead:
         before = sent["messages"]
@@ -389,8 +391,12 @@ def _starts_with_one_read_ahead(request: dict[str, Any], ahead: list[dict[str, A
         if messages[n - 1]["role"] == before[n - 1]["role"] and str(
             messages[n - 1]["content"]
         ).startswith(str(before[n - 1]["content"])):
-            return True
-    return False
+            return sent
+    return None
+
+
+def _starts_with_one_read_ahead(request: dict[str, Any], ahead: list[dict[str, Any]]) -> bool:
+    return _read_ahead_first(request, ahead) is not None
 
 
 @pytest.mark.parametrize(
@@ -546,3 +552,36 @@ async def test_a_fold_whose_summaries_were_all_turned_down_sends_a_request_read_
         await session.aclose()
     finally:
         server.stop()
+
+
+async def test_at_2048_tokens_a_fold_that_keeps_nothing_was_read_ahead_even_with_no_summary(
+    writer: SummaryWritingServer, client: httpx.AsyncClient, data_dir: Path
+) -> None:
+    # At 2,048 tokens a fold often drops every turn the chat has: right after another fold
+    # (a message bigger than the one turn left), or before a summary was written ahead. Its
+    # summary is the chat's with the facts of what it drops, known before the turn: so its
+    # request is read ahead too, in the chat's slot.
+    small = MODEL.model_copy(update={"context": 2_048})
+    inner = SlotMarks(ROWS["local"], base_url=writer.base_url, client=client)
+    inner.marked = []
+    adapter = gated(inner)
+    session = session_on(adapter, data_dir)
+    sizes = [6, 6, 14, 6, 20, 6, 6, 22, 6, 14, 26, 6, 6, 24]
+    folds: list[bool] = []
+    for i, size in enumerate(sizes):
+        asked = len(writer.chat_requests)
+        text = f"Note {i}: see https://example.org/note-{i} " + NOTE * size
+        turn = TurnInput(chat_id=CHAT, seq=2 * i, text=text, model=small, system=SYSTEM)
+        events = [e async for e in session.turn(turn)]
+        assert isinstance(ending(events), Done)
+        if only(events, Compacted) and i > 0:
+            fold = writer.turn_requests[-1].json
+            ahead = [r.json for r in writer.warm_requests if writer.chat_requests.index(r) < asked]
+            read = _read_ahead_first(fold, ahead[-3:])
+            texts = [m["content"] for m in read["messages"]][1:] if read else None
+            # ... read where the chat's own next prompt is read (its slot on the bundled runtime)
+            folds.append(read is not None and (texts, True) in inner.marked)
+        await asyncio.wait_for(session.wait_prepared(), HANG_GUARD)
+    assert len(folds) >= 4
+    assert all(folds), folds
+    await adapter.aclose()
