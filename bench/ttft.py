@@ -165,6 +165,44 @@ class PolicyRun:
     counts: int = 0  # requests counted with the runtime's tokenizer
 
 
+class Lockstep:
+    """Runs taking their turns in a fixed order: each run's turn i (with what it does in the
+    background after it), then each run's turn i + 1. A fold turn and the same turn of the
+    control then meet the same load on the machine, seconds apart, not minutes."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self._order = list(names)
+        self._at = 0  # whose turn it is (an index into ``_order``)
+        self._turn = 0
+        self._changed = asyncio.Condition()
+
+    async def take(self, name: str, turn: int) -> None:
+        """Until it is ``name``'s turn ``turn``."""
+        async with self._changed:
+            await self._changed.wait_for(
+                lambda: self._turn == turn and self._order[self._at] == name
+            )
+
+    async def give(self) -> None:
+        """The turn taken is over: the next run's."""
+        async with self._changed:
+            self._at += 1
+            if self._at >= len(self._order):
+                self._at, self._turn = 0, self._turn + 1
+            self._changed.notify_all()
+
+    async def leave(self, name: str) -> None:
+        """``name`` takes no more turns (it ran them all, or failed)."""
+        async with self._changed:
+            k = self._order.index(name)
+            del self._order[k]
+            if k < self._at:
+                self._at -= 1
+            if self._at >= len(self._order):
+                self._at, self._turn = 0, self._turn + 1
+            self._changed.notify_all()
+
+
 def _requests_since(probe: Recorder, start: int, *, background: bool) -> list[int]:
     return [i for i in range(start, len(probe.sent)) if probe.sent[i].background is background]
 
@@ -224,6 +262,8 @@ async def run_conch(
     script: Sequence[str],
     *,
     warm: bool = True,
+    pace: Lockstep | None = None,
+    name: str = "",
 ) -> PolicyRun:
     adapters = {adapter.name: adapter}
     session = ApiSession(
@@ -234,8 +274,12 @@ async def run_conch(
     out = PolicyRun()
     began = time.monotonic()
     background = 0  # requests written in the background since the last turn
+    busy = 0.0  # seconds of its own turns (in lockstep, not the others')
     try:
         for i, text in enumerate(script):
+            if pace is not None:
+                await pace.take(name, i)
+            step = time.monotonic()
             start = len(probe.sent)
             turn = TurnInput(
                 chat_id=CHAT_ID, seq=2 * i, text=text, model=model, system=system, lean=True
@@ -265,9 +309,14 @@ async def run_conch(
                 background += e is not None
                 out.background_requests += 1
                 out.background_evaluated += e.evaluated if e is not None else 0
+            busy += time.monotonic() - step
+            if pace is not None:
+                await pace.give()
     finally:
+        if pace is not None:
+            await pace.leave(name)
         await session.aclose()
-    out.seconds = time.monotonic() - began
+    out.seconds = busy if pace is not None else time.monotonic() - began
     return out
 
 
@@ -303,6 +352,8 @@ async def run_reference(
     probe: Recorder,
     model: ModelInfo,
     script: Sequence[str],
+    pace: Lockstep | None = None,
+    name: str = "",
 ) -> PolicyRun:
     window = model.context
     system = read_prompt("system_lean.txt")
@@ -312,47 +363,54 @@ async def run_reference(
     kept: list[Message] = []
     summary = ""
     out = PolicyRun()
-    began = time.monotonic()
-    for i, text in enumerate(script):
-        start = len(probe.sent)
-        t0 = time.monotonic()
-        kept.append(Message(role="user", text=text))
-        fold = False
-        if policy == "no_fold":
-            pass  # the control: its window holds the whole chat
-        elif policy == "drop_oldest":
-            drop = _policies.drop_oldest([estimate_message(m) for m in kept], room)
-            if drop and drop < len(kept) - 1 and kept[drop].role == "assistant":
-                drop += 1  # whole turns: the request starts with the person's message
-            fold = drop > 0
-            kept = kept[drop:]
-        else:
-            total = sum(map(estimate_message, kept)) + estimate_tokens(summary)
-            if _policies.summarise_now(total, window, len(kept)):
-                fold = True
-                cut = len(kept) - _policies.KEEP
-                if kept[cut].role == "assistant":
-                    cut += 1
-                result = await summariser.summarise(kept[:cut], summary, model=model)
-                summary = (result.text or summary).strip()
-                kept = kept[cut:]
-        messages = _with_summary(kept, summary)
-        request = ChatRequest(
-            model=model.id,
-            system=system,
-            messages=tuple(messages),
-            max_output_tokens=answer_reserve(window),
-            window=window,
-        )
-        sent = sys_tokens + sum(map(estimate_message, messages))
-        if _policies.over_window(sent, window):
-            out.overflows += 1
-        answer, ttft, problem = await _answer(adapter, request, t0)
-        kept.append(Message(role="assistant", text=answer or "(no answer)"))
-        out.turns.append(_figures(probe, start, ttft, fold, problem))
-        out.turns[-1].message = estimate_tokens(text)
-        _progress(policy, window, i, len(script), out.turns[-1])
-    out.seconds = time.monotonic() - began
+    try:
+        for i, text in enumerate(script):
+            if pace is not None:
+                await pace.take(name, i)
+            start = len(probe.sent)
+            t0 = time.monotonic()
+            kept.append(Message(role="user", text=text))
+            fold = False
+            if policy == "no_fold":
+                pass  # the control: its window holds the whole chat
+            elif policy == "drop_oldest":
+                drop = _policies.drop_oldest([estimate_message(m) for m in kept], room)
+                if drop and drop < len(kept) - 1 and kept[drop].role == "assistant":
+                    drop += 1  # whole turns: the request starts with the person's message
+                fold = drop > 0
+                kept = kept[drop:]
+            else:
+                total = sum(map(estimate_message, kept)) + estimate_tokens(summary)
+                if _policies.summarise_now(total, window, len(kept)):
+                    fold = True
+                    cut = len(kept) - _policies.KEEP
+                    if kept[cut].role == "assistant":
+                        cut += 1
+                    result = await summariser.summarise(kept[:cut], summary, model=model)
+                    summary = (result.text or summary).strip()
+                    kept = kept[cut:]
+            messages = _with_summary(kept, summary)
+            request = ChatRequest(
+                model=model.id,
+                system=system,
+                messages=tuple(messages),
+                max_output_tokens=answer_reserve(window),
+                window=window,
+            )
+            sent = sys_tokens + sum(map(estimate_message, messages))
+            if _policies.over_window(sent, window):
+                out.overflows += 1
+            answer, ttft, problem = await _answer(adapter, request, t0)
+            kept.append(Message(role="assistant", text=answer or "(no answer)"))
+            out.turns.append(_figures(probe, start, ttft, fold, problem))
+            out.turns[-1].message = estimate_tokens(text)
+            _progress(policy, window, i, len(script), out.turns[-1])
+            out.seconds += time.monotonic() - t0
+            if pace is not None:
+                await pace.give()
+    finally:
+        if pace is not None:
+            await pace.leave(name)
     return out
 
 
@@ -720,6 +778,36 @@ async def run_surprise(
     }
 
 
+async def run_lockstep(
+    script: Sequence[str],
+    windows: Sequence[int],
+    control_window: int,
+    extra_args: tuple[str, ...] = (),
+    fake: bool = False,
+) -> tuple[PolicyRun, dict[int, PolicyRun]]:
+    """The no-fold control and Conch at each window, each on its own freshly started server,
+    in lockstep: the control's turn i, then Conch's turn i at each window (with what it reads
+    and writes in the background after it), then turn i + 1. A fold turn and the same turn of
+    the control are then timed seconds apart, under the same load."""
+    names = ["no_fold", *(str(w) for w in windows)]
+    pace = Lockstep(names)
+    async with contextlib.AsyncExitStack() as stack:
+        servers = [
+            await stack.enter_async_context(_server(w, extra_args, fake))
+            for w in (control_window, *windows)
+        ]
+        (adapter, probe, model), *conch_servers = servers
+        jobs = [run_reference("no_fold", adapter, probe, model, script, pace, "no_fold")]
+        jobs.extend(
+            run_conch(a, p, m, script, pace=pace, name=name)
+            for (a, p, m), name in zip(conch_servers, names[1:], strict=True)
+        )
+        control, *runs = await asyncio.gather(*jobs)
+        for (_a, p, _m), run in zip(servers, [control, *runs], strict=True):
+            run.counts = p.counts
+    return control, dict(zip(windows, runs, strict=True))
+
+
 def _said(window: int, policy: str, figures: dict[str, object]) -> None:
     print(
         f"{window:>5} {policy:<16} ttft median {figures['ttft_median']} s, p95 "
@@ -738,7 +826,9 @@ async def run_window(
     control: PolicyRun | None = None,
     fake: bool = False,
     control_window: int = CONTROL_WINDOW,
+    ran: dict[str, PolicyRun] | None = None,
 ) -> dict[str, object]:
+    """Each policy at ``window`` (``ran``: runs already made, in lockstep with the control)."""
     out: dict[str, object] = {}
     against: dict[str, dict[str, object]] = {}  # each Conch run against the control
     for policy in policies:
@@ -755,7 +845,10 @@ async def run_window(
                 flush=True,
             )
             continue
-        run = await run_policy(policy, window, script, extra_args, fake)
+        done = (ran or {}).get(policy)
+        run = (
+            done if done is not None else await run_policy(policy, window, script, extra_args, fake)
+        )
         figures = summarise_run(run)
         if policy in CONCH:
             figures["tokenizer_counts"] = run.counts
@@ -812,7 +905,10 @@ async def run(
     policies: Sequence[str] = POLICIES,
     control_window: int = CONTROL_WINDOW,
     fake: bool = False,
+    apart: bool = False,
 ) -> dict[str, object]:
+    """The whole bench. With both ``conch`` and ``no_fold``, Conch at each window and the
+    control run in lockstep, turn by turn (``Lockstep``), unless ``apart``."""
     script = chat_script(turns)
     started = time.monotonic()
     result: dict[str, object] = {
@@ -832,8 +928,14 @@ async def run(
         "load_before": _load(),
     }
     control: PolicyRun | None = None
-    if "no_fold" in policies:
+    ran: dict[int, dict[str, PolicyRun]] = {}
+    if "no_fold" in policies and "conch" in policies and not apart:
+        control, conch = await run_lockstep(script, windows, control_window, extra_args, fake)
+        ran = {window: {"conch": run} for window, run in conch.items()}
+        result["lockstep"] = True
+    elif "no_fold" in policies:
         control = await run_policy("no_fold", control_window, script, extra_args, fake)
+    if control is not None:
         figures = summarise_run(control)
         peak = figures["prompt_tokens_max"]
         figures["window"] = control_window
@@ -851,7 +953,7 @@ async def run(
         _said(control_window, "no_fold", figures)
     for window in windows:
         result[str(window)] = await run_window(
-            window, script, extra_args, policies, control, fake, control_window
+            window, script, extra_args, policies, control, fake, control_window, ran.get(window)
         )
         result[f"load_after_{window}"] = _load()
         # Each window's figures as soon as they are known (a long run stopped before its end
@@ -885,6 +987,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "requests past it: about 74 turns of the default chat)",
     )
     parser.add_argument(
+        "--apart",
+        action="store_true",
+        help="run Conch and the no-fold control one after the other, not in lockstep "
+        "(two servers at a time at most, but the load may change between them)",
+    )
+    parser.add_argument(
         "--fake",
         action="store_true",
         help="run on a timed stand-in for the bundled model (bench._timed), not the model",
@@ -902,7 +1010,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         extra: tuple[str, ...] = ()
         figures = asyncio.run(
-            run(args.turns, windows, extra, policies, args.control_window, args.fake)
+            run(args.turns, windows, extra, policies, args.control_window, args.fake, args.apart)
         )
     except UnavailableError as exc:
         print(json.dumps({"bench": "ttft", "error": str(exc)}, ensure_ascii=False))

@@ -3,7 +3,9 @@ unfolded, so a fold turn bringing a long message is not blamed for reading that 
 
 from __future__ import annotations
 
-from bench.ttft import PolicyRun, TurnFigures, matched, run_surprise
+import asyncio
+
+from bench.ttft import Lockstep, PolicyRun, TurnFigures, matched, run, run_surprise
 
 
 def _turn(ttft: float | None, evaluated: int | None, *, fold: bool = False) -> TurnFigures:
@@ -54,3 +56,41 @@ async def test_the_surprise_paste_folds_without_a_summary_before_its_first_token
     assert isinstance(figures["ttft_paste"], float) and isinstance(
         figures["paste_vs_control"], float
     )
+
+
+async def test_runs_in_lockstep_take_each_turn_in_order_and_one_that_fails_holds_nobody() -> None:
+    pace = Lockstep(["control", "a", "b"])
+    order: list[tuple[str, int]] = []
+
+    async def runner(name: str, turns: int, fail_at: int | None = None) -> None:
+        try:
+            for i in range(turns):
+                await pace.take(name, i)
+                if i == fail_at:
+                    raise RuntimeError("the server went away")
+                order.append((name, i))
+                await asyncio.sleep(0)  # another run may try to go first here
+                await pace.give()
+        finally:
+            await pace.leave(name)
+
+    results = await asyncio.wait_for(
+        asyncio.gather(
+            runner("b", 3), runner("a", 3, fail_at=1), runner("control", 3), return_exceptions=True
+        ),
+        10,
+    )
+    assert isinstance(results[1], RuntimeError)
+    assert order == [
+        ("control", 0), ("a", 0), ("b", 0),
+        ("control", 1), ("b", 1),
+        ("control", 2), ("b", 2),
+    ]  # fmt: skip
+
+
+async def test_the_fold_turns_are_timed_in_lockstep_with_the_control() -> None:
+    figures = await run(6, [1_024], policies=("conch", "no_fold"), control_window=2_048, fake=True)
+    assert figures["lockstep"] is True
+    conch = figures["1024"]
+    assert isinstance(conch, dict) and conch["conch"]["turns"] == 6
+    assert figures["no_fold"]["turns"] == 6  # type: ignore[index]
