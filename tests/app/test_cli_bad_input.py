@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from app.store import ChatStore
-from engines.base import ProblemKind
+from engines.base import CLOSED_TEXT, HUMAN_TEXT, ProblemKind
 from tests.fakes.http import Recorded, Reply
 from tests.fakes.openai_server import OpenAIStyleServer, Script
 
@@ -366,3 +366,9 @@ def test_a_signal_mid_answer_saves_what_arrived(
     answer = messages[1]
     assert answer.partial
     assert answer.problem is not None and answer.problem.kind is ProblemKind.CANCELLED
+    # Ctrl+C is the person at the terminal stopping it; a kill or a closed terminal is Conch
+    # being closed around it, said as the window says it (both go on with Continue).
+    if signum == signal.SIGINT:
+        assert answer.problem.message == HUMAN_TEXT[ProblemKind.CANCELLED]
+    else:
+        assert answer.problem.message == CLOSED_TEXT
