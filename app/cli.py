@@ -250,6 +250,7 @@ def tool_row(event: ToolResult) -> str:
         "unknown": "no such tool",
         "invalid": "bad arguments",
         "stopped": "stopped",
+        "closed": "cut off when Conch closed",
         "not-run": "not run",
     }[event.status]
     figures = f"{event.seconds:.1f} s" if event.seconds else ""
