@@ -6,7 +6,9 @@ notes (a fold, a healed refusal, memories learned) to stderr, as is a long wait 
 word ("Reading the chat… 35%", ``ReadingLine``). Exit codes: 0 answered, 1 the
 turn failed or no model could answer (one line on stderr says why), 2 the command was wrong,
 128 + the signal's number when stopped by Ctrl+C (130), SIGTERM (143) or SIGHUP (129) -- what
-had arrived of the answer is saved, as when Stop is pressed in the window.
+had arrived of the answer is saved: after Ctrl+C as when Stop is pressed in the window, after
+SIGTERM or SIGHUP as when the window is closed on it ("Conch was closed before this answer
+finished."); either goes on with Continue in the window.
 
 ``conch ask --allow-tools NAME,…`` offers the model the tools of the MCP servers in Settings →
 Tools; the named ones run without asking, any other call is declined (nobody is there to ask),
@@ -71,6 +73,13 @@ TOOLS_LISTED = 30  # tool names a sentence about --allow-tools lists at most
 # Ctrl+C, a polite kill and a closed terminal all stop a turn the same way.
 STOP_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+# Of those, the ones that close Conch around the answer rather than stop it: Ctrl+C is the
+# person at this terminal pressing Stop ("You stopped the answer."), while SIGTERM (a kill, a
+# logout, a service manager) and SIGHUP (the terminal went away) end the command from outside,
+# so the answer is saved as the window saves one it was closed on, and offers Continue there.
+CLOSING_SIGNALS = frozenset(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
 
 
@@ -241,6 +250,7 @@ def tool_row(event: ToolResult) -> str:
         "unknown": "no such tool",
         "invalid": "bad arguments",
         "stopped": "stopped",
+        "closed": "cut off when Conch closed",
         "not-run": "not run",
     }[event.status]
     figures = f"{event.seconds:.1f} s" if event.seconds else ""
@@ -431,6 +441,7 @@ class Progress:
 
     chat_id: str = ""
     sent: bool = False  # the person's message is saved in the chat
+    conversation: Conversation | None = None  # the turn's, told when a signal closes Conch
 
 
 async def run_ask(
@@ -535,6 +546,7 @@ async def _turn(
     except ServicesError as exc:
         err.write(f"conch ask: {exc}\n")
         return FAILED
+    progress.conversation = conv
     host = _headless_tools(services, conv.engine, allowed, err)
     if host is not None:
         await _say_unknown_tools(host, allowed, err)
@@ -626,9 +638,9 @@ def _stopped_line(signum: int, progress: Progress | None) -> str:
 async def until_signalled(
     work: Coroutine[Any, Any, int], err: TextIO, progress: Progress | None = None
 ) -> int:
-    """Run ``work``; a stop signal cancels it the way Stop does in the window (the turn saves
-    what arrived) and the exit code is 128 + the signal's number. A second signal stops at
-    once, the default way."""
+    """Run ``work``; a stop signal cancels it (the turn saves what arrived, as stopped by the
+    person or, for ``CLOSING_SIGNALS``, as cut by Conch closing) and the exit code is 128 + the
+    signal's number. A second signal stops at once, the default way."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
@@ -640,6 +652,9 @@ async def until_signalled(
             signal.raise_signal(signum)
             return
         received.append(signum)
+        conv = progress.conversation if progress is not None else None
+        if conv is not None and signum in CLOSING_SIGNALS:
+            conv.closing()  # before the cancel reaches the turn, which saves the answer
         task.cancel()
 
     installed: list[int] = []

@@ -42,6 +42,7 @@ from engines.base import (
     ToolCall,
     ToolResult,
     ToolStarted,
+    ToolStatus,
     TurnInput,
     TurnProblem,
     WritesLater,
@@ -55,6 +56,7 @@ from engines.tools.lean import use_lean
 log = logging.getLogger("conch.conversation")
 
 ENDED_FIRST = "The turn ended before this call did."
+CLOSED_FIRST = "Conch was closed before this call finished."
 
 
 @dataclass
@@ -311,17 +313,20 @@ class Conversation:
         self, open_calls: dict[str, _OpenCall], problem: TurnProblem | None, model: ModelInfo
     ) -> None:
         """Calls the turn left without a result (it failed, or was stopped, before the engine
-        could say how they ended) are kept as "stopped", so their rows do not stay "Running…"
-        or vanish after the turn."""
+        could say how they ended) are kept as "stopped" -- or "closed" when Conch closing cut
+        them, as it does the answer -- so their rows do not stay "Running…" or vanish after
+        the turn."""
+        closed = problem is not None and problem.cut_by_closing
         stopped = problem is not None and problem.kind is ProblemKind.CANCELLED
-        text = STOPPED if stopped else ENDED_FIRST
+        status: ToolStatus = "closed" if closed else "stopped"
+        text = CLOSED_FIRST if closed else STOPPED if stopped else ENDED_FIRST
         for call_id, call in open_calls.items():
             ended = ToolResult(
                 call_id=call_id,
                 tool=call.tool,
                 server=call.server,
                 arguments=call.arguments,
-                status="stopped",
+                status=status,
                 text=text,
                 preview=preview(text),
                 seconds=max(0.0, time.monotonic() - call.began),

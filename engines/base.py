@@ -431,7 +431,9 @@ def arguments_line(arguments: dict[str, Any]) -> str:
     return line
 
 
-ToolStatus = Literal["done", "failed", "denied", "unknown", "invalid", "stopped", "not-run"]
+ToolStatus = Literal[
+    "done", "failed", "denied", "unknown", "invalid", "stopped", "closed", "not-run"
+]
 
 
 class ToolStarted(_Data):
@@ -452,7 +454,8 @@ class ToolResult(_Data):
     ``status``: "done" (the tool answered), "failed" (the tool or its server failed; ``text``
     says how in words), "denied" (the person said no), "unknown" (no such tool), "invalid"
     (arguments that are not JSON or miss a required field), "stopped" (Stop pressed while it
-    ran), "not-run" (the turn's round limit was reached). ``text`` is the whole result as the
+    ran, or the turn ended first), "closed" (Conch closed while it ran: the window, a stop
+    signal), "not-run" (the turn's round limit was reached). ``text`` is the whole result as the
     tool gave it (or the note the model was given instead), to keep in the chat log;
     ``preview`` its first lines; ``shortened`` says the model was sent less than all of it
     (``sent_chars`` of ``total_chars``: head and tail, the middle marked).

@@ -9,23 +9,22 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import shutil
 import signal
 import socket
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from app.store import ChatStore
-from engines.base import ProblemKind
+from engines.base import CLOSED_TEXT, HUMAN_TEXT, ProblemKind
 from tests.fakes.http import Recorded, Reply
 from tests.fakes.openai_server import OpenAIStyleServer, Script
+from tests.processes import read_until, running, stop_with
 
 ROOT = Path(__file__).resolve().parents[2]
 HANG_GUARD = 60.0  # seconds; a passing test never gets near it
@@ -306,21 +305,6 @@ def hanging() -> Iterator[HangingServer]:
         yield server
 
 
-def read_until(stream: int, wanted: bytes) -> bytes:
-    """Read a pipe until ``wanted`` arrived (hang guard only)."""
-    got = b""
-    with selectors.DefaultSelector() as sel:
-        sel.register(stream, selectors.EVENT_READ)
-        deadline = time.monotonic() + HANG_GUARD
-        while wanted not in got:
-            left = deadline - time.monotonic()
-            assert left > 0 and sel.select(left), f"only {got!r} arrived"
-            chunk = os.read(stream, 4096)
-            assert chunk, f"the stream ended after {got!r}"
-            got += chunk
-    return got
-
-
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_mid_answer_saves_what_arrived(
     signum: int, hanging: HangingServer, home: Path, data_dir: Path
@@ -341,15 +325,10 @@ def test_a_signal_mid_answer_saves_what_arrived(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )  # fmt: skip
-    try:
+    with running(proc):
         assert proc.stdout is not None
         read_until(proc.stdout.fileno(), b"The first words")
-        proc.send_signal(signum)
-        _out, err = proc.communicate(timeout=HANG_GUARD)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        err = stop_with(proc, signum)
     assert proc.returncode == 128 + signum
     line = one_sentence(err)
     assert signal.Signals(signum).name in line and "saved in chat t1" in line
@@ -366,3 +345,9 @@ def test_a_signal_mid_answer_saves_what_arrived(
     answer = messages[1]
     assert answer.partial
     assert answer.problem is not None and answer.problem.kind is ProblemKind.CANCELLED
+    # Ctrl+C is the person at the terminal stopping it; a kill or a closed terminal is Conch
+    # being closed around it, said as the window says it (both go on with Continue).
+    if signum == signal.SIGINT:
+        assert answer.problem.message == HUMAN_TEXT[ProblemKind.CANCELLED]
+    else:
+        assert answer.problem.message == CLOSED_TEXT

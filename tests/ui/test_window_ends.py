@@ -16,7 +16,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ import pytest
 from app.logs import LOG_NAME
 from app.store import ChatStore
 from engines.base import CLOSED_TEXT, ProblemKind
+from tests.processes import running, stop_with, wait_for
 from tests.waits import HANG_SECONDS
 from ui.start import DISPLAY_LOST_SENTENCE
 
@@ -49,16 +49,6 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def wait_for(found: object, what: str) -> None:
-    """Until ``found()`` is true. The other process's log and chat log are files: there is
-    no event to await, so they are looked at until it is there (the deadline is a hang guard)."""
-    assert callable(found)
-    deadline = time.monotonic() + HANG_SECONDS
-    while not found():
-        assert time.monotonic() < deadline, f"no {what}"
-        time.sleep(0.02)
-
-
 def logged(data: Path) -> str:
     path = data / "logs" / LOG_NAME
     return path.read_text(encoding="utf-8") if path.exists() else ""
@@ -79,16 +69,10 @@ def assert_ended_cleanly(data: Path, err: bytes) -> None:
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_stop_signal_ends_conch_as_closing_the_window_does(tmp_path: Path, signum: int) -> None:
     data = tmp_path / "data"
-    process = conch(data, clean_env(QT_QPA_PLATFORM="offscreen"))
-    try:
+    with running(conch(data, clean_env(QT_QPA_PLATFORM="offscreen"))) as process:
         wait_for(lambda: OPEN_LINE in logged(data), "window")
         assert not kept_geometry(data)
-        process.send_signal(signum)
-        _out, err = process.communicate(timeout=HANG_SECONDS)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        err = stop_with(process, signum)
     assert process.returncode == 128 + signum  # 143, 129, 130: stopped by that signal
     assert err == b""  # nothing to say: the person (or the session) asked for it
     assert_ended_cleanly(data, err)
@@ -130,8 +114,7 @@ def test_the_x_server_ending_under_the_window_keeps_the_answer_and_says_one_sent
     xvfb, display = start_xvfb()
     env = clean_env(DISPLAY=display, QT_QPA_PLATFORM="xcb")
     data = tmp_path / "data"
-    process = conch(data, env)
-    try:
+    with running(xvfb), running(conch(data, env)) as process:
         # Until the window is on the screen (xdotool waits for it), then a message into the
         # demo chat, whose answer is under way once the message is in the chat log.
         for command in (
@@ -147,11 +130,6 @@ def test_the_x_server_ending_under_the_window_keeps_the_answer_and_says_one_sent
         xvfb.send_signal(signal.SIGTERM)
         xvfb.wait(timeout=HANG_SECONDS)
         _out, err = process.communicate(timeout=HANG_SECONDS)
-    finally:
-        for running in (process, xvfb):
-            if running.poll() is None:
-                running.kill()
-                running.wait()
     assert process.returncode == 1
     assert err.decode(errors="replace").splitlines() == [f"conch: {DISPLAY_LOST_SENTENCE}"]
     assert_ended_cleanly(data, err)

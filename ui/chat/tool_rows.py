@@ -48,6 +48,7 @@ STATUS_WORDS: dict[str, str] = {
     "unknown": "No such tool",
     "invalid": "Wrong arguments",
     "stopped": "Stopped",
+    "closed": "Cut off when Conch closed",
     "not-run": "Not run",
 }
 
