@@ -7,14 +7,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QImage, QKeySequence, QShortcut
+from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtGui import QColor, QImage, QKeySequence, QShortcut
 from PySide6.QtWidgets import QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.services import AppServices, build_services
 from tests.ui.windows import closed_after, shown
 from tests.waits import HANG_MS
+from ui.chat.chat_view import ChatView
 from ui.main_window import MainWindow
 from ui.palette import shortcut_text
 from ui.shortcuts import SHORTCUTS, ShortcutsSheet
@@ -138,3 +139,47 @@ def test_every_focusable_control_shows_a_ring_when_it_has_the_focus(
         if _differs(before, after) < min(before.width(), before.height()):
             unseen.append(f"{type(control).__name__}#{control.objectName()}")
     assert unseen == [], "\n".join(unseen)
+
+
+def _ring_pixels(image: QImage, ring: QColor) -> int:
+    """How many pixels of ``image`` are the focus ring's colour (give or take antialiasing)."""
+    return sum(
+        1
+        for x in range(image.width())
+        for y in range(image.height())
+        if _near(image.pixelColor(x, y), ring)
+    )
+
+
+def _near(a: QColor, b: QColor) -> bool:
+    return abs(a.red() - b.red()) + abs(a.green() - b.green()) + abs(a.blue() - b.blue()) < 40
+
+
+def test_tab_to_the_summary_line_scrolls_it_into_view_with_its_ring(
+    qtbot: QtBot, theme: ThemeManager, window: MainWindow
+) -> None:
+    qtbot.waitExposed(window)
+    window.activateWindow()
+    qtbot.waitActive(window)
+    view = window.findChild(ChatView)
+    button = window.findChild(QWidget, "SummaryDividerButton")
+    assert view is not None and button is not None
+
+    def on_screen() -> bool:
+        assert view is not None and button is not None
+        place = QRect(button.mapTo(view.viewport(), QPoint(0, 0)), button.size())
+        return view.viewport().rect().contains(place)
+
+    # The demo chat opens on its newest messages; its summary line is far above them.
+    qtbot.waitUntil(view.at_bottom)
+    assert not on_screen()
+    view.setFocus(Qt.FocusReason.TabFocusReason)
+    qtbot.waitUntil(view.hasFocus)
+    qtbot.keyClick(view, Qt.Key.Key_Tab)  # the next control after the messages: the line
+    qtbot.waitUntil(button.hasFocus)
+    assert on_screen()
+    # What is painted there is the line with its ring.
+    place = QRect(button.mapTo(view.viewport(), QPoint(0, 0)), button.size())
+    painted = view.viewport().grab(place).toImage()
+    assert _ring_pixels(painted, theme.color("focus")) >= button.width()
+

@@ -40,6 +40,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QApplication,
     QHBoxLayout,
     QListView,
     QMenu,
@@ -69,6 +70,7 @@ FLUSH_MS = 40  # how often streamed text reaches the screen
 READING_TICK_MS = 1_000  # how often a wait before the first word says how long it has been
 UNDO_MS = 10_000  # how long "Message deleted. Undo" stays
 UNDO_GAP = 6  # pixels above and below "Message deleted. Undo", in its own strip
+FOCUS_MARGIN = 8  # pixels left above or below a control scrolled into view for the focus
 EDIT_HINT = "Editing your message — Enter to resend, Shift+Enter for a new line, Esc to cancel"
 # An edit or delete above the summary line: the fold that summarised it no longer holds.
 REFOLD_NOTE = "It is above the summary line, so the summary will be made again when needed."
@@ -267,6 +269,9 @@ class ChatView(QListView):
         self.delegate.action_requested.connect(self.act)
         self.delegate.version_step.connect(self.step_version)
         self.customContextMenuRequested.connect(self._menu)
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            app.focusChanged.connect(self._focus_moved)
 
     # --- which chat -----------------------------------------------------------------------
 
@@ -527,6 +532,22 @@ class ChatView(QListView):
         self._adjusting = True
         bar.setValue(bar.maximum())
         self._adjusting = False
+
+    def _focus_moved(self, _old: QWidget | None, new: QWidget | None) -> None:
+        """A button on a card or on the summary line took the focus (Tab) while scrolled out of
+        sight: bring it into view, as a scroll area does, or its ring is drawn where no one sees
+        it and Space presses a button the person cannot read."""
+        viewport = self.viewport()
+        if new is None or not viewport.isAncestorOf(new):
+            return
+        top = new.mapTo(viewport, QPoint(0, 0)).y()
+        below = top + new.height() - viewport.height()
+        bar = self.verticalScrollBar()
+        if top < 0:
+            bar.setValue(bar.value() + top - FOCUS_MARGIN)
+        elif below > 0:
+            # A control taller than the view shows its top.
+            bar.setValue(bar.value() + min(top - FOCUS_MARGIN, below + FOCUS_MARGIN))
 
     def at_bottom(self) -> bool:
         bar = self.verticalScrollBar()
