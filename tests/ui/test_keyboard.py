@@ -16,6 +16,7 @@ from app.services import AppServices, build_services
 from tests.ui.windows import closed_after, shown
 from tests.waits import HANG_MS
 from ui.chat.chat_view import ChatView
+from ui.chat.context_meter import ContextMeter
 from ui.main_window import MainWindow
 from ui.palette import shortcut_text
 from ui.shortcuts import SHORTCUTS, ShortcutsSheet
@@ -183,3 +184,22 @@ def test_tab_to_the_summary_line_scrolls_it_into_view_with_its_ring(
     painted = view.viewport().grab(place).toImage()
     assert _ring_pixels(painted, theme.color("focus")) >= button.width()
 
+
+def test_the_context_meter_shows_a_ring_when_tab_reaches_it(
+    qtbot: QtBot, theme: ThemeManager, window: MainWindow
+) -> None:
+    qtbot.waitExposed(window)
+    window.activateWindow()
+    qtbot.waitActive(window)
+    meter = window.findChild(ContextMeter)
+    assert meter is not None
+    qtbot.waitUntil(meter.isVisible)
+    # The meter is a 4 px bar: the ring is judged on the composer's row around it.
+    row = meter.parentWidget()
+    assert row is not None
+    around = QRect(meter.geometry()).adjusted(-6, -8, 6, 8)
+    before = _ring_pixels(row.grab(around).toImage(), theme.color("focus"))
+    meter.setFocus(Qt.FocusReason.TabFocusReason)
+    qtbot.waitUntil(meter.hasFocus)
+    after = _ring_pixels(row.grab(around).toImage(), theme.color("focus"))
+    assert after - before >= meter.width()
