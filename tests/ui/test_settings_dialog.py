@@ -178,6 +178,30 @@ def test_test_lists_a_local_servers_models(
     assert dialog.rows["lmstudio"].test_button.isEnabled()
 
 
+def test_test_pressed_from_the_keyboard_keeps_the_focus_on_its_own_row(
+    qtbot: QtBot,
+    stores: tuple[SettingsStore, MemoryBook, HealthLog],
+) -> None:
+    with OpenAIStyleServer("lmstudio", models=[FakeModel("model-0", window=4096)]) as server:
+        dialog = make_dialog(qtbot, stores, SessionSecrets())
+        dialog.activateWindow()
+        qtbot.waitActive(dialog)
+        enter_text(qtbot, dialog, "lmstudio", server.url)
+        row, next_row = dialog.rows["lmstudio"], dialog.rows["llamacpp"]
+        row.test_button.setFocus(Qt.FocusReason.TabFocusReason)
+        qtbot.waitUntil(row.test_button.hasFocus)
+        qtbot.keyClick(row.test_button, Qt.Key.Key_Space)
+        # While it runs, what the person types goes to this server's own address, never into
+        # the next server's (where the focus used to land when the button went grey).
+        assert result_text(dialog, "lmstudio") == "Testing…"
+        assert not next_row.field.hasFocus()
+        assert row.field.hasFocus()
+        assert wait_for_result(qtbot, dialog, "lmstudio") == "Found 1 model"
+        # Done: the focus is back on Test, where the person left it.
+        qtbot.waitUntil(row.test_button.hasFocus)
+    assert stores[0].settings.llamacpp_url != server.url
+
+
 def test_test_sends_the_key_to_a_company_and_counts_its_models(
     qtbot: QtBot,
     memory_keyring: MemoryKeyring,

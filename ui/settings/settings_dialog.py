@@ -228,6 +228,7 @@ class SettingsDialog(QDialog):
         self._tester = tester or self._default_tester
         self.test_timeout = test_timeout
         self._tests: dict[str, asyncio.Task[None]] = {}
+        self._focus_back: set[str] = set()  # rows whose Test gets the focus back when done
         self.rows: dict[str, ProviderRow] = {}
 
         self.nav = QListWidget()
@@ -544,6 +545,12 @@ class SettingsDialog(QDialog):
             row.show_result("Testing needs the app's event loop.", "error")
             return None
         row.show_result("Testing…", "busy")
+        if row.test_button.hasFocus():
+            # A focused button that goes grey hands the focus on to the next control: the next
+            # server's address, where typing would change it. It waits in this row's own
+            # field and goes back to Test when the test ends.
+            row.field.setFocus(Qt.FocusReason.OtherFocusReason)
+            self._focus_back.add(name)
         row.test_button.setEnabled(False)
         task = loop.create_task(self._run_test(name), name=f"settings-test-{name}")
         self._tests[name] = task
@@ -577,6 +584,10 @@ class SettingsDialog(QDialog):
             return
         with contextlib.suppress(RuntimeError):  # the dialog is being destroyed
             row.test_button.setEnabled(True)
+            if name in self._focus_back and not self._tests.get(name):
+                self._focus_back.discard(name)
+                if row.field.hasFocus():  # the person has not moved on meanwhile
+                    row.test_button.setFocus(Qt.FocusReason.OtherFocusReason)
             if task.cancelled() and row.result.text() == "Testing…":
                 row.show_result("Test stopped.", "error")
 
