@@ -305,6 +305,10 @@ class MainWindow(QMainWindow):
         self.status_toast = StatusToast(self.chat_stack)
         status.messageChanged.connect(self.status_toast.say)
         self.resize(first_size(self.screen().availableGeometry().size()))
+        # The header's controls one after another for Tab: chat settings were reached from the
+        # message box's meter, between the box and the messages, far from the model beside it.
+        QWidget.setTabOrder(self.picker.combo, self.tools_button)
+        QWidget.setTabOrder(self.tools_button, self.chat_settings_button)
 
         # The keys live in ui/shortcuts.py (the sheet lists them from there); the actions here.
         actions: dict[str, Callable[[], Any]] = {

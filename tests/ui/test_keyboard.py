@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtGui import QColor, QImage, QKeySequence, QShortcut
-from PySide6.QtWidgets import QLabel, QWidget
+from PySide6.QtWidgets import QApplication, QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.services import AppServices, build_services
@@ -203,3 +203,24 @@ def test_the_context_meter_shows_a_ring_when_tab_reaches_it(
     qtbot.waitUntil(meter.hasFocus)
     after = _ring_pixels(row.grab(around).toImage(), theme.color("focus"))
     assert after - before >= meter.width()
+
+
+def test_tab_goes_through_the_header_together_and_from_the_box_to_the_messages(
+    qtbot: QtBot, window: MainWindow
+) -> None:
+    qtbot.waitExposed(window)
+    window.activateWindow()
+    qtbot.waitActive(window)
+
+    def tab_from(start: QWidget) -> QWidget | None:
+        start.setFocus(Qt.FocusReason.TabFocusReason)
+        qtbot.waitUntil(start.hasFocus)
+        qtbot.keyClick(start, Qt.Key.Key_Tab)
+        return QApplication.focusWidget()
+
+    # The chat's model, then its settings beside it (the tools button shows with tool servers).
+    assert tab_from(window.picker.combo) is window.chat_settings_button
+    # The message box's last control, then the messages, not a jump up to the header.
+    meter = window.findChild(ContextMeter)
+    assert meter is not None and meter.isVisible()
+    assert tab_from(meter) is window.chat_view
