@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QLabel
 from pytestqt.qtbot import QtBot
 
 from app.health import HealthLog
@@ -433,3 +433,24 @@ def test_show_page_opens_each_page(
     dialog.show_page("no-such-page")
     assert dialog.current_page() == "providers"
     assert not dialog.isModal()
+
+
+def test_both_pages_with_the_remember_switch_say_the_same_about_what_waits(
+    qtbot: QtBot,
+    stores: tuple[SettingsStore, MemoryBook, HealthLog],
+) -> None:
+    dialog = make_dialog(qtbot, stores, SessionSecrets())
+    said: list[str] = []
+    for page in ("memory", "memories"):
+        dialog.show_page(page)
+        shown = dialog.stack.currentWidget()
+        assert shown is not None
+        said += [
+            label.text()
+            for label in shown.findChildren(QLabel)
+            if label.isVisibleTo(dialog) and label.text().startswith("When this is off")
+        ]
+    # One sentence, on both pages, naming everything that makes memories wait: pasted text
+    # too (README: "Text you paste, however short, is treated like a tool result").
+    assert len(said) == 2 and said[0] == said[1]
+    assert all(kind in said[0] for kind in ("a file", "a tool result", "a web page", "pasted"))

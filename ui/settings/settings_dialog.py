@@ -57,7 +57,12 @@ from ui.plain import PlainLabel
 from ui.settings.health_page import HealthPage, StartLocal
 from ui.settings.memories_page import ChatTitle, MemoriesPage
 from ui.settings.programs_page import ProgramsPage
-from ui.settings.settings_sync import listen_to_settings, save_remember, set_checked_quietly
+from ui.settings.settings_sync import (
+    REMEMBER_HINT,
+    listen_to_settings,
+    save_remember,
+    set_checked_quietly,
+)
 from ui.settings.tools_page import ToolsPage
 from ui.settings.trash_page import TrashPage
 from ui.theme import ThemeManager, set_style_property
@@ -409,12 +414,7 @@ class SettingsDialog(QDialog):
         self.remember = QCheckBox("Remember things automatically")
         self.remember.setChecked(self._settings.settings.remember_automatically)
         inner.addWidget(self.remember)
-        inner.addWidget(
-            hint_label(
-                "When this is off, what Conch learns waits for your OK. Chats that read a file, "
-                "a tool result or a web page always ask first."
-            )
-        )
+        inner.addWidget(hint_label(REMEMBER_HINT))
         self.memory_error = _label("", "TestResult")
         self.memory_error.setProperty("state", "error")
         self.memory_error.hide()
