@@ -12,6 +12,7 @@ from PySide6.QtGui import QColor, QImage, QKeySequence, QShortcut
 from PySide6.QtWidgets import QApplication, QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
+from app.demo import MOCK_MODELS
 from app.services import AppServices, build_services
 from tests.ui.windows import closed_after, shown
 from tests.waits import HANG_MS
@@ -224,3 +225,24 @@ def test_tab_goes_through_the_header_together_and_from_the_box_to_the_messages(
     meter = window.findChild(ContextMeter)
     assert meter is not None and meter.isVisible()
     assert tab_from(meter) is window.chat_view
+
+
+def test_the_model_line_stays_whole_when_its_button_has_the_focus(
+    qtbot: QtBot, theme: ThemeManager, window: MainWindow, services: AppServices
+) -> None:
+    qtbot.waitExposed(window)
+    window.activateWindow()
+    qtbot.waitActive(window)
+    combo = window.picker.combo
+    # The demo's longest line ("… · 8K · not loaded"): the button is as wide as it, no wider.
+    small = services.catalogue.find(MOCK_MODELS[1].key)
+    assert small is not None
+    window.switch_model(small)
+    line = combo.currentText()
+    assert "not loaded" in line
+    window.resize(1280, 720)  # room in the header for the whole line
+    qtbot.waitUntil(lambda: combo.shown_text() == line, timeout=HANG_MS)
+    # The ring is drawn in the room the border always has: the line is not cut to "not load…".
+    combo.setFocus(Qt.FocusReason.TabFocusReason)
+    qtbot.waitUntil(combo.hasFocus)
+    assert combo.shown_text() == line
