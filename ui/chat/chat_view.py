@@ -240,6 +240,8 @@ class ChatView(QListView):
         self._fetching = False
         self._reload_on_save = False  # an edit or regenerate changed what is above the turn
         self._editor: MessageEditor | None = None
+        # Edits left open when the person went to another chat: (seq, words) by chat.
+        self._unfinished_edits: dict[str, tuple[int, str]] = {}
         self._hovered = QPersistentModelIndex()  # the row under the pointer: its buttons show
         self.undo_bar = MessageUndoBar(self)
         self.undo_bar.undo_clicked.connect(self._undelete)
@@ -288,6 +290,7 @@ class ChatView(QListView):
         self._detach()
         self._flush_timer.stop()
         self._reading_timer.stop()
+        self._keep_unfinished_edit()
         self._editor = None  # the reset below takes an open editor with it
         self.undo_bar.hide()
         self._stick = True
@@ -307,6 +310,30 @@ class ChatView(QListView):
                 self.chat_model.set_stream_tools(tuple(entries))
                 self._reading_timer.start(0)  # the wait, if it is a long one, shows at once
         self.scroll_to_bottom()
+        self._reopen_unfinished_edit()
+
+    def _keep_unfinished_edit(self) -> None:
+        """An edit left open for another chat keeps its words for when the chat shows again:
+        going to another chat is not Esc."""
+        editor, seq = self._editor, self.chat_model.editing
+        if editor is None or seq is None:
+            return
+        words = editor.text.toPlainText()
+        i = self.chat_model.find(RowKind.MESSAGE, seq)
+        message = self.chat_model.row(i).message if i >= 0 else None
+        if message is None or words != message.text:
+            self._unfinished_edits[self.chat_id] = (seq, words)
+
+    def _reopen_unfinished_edit(self) -> None:
+        kept = self._unfinished_edits.pop(self.chat_id, None)
+        if kept is None:
+            return
+        seq, words = kept
+        i = self.chat_model.find(RowKind.MESSAGE, seq)
+        if i < 0 or not self.start_edit(i) or self._editor is None:
+            return
+        self._editor.text.setPlainText(words)
+        self._editor.text.moveCursor(self._editor.text.textCursor().MoveOperation.End)
 
     def follow(self, bridge: ConversationBridge | None) -> None:
         """Follow ``bridge`` for the chat already showing (no reload, the scroll stays)."""
