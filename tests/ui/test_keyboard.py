@@ -246,3 +246,40 @@ def test_the_model_line_stays_whole_when_its_button_has_the_focus(
     combo.setFocus(Qt.FocusReason.TabFocusReason)
     qtbot.waitUntil(combo.hasFocus)
     assert combo.shown_text() == line
+
+
+def _tinted(image: QImage) -> int:
+    """Pixels of a light reddish tint: the style's own focus box, filled with a wash of the
+    accent (the ring is blue, the words grey, the button's face white or near-black)."""
+    count = 0
+    for x in range(image.width()):
+        for y in range(image.height()):
+            c = image.pixelColor(x, y)
+            if c.red() - c.blue() > 12 and c.red() - c.green() > 6:
+                count += 1
+    return count
+
+
+def test_a_button_reached_with_tab_shows_the_ring_and_no_box_around_its_words(
+    qtbot: QtBot, theme: ThemeManager
+) -> None:
+    from PySide6.QtWidgets import QHBoxLayout, QPushButton
+
+    host = QWidget()
+    qtbot.addWidget(host)
+    row = QHBoxLayout(host)
+    first, test = QPushButton("Save"), QPushButton("Test")
+    row.addWidget(first)
+    row.addWidget(test)
+    host.show()
+    host.activateWindow()
+    qtbot.waitActive(host)
+    first.setFocus(Qt.FocusReason.OtherFocusReason)
+    qtbot.waitUntil(first.hasFocus)
+    qtbot.keyClick(first, Qt.Key.Key_Tab)  # a real Tab: the style now draws keyboard focus
+    qtbot.waitUntil(test.hasFocus)
+    painted = test.grab().toImage()
+    assert _ring_pixels(painted, theme.color("focus")) >= test.width()
+    # Only the ring: no second, reddish box hugging the words (it read as selected text and
+    # clipped the letters at its edges).
+    assert _tinted(painted) == 0
