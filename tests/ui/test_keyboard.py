@@ -283,3 +283,29 @@ def test_a_button_reached_with_tab_shows_the_ring_and_no_box_around_its_words(
     # Only the ring: no second, reddish box hugging the words (it read as selected text and
     # clipped the letters at its edges).
     assert _tinted(painted) == 0
+
+
+def test_pressing_a_cards_button_with_the_pointer_does_not_scroll_it_away(
+    qtbot: QtBot, window: MainWindow
+) -> None:
+    from PySide6.QtWidgets import QPushButton
+
+    from ui.chat.chat_model import RowKind
+
+    qtbot.waitExposed(window)
+    window.activateWindow()
+    qtbot.waitActive(window)
+    view = window.chat_view
+    qtbot.waitUntil(view.at_bottom)
+    [card] = view.widgets_of(RowKind.MEMORIES)
+    undo = next(b for b in card.findChildren(QPushButton) if b.text() == "Undo")
+    # Only the top few pixels of the button show at the bottom of the messages.
+    bar = view.verticalScrollBar()
+    top = undo.mapTo(view.viewport(), QPoint(0, 0)).y()
+    bar.setValue(bar.value() + top + 4 - view.viewport().height())
+    before = bar.value()
+    qtbot.mousePress(undo, Qt.MouseButton.LeftButton, pos=QPoint(undo.width() // 2, 2))
+    # The press gives it the focus; the view stays put, so the release lands on the button.
+    assert undo.hasFocus()
+    assert bar.value() == before
+    qtbot.mouseRelease(undo, Qt.MouseButton.LeftButton, pos=QPoint(undo.width() // 2, 2))

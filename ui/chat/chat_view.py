@@ -567,6 +567,8 @@ class ChatView(QListView):
         viewport = self.viewport()
         if new is None or not viewport.isAncestorOf(new):
             return
+        if QApplication.mouseButtons() != Qt.MouseButton.NoButton:
+            return  # a click: moving the button under the pointer would lose the release
         top = new.mapTo(viewport, QPoint(0, 0)).y()
         below = top + new.height() - viewport.height()
         bar = self.verticalScrollBar()
