@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtGui import QColor, QImage, QKeySequence, QShortcut
-from PySide6.QtWidgets import QApplication, QLabel, QWidget
+from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QPushButton, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.demo import MOCK_MODELS
 from app.services import AppServices, build_services
 from tests.ui.windows import closed_after, shown
 from tests.waits import HANG_MS
+from ui.chat.chat_model import RowKind
 from ui.chat.chat_view import ChatView
 from ui.chat.context_meter import ContextMeter
 from ui.main_window import MainWindow
@@ -263,8 +264,6 @@ def _tinted(image: QImage) -> int:
 def test_a_button_reached_with_tab_shows_the_ring_and_no_box_around_its_words(
     qtbot: QtBot, theme: ThemeManager
 ) -> None:
-    from PySide6.QtWidgets import QHBoxLayout, QPushButton
-
     host = QWidget()
     qtbot.addWidget(host)
     row = QHBoxLayout(host)
@@ -288,10 +287,6 @@ def test_a_button_reached_with_tab_shows_the_ring_and_no_box_around_its_words(
 def test_pressing_a_cards_button_with_the_pointer_does_not_scroll_it_away(
     qtbot: QtBot, window: MainWindow
 ) -> None:
-    from PySide6.QtWidgets import QPushButton
-
-    from ui.chat.chat_model import RowKind
-
     qtbot.waitExposed(window)
     window.activateWindow()
     qtbot.waitActive(window)
