@@ -122,8 +122,11 @@ def parse_bytes(raw: bytes, name: str = "The file") -> Parsed:
     except UnicodeDecodeError as exc:
         raise ImportFailedError(f"{name} is not a text file; {KNOWN}.") from exc
     except json.JSONDecodeError as exc:
+        # json's words point at the place it names apart ("Unterminated string starting
+        # at"): the place is said here, so they end without a dangling "at".
+        what = re.sub(r"\s+(?:starting\s+)?at$", "", exc.msg).lower()
         raise ImportFailedError(
-            f"{name} is damaged or not JSON (line {exc.lineno}: {exc.msg.lower()}); "
+            f"{name} is damaged or not JSON (line {exc.lineno}, column {exc.colno}: {what}); "
             "export the chat again."
         ) from exc
     except RecursionError as exc:

@@ -60,7 +60,7 @@ from engines.programs.slash import SlashCommand, slash_commands_of
 from ui._widgets import few_letters
 from ui.cards.approval_card import ApprovalCard
 from ui.cards.cut_notice import CutNotice
-from ui.cards.memory_card import MemoryCard
+from ui.cards.memory_card import MemoryCard, tidied_words
 from ui.cards.problem_card import ProblemCard
 from ui.chat.bridge import ConversationBridge
 from ui.chat.chat_settings import ChatSettingsPanel
@@ -306,6 +306,10 @@ class MainWindow(QMainWindow):
         self.status_toast = StatusToast(self.chat_stack)
         status.messageChanged.connect(self.status_toast.say)
         self.resize(first_size(self.screen().availableGeometry().size()))
+        # The header's controls one after another for Tab: chat settings were reached from the
+        # message box's meter, between the box and the messages, far from the model beside it.
+        QWidget.setTabOrder(self.picker.combo, self.tools_button)
+        QWidget.setTabOrder(self.tools_button, self.chat_settings_button)
 
         # The keys live in ui/shortcuts.py (the sheet lists them from there); the actions here.
         actions: dict[str, Callable[[], Any]] = {
@@ -505,6 +509,21 @@ class MainWindow(QMainWindow):
             self._show_nothing()
 
     # --- chats ----------------------------------------------------------------------------
+
+    async def tidy_memories_now(self) -> None:
+        """The palette's "Tidy up memories now": each run shows as the daily tidy-up's do, and
+        the status line says what came of it (it said nothing at all before)."""
+        self.show_status("Tidying up memories…")
+        try:
+            runs = await self.services.tidy_up_now()
+        except Exception:  # the daily tidy-up tries again; the window must not go down
+            log.exception("tidying up memories failed")
+            self.show_status("Memories could not be tidied up now; Conch tries again later.")
+            return
+        for run in runs:
+            if run.chat_id == self._current:
+                self.chat_view.chat_model.add_run(run)
+        self.show_status(tidied_words(runs))
 
     def show_learning(self, run: Any) -> None:
         """A learning run from outside a turn (the tidy-up): a card if its chat is open."""
@@ -941,7 +960,7 @@ class MainWindow(QMainWindow):
             ),
             Command(
                 "Tidy up memories now",
-                self.services.tidy_up_now,
+                self.tidy_memories_now,
                 keywords=("learn", "memories"),
             ),
             Command("Memories", lambda: self.show_settings("memories"), keywords=("remember",)),

@@ -359,3 +359,18 @@ def test_an_import_says_how_many_messages_it_has_written_as_it_goes(data_dir: Pa
     assert len(heard) == len(parsed.chats)  # once a chat
     assert [t for _, t in heard] == [total] * len(heard)
     assert [d for d, _ in heard] == sorted(d for d, _ in heard) and heard[-1][0] == total
+
+
+@pytest.mark.parametrize(
+    ("raw", "said"),
+    [
+        (b'{"title": "<b>x', "(line 1, column 11: unterminated string);"),
+        (b'{"title": "a\x01"}', "(line 1, column 13: invalid control character);"),
+        (b'{"a": 1}\n[', "(line 2, column 1: extra data);"),
+    ],
+)
+def test_a_damaged_file_says_where_in_words_that_end(raw: bytes, said: str) -> None:
+    with pytest.raises(ImportFailedError) as caught:
+        parse_bytes(raw, "bad.json")
+    assert said in str(caught.value)
+    assert " at)" not in str(caught.value)

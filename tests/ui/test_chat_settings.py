@@ -274,3 +274,28 @@ def test_a_claude_code_chat_chooses_how_it_may_act_and_its_model(
         assert (got.program_mode, got.program_model) == (None, None)
     finally:
         store.close()
+
+
+def test_a_typed_prompt_left_unsaved_says_so_when_settings_opens_again(
+    qtbot: QtBot, services: AppServices
+) -> None:
+    from ui.settings.settings_dialog import SettingsDialog
+
+    dialog = SettingsDialog.for_services(services)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.show_page("chat")
+    page = dialog.chat_page
+    page.prompt.setFocus()
+    qtbot.keyClicks(page.prompt, DEFAULT)
+    qtbot.keyClick(dialog, Qt.Key.Key_Escape)  # closed without pressing Save
+    qtbot.waitUntil(lambda: not dialog.isVisible())
+    dialog.show()
+    dialog.show_page("chat")
+    # The words are still there, and the page says that no chat follows them yet.
+    assert page.prompt.toPlainText() == DEFAULT
+    assert services.settings.settings.system_prompt == ""
+    assert page.state.isVisibleTo(dialog) and "Not saved" in page.state.text()
+    qtbot.mouseClick(page.save_button, Qt.MouseButton.LeftButton)
+    assert services.settings.settings.system_prompt == DEFAULT
+    assert page.state.text().startswith("Saved")

@@ -279,6 +279,29 @@ def test_a_learning_run_shows_a_card_and_undo_forgets(
     assert "larch" not in services.system_prompt(BIG)
 
 
+def test_tidy_up_memories_now_says_what_it_learned_and_shows_the_card(
+    qtbot: QtBot, window: MainWindow, services: AppServices
+) -> None:
+    store = services.store
+    chat = store.create_chat(title="Committee", model_key=BIG.key)
+    store.append_message(chat.id, "user", "My name is Priya and I chair the committee.")
+    store.append_message(chat.id, "assistant", "Nice to meet you, Priya.")
+    window.sidebar.refresh()
+    window.open_chat(chat.id)
+    [tidy] = [c for c in window.palette_commands() if c.title == "Tidy up memories now"]
+    status = window.statusBar()
+
+    task = asyncio.ensure_future(tidy.callback())  # as the palette runs it
+    qtbot.waitUntil(task.done, timeout=HANG_MS)
+    assert status.currentMessage() == "Memories tidied up: learned 1 thing from 1 chat."
+    [card] = window.chat_view.widgets_of(RowKind.MEMORIES)
+    assert isinstance(card, MemoryCard) and "Priya" in card.run.memories[0].text
+    # Again: every word is read already, and it says so rather than nothing.
+    task = asyncio.ensure_future(tidy.callback())
+    qtbot.waitUntil(task.done, timeout=HANG_MS)
+    assert status.currentMessage() == "Memories tidied up: nothing new to remember."
+
+
 def test_the_demo_model_says_it_is_loaded_before_a_message_is_sent(window: MainWindow) -> None:
     window.new_chat()
     assert window.picker.current_key() == BIG.key

@@ -330,3 +330,27 @@ def test_an_edit_above_the_summary_line_says_the_summary_will_be_made_again(
         qtbot.keyClick(editor.text, Qt.Key.Key_Return)
     assert RowKind.DIVIDER not in [r.kind for r in view.chat_model.rows()]
     assert messages(view) == [("user", "What is 2+2?"), ("assistant", "Ten.")]
+
+
+def test_an_edit_left_open_for_another_chat_is_there_on_coming_back(
+    qtbot: QtBot, chatted: tuple[Chat, ConversationBridge], chat_factory: Callable[..., Chat]
+) -> None:
+    chat, bridge = chatted
+    other = chat_factory()  # the same chat log, another chat
+    view = make_view(qtbot, chat, bridge)
+    turn(qtbot, bridge, lambda: bridge.send("What is 2+2?"))
+    assert view.start_edit(row_of(view, "What is 2+2?"))
+    editor = view.editor
+    assert editor is not None
+    qtbot.keyClicks(editor.text, " And 3+3, while you are at it?")
+
+    view.set_chat(other.chat_id)  # the person opens another chat mid-edit...
+    assert view.editor is None
+    view.set_chat(chat.chat_id, bridge)  # ...and comes back: the words are still there
+    editor = view.editor
+    assert editor is not None and editor.isVisible()
+    assert editor.text.toPlainText() == "What is 2+2? And 3+3, while you are at it?"
+    # Nothing was sent meanwhile; Esc still leaves the message as it was.
+    assert len(chat.engine.inputs) == 1
+    qtbot.keyClick(editor.text, Qt.Key.Key_Escape)
+    assert messages(view) == [("user", "What is 2+2?"), ("assistant", "Four.")]

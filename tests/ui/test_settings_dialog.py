@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QLabel
 from pytestqt.qtbot import QtBot
 
 from app.health import HealthLog
@@ -176,6 +176,30 @@ def test_test_lists_a_local_servers_models(
         assert server.requests, "the test asked the server itself"
     assert stores[0].settings.lmstudio_url == server.url  # the address was saved as well
     assert dialog.rows["lmstudio"].test_button.isEnabled()
+
+
+def test_test_pressed_from_the_keyboard_keeps_the_focus_on_its_own_row(
+    qtbot: QtBot,
+    stores: tuple[SettingsStore, MemoryBook, HealthLog],
+) -> None:
+    with OpenAIStyleServer("lmstudio", models=[FakeModel("model-0", window=4096)]) as server:
+        dialog = make_dialog(qtbot, stores, SessionSecrets())
+        dialog.activateWindow()
+        qtbot.waitActive(dialog)
+        enter_text(qtbot, dialog, "lmstudio", server.url)
+        row, next_row = dialog.rows["lmstudio"], dialog.rows["llamacpp"]
+        row.test_button.setFocus(Qt.FocusReason.TabFocusReason)
+        qtbot.waitUntil(row.test_button.hasFocus)
+        qtbot.keyClick(row.test_button, Qt.Key.Key_Space)
+        # While it runs, what the person types goes to this server's own address, never into
+        # the next server's (where the focus used to land when the button went grey).
+        assert result_text(dialog, "lmstudio") == "Testing…"
+        assert not next_row.field.hasFocus()
+        assert row.field.hasFocus()
+        assert wait_for_result(qtbot, dialog, "lmstudio") == "Found 1 model"
+        # Done: the focus is back on Test, where the person left it.
+        qtbot.waitUntil(row.test_button.hasFocus)
+    assert stores[0].settings.llamacpp_url != server.url
 
 
 def test_test_sends_the_key_to_a_company_and_counts_its_models(
@@ -409,3 +433,24 @@ def test_show_page_opens_each_page(
     dialog.show_page("no-such-page")
     assert dialog.current_page() == "providers"
     assert not dialog.isModal()
+
+
+def test_both_pages_with_the_remember_switch_say_the_same_about_what_waits(
+    qtbot: QtBot,
+    stores: tuple[SettingsStore, MemoryBook, HealthLog],
+) -> None:
+    dialog = make_dialog(qtbot, stores, SessionSecrets())
+    said: list[str] = []
+    for page in ("memory", "memories"):
+        dialog.show_page(page)
+        shown = dialog.stack.currentWidget()
+        assert shown is not None
+        said += [
+            label.text()
+            for label in shown.findChildren(QLabel)
+            if label.isVisibleTo(dialog) and label.text().startswith("When this is off")
+        ]
+    # One sentence, on both pages, naming everything that makes memories wait: pasted text
+    # too (README: "Text you paste, however short, is treated like a tool result").
+    assert len(said) == 2 and said[0] == said[1]
+    assert all(kind in said[0] for kind in ("a file", "a tool result", "a web page", "pasted"))

@@ -8,6 +8,7 @@ on the memory book at once and the card redraws from what the book now says.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from PySide6.QtCore import Qt, Signal
@@ -42,6 +43,20 @@ def card_title(run: Any) -> str:
     if run.waiting:
         return f"Found {_things(n)} to remember from earlier in this chat — keep them?"
     return f"Learned {_things(n)} from earlier in this chat"
+
+
+def tidied_words(runs: Sequence[Any]) -> str:
+    """What "Tidy up memories now" came to, in one line for the status line."""
+    learned = sum(len(run.memories) for run in runs)
+    if not learned:
+        return "Memories tidied up: nothing new to remember."
+    chats = len({run.chat_id for run in runs})
+    where = "1 chat" if chats == 1 else f"{chats} chats"
+    waiting = sum(memory.status == "waiting" for run in runs for memory in run.memories)
+    said = f"Memories tidied up: learned {_things(learned)} from {where}"
+    if waiting:
+        said += f"; {waiting} wait{'s' if waiting == 1 else ''} for your OK in Settings → Memories"
+    return said + "."
 
 
 _STATUS_WORDS = {"undone": "Undone", "discarded": "Discarded", "kept": "Kept"}

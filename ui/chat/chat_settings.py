@@ -57,6 +57,7 @@ MODE_WORDS: dict[ProgramMode | None, str] = {
 }
 PROGRAM_MODELS = ("sonnet", "opus", "haiku")  # the names Claude Code takes for its models
 OWN_CHOICE = "Claude Code's own choice"
+NOT_SAVED = "Not saved yet: chats follow it once you press Save."
 
 
 def prompt_cost(text: str) -> str:
@@ -363,8 +364,10 @@ class DefaultPromptPage(QWidget):
 
     def _changed(self) -> None:
         self.cost.setText(prompt_cost(self.prompt.toPlainText()))
-        self.state.setText("")
         unsaved = self.prompt.toPlainText().strip() != self._settings.settings.system_prompt
+        # Settings keeps the typed words when it is closed, so they look saved when it opens
+        # again while no chat uses them (and a restart drops them): say so beside Save.
+        self.state.setText(NOT_SAVED if unsaved else "")
         self.save_button.setEnabled(unsaved)
 
     def _on_settings(self, settings: object) -> None:

@@ -40,6 +40,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QApplication,
     QHBoxLayout,
     QListView,
     QMenu,
@@ -69,6 +70,7 @@ FLUSH_MS = 40  # how often streamed text reaches the screen
 READING_TICK_MS = 1_000  # how often a wait before the first word says how long it has been
 UNDO_MS = 10_000  # how long "Message deleted. Undo" stays
 UNDO_GAP = 6  # pixels above and below "Message deleted. Undo", in its own strip
+FOCUS_MARGIN = 8  # pixels left above or below a control scrolled into view for the focus
 EDIT_HINT = "Editing your message — Enter to resend, Shift+Enter for a new line, Esc to cancel"
 # An edit or delete above the summary line: the fold that summarised it no longer holds.
 REFOLD_NOTE = "It is above the summary line, so the summary will be made again when needed."
@@ -238,6 +240,8 @@ class ChatView(QListView):
         self._fetching = False
         self._reload_on_save = False  # an edit or regenerate changed what is above the turn
         self._editor: MessageEditor | None = None
+        # Edits left open when the person went to another chat: (seq, words) by chat.
+        self._unfinished_edits: dict[str, tuple[int, str]] = {}
         self._hovered = QPersistentModelIndex()  # the row under the pointer: its buttons show
         self.undo_bar = MessageUndoBar(self)
         self.undo_bar.undo_clicked.connect(self._undelete)
@@ -267,6 +271,9 @@ class ChatView(QListView):
         self.delegate.action_requested.connect(self.act)
         self.delegate.version_step.connect(self.step_version)
         self.customContextMenuRequested.connect(self._menu)
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            app.focusChanged.connect(self._focus_moved)
 
     # --- which chat -----------------------------------------------------------------------
 
@@ -283,6 +290,7 @@ class ChatView(QListView):
         self._detach()
         self._flush_timer.stop()
         self._reading_timer.stop()
+        self._keep_unfinished_edit()
         self._editor = None  # the reset below takes an open editor with it
         self.undo_bar.hide()
         self._stick = True
@@ -302,6 +310,30 @@ class ChatView(QListView):
                 self.chat_model.set_stream_tools(tuple(entries))
                 self._reading_timer.start(0)  # the wait, if it is a long one, shows at once
         self.scroll_to_bottom()
+        self._reopen_unfinished_edit()
+
+    def _keep_unfinished_edit(self) -> None:
+        """An edit left open for another chat keeps its words for when the chat shows again:
+        going to another chat is not Esc."""
+        editor, seq = self._editor, self.chat_model.editing
+        if editor is None or seq is None:
+            return
+        words = editor.text.toPlainText()
+        i = self.chat_model.find(RowKind.MESSAGE, seq)
+        message = self.chat_model.row(i).message if i >= 0 else None
+        if message is None or words != message.text:
+            self._unfinished_edits[self.chat_id] = (seq, words)
+
+    def _reopen_unfinished_edit(self) -> None:
+        kept = self._unfinished_edits.pop(self.chat_id, None)
+        if kept is None:
+            return
+        seq, words = kept
+        i = self.chat_model.find(RowKind.MESSAGE, seq)
+        if i < 0 or not self.start_edit(i) or self._editor is None:
+            return
+        self._editor.text.setPlainText(words)
+        self._editor.text.moveCursor(self._editor.text.textCursor().MoveOperation.End)
 
     def follow(self, bridge: ConversationBridge | None) -> None:
         """Follow ``bridge`` for the chat already showing (no reload, the scroll stays)."""
@@ -527,6 +559,24 @@ class ChatView(QListView):
         self._adjusting = True
         bar.setValue(bar.maximum())
         self._adjusting = False
+
+    def _focus_moved(self, _old: QWidget | None, new: QWidget | None) -> None:
+        """A button on a card or on the summary line took the focus (Tab) while scrolled out of
+        sight: bring it into view, as a scroll area does, or its ring is drawn where no one sees
+        it and Space presses a button the person cannot read."""
+        viewport = self.viewport()
+        if new is None or not viewport.isAncestorOf(new):
+            return
+        if QApplication.mouseButtons() != Qt.MouseButton.NoButton:
+            return  # a click: moving the button under the pointer would lose the release
+        top = new.mapTo(viewport, QPoint(0, 0)).y()
+        below = top + new.height() - viewport.height()
+        bar = self.verticalScrollBar()
+        if top < 0:
+            bar.setValue(bar.value() + top - FOCUS_MARGIN)
+        elif below > 0:
+            # A control taller than the view shows its top.
+            bar.setValue(bar.value() + min(top - FOCUS_MARGIN, below + FOCUS_MARGIN))
 
     def at_bottom(self) -> bool:
         bar = self.verticalScrollBar()

@@ -36,7 +36,12 @@ from ui._widgets import hint_label, page_layout
 from ui.icons import MUTED, ON_ACCENT, icon
 from ui.plain import PlainLabel, shown_name
 from ui.settings.row_list import RowList
-from ui.settings.settings_sync import listen_to_settings, save_remember, set_checked_quietly
+from ui.settings.settings_sync import (
+    REMEMBER_HINT,
+    listen_to_settings,
+    save_remember,
+    set_checked_quietly,
+)
 
 log = logging.getLogger("conch.ui.memories")
 
@@ -295,10 +300,7 @@ class MemoriesPage(QWidget):
 
         self.remember = QCheckBox("Remember things automatically")
         self.remember.setChecked(settings.settings.remember_automatically)
-        remember_hint = hint_label(
-            "When this is off, everything Conch learns waits here for your OK. Chats that read "
-            "a file or a web page always ask first."
-        )
+        remember_hint = hint_label(REMEMBER_HINT)
         self.settings_error = PlainLabel()
         self.settings_error.setObjectName("TestResult")
         self.settings_error.setProperty("state", "error")

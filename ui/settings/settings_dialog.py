@@ -57,7 +57,12 @@ from ui.plain import PlainLabel
 from ui.settings.health_page import HealthPage, StartLocal
 from ui.settings.memories_page import ChatTitle, MemoriesPage
 from ui.settings.programs_page import ProgramsPage
-from ui.settings.settings_sync import listen_to_settings, save_remember, set_checked_quietly
+from ui.settings.settings_sync import (
+    REMEMBER_HINT,
+    listen_to_settings,
+    save_remember,
+    set_checked_quietly,
+)
 from ui.settings.tools_page import ToolsPage
 from ui.settings.trash_page import TrashPage
 from ui.theme import ThemeManager, set_style_property
@@ -228,6 +233,7 @@ class SettingsDialog(QDialog):
         self._tester = tester or self._default_tester
         self.test_timeout = test_timeout
         self._tests: dict[str, asyncio.Task[None]] = {}
+        self._focus_back: set[str] = set()  # rows whose Test gets the focus back when done
         self.rows: dict[str, ProviderRow] = {}
 
         self.nav = QListWidget()
@@ -408,12 +414,7 @@ class SettingsDialog(QDialog):
         self.remember = QCheckBox("Remember things automatically")
         self.remember.setChecked(self._settings.settings.remember_automatically)
         inner.addWidget(self.remember)
-        inner.addWidget(
-            hint_label(
-                "When this is off, what Conch learns waits for your OK. Chats that read a file, "
-                "a tool result or a web page always ask first."
-            )
-        )
+        inner.addWidget(hint_label(REMEMBER_HINT))
         self.memory_error = _label("", "TestResult")
         self.memory_error.setProperty("state", "error")
         self.memory_error.hide()
@@ -544,6 +545,12 @@ class SettingsDialog(QDialog):
             row.show_result("Testing needs the app's event loop.", "error")
             return None
         row.show_result("Testing…", "busy")
+        if row.test_button.hasFocus():
+            # A focused button that goes grey hands the focus on to the next control: the next
+            # server's address, where typing would change it. It waits in this row's own
+            # field and goes back to Test when the test ends.
+            row.field.setFocus(Qt.FocusReason.OtherFocusReason)
+            self._focus_back.add(name)
         row.test_button.setEnabled(False)
         task = loop.create_task(self._run_test(name), name=f"settings-test-{name}")
         self._tests[name] = task
@@ -577,6 +584,10 @@ class SettingsDialog(QDialog):
             return
         with contextlib.suppress(RuntimeError):  # the dialog is being destroyed
             row.test_button.setEnabled(True)
+            if name in self._focus_back and not self._tests.get(name):
+                self._focus_back.discard(name)
+                if row.field.hasFocus():  # the person has not moved on meanwhile
+                    row.test_button.setFocus(Qt.FocusReason.OtherFocusReason)
             if task.cancelled() and row.result.text() == "Testing…":
                 row.show_result("Test stopped.", "error")
 

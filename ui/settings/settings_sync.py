@@ -16,6 +16,13 @@ from PySide6.QtWidgets import QAbstractButton, QLabel
 
 from app.settings import Settings, SettingsError, SettingsStore
 
+# What "Remember things automatically" changes, said the same on both pages that show it. What
+# waits whatever the switch says follows app/learning.py: anything the person did not type.
+REMEMBER_HINT = (
+    "When this is off, what Conch learns waits for your OK. Chats that read a file, a tool "
+    "result, a web page or pasted text always ask first."
+)
+
 
 @contextlib.contextmanager
 def signals_blocked(widget: QObject) -> Iterator[None]:
@@ -64,4 +71,10 @@ def listen_to_settings(
     return lambda *_args: stop()
 
 
-__all__ = ["listen_to_settings", "save_remember", "set_checked_quietly", "signals_blocked"]
+__all__ = [
+    "REMEMBER_HINT",
+    "listen_to_settings",
+    "save_remember",
+    "set_checked_quietly",
+    "signals_blocked",
+]
