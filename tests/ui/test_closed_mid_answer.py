@@ -33,6 +33,7 @@ from engines.base import (
     ToolStarted,
     TurnInput,
 )
+from tests.ui.test_stop_signals import HangingEngine
 from tests.ui.windows import close_files, close_window, open_window
 from tests.waits import HANG_MS
 from ui.chat.chat_model import RowKind
@@ -43,24 +44,11 @@ pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 ASKED = "Tell me about larch"
 
 
-class WritingEngine:
+class WritingEngine(HangingEngine):
     """Writes the first words of an answer, then waits for more that do not come while the
     window is open; it can go on with an answer cut short (Continue)."""
 
     continues_answers = True
-
-    def __init__(self) -> None:
-        self.waiting = asyncio.Event()
-
-    async def turn(self, turn: TurnInput) -> AsyncIterator[Event]:
-        yield TextDelta(text="The first ")
-        yield TextDelta(text="words")
-        self.waiting.set()
-        await asyncio.Event().wait()
-        yield Done()
-
-    async def aclose(self) -> None:
-        return None
 
 
 class CallingEngine(WritingEngine):
