@@ -97,8 +97,10 @@ def shown(
     size: tuple[int, int] | None = None,
     timeout: int = HANG_MS,
 ) -> Iterator[MainWindow]:
-    """The real window, shown (and started if asked), closed again after the block."""
+    """The real window, shown (and started if asked), closed again after the block, as the
+    person would close it (what its box holds is saved then, while the chat log is open)."""
     win = open_window(qtbot, services, start=start, size=size, timeout=timeout)
     yield win
+    win.close()
     close = asyncio.get_running_loop().create_task(win.aclose())
     qtbot.waitUntil(close.done, timeout=timeout)
