@@ -1,0 +1,86 @@
+"""A long run without spaces (a hash, base64, a path) wraps inside its card at a narrow width,
+instead of widening the page under a horizontal scrollbar; copying it gives it unchanged."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QApplication, QScrollArea, QWidget
+from pytestqt.qtbot import QtBot
+
+from app.health import HealthLog
+from app.memories import MemoryBook
+from app.secrets import SessionSecrets
+from app.settings import SettingsStore
+from tests.waits import HANG_MS
+from ui.plain import PlainLabel
+from ui.settings.row_list import RowList
+from ui.settings.settings_dialog import SettingsDialog
+
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
+
+HASH = "sha256:" + "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08" * 3
+PATH = "/home/someone/" + "a_very_long_directory_name_without_any_separator" * 4 + ".txt"
+
+
+@pytest.fixture
+def dialog(qtbot: QtBot, data_dir: Path) -> Iterator[SettingsDialog]:
+    settings = SettingsStore.in_dir(data_dir)
+    book = MemoryBook.in_dir(data_dir)
+    health = HealthLog.in_dir(data_dir)
+    health.add("summary-failed", f"The model answered {HASH} instead of a summary.", "qwen")
+    book.add(f"My notes live in {PATH}")
+    secrets = SessionSecrets()
+    shown = SettingsDialog(settings=settings, secrets=secrets, memories=book, health=health)
+    qtbot.addWidget(shown)
+    shown.resize(566, 600)
+    shown.show()
+    yield shown
+    book.close()
+    health.close()
+
+
+def fits(row: QWidget, scroll: QScrollArea) -> bool:
+    """Whether ``row`` is laid out within the list's visible width, with no sideways scroll."""
+    QApplication.processEvents()
+    right = row.mapTo(scroll.viewport(), QPoint(row.width(), 0)).x()
+    return not scroll.horizontalScrollBar().isVisible() and right <= scroll.viewport().width()
+
+
+@pytest.mark.parametrize("page", ["health", "memories"])
+def test_a_long_word_wraps_inside_its_card_at_a_narrow_width(
+    qtbot: QtBot, dialog: SettingsDialog, page: str
+) -> None:
+    dialog.show_page(page)
+    shown = dialog.health_page if page == "health" else dialog.memories_page
+    scroll = shown.findChild(RowList)
+    assert scroll is not None
+    (row,) = shown.rows()
+    qtbot.waitUntil(lambda: fits(row, scroll), timeout=HANG_MS)
+    label = row.text
+    assert isinstance(label, PlainLabel)
+    assert label.height() > 2 * label.fontMetrics().height()  # on several lines
+    assert HASH in label.text() or PATH in label.text()  # the words as they came
+
+
+def test_a_copy_of_a_broken_word_gives_the_characters_as_they_were(qtbot: QtBot) -> None:
+    label = PlainLabel(f"key {HASH} end")
+    label.setWordWrap(True)
+    label.setTextInteractionFlags(
+        Qt.TextInteractionFlag.TextSelectableByMouse
+        | Qt.TextInteractionFlag.TextSelectableByKeyboard
+    )
+    qtbot.addWidget(label)
+    label.resize(200, 400)
+    label.show()
+    label.setFocus()
+    qtbot.keyClick(label, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    assert label.selectedText() == f"key {HASH} end"
+    clipboard = QGuiApplication.clipboard()
+    clipboard.clear()
+    qtbot.keyClick(label, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    assert clipboard.text() == f"key {HASH} end"
