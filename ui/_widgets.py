@@ -97,6 +97,23 @@ def outside_text(text: str, name: str, parent: QWidget | None = None) -> QLabel:
     return label
 
 
+def pause(button: QWidget, holder: QWidget) -> None:
+    """Disable ``button`` for a while (a load, a start, a wait) without losing the keyboard's
+    place: Qt passes a disabled control's focus on to the next one in the window, which may be
+    anywhere ("New chat", a list's Clear). ``holder``, the card or panel around it, keeps it
+    instead, and ``resume`` gives it back."""
+    if button.hasFocus():
+        holder.setFocus(Qt.FocusReason.OtherFocusReason)
+    button.setEnabled(False)
+
+
+def resume(button: QWidget, holder: QWidget) -> None:
+    """Enable ``button`` again; the focus its ``holder`` kept meanwhile goes back to it."""
+    button.setEnabled(True)
+    if holder.hasFocus() and button.isVisible():
+        button.setFocus(Qt.FocusReason.OtherFocusReason)
+
+
 class LineButton(QToolButton):
     """A flat toggle that also opens on Enter (QToolButton only knows Space)."""
 
