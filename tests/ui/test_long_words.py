@@ -16,7 +16,10 @@ from app.health import HealthLog
 from app.memories import MemoryBook
 from app.secrets import SessionSecrets
 from app.settings import SettingsStore
+from engines.base import Attachment
 from tests.waits import HANG_MS
+from ui.chat.composer import Submission
+from ui.main_window import MainWindow
 from ui.plain import PlainLabel
 from ui.settings.row_list import RowList
 from ui.settings.settings_dialog import SettingsDialog
@@ -84,3 +87,26 @@ def test_a_copy_of_a_broken_word_gives_the_characters_as_they_were(qtbot: QtBot)
     clipboard.clear()
     qtbot.keyClick(label, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
     assert clipboard.text() == f"key {HASH} end"
+
+
+def test_a_long_file_name_on_a_chip_leaves_the_window_narrow(
+    qtbot: QtBot, window: MainWindow
+) -> None:
+    window.new_chat()
+
+    def narrowest() -> int:
+        QApplication.processEvents()  # the window's least width follows its layout's events
+        window.resize(200, 700)  # as far as the person could drag the edge
+        return window.width()
+
+    least = narrowest()
+    name = "quarterly_report_" + "x9" * 60 + ".txt"
+    window.composer.restore(Submission(text="", attachments=(Attachment(name=name, text="hi"),)))
+    (chip,) = window.composer.chip_list
+    assert narrowest() == least
+    window.resize(566, 700)
+    qtbot.waitUntil(lambda: window.composer.width() < 566, timeout=HANG_MS)
+    right = chip.mapTo(window.composer, QPoint(chip.width(), 0)).x()
+    assert right <= window.composer.width()  # its ✕ in view
+    assert chip.label.text().startswith(name)  # the whole name, for reading aloud
+    assert name in chip.label.toolTip()  # shown in part, whole on hover
