@@ -19,6 +19,7 @@ from app.settings import SettingsStore
 from engines.base import Attachment
 from tests.waits import HANG_MS
 from ui.chat.composer import Submission
+from ui.chat.tool_rows import ToolEntry, ToolRows
 from ui.main_window import MainWindow
 from ui.plain import PlainLabel
 from ui.settings.row_list import RowList
@@ -110,3 +111,25 @@ def test_a_long_file_name_on_a_chip_leaves_the_window_narrow(
     assert right <= window.composer.width()  # its ✕ in view
     assert chip.label.text().startswith(name)  # the whole name, for reading aloud
     assert name in chip.label.toolTip()  # shown in part, whole on hover
+
+
+def test_a_tool_result_s_long_line_wraps_inside_the_chat_s_column(qtbot: QtBot) -> None:
+    entry = ToolEntry("1", "read_file", arguments={"path": PATH}, status="done", preview=HASH)
+    rows = ToolRows([entry], width=500)
+    qtbot.addWidget(rows)
+    (line,) = rows.lines.values()
+    line.button.click()  # opened: the arguments and the result's first lines
+    # As the chat view places a row's widget: the column's width, whatever the row asks for.
+    rows.setGeometry(0, 0, 540, rows.heightForWidth(540))
+    rows.show()
+    qtbot.waitExposed(rows, timeout=HANG_MS)
+    assert rows.minimumSizeHint().width() <= 540
+    details = line.details
+    qtbot.waitUntil(
+        lambda: details.mapTo(rows, QPoint(details.width(), 0)).x() <= 540, timeout=HANG_MS
+    )
+    # Its longest line fits the width it was given (no result cut off at the right), on as
+    # many lines as that takes.
+    assert details.minimumSizeHint().width() <= details.width()
+    assert details.height() >= details.heightForWidth(details.width())
+    assert HASH in details.text()
