@@ -24,6 +24,7 @@ from ui.main_window import MainWindow
 from ui.plain import PlainLabel
 from ui.settings.row_list import RowList
 from ui.settings.settings_dialog import SettingsDialog
+from ui.theme import ThemeManager
 
 pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
@@ -32,7 +33,7 @@ PATH = "/home/someone/" + "a_very_long_directory_name_without_any_separator" * 4
 
 
 @pytest.fixture
-def dialog(qtbot: QtBot, data_dir: Path) -> Iterator[SettingsDialog]:
+def dialog(qtbot: QtBot, data_dir: Path, theme: ThemeManager) -> Iterator[SettingsDialog]:
     settings = SettingsStore.in_dir(data_dir)
     book = MemoryBook.in_dir(data_dir)
     health = HealthLog.in_dir(data_dir)
