@@ -3,7 +3,7 @@ instead of widening the page under a horizontal scrollbar; copying it gives it u
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,9 @@ from app.memories import MemoryBook
 from app.secrets import SessionSecrets
 from app.settings import SettingsStore
 from engines.base import Attachment
+from tests.ui.conftest import Chat
 from tests.waits import HANG_MS
+from ui.cards.memory_card import MemoryCard
 from ui.chat.composer import Submission
 from ui.chat.tool_rows import ToolEntry, ToolRows
 from ui.main_window import MainWindow
@@ -134,3 +136,25 @@ def test_a_tool_result_s_long_line_wraps_inside_the_chat_s_column(qtbot: QtBot) 
     assert details.minimumSizeHint().width() <= details.width()
     assert details.height() >= details.heightForWidth(details.width())
     assert HASH in details.text()
+
+
+def test_a_memory_card_in_the_chat_wraps_a_long_path_beside_its_undo(
+    qtbot: QtBot, chat_factory: Callable[..., Chat]
+) -> None:
+    chat = chat_factory()
+    said = f"My notes live in {PATH}"
+    run = chat.book.add_run(
+        chat.chat_id, [said], seq_from=0, seq_to=1, waiting=False, source="fold"
+    )
+    assert run is not None
+    card = MemoryCard(run, chat.book)
+    qtbot.addWidget(card)
+    # As the chat view places a row's widget: the column's width, whatever the card asks for.
+    assert card.minimumSizeHint().width() <= 400
+    card.setGeometry(0, 0, 400, card.heightForWidth(400))
+    card.show()
+    qtbot.waitExposed(card, timeout=HANG_MS)
+    undo = card.buttons[(run.memories[0].id, "Undo")]
+    assert undo.mapTo(card, QPoint(undo.width(), 0)).x() <= 400  # Undo in view
+    (item,) = card.findChildren(PlainLabel, "MemoryCardItem")
+    assert item.text() == f"• {said}" and item.height() > 2 * item.fontMetrics().height()
