@@ -31,11 +31,11 @@ from engines.base import (
     ProblemKind,
     TextDelta,
     TurnInput,
-    render_attachments,
 )
 from engines.mock import MockEngine, Refuse, echo_reply, first_line
 from engines.providers.base import ChatRequest
 from engines.resources import resources_dir
+from engines.window import PICTURE_TOKENS, estimate_tokens
 
 if TYPE_CHECKING:
     from app.services import AppServices
@@ -200,14 +200,31 @@ def mock_engine(
     store = services.store
     fold = store.latest_compaction(chat.id)
     start = fold.first_kept_seq if fold is not None else 0
-    # Only the person's words and files: read just those (a 10,000-message chat opens at once).
+    # Each kept turn as the engine held it live: the person's words, the files and pictures
+    # counted apart, and the answer shown; else the meter reads less after a restart.
     rows = store.query(
-        "SELECT seq, text, attachments FROM messages WHERE chat_id = ? AND seq >= ? "
-        "AND role = 'user' AND deleted_at IS NULL AND shelved = 0 ORDER BY seq",
+        "SELECT seq, role, text, pictures, attachments FROM messages WHERE chat_id = ? "
+        "AND seq >= ? AND role IN ('user', 'assistant') AND deleted_at IS NULL AND shelved = 0 "
+        "ORDER BY seq",
         (chat.id, start),
     )
-    seed = [(seq, render_attachments(text, _attached(raw))) for seq, text, raw in rows]
+    seed: list[tuple[int, str, str, int]] = []
+    for seq, role, text, pictures, raw in rows:
+        if role == "user":
+            attached = sum(estimate_tokens(a.text) for a in _attached(raw))
+            seed.append((seq, text, "", attached + PICTURE_TOKENS * _count(pictures)))
+        elif seed:  # the turn's answer (the latest, after a retry)
+            seed[-1] = (*seed[-1][:2], text, seed[-1][3])
     return MockEngine(seed=seed, summary=fold.summary if fold is not None else "", cue=mock_cue)
+
+
+def _count(raw: str) -> int:
+    """How many pictures a chat log row's JSON list names."""
+    try:
+        listed = json.loads(raw) if raw else []
+    except ValueError:
+        return 0
+    return len(listed) if isinstance(listed, list) else 0
 
 
 def _attached(raw: str) -> list[Attachment]:

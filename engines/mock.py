@@ -137,8 +137,9 @@ class MockEngine:
 
     ``script`` steps are used one per turn (a ``CompactBefore`` is used together with the step
     after it). ``fold_every`` turns (0 to never) it folds on its own, keeping ``keep_turns``
-    turns. ``seed`` is the chat so far as (seq, person's text) pairs and ``summary`` the summary
-    it already has, so a seeded demo chat keeps folding where it left off.
+    turns. ``seed`` is the chat so far as (seq, person's text) pairs, or (seq, person's text,
+    answer, tokens attached) so its meter counts what a live chat's does, and ``summary`` the
+    summary it already has, so a seeded demo chat keeps folding where it left off.
     """
 
     continues_answers = True  # "Continue" goes on with the reply it was writing when stopped
@@ -150,7 +151,7 @@ class MockEngine:
         fold_every: int = 6,
         keep_turns: int = 3,
         delay: float = 0.02,
-        seed: Sequence[tuple[int, str]] = (),
+        seed: Sequence[tuple[int, str] | tuple[int, str, str, int]] = (),
         summary: str = "",
         cue: Callable[[TurnInput], Reply | Fail | Refuse | None] | None = None,
     ) -> None:
@@ -159,7 +160,7 @@ class MockEngine:
         self.fold_every = max(0, fold_every)
         self.keep_turns = max(1, keep_turns)
         self.delay = max(0.0, delay)
-        self._turns: list[_Turn] = [_Turn(seq, text) for seq, text in seed]
+        self._turns: list[_Turn] = [_Turn(*turn) for turn in seed]
         self._asked: list[str] = []  # the person's folded questions, oldest first
         self._summary = summary
         self._since_fold = 0
@@ -249,6 +250,7 @@ class MockEngine:
             text = (step.text or echo_reply(turn.text, self._answered))[: max(0, step.after_chars)]
             async for delta in _chunks(text, step.chunk_size, step.chunk_delay, thinking=False):
                 yield delta
+            current.answer = text  # kept in the chat log, so counted as a reopened chat counts it
             problem = TurnProblem.of(
                 step.kind, step.detail, default_next_step(step.kind), partial=bool(text)
             )
@@ -263,7 +265,7 @@ class MockEngine:
         sent = self._used(turn.system) + estimate_tokens(turn.continue_from)
         async for delta in _chunks(step.text, step.chunk_size, step.chunk_delay, thinking=False):
             yield delta
-        current.answer = step.text
+        current.answer = turn.continue_from + step.text  # the answer as the chat log keeps it
         yield Usage(
             input_tokens=sent,
             output_tokens=estimate_tokens(step.thinking) + estimate_tokens(step.text),

@@ -9,11 +9,21 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QFontMetrics, QKeyEvent
-from PySide6.QtWidgets import QFrame, QLabel, QLayout, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QFontMetrics, QKeyEvent, QResizeEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QLabel,
+    QLayout,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
-from ui.plain import PlainLabel
+from ui.plain import PlainLabel, plain_tip
+
+ELIDE_MIDDLE = Qt.TextElideMode.ElideMiddle  # a file name's start and its extension both tell
 
 L = TypeVar("L", bound=QLayout)
 
@@ -95,6 +105,56 @@ def outside_text(text: str, name: str, parent: QWidget | None = None) -> QLabel:
         | Qt.TextInteractionFlag.TextSelectableByKeyboard
     )
     return label
+
+
+def pause(button: QWidget, holder: QWidget) -> None:
+    """Disable ``button`` for a while (a load, a start, a wait) without losing the keyboard's
+    place: Qt passes a disabled control's focus on to the next one in the window, which may be
+    anywhere ("New chat", a list's Clear). ``holder``, the card or panel around it, keeps it
+    instead, and ``resume`` gives it back."""
+    if button.hasFocus():
+        holder.setFocus(Qt.FocusReason.OtherFocusReason)
+    button.setEnabled(False)
+
+
+def resume(button: QWidget, holder: QWidget) -> None:
+    """Enable ``button`` again; the focus its ``holder`` kept meanwhile goes back to it."""
+    button.setEnabled(True)
+    if holder.hasFocus() and button.isVisible():
+        button.setFocus(Qt.FocusReason.OtherFocusReason)
+
+
+class ElidedLabel(PlainLabel):
+    """One line of outside words (a file name on a chip) that gives way when room is short:
+    what fits shows, with "…" in the middle and the whole in its tooltip, instead of widening
+    the window. ``text()`` is always the whole."""
+
+    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+        super().__init__("", parent)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        self.setText(text)
+
+    def _show(self) -> None:
+        room = self.contentsRect().width()
+        whole = self.text()
+        fits = room <= 0 or self.fontMetrics().horizontalAdvance(whole) <= room
+        shown = whole if fits else self.fontMetrics().elidedText(whole, ELIDE_MIDDLE, room)
+        self._origin = None
+        QLabel.setText(self, shown)
+        self.setToolTip("" if fits else plain_tip(whole))
+
+    def sizeHint(self) -> QSize:
+        margins = self.contentsMargins()
+        width = self.fontMetrics().horizontalAdvance(self.text()) + margins.left() + margins.right()
+        return QSize(width + 2 * self.margin(), super().sizeHint().height())
+
+    def minimumSizeHint(self) -> QSize:
+        least = min(self.sizeHint().width(), few_letters(self.fontMetrics(), 8))
+        return QSize(least, super().minimumSizeHint().height())
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._show()
 
 
 class LineButton(QToolButton):

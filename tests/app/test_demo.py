@@ -10,7 +10,16 @@ from pathlib import Path
 from app.demo import MOCK_MODELS, demo_chat, demo_engine, mock_ask_model
 from app.services import AppServices, build_services
 from app.store import Chat
-from engines.base import Approver, Compacted, Done, ModelInfo, Problem, ProblemKind, TurnInput
+from engines.base import (
+    Approver,
+    Attachment,
+    Compacted,
+    Done,
+    ModelInfo,
+    Problem,
+    ProblemKind,
+    TurnInput,
+)
 from engines.mock import MockEngine, Reply
 from engines.resources import resources_dir
 
@@ -137,3 +146,31 @@ async def test_each_chat_gets_the_engine_the_factory_builds(data_dir: Path) -> N
     assert asked == [(chat.id, MOCK_MODELS[1].key)]
     assert any(isinstance(e, Done) for e in events)
     assert answers == ["From the script."]
+
+
+async def test_a_chat_s_meter_reads_the_same_after_a_restart(data_dir: Path) -> None:
+    # Its turns as the chat log keeps them (the answers, the attached file) are what the model
+    # reads next, whether the chat went on live or was opened again from the file.
+    first = build_services(data_dir, mock=True, seed_demo_chat=False)
+    try:
+        await first.refresh_models()
+        chat = first.store.create_chat(model_key=MOCK_MODELS[0].key)
+        conv = first.conversation(chat.id, model=MOCK_MODELS[0])
+        notes = Attachment(name="notes.txt", text="Beds: 3, larch, 1.2 m by 2.4 m. " * 40)
+        for text in ("Which wood for raised beds?", "And how deep should they be?"):
+            assert not [
+                e async for e in conv.turn(text, attachments=[notes]) if isinstance(e, Problem)
+            ]
+        live = conv.context_usage()
+        await conv.aclose()
+    finally:
+        await first.aclose()
+
+    again = build_services(data_dir, mock=True, seed_demo_chat=False)
+    try:
+        await again.refresh_models()
+        conv = again.conversation(chat.id, model=MOCK_MODELS[0])
+        assert conv.context_usage() == live
+        await conv.aclose()
+    finally:
+        await again.aclose()

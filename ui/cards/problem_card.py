@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 
 from engines.base import NextStep, ProblemKind, TurnProblem
 from engines.local.reload import ReloadOffer
-from ui._widgets import outside_text
+from ui._widgets import outside_text, pause, resume
 from ui.chat.model_picker import memory_note, reload_label, window_label
 from ui.plain import PlainLabel, button_words
 
@@ -222,7 +222,10 @@ class ProblemCard(QFrame):
         the offer's button works again)."""
         loading = text is not None
         self.reload_progress.setVisible(loading)
-        self.reload_button.setEnabled(not loading)
+        if loading:
+            pause(self.reload_button, self)
+        else:
+            resume(self.reload_button, self)
         if text is not None:
             self.reload_note.setText(text)
             self.reload_note.setVisible(True)
@@ -245,6 +248,6 @@ class ProblemCard(QFrame):
     def _wait(self, seconds: float) -> None:
         # The provider asked for a pause: the button unlocks itself when it is over.
         assert self.button is not None
-        self.button.setEnabled(False)
         button = self.button
-        QTimer.singleShot(int(seconds * 1000), self, lambda: button.setEnabled(True))
+        pause(button, self)
+        QTimer.singleShot(int(seconds * 1000), self, lambda: resume(button, self))

@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
 from engines.base import Attachment, Picture
 from engines.programs.slash import SlashCommand, matching
 from engines.window import PICTURE_TOKENS, estimate_tokens
+from ui._widgets import ElidedLabel
 from ui.chat.context_meter import ContextMeter
 from ui.icons import MUTED, ON_ACCENT, icon
 from ui.plain import PlainLabel, shown_name
@@ -227,7 +228,7 @@ class AttachmentChip(QFrame):
         self.icon = PlainLabel(self)
         size = self.fontMetrics().height()
         self.icon.setPixmap(icon(kind, role=MUTED).pixmap(QSize(size, size)))
-        self.label = PlainLabel(shown_name(label), self)
+        self.label = ElidedLabel(shown_name(label), self)
         self.remove_button = QToolButton(self)
         self.remove_button.setIcon(icon("close", role=MUTED))
         self.remove_button.setAutoRaise(True)

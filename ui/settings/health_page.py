@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 
 from app.health import HealthLog, HealthNote
 from engines.local.bundled import CrashBook
+from ui._widgets import pause, resume
 from ui.plain import PlainLabel, shown_name
 from ui.settings.row_list import RowList
 
@@ -198,7 +199,7 @@ class LocalModelPanel(QFrame):
             self.result.setText("Starting the local model needs the app's event loop.")
             return None
         self._crashes.clear()
-        self.start_button.setEnabled(False)
+        pause(self.start_button, self)
         self.result.setText("Starting the local model…")
         self._task = loop.create_task(self._start(self._start_local))
         return self._task
@@ -216,8 +217,14 @@ class LocalModelPanel(QFrame):
         else:
             said = "The local model is running again."
         self.result.setText(said)
-        self.refresh()
-        self.start_button.setEnabled(self._start_local is not None)
+        held = self.hasFocus()
+        self.refresh()  # hidden when the runtime runs: no crash to show
+        if self.isHidden():
+            page = self.parentWidget()
+            if held and page is not None:
+                page.setFocus(Qt.FocusReason.OtherFocusReason)  # the notes' page, not the nav
+        elif self._start_local is not None:
+            resume(self.start_button, self)
 
 
 class HealthPage(QWidget):
