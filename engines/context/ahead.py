@@ -17,6 +17,7 @@ import logging
 from engines.base import Message, ModelInfo, Note, SummaryListener, SummaryWritten
 from engines.context.prepare import (
     DEEPER_MARGIN,
+    PAGE_TURNS,
     PREPARE_AT,
     PREPARE_TRIES,
     RECENT_TURNS,
@@ -440,14 +441,17 @@ class FoldsAhead(LearnedWindows):
             text = facts_kept(p.text, p.text, self._messages[covered:cut], window)
         return fit(text, *summary_cap(window)) if text else ""
 
+    def _next_big(self) -> int:
+        """How big the next message may be, for the folds read ahead: somewhat bigger than the
+        biggest of the person's recent ones (a pasted page), turns folded away included."""
+        recent = self._ledger.recent_person_tokens(PAGE_TURNS, largest=True, folded=True)
+        return int(recent * DEEPER_MARGIN)
+
     def _keeps_nothing(self, b: int) -> bool:
-        """Whether the next message, if somewhat bigger than the biggest recent one, brings a
-        fold that keeps nothing before it: at 2,048 tokens most folds do, and one often comes
-        right after another or before any summary is written ahead. The turns recent folds
-        dropped count in what "recent" is."""
-        recent = self._ledger.recent_person_tokens(RECENT_TURNS, largest=True, folded=True)
-        big = int(recent * DEEPER_MARGIN)
-        return self._ledger.keeps_nothing(b, self._factor, self._reserved(), big)
+        """Whether the next message, if that big, brings a fold that keeps nothing before it:
+        at 2,048 tokens most folds do, and one often comes right after another or before any
+        summary is written ahead."""
+        return self._ledger.keeps_nothing(b, self._factor, self._reserved(), self._next_big())
 
     async def _warm_fold(self, model: ModelInfo, template: ChatRequest, b: int) -> None:
         """Have a local server evaluate the requests the next fold may send, so the fold turn
@@ -487,8 +491,7 @@ class FoldsAhead(LearnedWindows):
             # message somewhat bigger than the biggest recent one brings (deeper: what the
             # summary lacks keeps its facts; a fold between the two is widened to it).
             covered = starts[len(p.covers)]
-            big = int(self._ledger.recent_person_tokens(RECENT_TURNS, largest=True) * DEEPER_MARGIN)
-            deeper = self._ledger.cut_ahead(b, self._factor, self._reserved(), big)
+            deeper = self._ledger.cut_ahead(b, self._factor, self._reserved(), self._next_big())
             cuts = [deeper] if covered < deeper < len(self._messages) else []
             self._deeper = (p, deeper) if cuts else None
             cuts.append(covered)

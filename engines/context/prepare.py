@@ -34,6 +34,10 @@ RECENT_TURNS = 4  # the next message is taken to be as big as the mean of this m
 # pasted page is often somewhat longer than the last (at 8K, one 17% longer went a turn deeper
 # than a fold read ahead for the last one's size, and read 1,500 tokens while the person waited).
 DEEPER_MARGIN = 1.5
+# ... than the biggest of the person's last this many messages (folded ones too): a page pasted
+# now and then comes back after more turns than RECENT_TURNS (at 8K, one 268 tokens long five
+# turns after one of 309 went past every fold read ahead for the 68 of the four before it).
+PAGE_TURNS = 12
 PREPARE_TRIES = 2  # a summary written ahead that is turned down is written once more
 
 log = logging.getLogger("conch.context.prepare")

@@ -407,8 +407,11 @@ def _starts_with_one_read_ahead(request: dict[str, Any], ahead: list[dict[str, A
         {4: 55, 5: 55},
         # A page, then a longer one: deeper even than a page as long as the last would take.
         {2: 50, 4: 70},
+        # A page now and then: the next one comes after more turns than the few recent ones
+        # the next message's size is taken from.
+        {0: 60},
     ],
-    ids=["same-size", "longer"],
+    ids=["same-size", "longer", "now-and-then"],
 )
 async def test_every_fold_even_after_a_pasted_page_was_read_ahead(
     writer: SummaryWritingServer, client: httpx.AsyncClient, data_dir: Path, pages: dict[int, int]
@@ -427,7 +430,7 @@ async def test_every_fold_even_after_a_pasted_page_was_read_ahead(
             ahead = [r.json for r in writer.warm_requests if writer.chat_requests.index(r) < asked]
             folds.append(_starts_with_one_read_ahead(fold, ahead[-3:]))
         await asyncio.wait_for(session.wait_prepared(), HANG_GUARD)
-    assert len(folds) >= 3
+    assert len(folds) >= 2
     assert all(folds), folds
     await adapter.aclose()
 
