@@ -5,6 +5,7 @@ never passed on to an unrelated control, and comes back to the button once it wo
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,28 @@ def focus_with_tab(qtbot: QtBot, window: QWidget, button: QPushButton) -> None:
     qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=HANG_MS)
     button.setFocus(Qt.FocusReason.TabFocusReason)
     qtbot.waitUntil(button.hasFocus, timeout=HANG_MS)
+
+
+def health_page(
+    qtbot: QtBot, data_dir: Path, crashes: CrashBook, start: Callable[[], Awaitable[bool]]
+) -> tuple[SettingsDialog, MemoryBook, HealthLog]:
+    """Settings open on Health, its "Start the local model again" button reached with Tab."""
+    book, health = MemoryBook.in_dir(data_dir), HealthLog.in_dir(data_dir)
+    dialog = SettingsDialog(
+        settings=SettingsStore.in_dir(data_dir),
+        secrets=SessionSecrets(),
+        memories=book,
+        health=health,
+        crashes=crashes,
+        start_local=start,
+    )
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.show_page("health")
+    panel = dialog.health_page.local_model
+    assert panel is not None and panel.isVisible()
+    focus_with_tab(qtbot, dialog, panel.start_button)
+    return dialog, book, health
 
 
 def test_a_too_long_card_loading_its_model_keeps_the_focus_on_the_card(qtbot: QtBot) -> None:
@@ -69,22 +92,9 @@ def test_start_again_on_health_keeps_the_focus_on_its_panel_until_it_is_done(
         crashes.record(-9, "start", ("segfault again",))  # it stopped once more
         return False
 
-    settings = SettingsStore.in_dir(data_dir)
-    book, health = MemoryBook.in_dir(data_dir), HealthLog.in_dir(data_dir)
-    dialog = SettingsDialog(
-        settings=settings,
-        secrets=SessionSecrets(),
-        memories=book,
-        health=health,
-        crashes=crashes,
-        start_local=start,
-    )
-    qtbot.addWidget(dialog)
-    dialog.show()
-    dialog.show_page("health")
+    dialog, book, health = health_page(qtbot, data_dir, crashes, start)
     panel = dialog.health_page.local_model
-    assert panel is not None and panel.isVisible()
-    focus_with_tab(qtbot, dialog, panel.start_button)
+    assert panel is not None
     try:
         qtbot.keyClick(panel.start_button, Qt.Key.Key_Space)
         qtbot.waitUntil(lambda: not panel.start_button.isEnabled(), timeout=HANG_MS)
@@ -107,22 +117,9 @@ def test_once_the_local_model_runs_again_the_focus_stays_on_the_health_page(
     async def start() -> bool:
         return True
 
-    settings = SettingsStore.in_dir(data_dir)
-    book, health = MemoryBook.in_dir(data_dir), HealthLog.in_dir(data_dir)
-    dialog = SettingsDialog(
-        settings=settings,
-        secrets=SessionSecrets(),
-        memories=book,
-        health=health,
-        crashes=crashes,
-        start_local=start,
-    )
-    qtbot.addWidget(dialog)
-    dialog.show()
-    dialog.show_page("health")
+    dialog, book, health = health_page(qtbot, data_dir, crashes, start)
     panel = dialog.health_page.local_model
     assert panel is not None
-    focus_with_tab(qtbot, dialog, panel.start_button)
     try:
         qtbot.keyClick(panel.start_button, Qt.Key.Key_Space)
         qtbot.waitUntil(lambda: not panel.isVisible(), timeout=HANG_MS)  # no crash to show
