@@ -555,7 +555,9 @@ def matched(run: PolicyRun, control: PolicyRun) -> dict[str, object]:
 
     ``fold_vs_control``: a fold turn's time to first token ÷ the control's for that turn;
     ``normal_vs_control`` the same for the turns that did not fold (what a shorter prompt
-    alone changes). ``extra_evaluated_*``: prompt tokens the server evaluated for the answer
+    alone changes); ``same_work_vs_control`` for those that read as many tokens as the
+    control's turn (what the moment's load alone changes: the spread a fold turn's ratio is
+    read against). ``extra_evaluated_*``: prompt tokens the server evaluated for the answer
     beyond what it evaluated for that turn in the control, where only the turn's own new text
     (the message, the last answer's tail, the template around them) is read."""
     pairs = list(zip(run.turns, control.turns, strict=False))
@@ -578,6 +580,18 @@ def matched(run: PolicyRun, control: PolicyRun) -> dict[str, object]:
         for t, c in behind
         if t.evaluated is not None and c.evaluated is not None
     ]
+    # Normal turns that read as many tokens as the control's (within 5%): the same work on both
+    # servers, so their ratios are what the moment alone does to one turn's time.
+    same_t = [
+        (t.ttft, c.ttft)
+        for t, c in pairs
+        if not t.fold
+        and t.ttft
+        and c.ttft
+        and t.evaluated is not None
+        and c.evaluated
+        and abs(t.evaluated - c.evaluated) <= 0.05 * c.evaluated
+    ]
     fold, normal = _ratios(fold_t), _ratios(normal_t)
     fm, nm = fold["median"], normal["median"]
     return {
@@ -587,6 +601,9 @@ def matched(run: PolicyRun, control: PolicyRun) -> dict[str, object]:
         "fold_vs_control_over_normal": _r(
             fm / nm if isinstance(fm, float) and isinstance(nm, float) and nm else None
         ),
+        "same_work_vs_control": _ratios(same_t),
+        # Tokens a fold turn read ÷ the control's for that turn: its cost without the timing.
+        "fold_evaluated_vs_control": _ratios([(float(a), float(b)) for a, b in fold_e]),
         "extra_evaluated_fold": _differences(fold_e),
         "extra_evaluated_normal": _differences(normal_e),
         # The turns that did not fold, right after background work.
@@ -816,6 +833,14 @@ def _said(window: int, policy: str, figures: dict[str, object]) -> None:
         f"evaluated median {figures['evaluated_median']} tokens",
         flush=True,
     )
+    against = figures.get("matched")
+    if isinstance(against, dict):
+        print(
+            f"{window:>5} {policy:<16} fold turns / the control's: {against['fold_vs_control']}; "
+            f"tokens read {against['fold_evaluated_vs_control']}; the same work on both "
+            f"{against['same_work_vs_control']}",
+            flush=True,
+        )
 
 
 async def run_window(
@@ -872,6 +897,8 @@ async def run_window(
         fold = against["conch"]["fold_vs_control"]
         out["fold_vs_control"] = fold
         out["normal_vs_control"] = against["conch"]["normal_vs_control"]
+        out["same_work_vs_control"] = against["conch"]["same_work_vs_control"]
+        out["fold_evaluated_vs_control"] = against["conch"]["fold_evaluated_vs_control"]
         if isinstance(fold, dict):
             # The goal read against the matched control: the same turn, not folded.
             median, worst = fold["median"], fold["max"]

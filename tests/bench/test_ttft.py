@@ -29,6 +29,9 @@ def test_a_fold_turn_is_divided_by_the_same_turn_of_the_control() -> None:
 
     assert figures["fold_vs_control"] == {"n": 2, "median": 2.1, "max": 3.0}
     assert figures["normal_vs_control"] == {"n": 2, "median": 1.05, "max": 1.1}
+    # Only the first turn read as many tokens as the control's (50 is not within 5% of 60).
+    assert figures["same_work_vs_control"] == {"n": 1, "median": 1.0, "max": 1.0}
+    assert figures["fold_evaluated_vs_control"] == {"n": 2, "median": 3.575, "max": 6.0}
     assert figures["extra_evaluated_fold"] == {"n": 2, "median": 155.0, "max": 250.0}
     assert figures["extra_evaluated_normal"] == {"n": 2, "median": -5.0, "max": 0.0}
     assert figures["fold_turns"] == [[1, 6.0, 5.0, 460, 400], [3, 3.0, 1.0, 300, 50]]
