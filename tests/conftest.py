@@ -41,6 +41,13 @@ from app.secrets import KEY_ENV_VARS  # noqa: E402
 for _name in {n for names in KEY_ENV_VARS.values() for n in names}:
     os.environ.pop(_name, None)
 
+# The bundled model's runtime leaves a core free for Conch's window; in the suite nothing else
+# needs one. On two idle cores two threads read a 2,000-token prompt in 15-16 s against 25-30 s
+# with one (three prompts each, one run), which takes minutes off the tests on the real model.
+from engines.local.bundled import THREADS_ENV, thread_count  # noqa: E402
+
+os.environ.setdefault(THREADS_ENV, str(thread_count()))
+
 # For the shared fixtures at the end: the chat log, the memory book, a loopback model API.
 from app.memories import MemoryBook  # noqa: E402
 from app.store import ChatStore  # noqa: E402

@@ -136,6 +136,10 @@ REBUILD_COMMAND = "bash scripts/setup.sh local --reinstall-runtime"
 # and BMI2 instructions, nothing of AVX-512); /proc/cpuinfo names each as a flag.
 X86_NEEDS = ("avx2", "fma", "f16c", "bmi2")
 CPU_FLAGS_ENV = "CONCH_CPU_FLAGS"  # the flags to check instead of this CPU's (a test's machine)
+# How many threads the runtime reads and writes with, instead of one core fewer than the
+# machine has (see ``runtime_threads``). The test suite gives it every core: nothing else runs
+# beside it there.
+THREADS_ENV = "CONCH_LOCAL_MODEL_THREADS"
 
 # The OpenAI-style ``local`` row as llama.cpp's server speaks it: it streams usage when asked
 # and counts tokens at /tokenize (the row itself still allows for llama-cpp-python's server).
@@ -489,6 +493,17 @@ def thread_count() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
+
+
+def runtime_threads() -> int:
+    """Leave one core free, and 4 is plenty for a 135M model: with every core busy (Conch's
+    own window, other apps) llama.cpp's threads slow each other down badly (measured on 2
+    busy cores, 40 tokens: 0.3-0.5 s with one thread, 0.8-1.4 s with two; a 2,663-token
+    prompt took 26 s with one thread and 61 s with two). ``THREADS_ENV`` overrides it."""
+    asked = os.environ.get(THREADS_ENV, "").strip()
+    if asked.isdigit() and int(asked) > 0:
+        return int(asked)
+    return max(1, min(4, thread_count() - 1))
 
 
 def _ps(pid: int, field: str) -> str | None:
@@ -928,11 +943,7 @@ class BundledRuntime:
         return crash
 
     def _args(self, model: Path, port: int) -> list[str]:
-        # Leave one core free, and 4 is plenty for a 135M model: with every core busy
-        # (Conch's own window, other apps) llama.cpp's threads slow each other down badly
-        # (measured on 2 busy cores, 40 tokens: 0.3-0.5 s with one thread, 0.8-1.4 s with
-        # two; a 2,663-token prompt took 26 s with one thread and 61 s with two).
-        threads = str(max(1, min(4, thread_count() - 1)))
+        threads = str(runtime_threads())
         return [
             *self.server,
             "--model",

@@ -23,11 +23,13 @@ import httpx
 import pytest
 
 from engines.base import Message, ProblemKind, Reading, TextDelta
+from engines.local import bundled
 from engines.local.bundled import (
     INSTALL_HINT,
     MODEL_ID,
     MODEL_INSTALL_HINT,
     SERVER_PACKAGES,
+    THREADS_ENV,
     WINDOW,
     BundledRuntime,
     RuntimeState,
@@ -35,6 +37,7 @@ from engines.local.bundled import (
     bundled_adapter,
     find_gguf,
     missing,
+    runtime_threads,
 )
 from engines.local.processes import alive as _alive
 from engines.local.serve import recorded_exit
@@ -102,6 +105,20 @@ def test_nothing_installed_says_how_to_install() -> None:
     assert why is not None and INSTALL_HINT in why
     assert "xllamacpp" in why
     assert available(find) is False
+
+
+def test_the_runtime_leaves_a_core_free_unless_told_how_many_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    for cores, threads in [(1, 1), (2, 1), (3, 2), (16, 4)]:
+        monkeypatch.setattr(bundled, "thread_count", lambda cores=cores: cores)
+        assert runtime_threads() == threads, cores
+    monkeypatch.setenv(THREADS_ENV, "2")
+    assert runtime_threads() == 2  # the suite's choice: every core of a two-core machine
+    for nonsense in ("0", "-3", "two", ""):
+        monkeypatch.setenv(THREADS_ENV, nonsense)
+        assert runtime_threads() == 4, nonsense
 
 
 def test_runtime_without_the_model_file_says_so(tmp_path: Path) -> None:
