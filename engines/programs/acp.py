@@ -815,7 +815,10 @@ class AcpEngine:
         try:
             while True:
                 try:
-                    item = await asyncio.wait_for(queue.get(), self.idle_timeout)
+                    # Not ``wait_for``: on Python 3.11 it drops a Stop that comes as the
+                    # program's next word does, and the turn then waits for nobody.
+                    async with asyncio.timeout(self.idle_timeout):
+                        item = await queue.get()
                 except TimeoutError:
                     if client.asking:
                         continue  # the person is deciding; that is not the program hanging

@@ -447,7 +447,10 @@ class ClaudeCodeEngine:
         try:
             while not turn.over:
                 try:
-                    item = await asyncio.wait_for(turn.run.queue.get(), self.idle_timeout)
+                    # Not ``wait_for``: on Python 3.11 it drops a Stop that comes as the
+                    # program's next message does.
+                    async with asyncio.timeout(self.idle_timeout):
+                        item = await turn.run.queue.get()
                 except TimeoutError:
                     if self._asking:
                         continue  # the person is deciding

@@ -213,7 +213,10 @@ class CodexEngine:
         try:
             while True:
                 try:
-                    raw = await asyncio.wait_for(proc.stdout.readline(), self.idle_timeout)
+                    # Not ``wait_for``: on Python 3.11 it drops a Stop that comes as the
+                    # program's next line does.
+                    async with asyncio.timeout(self.idle_timeout):
+                        raw = await proc.stdout.readline()
                 except TimeoutError:
                     yield Problem(
                         problem=problems.silent(PROGRAM, self.idle_timeout, partial=wrote)

@@ -551,6 +551,40 @@ async def test_stopping_a_turn_tells_the_program_to_stop_and_the_chat_goes_on(
     assert lines[-1]["texts"][-1].endswith("never mind, hello")  # type: ignore[index]
 
 
+async def test_a_stop_that_comes_as_the_program_speaks_still_stops_the_turn(
+    tmp_path: Path, chat: Chat
+) -> None:
+    """Python 3.11's ``asyncio.wait_for`` drops a cancel that meets its result in the same
+    moment: the Stop was lost and the turn waited for a program that was waiting for it."""
+    engine = make_engine(tmp_path, chat)
+    working = asyncio.Event()
+
+    async def answer() -> None:  # as the window's bridge runs a turn
+        seq = chat.add("user", "take your time [[slow]]")
+        turn = TurnInput(chat_id="c1", seq=seq, text="take your time [[slow]]", model=MODEL)
+        async for event in engine.turn(turn):
+            if isinstance(event, ThinkingDelta):
+                working.set()
+
+    task = asyncio.create_task(answer())
+    try:
+        await asyncio.wait_for(working.wait(), HANG_SECONDS)
+        process = engine._process  # the only way to time the program's word
+        assert process is not None and process.client.queue is not None
+        # The program's next word and the person's Stop arrive together.
+        process.client.queue.put_nowait(ThinkingDelta(text=" Still thinking."))
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=HANG_SECONDS)
+        assert task in done and task.cancelled(), "the Stop was lost"
+        after = await run_turn(engine, chat, "never mind, hello")
+    finally:
+        task.cancel()
+        await engine.aclose()
+    assert isinstance(after[-1], Done)
+    lines = received(tmp_path)
+    assert {"cancelled": lines[0]["session"]} in lines  # the program heard the Stop
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the processes in /proc")
 async def test_closing_stops_the_program_and_what_it_started_before_it_returns(
     tmp_path: Path, chat: Chat
